@@ -1,0 +1,107 @@
+internal import COpenSSL
+
+/// The SHA-2 digests the broker uses, via OpenSSL's EVP interface.
+public enum DigestAlgorithm: Sendable {
+    case sha1
+    case sha256
+    case sha384
+    case sha512
+
+    var name: String {
+        switch self {
+        case .sha1: "SHA1"
+        case .sha256: "SHA256"
+        case .sha384: "SHA384"
+        case .sha512: "SHA512"
+        }
+    }
+
+    var evp: OpaquePointer? {
+        switch self {
+        case .sha1: EVP_sha1()
+        case .sha256: EVP_sha256()
+        case .sha384: EVP_sha384()
+        case .sha512: EVP_sha512()
+        }
+    }
+}
+
+public enum Digest {
+    /// Hashes `data` with `algorithm`.
+    public static func hash<Bytes: Collection>(_ algorithm: DigestAlgorithm, _ data: Bytes) -> [UInt8]
+    where Bytes.Element == UInt8 {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let input = Array(data)
+        let ok = input.withUnsafeBytes { inputBuffer in
+            EVP_Digest(inputBuffer.baseAddress, inputBuffer.count, &out, &length, algorithm.evp, nil)
+        }
+        // EVP_Digest on a built-in digest fails only when memory runs out.
+        precondition(ok == 1, "EVP_Digest failed")
+        return Array(out.prefix(Int(length)))
+    }
+
+    public static func sha256<Bytes: Collection>(_ data: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        hash(.sha256, data)
+    }
+
+    public static func sha256(_ text: String) -> [UInt8] { hash(.sha256, Array(text.utf8)) }
+}
+
+public enum HMAC {
+    /// HMAC of `data` under `key` (RFC 2104) with the given digest; SHA-1 is here only for OAuth 1.0a.
+    public static func authenticate<Key: Collection, Bytes: Collection>(
+        _ algorithm: DigestAlgorithm, key: Key, data: Bytes
+    ) -> [UInt8] where Key.Element == UInt8, Bytes.Element == UInt8 {
+        let keyBytes = Array(key)
+        let input = Array(data)
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var outLength = 0
+        let result = keyBytes.withUnsafeBytes { keyBuffer in
+            input.withUnsafeBytes { inputBuffer in
+                EVP_Q_mac(
+                    nil, "HMAC", nil, algorithm.name, nil,
+                    // A zero-length key must still be a valid pointer for OpenSSL.
+                    keyBuffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), keyBuffer.count,
+                    inputBuffer.baseAddress?.assumingMemoryBound(to: UInt8.self), inputBuffer.count,
+                    &out, out.count, &outLength)
+            }
+        }
+        precondition(result != nil, "EVP_Q_mac failed")
+        return Array(out.prefix(outLength))
+    }
+}
+
+public enum ConstantTime {
+    /// Compares two byte strings in time that depends only on their lengths.
+    ///
+    /// Use for every comparison of a secret (state, code, token hash, client secret).
+    public static func equals<A: Collection, B: Collection>(_ lhs: A, _ rhs: B) -> Bool
+    where A.Element == UInt8, B.Element == UInt8 {
+        let left = Array(lhs)
+        let right = Array(rhs)
+        guard left.count == right.count else { return false }
+        if left.isEmpty { return true }
+        return left.withUnsafeBytes { l in
+            right.withUnsafeBytes { r in CRYPTO_memcmp(l.baseAddress, r.baseAddress, l.count) == 0 }
+        }
+    }
+
+    public static func equals(_ lhs: String, _ rhs: String) -> Bool {
+        equals(Array(lhs.utf8), Array(rhs.utf8))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Lowercase hexadecimal.
+    public var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,70 @@
+/// Percent-encoding and `application/x-www-form-urlencoded` bodies and queries.
+public enum FormEncoding {
+    /// Percent-encodes everything but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+    ///
+    /// This is also OAuth 1.0a's encoding (RFC 5849 §3.6): uppercase hex, UTF-8 first, space as `%20`.
+    public static func percentEncode(_ text: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0x0f)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes `%XX` escapes (and `+` as space when `plusIsSpace`); `nil` on a broken escape or invalid UTF-8.
+    public static func percentDecode(_ text: Substring, plusIsSpace: Bool = true) -> String? {
+        var out = [UInt8]()
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                out.append(high << 4 | low)
+            } else if byte == UInt8(ascii: "+") && plusIsSpace {
+                out.append(UInt8(ascii: " "))
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// `k=v&k2=v2` with every name and value percent-encoded.
+    public static func encode(_ fields: [(String, String)]) -> String {
+        fields.map { percentEncode($0.0) + "=" + percentEncode($0.1) }.joined(separator: "&")
+    }
+
+    /// Parses a form body or query string; `nil` if any escape is broken.
+    public static func decode(_ text: String) -> [(String, String)]? {
+        var fields: [(String, String)] = []
+        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecode(parts[0]) else { return nil }
+            let value = parts.count > 1 ? percentDecode(parts[1]) : ""
+            guard let value else { return nil }
+            fields.append((name, value))
+        }
+        return fields
+    }
+}

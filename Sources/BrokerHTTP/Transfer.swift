@@ -1,0 +1,179 @@
+internal import CCurl
+import Synchronization
+
+/// The state of one exchange while libcurl runs it: buffers the callbacks fill, the cancel flag.
+///
+/// Used by exactly one thread (the one running `curl_easy_perform`) except for `cancelled`, which is atomic.
+final class Transfer: @unchecked Sendable {
+    let request: HTTPRequest
+    let cancelled = Atomic<Bool>(false)
+    private var body: [UInt8] = []
+    private var headerLines: [String] = []
+    private var tooLarge = false
+
+    init(request: HTTPRequest) { self.request = request }
+
+    func perform(on handle: UnsafeMutableRawPointer, userAgent: String) -> Result<HTTPResponse, HTTPClientError> {
+        let lowerURL = request.url.lowercased()
+        guard lowerURL.hasPrefix("http://") || lowerURL.hasPrefix("https://") else {
+            return .failure(HTTPClientError(kind: .invalidURL, message: "only http and https URLs are allowed"))
+        }
+        var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+        for (name, value) in request.headers {
+            // CR or LF in a header would let a caller inject headers or split the request.
+            guard !name.contains(where: \.isNewline), !value.contains(where: \.isNewline), !name.isEmpty else {
+                return .failure(HTTPClientError(kind: .invalidURL, message: "header \(name) contains a line break"))
+            }
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        // curl adds "Expect: 100-continue" to larger bodies, which costs a round trip; an empty value removes it.
+        headerList = curl_slist_append(headerList, "Expect:")
+
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        let body = request.body ?? []
+        let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorPointer in
+            body.withUnsafeBufferPointer { bodyPointer in
+                var setupFailed = CURLE_OK
+                func set(_ result: CURLcode) { if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result } }
+
+                set(broker_curl_setopt_string(handle, CURLOPT_URL, request.url))
+                set(broker_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
+                set(broker_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+                set(broker_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+                // Verification is always on; there is deliberately no switch to turn it off.
+                set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+                set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+                set(broker_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Transfer.milliseconds(request.connectTimeout)))
+                set(broker_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Transfer.milliseconds(request.timeout)))
+                set(broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
+                set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
+                set(broker_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+                if request.followRedirects {
+                    set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
+                    set(broker_curl_setopt_long(handle, CURLOPT_MAXREDIRS, 5))
+                    let https = lowerURL.hasPrefix("https://")
+                    set(broker_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https"))
+                } else {
+                    set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+                }
+
+                switch request.method {
+                case "GET":
+                    set(broker_curl_setopt_long(handle, CURLOPT_HTTPGET, 1))
+                case "HEAD":
+                    set(broker_curl_setopt_long(handle, CURLOPT_NOBODY, 1))
+                default:
+                    set(broker_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
+                }
+                if request.body != nil || request.method == "POST" {
+                    set(broker_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyPointer.count)))
+                    // libcurl reads the body straight from our buffer, which outlives curl_easy_perform.
+                    let bodyAddress = UnsafeMutableRawPointer(mutating: bodyPointer.baseAddress) ?? me
+                    set(broker_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, bodyAddress))
+                    if request.method == "POST" {
+                        set(broker_curl_setopt_long(handle, CURLOPT_POST, 1))
+                    }
+                }
+
+                set(broker_curl_setopt_data_cb(handle, CURLOPT_WRITEFUNCTION, { data, size, count, user in
+                    guard let user, let data else { return 0 }
+                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveBody(data, size * count)
+                }))
+                set(broker_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, me))
+                set(broker_curl_setopt_data_cb(handle, CURLOPT_HEADERFUNCTION, { data, size, count, user in
+                    guard let user, let data else { return 0 }
+                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveHeader(data, size * count)
+                }))
+                set(broker_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, me))
+                set(broker_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+                set(broker_curl_setopt_xferinfo_cb(handle, { user, _, _, _, _ in
+                    guard let user else { return 0 }
+                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().cancelled.load(ordering: .relaxed)
+                        ? 1 : 0
+                }))
+                set(broker_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, me))
+                if setupFailed != CURLE_OK { return setupFailed }
+                if cancelled.load(ordering: .relaxed) { return CURLE_ABORTED_BY_CALLBACK }
+                return curl_easy_perform(handle)
+            }
+        }
+
+        guard code == CURLE_OK else {
+            let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let generic = String(cString: curl_easy_strerror(code))
+            return .failure(Transfer.error(for: code, message: detail.isEmpty ? generic : detail, tooLarge: tooLarge))
+        }
+        var status = 0
+        _ = broker_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: parseHeaders(), body: self.body))
+    }
+
+    private func receiveBody(_ data: UnsafeMutablePointer<CChar>, _ length: Int) -> Int {
+        guard body.count + length <= request.maxResponseBytes else {
+            tooLarge = true
+            return 0
+        }
+        body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+        return length
+    }
+
+    private func receiveHeader(_ data: UnsafeMutablePointer<CChar>, _ length: Int) -> Int {
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+        // A status line starts a new response (after a redirect or a 1xx): keep only the last one's fields.
+        if line.hasPrefix("HTTP/") {
+            headerLines.removeAll()
+            body.removeAll()
+        } else {
+            headerLines.append(line)
+        }
+        guard headerLines.count <= 200 else {
+            tooLarge = true
+            return 0
+        }
+        return length
+    }
+
+    private func parseHeaders() -> [(name: String, value: String)] {
+        headerLines.compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let name = String(line[..<colon])
+            let value = line[line.index(after: colon)...].trimmingWhitespace()
+            return (name, value)
+        }
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+    }
+
+    private static func error(for code: CURLcode, message: String, tooLarge: Bool) -> HTTPClientError {
+        let kind: HTTPClientError.Kind
+        switch code {
+        case _ where tooLarge, CURLE_FILESIZE_EXCEEDED:
+            return HTTPClientError(kind: .responseTooLarge, message: "response larger than the limit", curlCode: Int(code.rawValue))
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: kind = .invalidURL
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolveFailed
+        case CURLE_COULDNT_CONNECT: kind = .connectionFailed
+        case CURLE_OPERATION_TIMEDOUT: kind = .timeout
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            kind = .tls
+        case CURLE_TOO_MANY_REDIRECTS: kind = .tooManyRedirects
+        case CURLE_ABORTED_BY_CALLBACK: kind = .cancelled
+        default: kind = .transport
+        }
+        return HTTPClientError(kind: kind, message: message, curlCode: Int(code.rawValue))
+    }
+}
+
+extension Substring {
+    func trimmingWhitespace() -> String {
+        var slice = self[...]
+        while let first = slice.first, first.isWhitespace { slice = slice.dropFirst() }
+        while let last = slice.last, last.isWhitespace { slice = slice.dropLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,19 @@
+import ArgumentParser
+
+@main
+struct Broker: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broker",
+        abstract: "An authentication broker: sign in through providers or custom accounts, carry short-lived tokens.",
+        discussion: """
+            Exit codes: 0 success, 1 failure, 4 authentication required, 64 usage error.
+            Machine output goes to stdout; messages go to stderr.
+            """,
+        version: BrokerVersion.current,
+        subcommands: [Mint.self]
+    )
+}
+
+enum BrokerVersion {
+    static let current = "0.1.0"
+}
