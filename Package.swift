@@ -55,7 +55,7 @@ let package = Package(
         .testTarget(
             name: "BrokerCryptoTests",
             dependencies: ["BrokerCrypto", "BrokerCore"],
-            resources: [.copy("Fixtures")],
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BrokerHTTPTests", dependencies: ["BrokerHTTP"], swiftSettings: swiftSettings),

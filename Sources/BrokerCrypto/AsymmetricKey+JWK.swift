@@ -1,5 +1,9 @@
 internal import COpenSSL
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 extension AsymmetricKey {
     /// Builds a key from a JWK; private when the JWK carries private members.
     ///
@@ -9,6 +13,12 @@ extension AsymmetricKey {
         if let use = jwk.use, use != "sig" { throw CryptoError.unsupportedKey("JWK use \(use) is not sig") }
         let pkey: OpaquePointer
         let isPrivate = jwk.d != nil
+        if let ops = jwk.key_ops {
+            let needed = isPrivate ? "sign" : "verify"
+            guard ops.contains(needed) else {
+                throw CryptoError.unsupportedKey("JWK key_ops \(ops) does not allow \(needed)")
+            }
+        }
         switch jwk.kty {
         case "EC":
             guard jwk.crv == "P-256" else { throw CryptoError.unsupportedKey("EC curve \(jwk.crv ?? "none") not supported") }
@@ -169,21 +179,38 @@ private struct ParamBuilder {
     func makeKey(type: String, isPrivate: Bool) throws -> OpaquePointer {
         guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.openSSL("key import") }
         defer { OSSL_PARAM_BLD_free(builder) }
+        // The builder keeps the pointers it is given (names, strings, octets, BIGNUMs) until
+        // OSSL_PARAM_BLD_to_param copies them, so every buffer must outlive that call: none may be a
+        // temporary Swift bridge.
+        var buffers: [UnsafeMutableRawPointer] = []
         var bignums: [OpaquePointer] = []
-        defer { bignums.forEach { BN_clear_free($0) } }
+        defer {
+            buffers.forEach { free($0) }
+            bignums.forEach { BN_clear_free($0) }
+        }
+        func cString(_ text: String) -> UnsafeMutablePointer<CChar>? {
+            guard let copy = strdup(text) else { return nil }
+            buffers.append(UnsafeMutableRawPointer(copy))
+            return copy
+        }
         for entry in entries {
             let ok: Int32
             switch entry {
             case .utf8(let key, let value):
-                ok = OSSL_PARAM_BLD_push_utf8_string(builder, key, value, 0)
+                ok = OSSL_PARAM_BLD_push_utf8_string(builder, cString(key), cString(value), 0)
             case .octets(let key, let value):
-                ok = value.withUnsafeBytes { OSSL_PARAM_BLD_push_octet_string(builder, key, $0.baseAddress, $0.count) }
+                guard let copy = malloc(max(value.count, 1)) else { throw CryptoError.openSSL("key import") }
+                buffers.append(copy)
+                value.withUnsafeBytes { source in
+                    if let base = source.baseAddress { copy.copyMemory(from: base, byteCount: source.count) }
+                }
+                ok = OSSL_PARAM_BLD_push_octet_string(builder, cString(key), copy, value.count)
             case .bignum(let key, let value):
                 guard let bn = value.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) }) else {
                     throw CryptoError.openSSL("key import")
                 }
                 bignums.append(bn)
-                ok = OSSL_PARAM_BLD_push_BN(builder, key, bn)
+                ok = OSSL_PARAM_BLD_push_BN(builder, cString(key), bn)
             }
             guard ok == 1 else { throw CryptoError.openSSL("key import") }
         }

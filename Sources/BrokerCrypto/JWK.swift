@@ -24,6 +24,8 @@ public struct JWK: Sendable, Hashable, Codable {
     public var kid: String?
     public var alg: String?
     public var use: String?
+    /// Permitted operations (RFC 7517 §4.3); when present, must include `verify` (or `sign` for private keys).
+    public var key_ops: [String]?
 
     public init(kty: String) { self.kty = kty }
 

@@ -87,13 +87,33 @@ public struct JWTVerifier: Sendable {
     ///
     /// - Throws: ``JWTError``, one case per reason.
     public func verify(_ token: String, now: Int64) throws(JWTError) -> VerifiedJWT {
+        let jws = try verifySignature(token)
+        guard let claims = JSONValue.parse(jws.payload)?.objectValue else {
+            throw .invalidPayload("not a JSON object")
+        }
+        try check(claims: claims, now: now)
+        return VerifiedJWT(header: jws.header, claims: claims, kid: jws.kid, algorithm: jws.algorithm)
+    }
+
+    /// A JWS whose signature verified; the payload is not interpreted.
+    public struct VerifiedJWS: Sendable {
+        public let header: [String: JSONValue]
+        public let payload: [UInt8]
+        public let kid: String
+        public let algorithm: JWSAlgorithm
+    }
+
+    /// Checks the structure, header and signature of a compact JWS, without looking at the payload.
+    ///
+    /// - Throws: ``JWTError``, one case per reason.
+    public func verifySignature(_ token: String) throws(JWTError) -> VerifiedJWS {
         let bytes = Array(token.utf8)
         guard bytes.count <= options.maxTokenSize else { throw .tooLarge(bytes.count) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("expected 3 segments, found \(parts.count)") }
         guard !parts[0].isEmpty, !parts[2].isEmpty else { throw .malformed("empty header or signature") }
         guard let headerBytes = Base64URL.decode(parts[0]) else { throw .malformed("header is not base64url") }
-        guard let payloadBytes = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
+        guard let payload = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
         guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
         guard let header = JSONValue.parse(headerBytes)?.objectValue else {
             throw .invalidHeader("not a JSON object")
@@ -136,12 +156,7 @@ public struct JWTVerifier: Sendable {
 
         let signingInput = bytes[..<(parts[0].count + 1 + parts[1].count)]
         guard key.verify(signature: signature, message: signingInput) else { throw .invalidSignature }
-
-        guard let claims = JSONValue.parse(payloadBytes)?.objectValue else {
-            throw .invalidPayload("not a JSON object")
-        }
-        try check(claims: claims, now: now)
-        return VerifiedJWT(header: header, claims: claims, kid: kid, algorithm: key.algorithm)
+        return VerifiedJWS(header: header, payload: payload, kid: kid, algorithm: key.algorithm)
     }
 
     private func check(claims: [String: JSONValue], now: Int64) throws(JWTError) {
