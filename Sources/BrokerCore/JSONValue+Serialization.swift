@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 extension JSONValue {
@@ -74,8 +74,8 @@ extension JSONValue {
         out += "\""
     }
 
-    /// Parses a JSON document; `nil` when it is not valid JSON.
+    /// Parses a JSON document strictly (see ``JSONParser``); `nil` when it is not valid JSON.
     public static func parse<Bytes: Collection>(_ bytes: Bytes) -> JSONValue? where Bytes.Element == UInt8 {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        JSONParser.parse(Array(bytes))
     }
 }

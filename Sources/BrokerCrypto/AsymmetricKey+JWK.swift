@@ -1,7 +1,7 @@
 internal import COpenSSL
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension AsymmetricKey {
@@ -21,7 +21,9 @@ extension AsymmetricKey {
         }
         switch jwk.kty {
         case "EC":
-            guard jwk.crv == "P-256" else { throw CryptoError.unsupportedKey("EC curve \(jwk.crv ?? "none") not supported") }
+            guard jwk.crv == "P-256" else {
+                throw CryptoError.unsupportedKey("EC curve \(jwk.crv ?? "none") not supported")
+            }
             let x = try AsymmetricKey.member(jwk.x, "x", length: 32)
             let y = try AsymmetricKey.member(jwk.y, "y", length: 32)
             var params = ParamBuilder()
@@ -51,15 +53,23 @@ extension AsymmetricKey {
             }
             pkey = try params.makeKey(type: "RSA", isPrivate: isPrivate)
         case "OKP":
-            guard jwk.crv == "Ed25519" else { throw CryptoError.unsupportedKey("OKP curve \(jwk.crv ?? "none") not supported") }
+            guard jwk.crv == "Ed25519" else {
+                throw CryptoError.unsupportedKey("OKP curve \(jwk.crv ?? "none") not supported")
+            }
             let x = try AsymmetricKey.member(jwk.x, "x", length: 32)
             if isPrivate {
                 let d = try AsymmetricKey.member(jwk.d, "d", length: 32)
-                guard let made = d.withUnsafeBufferPointer({ EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.baseAddress, 32) })
+                guard
+                    let made = d.withUnsafeBufferPointer({
+                        EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, $0.baseAddress, 32)
+                    })
                 else { throw CryptoError.openSSL("Ed25519 key import") }
                 pkey = made
             } else {
-                guard let made = x.withUnsafeBufferPointer({ EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, 32) })
+                guard
+                    let made = x.withUnsafeBufferPointer({
+                        EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, $0.baseAddress, 32)
+                    })
                 else { throw CryptoError.openSSL("Ed25519 key import") }
                 pkey = made
             }
@@ -153,11 +163,15 @@ extension AsymmetricKey {
 
     private func bignumParam(_ name: String, padTo width: Int? = nil) throws -> [UInt8] {
         var bn: OpaquePointer?
-        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else { throw CryptoError.openSSL("key export (\(name))") }
+        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else {
+            throw CryptoError.openSSL("key export (\(name))")
+        }
         defer { BN_clear_free(bn) }
         let length = width ?? Int((BN_num_bits(bn) + 7) / 8)
         var out = [UInt8](repeating: 0, count: max(length, 1))
-        guard BN_bn2binpad(bn, &out, Int32(out.count)) == out.count else { throw CryptoError.openSSL("key export (\(name))") }
+        guard BN_bn2binpad(bn, &out, Int32(out.count)) == out.count else {
+            throw CryptoError.openSSL("key export (\(name))")
+        }
         return out
     }
 }

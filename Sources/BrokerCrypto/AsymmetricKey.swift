@@ -1,4 +1,5 @@
 internal import COpenSSL
+import Synchronization
 
 /// An EC P-256, RSA (≥ 2048 bits) or Ed25519 key held by OpenSSL, public or private.
 ///
@@ -11,6 +12,9 @@ public final class AsymmetricKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let kind: KeyKind
     public let isPrivate: Bool
+    /// Initialised EVP_PKEY_CTXs, reused across operations (see `AsymmetricKey+Signing.swift`).
+    let signContexts = Mutex<[ContextHandle]>([])
+    let verifyContexts = Mutex<[ContextHandle]>([])
 
     /// The one algorithm this key signs and verifies with.
     public var algorithm: JWSAlgorithm { kind.algorithm }
@@ -27,7 +31,11 @@ public final class AsymmetricKey: @unchecked Sendable {
         self.isPrivate = isPrivate
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        signContexts.withLock { $0.forEach { EVP_PKEY_CTX_free($0.pointer) } }
+        verifyContexts.withLock { $0.forEach { EVP_PKEY_CTX_free($0.pointer) } }
+        EVP_PKEY_free(pkey)
+    }
 
     private static func classify(_ pkey: OpaquePointer) throws -> KeyKind {
         if EVP_PKEY_is_a(pkey, "EC") == 1 {
@@ -150,4 +158,9 @@ public final class AsymmetricKey: @unchecked Sendable {
         guard let pub else { throw CryptoError.openSSL("public key import") }
         return try AsymmetricKey(taking: pub, isPrivate: false)
     }
+}
+
+/// An EVP_PKEY_CTX owned by a pool: only the operation that took it from the pool touches it.
+struct ContextHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
 }

@@ -1,8 +1,9 @@
 import BrokerCore
+
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A JSON Web Key (RFC 7517) for the key types the broker supports: EC P-256, RSA and Ed25519 (OKP).

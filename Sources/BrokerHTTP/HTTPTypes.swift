@@ -14,7 +14,9 @@ public struct HTTPRequest: Sendable {
     /// Follow 3xx redirects (at most 5, never from https down to http). Off unless asked for.
     public var followRedirects = false
 
-    public init(method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
+    public init(
+        method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -25,7 +27,8 @@ public struct HTTPRequest: Sendable {
     public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [])
         -> HTTPRequest
     {
-        var request = HTTPRequest(method: "POST", url: url, headers: headers, body: Array(FormEncoding.encode(fields).utf8))
+        var request = HTTPRequest(
+            method: "POST", url: url, headers: headers, body: Array(FormEncoding.encode(fields).utf8))
         request.headers.append((name: "Content-Type", value: "application/x-www-form-urlencoded"))
         request.headers.append((name: "Accept", value: "application/json"))
         return request

@@ -36,16 +36,22 @@ final class Transfer: @unchecked Sendable {
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorPointer in
             body.withUnsafeBufferPointer { bodyPointer in
                 var setupFailed = CURLE_OK
-                func set(_ result: CURLcode) { if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result } }
+                func set(_ result: CURLcode) {
+                    if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result }
+                }
 
                 set(broker_curl_setopt_string(handle, CURLOPT_URL, request.url))
-                set(broker_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
+                set(
+                    broker_curl_setopt_pointer(
+                        handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
                 set(broker_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
                 set(broker_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
                 // Verification is always on; there is deliberately no switch to turn it off.
                 set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
                 set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-                set(broker_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Transfer.milliseconds(request.connectTimeout)))
+                set(
+                    broker_curl_setopt_long(
+                        handle, CURLOPT_CONNECTTIMEOUT_MS, Transfer.milliseconds(request.connectTimeout)))
                 set(broker_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Transfer.milliseconds(request.timeout)))
                 set(broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
                 set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
@@ -77,22 +83,34 @@ final class Transfer: @unchecked Sendable {
                     }
                 }
 
-                set(broker_curl_setopt_data_cb(handle, CURLOPT_WRITEFUNCTION, { data, size, count, user in
-                    guard let user, let data else { return 0 }
-                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveBody(data, size * count)
-                }))
+                set(
+                    broker_curl_setopt_data_cb(
+                        handle, CURLOPT_WRITEFUNCTION,
+                        { data, size, count, user in
+                            guard let user, let data else { return 0 }
+                            return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveBody(
+                                data, size * count)
+                        }))
                 set(broker_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, me))
-                set(broker_curl_setopt_data_cb(handle, CURLOPT_HEADERFUNCTION, { data, size, count, user in
-                    guard let user, let data else { return 0 }
-                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveHeader(data, size * count)
-                }))
+                set(
+                    broker_curl_setopt_data_cb(
+                        handle, CURLOPT_HEADERFUNCTION,
+                        { data, size, count, user in
+                            guard let user, let data else { return 0 }
+                            return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveHeader(
+                                data, size * count)
+                        }))
                 set(broker_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, me))
                 set(broker_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-                set(broker_curl_setopt_xferinfo_cb(handle, { user, _, _, _, _ in
-                    guard let user else { return 0 }
-                    return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().cancelled.load(ordering: .relaxed)
-                        ? 1 : 0
-                }))
+                set(
+                    broker_curl_setopt_xferinfo_cb(
+                        handle,
+                        { user, _, _, _, _ in
+                            guard let user else { return 0 }
+                            return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().cancelled.load(
+                                ordering: .relaxed)
+                                ? 1 : 0
+                        }))
                 set(broker_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, me))
                 if setupFailed != CURLE_OK { return setupFailed }
                 if cancelled.load(ordering: .relaxed) { return CURLE_ABORTED_BY_CALLBACK }
@@ -153,7 +171,8 @@ final class Transfer: @unchecked Sendable {
         let kind: HTTPClientError.Kind
         switch code {
         case _ where tooLarge, CURLE_FILESIZE_EXCEEDED:
-            return HTTPClientError(kind: .responseTooLarge, message: "response larger than the limit", curlCode: Int(code.rawValue))
+            return HTTPClientError(
+                kind: .responseTooLarge, message: "response larger than the limit", curlCode: Int(code.rawValue))
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: kind = .invalidURL
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: kind = .resolveFailed
         case CURLE_COULDNT_CONNECT: kind = .connectionFailed

@@ -3,9 +3,9 @@ import BrokerCore
 import BrokerCrypto
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 extension Broker {
@@ -19,7 +19,9 @@ extension Broker {
                 """
         )
 
-        @Option(name: .long, help: ArgumentHelp("PEM private key (PKCS#8, SEC 1 or PKCS#1) to sign with.", valueName: "FILE"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp("PEM private key (PKCS#8, SEC 1 or PKCS#1) to sign with.", valueName: "FILE"))
         var signingKey: String
 
         @Option(name: .long, help: "The token's subject (sub).")
@@ -36,7 +38,8 @@ extension Broker {
 
         @Option(
             name: .customLong("claim"),
-            help: ArgumentHelp("An extra claim; V is JSON when it parses as JSON, else a string. Repeatable.", valueName: "K=V"))
+            help: ArgumentHelp(
+                "An extra claim; V is JSON when it parses as JSON, else a string. Repeatable.", valueName: "K=V"))
         var claims: [String] = []
 
         @Option(name: .long, help: "Output: raw (the JWT), json, or header (Authorization: Bearer ...).")

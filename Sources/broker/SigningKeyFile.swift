@@ -1,9 +1,9 @@
 import BrokerCrypto
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Loads a PEM private key from a file, with errors that name the file and say what is wrong.

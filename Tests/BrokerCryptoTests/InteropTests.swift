@@ -17,7 +17,8 @@ struct InteropTests {
     }
 
     static func runPython() throws -> Exchange {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("broker-interop-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "broker-interop-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
 
@@ -28,13 +29,15 @@ struct InteropTests {
         var privates: [String: JSONValue] = [:]
         for key in keys {
             let signer = try JWTSigner(key: key)
-            tokens[key.algorithm.rawValue] = .string(try signer.sign(claims: [
-                "iss": .string(issuer), "aud": .string(audience), "sub": .string("ours-\(key.algorithm.rawValue)"),
-                "iat": .int(now), "nbf": .int(now), "exp": .int(now + 300),
-            ]))
+            tokens[key.algorithm.rawValue] = .string(
+                try signer.sign(claims: [
+                    "iss": .string(issuer), "aud": .string(audience), "sub": .string("ours-\(key.algorithm.rawValue)"),
+                    "iat": .int(now), "nbf": .int(now), "exp": .int(now + 300),
+                ]))
             jwks.append(try JSONValue.parse(Array(JSONEncoder().encode(try key.jwk())))!)
             if key.kind != .ed25519 {
-                privates[key.algorithm.rawValue] = try JSONValue.parse(Array(JSONEncoder().encode(try key.jwk(includePrivate: true))))!
+                privates[key.algorithm.rawValue] = try JSONValue.parse(
+                    Array(JSONEncoder().encode(try key.jwk(includePrivate: true))))!
             }
         }
         let ours: JSONValue = .object([
@@ -54,7 +57,8 @@ struct InteropTests {
         let stderr = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw FixtureError("jose_interop.py failed (\(process.terminationStatus)): \(String(decoding: stderr, as: UTF8.self))")
+            throw FixtureError(
+                "jose_interop.py failed (\(process.terminationStatus)): \(String(decoding: stderr, as: UTF8.self))")
         }
         let theirs = try Data(contentsOf: folder.appendingPathComponent("theirs.json"))
         return Exchange(ours: keys, theirs: try #require(JSONValue.parse(Array(theirs))))
@@ -73,7 +77,8 @@ struct InteropTests {
         // 2. Tokens joserfc signed verify here against its JWKS.
         let jwks = try JWKSet.parse(Array(theirs["jwks"]!.serialized().utf8))
         let theirVerifier = JWTVerifier(
-            keys: try JWTKeySet(jwks: jwks), options: .init(issuer: InteropTests.issuer, audience: InteropTests.audience))
+            keys: try JWTKeySet(jwks: jwks),
+            options: .init(issuer: InteropTests.issuer, audience: InteropTests.audience))
         let now = Int64(Date().timeIntervalSince1970)
         for alg in ["ES256", "RS256", "EdDSA"] {
             let token = try #require(theirs["tokens"]?[alg]?.stringValue)
@@ -84,7 +89,8 @@ struct InteropTests {
         // 3. The forged set fails against our own keys, each for its own reason.
         var ourKeys = JWTKeySet()
         for key in exchange.ours { try ourKeys.add(key) }
-        let ourVerifier = JWTVerifier(keys: ourKeys, options: .init(issuer: InteropTests.issuer, audience: InteropTests.audience))
+        let ourVerifier = JWTVerifier(
+            keys: ourKeys, options: .init(issuer: InteropTests.issuer, audience: InteropTests.audience))
         let forged = try #require(theirs["forged"]?.objectValue)
         let expected: [String: (JWTError) -> Bool] = [
             "alg_none": { if case .malformed = $0 { true } else { false } },

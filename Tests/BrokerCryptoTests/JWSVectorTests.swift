@@ -1,5 +1,5 @@
-import Foundation
 import BrokerCore
+import Foundation
 import Testing
 
 @testable import BrokerCrypto
@@ -92,7 +92,8 @@ struct JWSVectorTests {
             }
             for test in group["tests"]?.arrayValue ?? [] {
                 let id = test["tcId"]?.intValue ?? -1
-                let ok = key.verify(signature: hexBytes(test["sig"]!.stringValue!), message: hexBytes(test["msg"]!.stringValue!))
+                let ok = key.verify(
+                    signature: hexBytes(test["sig"]!.stringValue!), message: hexBytes(test["msg"]!.stringValue!))
                 let result = test["result"]?.stringValue
                 if ok { accepted += 1 }
                 if expectAllInvalid {
@@ -119,13 +120,16 @@ struct JWSVectorTests {
         for group in file["testGroups"]?.arrayValue ?? [] {
             let jwkValue = group["public"] ?? group["private"]
             var keys = JWTKeySet()
-            if let jwkValue, let jwk = try? jwkValue.decode(JWK.self), let key = try? AsymmetricKey(jwk: jwk.publicOnly) {
+            if let jwkValue, let jwk = try? jwkValue.decode(JWK.self), let key = try? AsymmetricKey(jwk: jwk.publicOnly)
+            {
                 try keys.add(key, kid: jwk.kid ?? "only")
             }
             let verifier = JWTVerifier(keys: keys)
             for test in group["tests"]?.arrayValue ?? [] {
                 let id = test["tcId"]?.intValue ?? -1
-                guard !JWSVectorTests.knownFaultyJWS.contains(id), let token = test["jws"]?.stringValue else { continue }
+                guard !JWSVectorTests.knownFaultyJWS.contains(id), let token = test["jws"]?.stringValue else {
+                    continue
+                }
                 let accepted = (try? verifier.verifySignature(token)) != nil
                 switch test["result"]?.stringValue {
                 case "invalid":

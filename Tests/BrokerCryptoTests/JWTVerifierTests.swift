@@ -1,5 +1,5 @@
-import Foundation
 import BrokerCore
+import Foundation
 import Testing
 
 @testable import BrokerCrypto
@@ -29,8 +29,12 @@ struct JWTVerifierTests {
     }
 
     /// A token with a hand-made header, signed with `key`.
-    func token(header: [String: JSONValue], claims: [String: JSONValue], signWith: AsymmetricKey? = nil) throws -> String {
-        let input = Base64URL.encode(JSONValue.object(header).serializedBytes) + "." + Base64URL.encode(JSONValue.object(claims).serializedBytes)
+    func token(header: [String: JSONValue], claims: [String: JSONValue], signWith: AsymmetricKey? = nil) throws
+        -> String
+    {
+        let input =
+            Base64URL.encode(JSONValue.object(header).serializedBytes) + "."
+            + Base64URL.encode(JSONValue.object(claims).serializedBytes)
         return input + "." + Base64URL.encode(try (signWith ?? key).sign(Array(input.utf8)))
     }
 
@@ -65,10 +69,16 @@ struct JWTVerifierTests {
         rejects(try signer.sign(claims: claims(["aud": .int(3)])), .invalidClaim("aud"))
         rejects(try signer.sign(claims: claims(["sub": .int(3)])), .invalidClaim("sub"))
         rejects(try token(header: ["alg": "ES256", "kid": "nope"], claims: claims()), .unknownKeyID("nope"))
-        rejects(try token(header: ["alg": "ES256", "kid": kid, "crit": .array(["exp"])], claims: claims()), .unsupportedCritical(["exp"]))
-        rejects(try token(header: ["alg": "ES256", "kid": .int(1)], claims: claims()), .invalidHeader("kid is not a string"))
+        rejects(
+            try token(header: ["alg": "ES256", "kid": kid, "crit": .array(["exp"])], claims: claims()),
+            .unsupportedCritical(["exp"]))
+        rejects(
+            try token(header: ["alg": "ES256", "kid": .int(1)], claims: claims()), .invalidHeader("kid is not a string")
+        )
         rejects(try token(header: ["kid": kid], claims: claims()), .invalidHeader("alg missing or not a string"))
-        rejects(try token(header: ["alg": "RS256", "kid": kid], claims: claims()), .algorithmMismatch(header: "RS256", key: "ES256"))
+        rejects(
+            try token(header: ["alg": "RS256", "kid": kid], claims: claims()),
+            .algorithmMismatch(header: "RS256", key: "ES256"))
         rejects(try token(header: ["alg": "ES384", "kid": kid], claims: claims()), .algorithmNotAllowed("ES384"))
         rejects(try token(header: ["alg": "HS256", "kid": kid], claims: claims()), .algorithmNotAllowed("HS256"))
         rejects(try token(header: ["alg": "none", "kid": kid], claims: claims()), .algorithmNone)
@@ -106,12 +116,15 @@ struct JWTVerifierTests {
         let signed = input + "." + Base64URL.encode(try key.sign(Array(input.utf8)))
         rejects(signed, .invalidPayload("not a JSON object"))
         // Tampered payload under the original signature.
-        let tampered = parts[0] + "." + Base64URL.encode(JSONValue.object(claims(["sub": "admin"])).serializedBytes) + "." + parts[2]
+        let tampered =
+            parts[0] + "." + Base64URL.encode(JSONValue.object(claims(["sub": "admin"])).serializedBytes) + "."
+            + parts[2]
         rejects(tampered, .invalidSignature)
     }
 
     @Test func derSignaturesAreNeverAccepted() throws {
-        let input = Base64URL.encode(JSONValue.object(["alg": "ES256", "kid": .string(signer.kid)]).serializedBytes) + "."
+        let input =
+            Base64URL.encode(JSONValue.object(["alg": "ES256", "kid": .string(signer.kid)]).serializedBytes) + "."
             + Base64URL.encode(JSONValue.object(claims()).serializedBytes)
         let raw = try key.sign(Array(input.utf8))
         let der = try #require(ECDSASignature.derFromRaw(raw))

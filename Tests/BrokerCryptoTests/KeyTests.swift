@@ -1,5 +1,5 @@
-import Foundation
 import BrokerCore
+import Foundation
 import Testing
 
 @testable import BrokerCrypto
@@ -49,7 +49,9 @@ struct KeyTests {
 
         let publicJWK = try key.jwk()
         #expect(!publicJWK.hasPrivateMembers)
-        #expect(publicJWK.kid == (try key.thumbprint()) && publicJWK.alg == kind.algorithm.rawValue && publicJWK.use == "sig")
+        #expect(
+            publicJWK.kid == (try key.thumbprint()) && publicJWK.alg == kind.algorithm.rawValue
+                && publicJWK.use == "sig")
         #expect(try AsymmetricKey(jwk: publicJWK).verify(signature: try key.sign(message), message: message))
         #expect(throws: CryptoError.invalidKey) { try publicKey.sign(message) }
     }
@@ -118,7 +120,8 @@ struct KeyTests {
 
     @Test func jwksParsingSkipsForeignKeys() throws {
         let ec = try AsymmetricKey.generate(.ecP256).jwk()
-        let document = "{\"keys\":[{\"kty\":\"oct\",\"k\":\"AAAA\"},\(JSONValue.parse(Array(try JSONEncoderShim.encode(ec)))!.serialized())]}"
+        let document =
+            "{\"keys\":[{\"kty\":\"oct\",\"k\":\"AAAA\"},\(JSONValue.parse(Array(try JSONEncoderShim.encode(ec)))!.serialized())]}"
         let set = try JWKSet.parse(Array(document.utf8))
         let keys = try JWTKeySet(jwks: set)
         #expect(keys.keys.count == 1 && keys.keys[ec.kid!] != nil)

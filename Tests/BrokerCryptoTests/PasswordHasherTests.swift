@@ -1,5 +1,5 @@
-import Foundation
 import BrokerCore
+import Foundation
 import Testing
 
 @testable import BrokerCrypto
@@ -14,7 +14,10 @@ struct PasswordHasherTests {
         let derived = try PasswordHasher.scrypt(
             password: Array("password".utf8), salt: Array("NaCl".utf8), parameters: .init(logN: 10, r: 8, p: 16),
             length: 64)
-        #expect(derived.hexString == "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640")
+        #expect(
+            derived.hexString
+                == "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640"
+        )
     }
 
     @Test func defaultIsAtLeastOWASP() throws {
@@ -40,12 +43,14 @@ struct PasswordHasherTests {
         #expect(PasswordHasher().needsRehash("garbage"))
     }
 
-    @Test("hostile parameters are refused before hashing", arguments: [
-        "$scrypt$ln=30,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
-        "$scrypt$ln=20,r=32,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
-        "$scrypt$ln=17,r=8,p=999$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
-        "$scrypt$ln=0,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
-    ])
+    @Test(
+        "hostile parameters are refused before hashing",
+        arguments: [
+            "$scrypt$ln=30,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
+            "$scrypt$ln=20,r=32,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
+            "$scrypt$ln=17,r=8,p=999$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
+            "$scrypt$ln=0,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
+        ])
     func hostileParameters(_ stored: String) throws {
         #expect {
             try fast.verify(Secret("x"), against: stored)
@@ -55,11 +60,13 @@ struct PasswordHasherTests {
         }
     }
 
-    @Test("malformed stored hashes", arguments: [
-        "", "$scrypt$", "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", "$scrypt$ln=17,r=8$c2FsdHNhbHQ$aGFzaA",
-        "$scrypt$ln=17,r=8,p=1$!!!$aGFzaGhhc2hoYXNoaGFzaA", "$scrypt$ln=17,r=8,p=1$c2FsdHNhbHQ$",
-        "$scrypt$ln=1e3,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaA",
-    ])
+    @Test(
+        "malformed stored hashes",
+        arguments: [
+            "", "$scrypt$", "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", "$scrypt$ln=17,r=8$c2FsdHNhbHQ$aGFzaA",
+            "$scrypt$ln=17,r=8,p=1$!!!$aGFzaGhhc2hoYXNoaGFzaA", "$scrypt$ln=17,r=8,p=1$c2FsdHNhbHQ$",
+            "$scrypt$ln=1e3,r=8,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaA",
+        ])
     func malformed(_ stored: String) {
         #expect(throws: PasswordHasher.VerifyError.malformedHash) {
             try fast.verify(Secret("x"), against: stored)

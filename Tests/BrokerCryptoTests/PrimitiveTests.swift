@@ -1,15 +1,17 @@
-import Foundation
 import BrokerCore
+import Foundation
 import Testing
 
 @testable import BrokerCrypto
 
 @Suite("Base64URL")
 struct Base64URLTests {
-    @Test("RFC 4648 §10 vectors, URL alphabet, no padding", arguments: [
-        ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
-        ("foobar", "Zm9vYmFy"),
-    ])
+    @Test(
+        "RFC 4648 §10 vectors, URL alphabet, no padding",
+        arguments: [
+            ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
+            ("foobar", "Zm9vYmFy"),
+        ])
     func roundTrip(plain: String, encoded: String) throws {
         #expect(Base64URL.encode(plain) == encoded)
         #expect(Base64URL.decode(encoded) == Array(plain.utf8))
@@ -21,10 +23,12 @@ struct Base64URLTests {
         #expect(Base64URL.encodeStandard([0xfb, 0xff]) == "+/8=")
     }
 
-    @Test("rejects what no encoder produces", arguments: [
-        "Zg==", "Zg=", "Zm9v ", " Zm9v", "Zm\n9v", "Zm9v+", "Zm9v/", "Z", "Zm9vY", "Zh", "Zm9", "Zm8\u{0}",
-        "Zm9vYmFy=", "é",
-    ])
+    @Test(
+        "rejects what no encoder produces",
+        arguments: [
+            "Zg==", "Zg=", "Zm9v ", " Zm9v", "Zm\n9v", "Zm9v+", "Zm9v/", "Z", "Zm9vY", "Zh", "Zm9", "Zm8\u{0}",
+            "Zm9vYmFy=", "é",
+        ])
     func rejects(_ text: String) {
         // "Zh" and "Zm9" carry non-zero trailing bits: a second spelling of "f" and "fo".
         #expect(Base64URL.decode(text) == nil)
@@ -34,20 +38,25 @@ struct Base64URLTests {
 @Suite("Digests, HMAC, constant-time compare, random")
 struct DigestTests {
     @Test func sha2KnownAnswers() {
-        #expect(Digest.hash(.sha256, Array("abc".utf8)).hexString
-            == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(Digest.hash(.sha384, Array("abc".utf8)).hexString
-            == "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7")
-        #expect(Digest.hash(.sha512, Array("abc".utf8)).hexString
-            == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f")
+        #expect(
+            Digest.hash(.sha256, Array("abc".utf8)).hexString
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            Digest.hash(.sha384, Array("abc".utf8)).hexString
+                == "cb00753f45a35e8bb5a03d699ac65007272c32ab0eded1631a8b605a43ff5bed8086072ba1e7cc2358baeca134c825a7")
+        #expect(
+            Digest.hash(.sha512, Array("abc".utf8)).hexString
+                == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"
+        )
     }
 
     @Test("HMAC-SHA256 RFC 4231 case 2, HMAC-SHA1 RFC 2202 case 2")
     func hmacKnownAnswers() {
         let key = Array("Jefe".utf8)
         let data = Array("what do ya want for nothing?".utf8)
-        #expect(HMAC.authenticate(.sha256, key: key, data: data).hexString
-            == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        #expect(
+            HMAC.authenticate(.sha256, key: key, data: data).hexString
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
         #expect(HMAC.authenticate(.sha1, key: key, data: data).hexString == "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
     }
 
@@ -103,7 +112,12 @@ struct PKCETests {
         #expect(PKCE.isValidS256Challenge(a.challenge))
     }
 
-    @Test("rejects malformed verifiers", arguments: ["short", String(repeating: "a", count: 129), String(repeating: "a", count: 42) + "!", String(repeating: "é", count: 43)])
+    @Test(
+        "rejects malformed verifiers",
+        arguments: [
+            "short", String(repeating: "a", count: 129), String(repeating: "a", count: 42) + "!",
+            String(repeating: "é", count: 43),
+        ])
     func rejectsMalformed(_ verifier: String) {
         #expect(PKCE(verifier: verifier) == nil)
     }

@@ -1,0 +1,220 @@
+import BrokerHTTP
+import Foundation
+import Testing
+
+/// A real HTTP server on 127.0.0.1 (Tests/Interop/http_fixture_server.py), started once per suite.
+final class FixtureServer: @unchecked Sendable {
+    let process = Process()
+    let input = Pipe()
+    let port: Int
+
+    init() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            ProcessInfo.processInfo.environment["BROKER_PYTHON"] ?? "python3",
+            root.appendingPathComponent("Tests/Interop/http_fixture_server.py").path,
+        ]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix("port "), let port = Int(text.dropFirst(5)) else {
+            throw HTTPTestError("fixture server did not start: \(text)")
+        }
+        self.port = port
+    }
+
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.terminate()
+    }
+
+    static let shared: FixtureServer = {
+        do { return try FixtureServer() } catch { fatalError("\(error)") }
+    }()
+}
+
+struct HTTPTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+@Suite("HTTPClient on libcurl against a real loopback server")
+struct HTTPClientTests {
+    let server = FixtureServer.shared
+    let client = HTTPClient()
+
+    @Test("statuses come back as responses, not errors", arguments: [200, 201, 204, 400, 401, 404, 429, 500, 503])
+    func statuses(status: Int) async throws {
+        let response = try await client.send(HTTPRequest(url: server.url("/status/\(status)")))
+        #expect(response.status == status)
+        if status != 204 { #expect(response.bodyText == "status \(status)") }
+    }
+
+    @Test func requestAndResponseHeaders() async throws {
+        var request = HTTPRequest(url: server.url("/echo"), headers: [(name: "X-Custom", value: "hello world")])
+        request.method = "PUT"
+        request.body = Array("payload".utf8)
+        let response = try await client.send(request)
+        let echo = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+        #expect(echo?["method"] as? String == "PUT")
+        #expect(echo?["body"] as? String == "payload")
+        #expect((echo?["headers"] as? [String: String])?["X-Custom"] == "hello world")
+        #expect(response.header("content-type") == "application/json")
+
+        let headers = try await client.send(HTTPRequest(url: server.url("/headers")))
+        #expect(headers.header("x-one") == "1")
+        #expect(headers.headers.filter { $0.name.lowercased() == "set-cookie" }.map(\.value) == ["a=1", "b=2"])
+        #expect(headers.header("X-Spaced") == "padded value")
+    }
+
+    @Test func formPost() async throws {
+        let response = try await client.send(
+            .form(url: server.url("/echo"), fields: [("grant_type", "refresh_token"), ("token", "a b&c=d/é")]))
+        let echo = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+        #expect(echo?["method"] as? String == "POST")
+        #expect(echo?["body"] as? String == "grant_type=refresh_token&token=a%20b%26c%3Dd%2F%C3%A9")
+        #expect((echo?["headers"] as? [String: String])?["Content-Type"] == "application/x-www-form-urlencoded")
+        #expect((echo?["headers"] as? [String: String])?["Expect"] == nil)
+    }
+
+    @Test("large bodies arrive whole", arguments: ["/bytes/", "/chunked/"])
+    func largeBodies(path: String) async throws {
+        let size = 3 * 1024 * 1024
+        let response = try await client.send(HTTPRequest(url: server.url("\(path)\(size)")))
+        #expect(response.status == 200 && response.body.count == size)
+        #expect(response.body.allSatisfy { $0 == UInt8(ascii: "x") })
+    }
+
+    @Test("oversized responses fail, with or without Content-Length", arguments: ["/bytes/", "/chunked/"])
+    func oversized(path: String) async throws {
+        var request = HTTPRequest(url: server.url("\(path)200000"))
+        request.maxResponseBytes = 100_000
+        await #expect(throws: HTTPClientError(kind: .responseTooLarge, message: "")) { try await client.send(request) }
+    }
+
+    @Test func timeout() async throws {
+        var request = HTTPRequest(url: server.url("/slow/3000"))
+        request.timeout = .milliseconds(300)
+        let started = ContinuousClock.now
+        await #expect(throws: HTTPClientError(kind: .timeout, message: "")) { try await client.send(request) }
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
+    @Test func refusedConnection() async throws {
+        // Bind a port, then close it: nothing listens there now.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        close(fd)
+        do {
+            _ = try await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/"))
+            Issue.record("connected to a closed port")
+        } catch let error as HTTPClientError {
+            #expect(error.kind == .connectionFailed)
+            #expect(!error.message.isEmpty, "carries curl's message")
+        }
+    }
+
+    @Test func redirectsOnlyWhenAsked() async throws {
+        let plain = try await client.send(HTTPRequest(url: server.url("/redirect")))
+        #expect(plain.status == 302 && plain.header("location") == "/status/200")
+        var follow = HTTPRequest(url: server.url("/redirect"))
+        follow.followRedirects = true
+        let followed = try await client.send(follow)
+        #expect(followed.status == 200 && followed.bodyText == "status 200")
+        var loop = HTTPRequest(url: server.url("/redirect-loop"))
+        loop.followRedirects = true
+        await #expect(throws: HTTPClientError(kind: .tooManyRedirects, message: "")) { try await client.send(loop) }
+    }
+
+    @Test(
+        "only http and https; no header injection",
+        arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://x", "not a url"])
+    func refusesOtherSchemes(url: String) async throws {
+        await #expect(throws: HTTPClientError(kind: .invalidURL, message: "")) {
+            try await client.send(HTTPRequest(url: url))
+        }
+    }
+
+    @Test func refusesHeaderInjection() async throws {
+        let request = HTTPRequest(url: server.url("/echo"), headers: [(name: "X-A", value: "1\r\nX-Injected: yes")])
+        await #expect(throws: HTTPClientError(kind: .invalidURL, message: "")) { try await client.send(request) }
+    }
+
+    @Test("tls errors surface as .tls, verification cannot be disabled")
+    func unreachableTLS() async throws {
+        // Plain HTTP spoken to an https URL fails the TLS handshake.
+        var request = HTTPRequest(url: "https://127.0.0.1:\(server.port)/status/200")
+        request.timeout = .seconds(5)
+        do {
+            _ = try await client.send(request)
+            Issue.record("TLS to a plain HTTP server succeeded")
+        } catch let error as HTTPClientError {
+            #expect(error.kind == .tls || error.kind == .transport, "\(error.kind): \(error.message)")
+        }
+    }
+
+    @Test func manyConcurrentRequests() async throws {
+        let client = self.client
+        let server = self.server
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    try await client.send(HTTPRequest(url: server.url("/status/\(200 + index % 3)"))).status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 64 && Set(statuses) == [200, 201, 202])
+    }
+
+    @Test func cancellationStopsATransfer() async throws {
+        let client = self.client
+        let url = server.url("/slow/5000")
+        let task = Task { try await client.send(HTTPRequest(url: url)) }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: HTTPClientError(kind: .cancelled, message: "")) { try await task.value }
+        #expect(ContinuousClock.now - started < .seconds(3))
+    }
+}
+
+@Suite("Form encoding")
+struct FormEncodingTests {
+    @Test func percentEncodingIsRFC3986Unreserved() {
+        #expect(FormEncoding.percentEncode("Dogs, Cats & Mice") == "Dogs%2C%20Cats%20%26%20Mice")
+        #expect(FormEncoding.percentEncode("☃") == "%E2%98%83")
+        #expect(FormEncoding.percentEncode("a-b.c_d~e") == "a-b.c_d~e")
+    }
+
+    @Test func decodeRoundTripAndErrors() throws {
+        let fields = [("a", "1 2"), ("b", "é&="), ("c", "")]
+        let decoded = try #require(FormEncoding.decode(FormEncoding.encode(fields)))
+        #expect(decoded.map { $0.0 } == ["a", "b", "c"] && decoded.map { $0.1 } == ["1 2", "é&=", ""])
+        #expect(FormEncoding.decode("a=b+c")?.first?.1 == "b c")
+        #expect(FormEncoding.decode("a=%ZZ") == nil)
+        #expect(FormEncoding.decode("a=%C3") == nil)
+    }
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what broker needs to build, run and test: system libraries, tools, and the Python packages the
+# interop tests use. Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+APT_PACKAGES=(
+  pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev openssl ca-certificates python3 python3-pip
+  postgresql wrk hyperfine tmux
+)
+PIP_PACKAGES=(joserfc pyjwt cryptography)
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${BROKER_PYTHON:-python3}
+if ! "$PYTHON" -c 'import joserfc, jwt, cryptography' 2>/dev/null; then
+  echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
+  "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
+    || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"
+fi
+
+command -v swift >/dev/null || { echo "setup: the Swift toolchain (6.0+) must be on PATH" >&2; exit 1; }
