@@ -7,17 +7,26 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-3}
 
 swift build -c release --product broker-bench >&2
-ours=$(.build/release/broker-bench "$SECONDS_EACH")
-theirs=$(openssl speed -seconds "$SECONDS_EACH" ecdsap256 rsa2048 ed25519 2>/dev/null)
+# Three interleaved rounds of each; the best round of each side counts, so that a noisy neighbour on a shared
+# machine penalises neither side alone.
+ours=""
+theirs=""
+for round in 1 2 3; do
+  ours+=$(.build/release/broker-bench "$SECONDS_EACH")$'\n'
+  theirs+=$(openssl speed -seconds "$SECONDS_EACH" ecdsap256 rsa2048 ed25519 2>/dev/null)$'\n'
+done
 
 python3 - "$ours" "$theirs" "$SECONDS_EACH" <<'PY'
 import datetime, platform, re, subprocess, sys
-ours = dict(line.split("\t") for line in sys.argv[1].splitlines()[1:])
-ours = {k: float(v) for k, v in ours.items()}
+ours = {}
+for line in sys.argv[1].splitlines():
+    name, _, value = line.partition("\t")
+    if value and name != "measurement":
+        ours[name] = max(ours.get(name, 0.0), float(value))
 text = sys.argv[2]
 def speed(pattern):
-    m = re.search(pattern + r"\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", text)
-    return float(m.group(1)), float(m.group(2))
+    found = re.findall(pattern + r"\s+\S+s\s+\S+s\s+([\d.]+)\s+([\d.]+)", text)
+    return max(float(a) for a, _ in found), max(float(b) for _, b in found)
 ref = {"ES256": speed(r"256 bits ecdsa \(nistp256\)"), "RS256": speed(r"rsa 2048 bits"),
        "EdDSA": speed(r"253 bits EdDSA \(Ed25519\)")}
 openssl = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.strip()
@@ -29,7 +38,7 @@ for alg, (sign, verify) in ref.items():
 table = "\n".join(rows)
 section = f"""## JWS signatures vs `openssl speed`
 
-Command: `Benchmarks/run.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, {openssl}, one core, release build.
+Command: `Benchmarks/run.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, {openssl}, one core, release build, best of three interleaved rounds per side.
 
 | operation | broker ops/s | `openssl speed` ops/s | ratio | whole JWT (sign: claims → compact; verify: parse + signature + claims) ops/s |
 |---|---:|---:|---:|---:|

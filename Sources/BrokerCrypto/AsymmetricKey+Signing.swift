@@ -58,7 +58,7 @@ extension AsymmetricKey {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openSSL("context") }
         let ready =
             (signing ? EVP_PKEY_sign_init(ctx) : EVP_PKEY_verify_init(ctx)) == 1
-            && EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1
+            && EVP_PKEY_CTX_set_signature_md(ctx, DigestAlgorithm.sha256.evp) == 1
         guard ready else {
             EVP_PKEY_CTX_free(ctx)
             throw CryptoError.openSSL("context")
@@ -79,10 +79,27 @@ extension AsymmetricKey {
         signing ? signContexts.withLock(body) : verifyContexts.withLock(body)
     }
 
+    // Ed25519 has no prehash form, so it goes through EVP_DigestSign; its EVP_MD_CTXs are pooled the same way
+    // and re-initialised per message, which skips the allocation.
+
+    private func takeMDContext(signing: Bool) throws -> OpaquePointer {
+        if let handle = withPool(signing: signing, { $0.popLast() }) { return handle.pointer }
+        guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.openSSL("context") }
+        return ctx
+    }
+
+    private func giveBackMDContext(_ ctx: OpaquePointer, signing: Bool) {
+        let kept = withPool(signing: signing) { contexts -> Bool in
+            guard contexts.count < 16 else { return false }
+            contexts.append(ContextHandle(pointer: ctx))
+            return true
+        }
+        if !kept { EVP_MD_CTX_free(ctx) }
+    }
+
     private func signEd25519(_ input: [UInt8]) throws -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.openSSL("signing") }
-        defer { EVP_MD_CTX_free(ctx) }
-        // Ed25519 hashes internally: it takes no digest, and signs the whole message in one call.
+        let ctx = try takeMDContext(signing: true)
+        defer { giveBackMDContext(ctx, signing: true) }
         guard EVP_DigestSignInit(ctx, nil, nil, nil, pkey) == 1 else { throw CryptoError.openSSL("signing") }
         var length = 64
         var signature = [UInt8](repeating: 0, count: 64)
@@ -93,9 +110,9 @@ extension AsymmetricKey {
     }
 
     private func verifyEd25519(signature: [UInt8], message: [UInt8]) -> Bool {
-        guard let ctx = EVP_MD_CTX_new() else { return false }
+        guard let ctx = try? takeMDContext(signing: false) else { return false }
         defer {
-            EVP_MD_CTX_free(ctx)
+            giveBackMDContext(ctx, signing: false)
             ERR_clear_error()
         }
         guard EVP_DigestVerifyInit(ctx, nil, nil, nil, pkey) == 1 else { return false }

@@ -32,8 +32,11 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     deinit {
-        signContexts.withLock { $0.forEach { EVP_PKEY_CTX_free($0.pointer) } }
-        verifyContexts.withLock { $0.forEach { EVP_PKEY_CTX_free($0.pointer) } }
+        // Ed25519 keys pool EVP_MD_CTXs, the others EVP_PKEY_CTXs.
+        let isEd25519 = kind == .ed25519
+        for handle in signContexts.withLock({ $0 }) + verifyContexts.withLock({ $0 }) {
+            if isEd25519 { EVP_MD_CTX_free(handle.pointer) } else { EVP_PKEY_CTX_free(handle.pointer) }
+        }
         EVP_PKEY_free(pkey)
     }
 

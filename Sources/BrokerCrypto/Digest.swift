@@ -16,14 +16,29 @@ public enum DigestAlgorithm: Sendable {
         }
     }
 
+    /// The digest fetched once from the default provider: OpenSSL 3 otherwise re-fetches it (a locked
+    /// property query) on every `EVP_sha256()` use, which shows up next to a signature's cost.
     var evp: OpaquePointer? {
         switch self {
-        case .sha1: EVP_sha1()
-        case .sha256: EVP_sha256()
-        case .sha384: EVP_sha384()
-        case .sha512: EVP_sha512()
+        case .sha1: FetchedDigests.sha1.pointer
+        case .sha256: FetchedDigests.sha256.pointer
+        case .sha384: FetchedDigests.sha384.pointer
+        case .sha512: FetchedDigests.sha512.pointer
         }
     }
+}
+
+/// EVP_MD objects fetched once and kept for the life of the process (immutable, safe to share).
+private struct FetchedDigest: @unchecked Sendable {
+    let pointer: OpaquePointer?
+    init(_ name: String) { pointer = EVP_MD_fetch(nil, name, nil) }
+}
+
+private enum FetchedDigests {
+    static let sha1 = FetchedDigest("SHA1")
+    static let sha256 = FetchedDigest("SHA256")
+    static let sha384 = FetchedDigest("SHA384")
+    static let sha512 = FetchedDigest("SHA512")
 }
 
 public enum Digest {

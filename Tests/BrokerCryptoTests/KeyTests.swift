@@ -56,6 +56,25 @@ struct KeyTests {
         #expect(throws: CryptoError.invalidKey) { try publicKey.sign(message) }
     }
 
+    @Test("one key signs and verifies from many tasks at once (pooled OpenSSL contexts)", arguments: kinds)
+    func concurrentUse(kind: KeyKind) async throws {
+        let key = try AsymmetricKey.generate(kind)
+        let publicKey = try key.publicKey()
+        let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let message = Array("message \(index)".utf8)
+                    let signature = try key.sign(message)
+                    // A wrong message must fail even on a context that just verified a good one.
+                    return publicKey.verify(signature: signature, message: message)
+                        && !publicKey.verify(signature: signature, message: message + [1])
+                }
+            }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results.count == 200 && results.allSatisfy { $0 })
+    }
+
     @Test func rsaBelow2048IsRefused() throws {
         #expect(throws: CryptoError.weakKey) { try AsymmetricKey.generate(.rsa(bits: 1024)) }
         // A 1024-bit PEM made by OpenSSL itself.

@@ -1,0 +1,51 @@
+import BrokerCore
+import Foundation
+import Testing
+
+@Suite("Config/ files")
+struct ConfigFilesTests {
+    static let configDirectory = CLIRunner.repositoryRoot.appendingPathComponent("Config")
+
+    static func jsonFiles() throws -> [URL] {
+        let enumerator = FileManager.default.enumerator(at: configDirectory, includingPropertiesForKeys: nil)
+        return (enumerator?.allObjects as? [URL] ?? []).filter { $0.pathExtension == "json" }
+    }
+
+    /// Every string value under a key that names an endpoint or issuer.
+    static func endpoints(in value: JSONValue, key: String = "") -> [String] {
+        switch value {
+        case .object(let members): return members.flatMap { endpoints(in: $0.value, key: $0.key) }
+        case .string(let text)
+        where key.hasSuffix("endpoint") || key == "issuer" || key == "jwks_uri" || key == "issuer_template"
+            || key == "discovery":
+            return [text]
+        default: return []
+        }
+    }
+
+    @Test func productionEndpointsAreValidJSONAndHTTPS() throws {
+        let files = try ConfigFilesTests.jsonFiles().filter { $0.path.contains("/providers/") }
+        #expect(
+            Set(files.map { $0.deletingPathExtension().lastPathComponent })
+                == ["google", "microsoftaccount", "facebook", "twitter"])
+        for file in files {
+            let value = try #require(JSONValue.parse(Array(try Data(contentsOf: file))), "\(file.lastPathComponent)")
+            let urls = ConfigFilesTests.endpoints(in: value)
+            #expect(!urls.isEmpty, "\(file.lastPathComponent) names endpoints")
+            for url in urls { #expect(url.hasPrefix("https://"), "\(file.lastPathComponent): \(url)") }
+        }
+    }
+
+    @Test func exampleConfigHasTheContractsKeys() throws {
+        let data = try Data(contentsOf: ConfigFilesTests.configDirectory.appendingPathComponent("broker.example.json"))
+        let value = try #require(JSONValue.parse(Array(data)))
+        for key in [
+            "host", "port", "issuer", "data_dir", "audience", "access_token_ttl", "refresh_token_ttl", "mint_max_ttl",
+        ] {
+            #expect(value["server"]?[key] != nil, "server.\(key)")
+        }
+        #expect(
+            Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
+                == Set(ProviderID.allCases.map(\.rawValue)))
+    }
+}
