@@ -54,7 +54,7 @@ extension AsymmetricKey {
     // OpenSSL 3. Each context is held by one operation at a time.
 
     private func takeContext(signing: Bool) throws -> OpaquePointer {
-        if let handle = withPool(signing: signing, { $0.popLast() }) { return handle.pointer }
+        if let pooled = popContext(signing: signing) { return pooled }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openSSL("context") }
         let ready =
             (signing ? EVP_PKEY_sign_init(ctx) : EVP_PKEY_verify_init(ctx)) == 1
@@ -66,13 +66,19 @@ extension AsymmetricKey {
         return ctx
     }
 
+    private func popContext(signing: Bool) -> OpaquePointer? {
+        withPool(signing: signing) { $0.popLast() }?.pointer
+    }
+
+    /// Returns a context to its pool, or frees it (with the free function of its type) when the pool is full.
     private func giveBack(_ ctx: OpaquePointer, signing: Bool) {
         let kept = withPool(signing: signing) { contexts -> Bool in
             guard contexts.count < 16 else { return false }
             contexts.append(ContextHandle(pointer: ctx))
             return true
         }
-        if !kept { EVP_PKEY_CTX_free(ctx) }
+        guard !kept else { return }
+        if kind == .ed25519 { EVP_MD_CTX_free(ctx) } else { EVP_PKEY_CTX_free(ctx) }
     }
 
     private func withPool<R: Sendable>(signing: Bool, _ body: (inout sending [ContextHandle]) -> sending R) -> R {
@@ -83,23 +89,14 @@ extension AsymmetricKey {
     // and re-initialised per message, which skips the allocation.
 
     private func takeMDContext(signing: Bool) throws -> OpaquePointer {
-        if let handle = withPool(signing: signing, { $0.popLast() }) { return handle.pointer }
+        if let pooled = popContext(signing: signing) { return pooled }
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.openSSL("context") }
         return ctx
     }
 
-    private func giveBackMDContext(_ ctx: OpaquePointer, signing: Bool) {
-        let kept = withPool(signing: signing) { contexts -> Bool in
-            guard contexts.count < 16 else { return false }
-            contexts.append(ContextHandle(pointer: ctx))
-            return true
-        }
-        if !kept { EVP_MD_CTX_free(ctx) }
-    }
-
     private func signEd25519(_ input: [UInt8]) throws -> [UInt8] {
         let ctx = try takeMDContext(signing: true)
-        defer { giveBackMDContext(ctx, signing: true) }
+        defer { giveBack(ctx, signing: true) }
         guard EVP_DigestSignInit(ctx, nil, nil, nil, pkey) == 1 else { throw CryptoError.openSSL("signing") }
         var length = 64
         var signature = [UInt8](repeating: 0, count: 64)
@@ -112,7 +109,7 @@ extension AsymmetricKey {
     private func verifyEd25519(signature: [UInt8], message: [UInt8]) -> Bool {
         guard let ctx = try? takeMDContext(signing: false) else { return false }
         defer {
-            giveBackMDContext(ctx, signing: false)
+            giveBack(ctx, signing: false)
             ERR_clear_error()
         }
         guard EVP_DigestVerifyInit(ctx, nil, nil, nil, pkey) == 1 else { return false }

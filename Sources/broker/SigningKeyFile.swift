@@ -45,7 +45,8 @@ enum PosixFile {
     }
 
     static func read(path: String, maxSize: Int) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO must not hang; regular files ignore it.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw Failure(description: String(cString: strerror(errno))) }
         defer { close(fd) }
         var info = stat()

@@ -77,7 +77,10 @@ struct MintOfflineTests {
             encrypted,
         ])
 
+        let fifo = dir.appendingPathComponent("fifo.pem").path
+        #expect(mkfifo(fifo, 0o600) == 0)
         let cases: [(String, String)] = [
+            (fifo, "not a regular file"),
             (weak, "too small"), (garbage.path, "not a PEM"), (binary.path, "not a PEM"),
             (publicOnly, "public key"), (p384, "P-256"), (encrypted, "encrypted"),
             (dir.appendingPathComponent("missing.pem").path, "No such file"), (dir.path, "not a regular file"),
