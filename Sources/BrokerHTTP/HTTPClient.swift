@@ -1,12 +1,15 @@
 internal import CCurl
-import Dispatch
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The one HTTP client of the broker and its CLI, on libcurl.
 ///
 /// libcurl easy handles are not thread-safe, so each exchange owns one handle exclusively from start to end:
 /// it is taken from a small pool (where idle handles keep their connection cache, so keep-alive works), driven
-/// by `curl_easy_perform` on a dispatch thread, reset and returned. No handle is ever touched by two threads at
+/// by `curl_easy_perform` on a thread of its own, reset and returned. No handle is ever touched by two threads at
 /// once, and the client itself holds nothing but the pool behind a mutex, so it is `Sendable`.
 ///
 /// TLS verification is always on and cannot be switched off. Redirects are followed only when a request asks.
@@ -16,7 +19,6 @@ public final class HTTPClient: Sendable {
 
     private let pool = Mutex<[HandleBox]>([])
     private let maxPooledHandles: Int
-    private let queue = DispatchQueue(label: "broker.http", attributes: .concurrent)
     public let userAgent: String
 
     public init(maxPooledHandles: Int = 8, userAgent: String = "broker/1.0") {
@@ -40,8 +42,9 @@ public final class HTTPClient: Sendable {
         let transfer = Transfer(request: request)
         let result: Result<HTTPResponse, HTTPClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                queue.async {
-                    continuation.resume(returning: transfer.perform(on: handle.pointer, userAgent: self.userAgent))
+                let userAgent = self.userAgent
+                TransferThread.start {
+                    continuation.resume(returning: transfer.perform(on: handle.pointer, userAgent: userAgent))
                 }
             }
         } onCancel: {
@@ -84,4 +87,39 @@ private final class HandleBox: @unchecked Sendable {
     }
 
     deinit { close() }
+}
+
+/// Runs one blocking transfer on a new thread.
+///
+/// `curl_easy_perform` blocks its thread for the whole exchange. Dispatch's pools are sized to the core count
+/// (two threads on a small CI machine), so a few slow transfers there would hold up every other request,
+/// their timeouts included; a thread per in-flight transfer keeps each one independent.
+enum TransferThread {
+    private final class Work {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
+    static func start(_ body: @escaping @Sendable () -> Void) {
+        let work = Unmanaged.passRetained(Work(body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        // libcurl needs little stack; 512 KiB leaves ample room for its resolver and TLS.
+        pthread_attr_setstacksize(&attributes, 512 * 1024)
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, &attributes,
+            { argument in
+                guard let argument else { return nil }
+                let work = Unmanaged<Work>.fromOpaque(argument).takeRetainedValue()
+                work.body()
+                return nil
+            }, work)
+        if created != 0 {
+            // No thread to be had: run inline rather than lose the request.
+            Unmanaged<Work>.fromOpaque(work).takeRetainedValue().body()
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import BrokerHTTP
 import Foundation
+import Synchronization
 import Testing
 
 /// A real HTTP server on 127.0.0.1 (Tests/Interop/http_fixture_server.py), started once per suite.
@@ -189,6 +190,27 @@ struct HTTPClientTests {
         #expect(statuses.count == 64 && Set(statuses) == [200, 201, 202])
     }
 
+    @Test("slow transfers do not hold up other requests, whatever the core count")
+    func slowTransfersDoNotBlockOthers() async throws {
+        let client = self.client
+        let server = self.server
+        let finishedSlow = Counter()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    _ = try await client.send(HTTPRequest(url: server.url("/slow/2000")))
+                    finishedSlow.value.add(1, ordering: .relaxed)
+                }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            let fast = try await client.send(HTTPRequest(url: server.url("/status/200")))
+            #expect(fast.status == 200)
+            #expect(finishedSlow.value.load(ordering: .relaxed) == 0, "the fast request waited for slow ones")
+            try await group.waitForAll()
+        }
+        #expect(finishedSlow.value.load(ordering: .relaxed) == 8)
+    }
+
     @Test func cancellationStopsATransfer() async throws {
         let client = self.client
         let url = server.url("/slow/5000")
@@ -217,4 +239,9 @@ struct FormEncodingTests {
         #expect(FormEncoding.decode("a=%ZZ") == nil)
         #expect(FormEncoding.decode("a=%C3") == nil)
     }
+}
+
+/// A counter tasks can share.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
 }
