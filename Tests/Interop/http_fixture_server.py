@@ -75,8 +75,14 @@ class Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = handle_any
 
 
+class Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: with Swift Testing's parallel tests and the 64-request
+    # test, overflowing connections hung until curl's 30 s timeout (seen in CI).
+    request_queue_size = 1024
+
+
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"port {server.server_address[1]}", flush=True)
