@@ -14,7 +14,13 @@ let package = Package(
         .executable(name: "broker", targets: ["broker"])
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // C libraries: system-library shims, reached only through BrokerCrypto / BrokerHTTP.
@@ -34,13 +40,36 @@ let package = Package(
         // Pure domain types; imports nothing of ours and no C.
         .target(name: "BrokerCore", swiftSettings: swiftSettings),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL", "BrokerCore"], swiftSettings: swiftSettings),
+        // POSIX files: private directories, atomic writes, flock.
+        .target(name: "BrokerSystem", swiftSettings: swiftSettings),
         .target(name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore"], swiftSettings: swiftSettings),
+
+        // The Store protocol and its SQLite implementation (GRDB).
+        .target(
+            name: "BrokerStore",
+            dependencies: ["BrokerCore", "BrokerSystem", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        // The identity broker: a Hummingbird application.
+        .target(
+            name: "BrokerServer",
+            dependencies: [
+                "BrokerCore", "BrokerCrypto", "BrokerStore", "BrokerSystem",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
 
         .executableTarget(
             name: "broker",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP",
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore", "BrokerSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -58,7 +87,12 @@ let package = Package(
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "BrokerHTTPTests", dependencies: ["BrokerHTTP"], swiftSettings: swiftSettings),
+        .testTarget(name: "BrokerHTTPTests", dependencies: ["BrokerHTTP", "BrokerCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrokerServerTests",
+            dependencies: ["BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BrokerCLITests",
             dependencies: ["BrokerCrypto"],

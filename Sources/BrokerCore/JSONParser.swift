@@ -8,15 +8,30 @@ struct JSONParser {
     private let bytes: [UInt8]
     private var index = 0
     private var depth = 0
+    /// Why parsing stopped, when the reason is more specific than a syntax error at `index`.
+    private var reason: String?
     static let maxDepth = 64
 
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     static func parse(_ bytes: [UInt8]) -> JSONValue? {
+        try? parseReportingError(bytes).get()
+    }
+
+    static func parseReportingError(_ bytes: [UInt8]) -> Result<JSONValue, JSONSyntaxError> {
         var parser = JSONParser(bytes)
-        guard let value = parser.parseValue() else { return nil }
+        guard let value = parser.parseValue() else { return .failure(parser.failure()) }
         parser.skipWhitespace()
-        return parser.index == bytes.count ? value : nil
+        guard parser.index == bytes.count else {
+            return .failure(JSONSyntaxError(offset: parser.index, reason: "unexpected data after the JSON value"))
+        }
+        return .success(value)
+    }
+
+    private func failure() -> JSONSyntaxError {
+        if let reason { return JSONSyntaxError(offset: index, reason: reason) }
+        if index >= bytes.count { return JSONSyntaxError(offset: index, reason: "unexpected end of input") }
+        return JSONSyntaxError(offset: index, reason: "invalid JSON")
     }
 
     private mutating func skipWhitespace() {
@@ -54,7 +69,10 @@ struct JSONParser {
     private mutating func parseObject() -> JSONValue? {
         depth += 1
         defer { depth -= 1 }
-        guard depth <= JSONParser.maxDepth else { return nil }
+        guard depth <= JSONParser.maxDepth else {
+            reason = "nesting deeper than \(JSONParser.maxDepth)"
+            return nil
+        }
         index += 1
         var members: [String: JSONValue] = [:]
         skipWhitespace()
@@ -69,7 +87,10 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
             index += 1
             guard let value = parseValue() else { return nil }
-            guard members.updateValue(value, forKey: key) == nil else { return nil }
+            guard members.updateValue(value, forKey: key) == nil else {
+                reason = "duplicate member \"\(key.prefix(64))\""
+                return nil
+            }
             skipWhitespace()
             guard index < bytes.count else { return nil }
             if bytes[index] == UInt8(ascii: ",") {
@@ -86,7 +107,10 @@ struct JSONParser {
     private mutating func parseArray() -> JSONValue? {
         depth += 1
         defer { depth -= 1 }
-        guard depth <= JSONParser.maxDepth else { return nil }
+        guard depth <= JSONParser.maxDepth else {
+            reason = "nesting deeper than \(JSONParser.maxDepth)"
+            return nil
+        }
         index += 1
         var elements: [JSONValue] = []
         skipWhitespace()
@@ -224,4 +248,13 @@ struct JSONParser {
         guard let value = Double(text), value.isFinite else { return nil }
         return .double(value)
     }
+}
+
+/// Where and why a document is not valid JSON.
+public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The byte offset at which parsing stopped.
+    public let offset: Int
+    public let reason: String
+
+    public var description: String { "\(reason) at byte \(offset)" }
 }

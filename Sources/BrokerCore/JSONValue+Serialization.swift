@@ -78,4 +78,11 @@ extension JSONValue {
     public static func parse<Bytes: Collection>(_ bytes: Bytes) -> JSONValue? where Bytes.Element == UInt8 {
         JSONParser.parse(Array(bytes))
     }
+
+    /// Parses a JSON document strictly, saying where and why it is not valid JSON.
+    public static func parseReportingError<Bytes: Collection>(
+        _ bytes: Bytes
+    ) -> Result<JSONValue, JSONSyntaxError> where Bytes.Element == UInt8 {
+        JSONParser.parseReportingError(Array(bytes))
+    }
 }

@@ -1,3 +1,5 @@
+public import BrokerCore
+
 /// An HTTP request for ``HTTPClient``.
 public struct HTTPRequest: Sendable {
     public var method: String

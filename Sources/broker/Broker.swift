@@ -10,7 +10,7 @@ struct Broker: AsyncParsableCommand {
             Machine output goes to stdout; messages go to stderr.
             """,
         version: BrokerVersion.current,
-        subcommands: [Mint.self]
+        subcommands: [Serve.self, Keys.self, Mint.self]
     )
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerHTTP
 import Foundation
 import Synchronization

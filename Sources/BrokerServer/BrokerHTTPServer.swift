@@ -1,0 +1,187 @@
+public import BrokerCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+public import Logging
+import NIOCore
+import ServiceLifecycle
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The request context: Hummingbird's core storage plus the peer address (login throttling per address).
+struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    var maxUploadSize: Int { RequestInput.maxBodySize }
+
+    var clientAddress: String? { remoteAddress?.ipAddress }
+}
+
+/// Turns every error into the contract's JSON error body, and logs each request without its query,
+/// headers or body (where codes, tokens and passwords travel).
+struct ErrorAndLogMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+    let logger: Logger
+
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let started = ContinuousClock.now
+        let response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as APIError {
+            response = BrokerHTTPServer.response(error)
+        } catch let error as any HTTPResponseError {
+            response = BrokerHTTPServer.response(Self.apiError(status: error.status))
+        } catch {
+            logger.error(
+                "request failed",
+                metadata: ["http.path": "\(request.uri.path)", "error": "\(String(describing: type(of: error)))"]
+            )
+            response = BrokerHTTPServer.response(APIError.serverError)
+        }
+        let elapsed = ContinuousClock.now - started
+        logger.info(
+            "request",
+            metadata: [
+                "http.method": "\(request.method.rawValue)",
+                "http.path": "\(request.uri.path.prefix(200))",
+                "http.status": "\(response.status.code)",
+                "duration_ms":
+                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+            ]
+        )
+        return response
+    }
+
+    static func apiError(status: HTTPResponse.Status) -> APIError {
+        switch status.code {
+        case 404: APIError.notFound("no such endpoint")
+        case 405: APIError.methodNotAllowed("method not allowed on this endpoint")
+        case 413: APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
+        case 400..<500: APIError(status: status.code, code: "invalid_request", detail: status.reasonPhrase)
+        default: APIError.serverError
+        }
+    }
+}
+
+/// The broker's HTTP surface on Hummingbird.
+public enum BrokerHTTPServer {
+    static func response(_ error: APIError) -> Response {
+        response(APIResponse(status: error.status, body: error.body, headers: error.headers))
+    }
+
+    static func response(_ api: APIResponse) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        for (name, value) in api.headers {
+            if let field = HTTPField.Name(name) { headers[field] = value }
+        }
+        let text = api.body.serialized() + "\n"
+        return Response(
+            status: HTTPResponse.Status(code: api.status),
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+        )
+    }
+
+    /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.
+    static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > RequestInput.maxBodySize {
+            throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: RequestInput.maxBodySize)
+        } catch is NIOTooManyBytesError {
+            throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
+        }
+        return try RequestInput.parse(
+            body: Array(buffer.readableBytesView),
+            contentType: request.headers[.contentType],
+            allowForm: allowForm
+        )
+    }
+
+    static func router(service: BrokerService, logger: Logger) -> Router<BrokerRequestContext> {
+        let router = Router(context: BrokerRequestContext.self)
+        router.middlewares.add(ErrorAndLogMiddleware(logger: logger))
+        router.get("/.well-known/openid-configuration") { _, _ in response(service.discovery()) }
+        router.get("/.well-known/jwks.json") { _, _ in response(service.jwks()) }
+        router.get("/auth/providers") { _, _ in response(service.providers()) }
+        router.get("/healthz") { _, _ in response(await service.health()) }
+        router.post("/auth/register") { request, _ in
+            try await response(service.register(input(request, allowForm: false)))
+        }
+        router.post("/auth/login") { request, context in
+            try await response(service.login(input(request, allowForm: false), address: context.clientAddress))
+        }
+        router.post("/auth/token") { request, _ in
+            try await response(service.token(input(request, allowForm: true)))
+        }
+        router.post("/auth/revoke") { request, _ in
+            try await response(service.revoke(input(request, allowForm: true)))
+        }
+        router.get("/auth/me") { request, _ in
+            try await response(service.me(authorization: request.headers[.authorization]))
+        }
+        return router
+    }
+
+    /// Runs the broker until SIGTERM or SIGINT, then stops accepting, finishes requests in flight and returns.
+    ///
+    /// - Parameter onReady: called once with the bound host and port, when connections are accepted.
+    public static func run(
+        service: BrokerService,
+        host: String,
+        port: Int,
+        logger: Logger,
+        onReady: @escaping @Sendable (String, Int) -> Void
+    ) async throws {
+        let router = router(service: service, logger: logger)
+        var app = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in
+                let bound = channel.localAddress?.port ?? port
+                service.serverStarted(host: host, port: bound)
+                onReady(host, bound)
+            },
+            logger: logger
+        )
+        app.addServices(MaintenanceService(service: service))
+        // The default signals are SIGTERM and SIGINT.
+        try await app.runService()
+    }
+}
+
+/// Background upkeep: picks up rotated keys, retires expired ones, purges dead refresh tokens.
+struct MaintenanceService: Service {
+    let service: BrokerService
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var ticks = 0
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(2))
+                if Task.isCancelled { break }
+                await service.maintain()
+                ticks += 1
+                if ticks % 1800 == 1 { await service.purgeExpired() }
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension BrokerService {
+    /// `POST /auth/register`: a custom account, then a session (201).
+    func register(_ input: RequestInput) async throws -> APIResponse {
+        let email: String
+        switch AccountRules.normalizedEmail(try input.string("email")) {
+        case .success(let value): email = value
+        case .failure(let violation): throw APIError.invalidRequest(violation.message)
+        }
+        let password = try input.string("password")
+        if let problem = AccountRules.passwordProblem(password, email: email) {
+            throw APIError.invalidRequest(problem.message)
+        }
+        var name: String?
+        if let raw = try input.optionalString("name") {
+            switch AccountRules.displayName(raw) {
+            case .success(let value): name = value
+            case .failure(let violation): throw APIError.invalidRequest(violation.message)
+            }
+        }
+        // Cheap check first, so that a taken email costs no hash; the unique index still decides races.
+        if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
+        let secret = Secret(password)
+        let hash = try await hashInPool { [hasher] in try hasher.hash(secret) }
+        let user = UserRecord(
+            id: UserID(provider: .custom, subject: UUID().uuidString.lowercased()),
+            email: email,
+            name: name,
+            createdAt: now
+        )
+        do {
+            try await store.createPasswordAccount(user: user, email: email, passwordHash: hash)
+        } catch let error as StoreError where error.code == .conflict {
+            throw APIError.accountExists
+        }
+        logger.info("account created", metadata: ["broker.user": "\(user.id)"])
+        return .tokens(try await startSession(user: user, clientID: Self.cliClientID, scope: nil), status: 201)
+    }
+
+    /// `POST /auth/login`: email + password → session; one answer for every failure.
+    func login(_ input: RequestInput, address: String?) async throws -> APIResponse {
+        let rawEmail = try input.string("email")
+        let password = Secret(try input.string("password"))
+        let email = (try? AccountRules.normalizedEmail(rawEmail).get()) ?? rawEmail.trimmingWhitespace().lowercased()
+        if let wait = throttle?.retryAfter(account: email, address: address) {
+            throw APIError.tooManyRequests(
+                retryAfter: Int64(wait.rounded(.up)),
+                "too many failed sign-ins; try again later"
+            )
+        }
+        let account = try await store.passwordAccount(email: email)
+        let stored = account?.passwordHash ?? dummyHash
+        let verified: Bool
+        do {
+            verified = try await hashInPool { [hasher] in try hasher.verify(password, against: stored) }
+        } catch let error as PasswordHasher.VerifyError {
+            // A corrupt or hostile row: refused before any memory is spent on it.
+            logger.error(
+                "stored password hash cannot be used",
+                metadata: ["broker.user": "\(account?.user.id.description ?? "-")", "error": "\(error)"]
+            )
+            throw APIError.serverError
+        }
+        guard verified, let account else {
+            throttle?.recordFailure(account: email, address: address)
+            logger.info("login refused", metadata: ["broker.address": "\(address ?? "-")"])
+            throw APIError.invalidCredentials
+        }
+        throttle?.recordSuccess(account: email)
+        if hasher.needsRehash(account.passwordHash) {
+            await rehash(account: account, password: password)
+        }
+        return .tokens(try await startSession(user: account.user, clientID: Self.cliClientID, scope: nil))
+    }
+
+    /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best
+    /// effort: a full pool or a failed write leaves the old hash, which still verifies.
+    private func rehash(account: PasswordAccount, password: Secret) async {
+        do {
+            let fresh = try await hashInPool { [hasher] in try hasher.hash(password) }
+            try await store.updatePasswordHash(email: account.email, from: account.passwordHash, to: fresh)
+            logger.info("password hash upgraded", metadata: ["broker.user": "\(account.user.id)"])
+        } catch {
+            logger.warning("password rehash skipped", metadata: ["broker.user": "\(account.user.id)"])
+        }
+    }
+
+    /// Runs password work in the bounded pool; a full pool is a 429 at once.
+    func hashInPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        do {
+            return try await pool.run(work)
+        } catch is HashingPool.Busy {
+            throw APIError.tooManyRequests(retryAfter: 1, "the server is busy checking passwords; retry shortly")
+        }
+    }
+}

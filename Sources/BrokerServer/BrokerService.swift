@@ -1,0 +1,174 @@
+public import BrokerCore
+public import BrokerCrypto
+public import BrokerStore
+public import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A response body with its status and headers, before it meets HTTP.
+struct APIResponse: Sendable {
+    var status: Int
+    var body: JSONValue
+    var headers: [(String, String)] = []
+
+    /// Token responses must not be cached (RFC 6749 §5.1).
+    static func tokens(_ body: JSONValue, status: Int = 200) -> APIResponse {
+        APIResponse(status: status, body: body, headers: [("Cache-Control", "no-store"), ("Pragma", "no-cache")])
+    }
+}
+
+/// The broker's behaviour, independent of HTTP: accounts, sessions, tokens, keys.
+public final class BrokerService: Sendable {
+    /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
+    public static let cliClientID = "broker-cli"
+
+    let configuration: ServerConfiguration
+    let store: any Store
+    let logger: Logger
+    let keys: KeyManager
+    let hasher: PasswordHasher
+    let pool: HashingPool
+    let throttle: LoginThrottle?
+    /// A hash of a random password, verified against for unknown emails so that they cost the same time.
+    let dummyHash: String
+    private let clock: @Sendable () -> Double
+    private let issuerValue: Mutex<String>
+
+    /// - Parameters:
+    ///   - keySource: generated keys in the data directory, or a key given with `--signing-key`.
+    ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
+    public init(
+        configuration: ServerConfiguration,
+        store: any Store,
+        keySource: KeySource,
+        logger: Logger,
+        hasher: PasswordHasher = PasswordHasher(),
+        clock: @escaping @Sendable () -> Double
+    ) throws {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        self.hasher = hasher
+        self.clock = clock
+        let now = Int64(clock())
+        let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
+        switch keySource {
+        case .dataDirectory(let directory):
+            keys = try KeyManager(source: .dataDirectory(directory), retention: retention, now: now)
+        case .key(let key): keys = try KeyManager(source: .external(key), retention: retention, now: now)
+        }
+        let cores = max(1, System.coreCount)
+        let workers = configuration.passwordHashWorkers ?? cores
+        pool = HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers)
+        throttle = configuration.loginThrottle ? LoginThrottle(now: clock) : nil
+        dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
+        issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
+    }
+
+    /// Where the signing keys come from.
+    public enum KeySource: Sendable {
+        case dataDirectory(String)
+        case key(AsymmetricKey)
+    }
+
+    /// The issuer (`iss`, and the base of every URL in discovery).
+    public var issuer: String { issuerValue.withLock { $0 } }
+
+    /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
+    public func serverStarted(host: String, port: Int) {
+        guard configuration.issuer == nil else { return }
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        issuerValue.withLock { $0 = "http://\(shownHost):\(port)" }
+    }
+
+    var now: Int64 { Int64(clock()) }
+
+    /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
+    public func maintain() async {
+        do {
+            if try keys.refresh(now: now) {
+                logger.info("signing keys changed", metadata: ["broker.kid": "\(keys.current.ring.current.kid)"])
+            }
+        } catch {
+            logger.error("cannot reload the signing keys; keeping the current ones", metadata: ["error": "\(error)"])
+        }
+    }
+
+    public func purgeExpired() async {
+        do {
+            try await store.purge(expiredBefore: now - 86_400)
+        } catch {
+            logger.warning("purge of expired refresh tokens failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Discovery
+
+    func discovery() -> APIResponse {
+        let base = issuer
+        let document: JSONValue = .object([
+            "issuer": .string(base),
+            "jwks_uri": .string(base + "/.well-known/jwks.json"),
+            "token_endpoint": .string(base + "/auth/token"),
+            "revocation_endpoint": .string(base + "/auth/revoke"),
+            "userinfo_endpoint": .string(base + "/auth/me"),
+            "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
+            "response_types_supported": .array(["code"]),
+            "subject_types_supported": .array(["public"]),
+            "code_challenge_methods_supported": .array(["S256"]),
+            "token_endpoint_auth_methods_supported": .array(["none"]),
+            "revocation_endpoint_auth_methods_supported": .array(["none"]),
+            "id_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
+            "access_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
+            "claims_supported": .array(
+                ["iss", "sub", "aud", "iat", "nbf", "exp", "jti", "idp", "client_id", "sid", "email", "name", "scope"]
+                    .map(JSONValue.string)
+            ),
+        ])
+        return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
+    }
+
+    static let grantTypes = ["refresh_token"]
+
+    func jwks() -> APIResponse {
+        // Short caching: a verifier that meets an unknown kid refetches anyway.
+        APIResponse(status: 200, body: keys.current.jwks, headers: [("Cache-Control", "public, max-age=60")])
+    }
+
+    func providers() -> APIResponse {
+        let list: [JSONValue] = configuration.enabledProviders.filter(Self.availableProviders.contains).map {
+            .object([
+                "id": .string($0.rawValue),
+                "name": .string($0 == .custom ? "Email and password" : $0.displayName),
+                "flow": .string($0 == .custom ? "password" : "browser"),
+            ])
+        }
+        return APIResponse(status: 200, body: .object(["providers": .array(list)]))
+    }
+
+    /// Providers this build can sign people in with.
+    static let availableProviders: Set<ProviderID> = [.custom]
+
+    func health() async -> APIResponse {
+        do {
+            try await store.ping()
+            return APIResponse(status: 200, body: .object(["status": "ok"]))
+        } catch {
+            logger.error("health check: the store does not answer", metadata: ["error": "\(error)"])
+            return APIResponse(status: 503, body: .object(["status": "unavailable", "error": "server_error"]))
+        }
+    }
+}
+
+enum System {
+    static var coreCount: Int {
+        #if canImport(Glibc)
+            return Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        #else
+            return 2
+        #endif
+    }
+}

@@ -1,0 +1,57 @@
+import BrokerCore
+
+/// A request body's parameters, from JSON or from `application/x-www-form-urlencoded`.
+struct RequestInput: Sendable {
+    let fields: [String: JSONValue]
+
+    /// The largest body any endpoint reads; larger ones get 413 before they are read.
+    static let maxBodySize = 64 * 1024
+
+    /// Parses `body` by its media type: JSON (also when no type is given) must be an object; a form may not
+    /// repeat a parameter (RFC 6749 §3.2: parameters "MUST NOT be included more than once").
+    static func parse(body: [UInt8], contentType: String?, allowForm: Bool) throws(APIError) -> RequestInput {
+        let mediaType = contentType?.split(separator: ";").first.map {
+            String($0).trimmingWhitespace().lowercased()
+        }
+        switch mediaType {
+        case nil, "application/json":
+            guard !body.isEmpty else { throw APIError.invalidRequest("the request body is empty; send a JSON object") }
+            switch JSONValue.parseReportingError(body) {
+            case .success(.object(let members)): return RequestInput(fields: members)
+            case .success: throw APIError.invalidRequest("the request body must be a JSON object")
+            case .failure(let error): throw APIError.invalidRequest("malformed JSON: \(error)")
+            }
+        case "application/x-www-form-urlencoded" where allowForm:
+            guard let text = String(validating: body, as: UTF8.self), let pairs = FormEncoding.decode(text) else {
+                throw APIError.invalidRequest("malformed form body (bad percent-encoding or not UTF-8)")
+            }
+            var fields: [String: JSONValue] = [:]
+            for (name, value) in pairs {
+                guard fields.updateValue(.string(value), forKey: name) == nil else {
+                    throw APIError.invalidRequest("parameter \"\(name.prefix(64))\" is repeated")
+                }
+            }
+            return RequestInput(fields: fields)
+        default:
+            let accepted = allowForm ? "application/json or application/x-www-form-urlencoded" : "application/json"
+            throw APIError.unsupportedMediaType("send \(accepted)")
+        }
+    }
+
+    /// A required string parameter.
+    func string(_ name: String) throws(APIError) -> String {
+        guard let value = fields[name] else { throw APIError.invalidRequest("\"\(name)\" is required") }
+        guard case .string(let text) = value else { throw APIError.invalidRequest("\"\(name)\" must be a string") }
+        guard !text.isEmpty else { throw APIError.invalidRequest("\"\(name)\" is empty") }
+        return text
+    }
+
+    /// An optional string parameter (`null` counts as absent).
+    func optionalString(_ name: String) throws(APIError) -> String? {
+        switch fields[name] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw APIError.invalidRequest("\"\(name)\" must be a string")
+        }
+    }
+}

@@ -1,0 +1,347 @@
+public import BrokerCore
+import BrokerSystem
+
+/// `broker serve`'s settings: defaults, then the JSON file, then `BROKER_…` environment variables; the
+/// command's flags are applied last by the caller.
+///
+/// Environment names: `BROKER_SERVER_<KEY>` for a `server` key (`BROKER_SERVER_ACCESS_TOKEN_TTL=600`) and
+/// `BROKER_PROVIDERS_<PROVIDER>_<KEY>` for a provider key (`BROKER_PROVIDERS_GOOGLE_CLIENT_SECRET=…`).
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8787
+    /// `iss` and the discovery base; `http://host:port` when `nil`.
+    public var issuer: String?
+    public var dataDirectory = "~/.local/share/broker"
+    public var database: String?
+    public var signingKeyFile: String?
+    public var audience = "broker"
+    public var accessTokenTTL: Int64 = 3600
+    public var refreshTokenTTL: Int64 = 2_592_000
+    public var mintMaxTTL: Int64 = 3600
+    /// Per-account and per-address back-off after failed logins.
+    public var loginThrottle = true
+    /// Threads that hash passwords; `nil`: one per core.
+    public var passwordHashWorkers: Int?
+    /// Hash jobs allowed to wait for a thread before logins get 429; `nil`: four per worker.
+    public var passwordHashQueue: Int?
+    /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
+    public var providers: [ProviderID: [String: JSONValue]] = [:]
+    public var customEnabled = true
+
+    public init() {}
+
+    /// The smallest lifetime accepted anywhere (CONTRACT.md "Configuration file").
+    public static let minimumTTL: Int64 = 5
+
+    /// The providers this broker offers, in the contract's order.
+    public var enabledProviders: [ProviderID] {
+        ProviderID.allCases.filter { $0 == .custom ? customEnabled : providers[$0] != nil }
+    }
+
+    /// Where the SQLite store and the generated signing keys live (`~` expanded).
+    public var expandedDataDirectory: String { PosixFile.expandingTilde(dataDirectory) }
+}
+
+/// A configuration that cannot be used: the file (or variable) and the key, and what is wrong.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let source: String
+    public let key: String?
+    public let problem: String
+
+    public init(source: String, key: String?, problem: String) {
+        self.source = source
+        self.key = key
+        self.problem = problem
+    }
+
+    public var description: String {
+        if let key { return "\(source): \(key): \(problem)" }
+        return "\(source): \(problem)"
+    }
+}
+
+extension ServerConfiguration {
+    static let serverKeys: Set<String> = [
+        "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
+        "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
+    ]
+
+    static let endpointKeys = ["authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint"]
+
+    static func providerKeys(_ provider: ProviderID) -> Set<String> {
+        switch provider {
+        case .google: Set(["client_id", "client_secret", "issuer"] + endpointKeys)
+        case .microsoftaccount: Set(["client_id", "client_secret", "tenant", "issuer"] + endpointKeys)
+        case .facebook:
+            [
+                "client_id", "client_secret", "authorization_endpoint", "token_endpoint", "userinfo_endpoint",
+                "graph_version",
+            ]
+        case .twitter:
+            [
+                "client_id", "client_secret", "mode", "consumer_key", "consumer_secret", "authorization_endpoint",
+                "token_endpoint", "userinfo_endpoint", "request_token_endpoint", "authorize_endpoint",
+                "access_token_endpoint", "verify_credentials_endpoint",
+            ]
+        case .custom: ["enabled"]
+        }
+    }
+
+    /// Reads the file at `path` (if any) over the defaults, then the environment over both.
+    public static func load(path: String?, environment: [String: String]) throws(ConfigurationError)
+        -> ServerConfiguration
+    {
+        var configuration = ServerConfiguration()
+        if let path {
+            let bytes: [UInt8]
+            do {
+                bytes = try PosixFile.read(path: path, maxSize: 1024 * 1024)
+            } catch {
+                throw ConfigurationError(source: path, key: nil, problem: "cannot read: \(error.reason)")
+            }
+            let document: JSONValue
+            switch JSONValue.parseReportingError(bytes) {
+            case .success(let value): document = value
+            case .failure(let error):
+                throw ConfigurationError(source: path, key: nil, problem: "not valid JSON: \(error)")
+            }
+            try configuration.apply(document: document, source: path)
+        }
+        try configuration.apply(environment: environment)
+        try configuration.validate(source: path ?? "configuration")
+        return configuration
+    }
+
+    mutating func apply(document: JSONValue, source: String) throws(ConfigurationError) {
+        guard let root = document.objectValue else {
+            throw ConfigurationError(source: source, key: nil, problem: "must be a JSON object")
+        }
+        for key in root.keys.sorted() where key != "server" && key != "providers" {
+            throw ConfigurationError(source: source, key: key, problem: "unknown key (expected server, providers)")
+        }
+        if let server = root["server"] {
+            guard let members = server.objectValue else {
+                throw ConfigurationError(source: source, key: "server", problem: "must be an object")
+            }
+            for key in members.keys.sorted() {
+                guard Self.serverKeys.contains(key) else {
+                    throw ConfigurationError(source: source, key: "server.\(key)", problem: "unknown key")
+                }
+                // swift-format-ignore: NeverForceUnwrap
+                try setServerKey(key, value: members[key]!, source: source, name: "server.\(key)")
+            }
+        }
+        if let providersValue = root["providers"] {
+            guard let members = providersValue.objectValue else {
+                throw ConfigurationError(source: source, key: "providers", problem: "must be an object")
+            }
+            // With a `providers` key, only what it lists is enabled — custom included.
+            customEnabled = false
+            for name in members.keys.sorted() {
+                guard let provider = ProviderID(rawValue: name) else {
+                    let known = ProviderID.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw ConfigurationError(
+                        source: source,
+                        key: "providers.\(name)",
+                        problem: "unknown provider (known: \(known))"
+                    )
+                }
+                guard let section = members[name]?.objectValue else {
+                    throw ConfigurationError(source: source, key: "providers.\(name)", problem: "must be an object")
+                }
+                for (key, value) in section.sorted(by: { $0.key < $1.key }) {
+                    try setProviderKey(provider, key, value: value, source: source, name: "providers.\(name).\(key)")
+                }
+                if provider == .custom {
+                    customEnabled = section["enabled"]?.boolValue ?? true
+                    providers[.custom] = nil
+                } else if providers[provider] == nil {
+                    providers[provider] = [:]
+                }
+            }
+        }
+    }
+
+    mutating func apply(environment: [String: String]) throws(ConfigurationError) {
+        for (variable, text) in environment.sorted(by: { $0.key < $1.key }) {
+            if variable.hasPrefix("BROKER_SERVER_") {
+                let key = variable.dropFirst("BROKER_SERVER_".count).lowercased()
+                guard Self.serverKeys.contains(key) else {
+                    throw ConfigurationError(source: "environment", key: variable, problem: "unknown setting")
+                }
+                try setServerKey(key, value: Self.environmentValue(text), source: "environment", name: variable)
+            } else if variable.hasPrefix("BROKER_PROVIDERS_") {
+                let rest = variable.dropFirst("BROKER_PROVIDERS_".count).lowercased()
+                guard let provider = ProviderID.allCases.first(where: { rest.hasPrefix($0.rawValue + "_") }) else {
+                    throw ConfigurationError(source: "environment", key: variable, problem: "unknown provider")
+                }
+                let key = String(rest.dropFirst(provider.rawValue.count + 1))
+                try setProviderKey(
+                    provider, key, value: Self.environmentValue(text), source: "environment", name: variable)
+                if provider == .custom {
+                    customEnabled = providers[.custom]?["enabled"]?.boolValue ?? customEnabled
+                    providers[.custom] = nil
+                }
+            }
+        }
+    }
+
+    /// Environment values are text; numbers and booleans are recognised so that typed keys can be set.
+    static func environmentValue(_ text: String) -> JSONValue {
+        if let number = Int64(text) { return .int(number) }
+        if text == "true" { return .bool(true) }
+        if text == "false" { return .bool(false) }
+        return .string(text)
+    }
+
+    private mutating func setServerKey(
+        _ key: String,
+        value: JSONValue,
+        source: String,
+        name: String
+    ) throws(ConfigurationError) {
+        func string() throws(ConfigurationError) -> String {
+            guard case .string(let text) = value, !text.isEmpty else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a non-empty string")
+            }
+            return text
+        }
+        func integer() throws(ConfigurationError) -> Int64 {
+            guard case .int(let number) = value else {
+                throw ConfigurationError(source: source, key: name, problem: "must be an integer")
+            }
+            return number
+        }
+        switch key {
+        case "host": host = try string()
+        case "port":
+            let number = try integer()
+            guard (0...65535).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a port number 0–65535")
+            }
+            port = Int(number)
+        case "issuer": issuer = try string()
+        case "data_dir": dataDirectory = try string()
+        case "database": database = try string()
+        case "signing_key_file": signingKeyFile = try string()
+        case "audience": audience = try string()
+        case "access_token_ttl": accessTokenTTL = try integer()
+        case "refresh_token_ttl": refreshTokenTTL = try integer()
+        case "mint_max_ttl": mintMaxTTL = try integer()
+        case "login_throttle":
+            guard case .bool(let flag) = value else {
+                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
+            }
+            loginThrottle = flag
+        case "password_hash_workers", "password_hash_queue":
+            let number = try integer()
+            guard (1...1024).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1024")
+            }
+            if key == "password_hash_workers" {
+                passwordHashWorkers = Int(number)
+            } else {
+                passwordHashQueue = Int(number)
+            }
+        default:
+            throw ConfigurationError(source: source, key: name, problem: "unknown key")
+        }
+    }
+
+    private mutating func setProviderKey(
+        _ provider: ProviderID,
+        _ key: String,
+        value: JSONValue,
+        source: String,
+        name: String
+    ) throws(ConfigurationError) {
+        guard Self.providerKeys(provider).contains(key) else {
+            let known = Self.providerKeys(provider).sorted().joined(separator: ", ")
+            throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
+        }
+        if key == "enabled" {
+            guard case .bool = value else {
+                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
+            }
+        } else {
+            guard case .string(let text) = value, !text.isEmpty else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a non-empty string")
+            }
+            if key.hasSuffix("_endpoint") || key == "jwks_uri" || key == "issuer" {
+                if let problem = Self.endpointProblem(text) {
+                    throw ConfigurationError(source: source, key: name, problem: problem)
+                }
+            }
+            if key == "mode" && text != "oauth2" && text != "oauth1" {
+                throw ConfigurationError(source: source, key: name, problem: "must be \"oauth2\" or \"oauth1\"")
+            }
+        }
+        providers[provider, default: [:]][key] = value
+    }
+
+    /// Endpoint URLs must be https, except on a loopback host (CONTRACT.md).
+    static func endpointProblem(_ url: String) -> String? {
+        let lower = url.lowercased()
+        if lower.hasPrefix("https://") { return nil }
+        if lower.hasPrefix("http://") {
+            let rest = lower.dropFirst("http://".count)
+            let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            let host: Substring
+            if hostPort.hasPrefix("[") {
+                host = hostPort.prefix { $0 != "]" }.dropFirst()
+            } else {
+                host = hostPort.prefix { $0 != ":" }
+            }
+            if host == "127.0.0.1" || host == "::1" || host == "localhost" { return nil }
+            return "must be https (http only on 127.0.0.1, [::1] or localhost)"
+        }
+        return "must be an https URL"
+    }
+
+    /// Checks values that depend on each other or on ranges.
+    public func validate(source: String) throws(ConfigurationError) {
+        for (key, value) in [
+            ("server.access_token_ttl", accessTokenTTL), ("server.refresh_token_ttl", refreshTokenTTL),
+            ("server.mint_max_ttl", mintMaxTTL),
+        ] where value < Self.minimumTTL {
+            throw ConfigurationError(
+                source: source,
+                key: key,
+                problem: "must be at least \(Self.minimumTTL) seconds (got \(value))"
+            )
+        }
+        if let issuer {
+            let lower = issuer.lowercased()
+            guard lower.hasPrefix("http://") || lower.hasPrefix("https://"), !issuer.contains("?"),
+                !issuer.contains("#")
+            else {
+                throw ConfigurationError(
+                    source: source,
+                    key: "server.issuer",
+                    problem: "must be an http(s) URL without query or fragment"
+                )
+            }
+        }
+        if let database {
+            let lower = database.lowercased()
+            if lower.hasPrefix("postgres://") || lower.hasPrefix("postgresql://") {
+                // Accepted by the contract; the PostgreSQL store is its own piece of work (see README).
+            } else if !lower.hasPrefix("sqlite:") {
+                throw ConfigurationError(
+                    source: source,
+                    key: "server.database",
+                    problem: "must be a postgres:// URL or sqlite:PATH"
+                )
+            }
+        }
+        if providers[.twitter]?["mode"]?.stringValue == "oauth1" {
+            for key in ["consumer_key", "consumer_secret"] where providers[.twitter]?[key] == nil {
+                throw ConfigurationError(
+                    source: source,
+                    key: "providers.twitter.\(key)",
+                    problem: "is required with \"mode\": \"oauth1\""
+                )
+            }
+        }
+    }
+}

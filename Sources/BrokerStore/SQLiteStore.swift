@@ -1,0 +1,326 @@
+public import BrokerCore
+import BrokerSystem
+import GRDB
+
+/// The embedded default store: one SQLite file in the data directory, through GRDB.
+///
+/// WAL mode (a `DatabasePool`) lets `/auth/me` and the JWKS read while a login writes; a busy timeout
+/// lets `broker client add` write from another process while the server runs.
+public final class SQLiteStore: Store {
+    private let pool: DatabasePool
+    public let path: String
+
+    /// Opens (creating, mode 0600) the database at `path` and migrates it to the current schema.
+    public init(path: String) throws {
+        self.path = path
+        do {
+            try PosixFile.createIfMissing(path, mode: 0o600)
+        } catch {
+            throw StoreError.unavailable("cannot create the database \(error)")
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.foreignKeysEnabled = true
+        configuration.label = "broker"
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw StoreError.unavailable("cannot open the database \(path): \(error)")
+        }
+    }
+
+    /// Versioned migrations; applied in order, each once, recorded in `grdb_migrations`.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: users, password accounts, sessions, refresh tokens") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE users (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        provider TEXT NOT NULL,
+                        subject TEXT NOT NULL,
+                        email TEXT,
+                        name TEXT,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE password_accounts (
+                        email TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL UNIQUE REFERENCES users(id) ON DELETE CASCADE,
+                        password_hash TEXT NOT NULL,
+                        updated_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE sessions (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        client_id TEXT NOT NULL,
+                        scope TEXT,
+                        created_at INTEGER NOT NULL,
+                        revoked_at INTEGER
+                    );
+                    CREATE INDEX sessions_user ON sessions(user_id);
+                    CREATE TABLE refresh_tokens (
+                        hash TEXT PRIMARY KEY NOT NULL,
+                        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                        created_at INTEGER NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER
+                    );
+                    CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id);
+                    CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
+                    """
+            )
+        }
+        return migrator
+    }
+
+    public func ping() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    public func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+        do {
+            try await pool.write { db in
+                try Self.insert(user, db)
+                try db.execute(
+                    sql:
+                        "INSERT INTO password_accounts (email, user_id, password_hash, updated_at) VALUES (?, ?, ?, ?)",
+                    arguments: [email, user.id.description, passwordHash, user.createdAt]
+                )
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.conflict("an account with this email exists")
+        }
+    }
+
+    public func passwordAccount(email: String) async throws -> PasswordAccount? {
+        try await pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT a.email, a.password_hash, u.id, u.email AS user_email, u.name, u.created_at
+                        FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.email = ?
+                        """,
+                    arguments: [email]
+                ),
+                let user = Self.user(row)
+            else { return nil }
+            return PasswordAccount(user: user, email: row["email"], passwordHash: row["password_hash"])
+        }
+    }
+
+    public func updatePasswordHash(email: String, from old: String, to new: String) async throws {
+        try await pool.write { db in
+            // Compare-and-set: a concurrent password change wins over a rehash.
+            try db.execute(
+                sql: "UPDATE password_accounts SET password_hash = ?, updated_at = strftime('%s','now') "
+                    + "WHERE email = ? AND password_hash = ?",
+                arguments: [new, email, old]
+            )
+        }
+    }
+
+    public func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO users (id, provider, subject, email, name, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET email = excluded.email, name = excluded.name
+                    """,
+                arguments: [
+                    user.id.description, user.id.provider.rawValue, user.id.subject, user.email, user.name,
+                    user.createdAt,
+                ]
+            )
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?",
+                arguments: [user.id.description]
+            )
+            return row.flatMap(Self.user) ?? user
+        }
+    }
+
+    public func user(id: UserID) async throws -> UserRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?",
+                arguments: [id.description]
+            ).flatMap(Self.user)
+        }
+    }
+
+    public func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO sessions (id, user_id, client_id, scope, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [
+                    session.id, session.userID.description, session.clientID, session.scope, session.createdAt,
+                ]
+            )
+            try db.execute(
+                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [firstToken.hash.hex, session.id, firstToken.createdAt, firstToken.expiresAt]
+            )
+        }
+    }
+
+    public func rotateRefreshToken(
+        hash: [UInt8],
+        nextHash: [UInt8],
+        nextExpiresAt: Int64,
+        now: Int64
+    ) async throws -> RotationOutcome {
+        try await pool.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
+                               s.revoked_at
+                        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = ?
+                        """,
+                    arguments: [hash.hex]
+                ),
+                let session = Self.session(row)
+            else { return .unknown }
+            if session.revokedAt != nil { return .revoked }
+            if (row["used_at"] as Int64?) != nil {
+                try db.execute(
+                    sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                    arguments: [now, session.id]
+                )
+                return .reused(sessionID: session.id)
+            }
+            if (row["expires_at"] as Int64) <= now { return .expired }
+            try db.execute(
+                sql: "UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
+                arguments: [now, hash.hex]
+            )
+            // SQLite serialises writers, so this cannot race; the check keeps the invariant explicit.
+            guard db.changesCount == 1 else { return .reused(sessionID: session.id) }
+            try db.execute(
+                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [nextHash.hex, session.id, now, nextExpiresAt]
+            )
+            return .rotated(session)
+        }
+    }
+
+    public func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
+        try await pool.write { db in
+            guard
+                let sessionID = try String.fetchOne(
+                    db,
+                    sql: "SELECT session_id FROM refresh_tokens WHERE hash = ?",
+                    arguments: [hash.hex]
+                )
+            else { return false }
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                arguments: [now, sessionID]
+            )
+            return true
+        }
+    }
+
+    public func revokeSession(id: String, now: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                arguments: [now, id]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    public func session(id: String) async throws -> SessionRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions WHERE id = ?",
+                arguments: [id]
+            ).flatMap(Self.session)
+        }
+    }
+
+    public func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+        try await pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
+                               u.email AS user_email, u.name, u.created_at AS user_created_at
+                        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?
+                        """,
+                    arguments: [id]
+                ),
+                let session = Self.session(row)
+            else { return nil }
+            let user = UserRecord(
+                id: session.userID,
+                email: row["user_email"],
+                name: row["name"],
+                createdAt: row["user_created_at"]
+            )
+            return (session, user)
+        }
+    }
+
+    public func purge(expiredBefore before: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
+            try db.execute(
+                sql: """
+                    DELETE FROM sessions WHERE created_at < ?
+                    AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = sessions.id)
+                    """,
+                arguments: [before]
+            )
+        }
+    }
+
+    private static func insert(_ user: UserRecord, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO users (id, provider, subject, email, name, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [
+                user.id.description, user.id.provider.rawValue, user.id.subject, user.email, user.name,
+                user.createdAt,
+            ]
+        )
+    }
+
+    private static func user(_ row: Row) -> UserRecord? {
+        guard let id = UserID(row["id"] as String) else { return nil }
+        return UserRecord(id: id, email: row["user_email"], name: row["name"], createdAt: row["created_at"])
+    }
+
+    private static func session(_ row: Row) -> SessionRecord? {
+        guard let userID = UserID(row["user_id"] as String) else { return nil }
+        return SessionRecord(
+            id: row["id"],
+            userID: userID,
+            clientID: row["client_id"],
+            scope: row["scope"],
+            createdAt: row["created_at"],
+            revokedAt: row["revoked_at"]
+        )
+    }
+}
+
+extension [UInt8] {
+    /// Lowercase hex, the form hashes are stored in.
+    var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,147 @@
+public import BrokerCore
+
+/// A broker user: one per provider account, keyed by ``UserID``.
+public struct UserRecord: Sendable, Hashable {
+    public var id: UserID
+    public var email: String?
+    public var name: String?
+    /// Seconds since the epoch.
+    public var createdAt: Int64
+
+    public init(id: UserID, email: String?, name: String?, createdAt: Int64) {
+        self.id = id
+        self.email = email
+        self.name = name
+        self.createdAt = createdAt
+    }
+}
+
+/// A custom (email + password) account: the login name and the password's PHC hash string.
+public struct PasswordAccount: Sendable, Hashable {
+    public var user: UserRecord
+    /// Trimmed, lowercased.
+    public var email: String
+    public var passwordHash: String
+
+    public init(user: UserRecord, email: String, passwordHash: String) {
+        self.user = user
+        self.email = email
+        self.passwordHash = passwordHash
+    }
+}
+
+/// A sign-in session: the family of refresh tokens one login starts (RFC 9700 §4.14.2).
+///
+/// Access tokens carry the session id (`sid`), so revoking the session also ends its access tokens.
+public struct SessionRecord: Sendable, Hashable {
+    public var id: String
+    public var userID: UserID
+    public var clientID: String
+    public var scope: String?
+    public var createdAt: Int64
+    public var revokedAt: Int64?
+
+    public init(id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?) {
+        self.id = id
+        self.userID = userID
+        self.clientID = clientID
+        self.scope = scope
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// A refresh token as stored: only its SHA-256 hash, never the token.
+public struct RefreshTokenRecord: Sendable, Hashable {
+    public var hash: [UInt8]
+    public var sessionID: String
+    public var createdAt: Int64
+    public var expiresAt: Int64
+
+    public init(hash: [UInt8], sessionID: String, createdAt: Int64, expiresAt: Int64) {
+        self.hash = hash
+        self.sessionID = sessionID
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What presenting a refresh token for rotation came to.
+public enum RotationOutcome: Sendable, Hashable {
+    /// The token was current: it is now used, `next` replaces it, and the session continues.
+    case rotated(SessionRecord)
+    /// No such token.
+    case unknown
+    /// The token has expired.
+    case expired
+    /// The session was revoked earlier (logout, revocation, or reuse).
+    case revoked
+    /// The token had already been used: its whole session is now revoked (RFC 9700 §4.14.2).
+    case reused(sessionID: String)
+}
+
+/// Why a store operation failed.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Hashable {
+        /// A unique constraint refused the write (an account with that email exists).
+        case conflict
+        /// The store could not be opened or answered with an error.
+        case unavailable
+    }
+
+    public let code: Code
+    public let reason: String
+
+    public static func conflict(_ reason: String) -> StoreError { StoreError(code: .conflict, reason: reason) }
+    public static func unavailable(_ reason: String) -> StoreError { StoreError(code: .unavailable, reason: reason) }
+
+    public var description: String { reason }
+}
+
+/// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
+///
+/// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
+public protocol Store: Sendable {
+    /// Answers when the store is reachable (`/healthz`).
+    func ping() async throws
+
+    /// Creates a user and its password account in one transaction.
+    /// - Throws: ``StoreError/conflict(_:)`` when an account with `email` exists (a unique index decides,
+    ///   so concurrent registrations of one email create exactly one account).
+    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws
+
+    /// The password account for a normalised email, if any.
+    func passwordAccount(email: String) async throws -> PasswordAccount?
+
+    /// Replaces a password hash (rehash on login after the cost went up).
+    func updatePasswordHash(email: String, from old: String, to new: String) async throws
+
+    /// Creates or updates the user of a provider account (name and email follow the provider).
+    func upsertUser(_ user: UserRecord) async throws -> UserRecord
+
+    func user(id: UserID) async throws -> UserRecord?
+
+    /// Starts a session with its first refresh token.
+    func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws
+
+    /// Spends a refresh token and stores its successor in the same session, atomically; detects reuse.
+    func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64) async throws
+        -> RotationOutcome
+
+    /// Revokes the session a refresh token belongs to; returns whether the token was known.
+    @discardableResult
+    func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool
+
+    /// Revokes a session by id; returns whether it existed and was active.
+    @discardableResult
+    func revokeSession(id: String, now: Int64) async throws -> Bool
+
+    /// The session, revoked or not; `nil` when unknown.
+    func session(id: String) async throws -> SessionRecord?
+
+    /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown.
+    func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)?
+
+    /// Deletes refresh tokens that expired before `before`, and sessions left with none.
+    func purge(expiredBefore before: Int64) async throws
+}

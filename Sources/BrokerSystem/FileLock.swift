@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An exclusive advisory lock (`flock`) on a lock file, held until ``unlock()`` or deinit.
+///
+/// `flock` locks belong to the open file description, so they exclude other processes and other opens in
+/// this process alike, and the kernel drops them when a process dies — a crashed holder never wedges others.
+public final class FileLock {
+    private var fd: Int32
+    public let path: String
+
+    /// Opens (creating, 0600) `path` and waits for the exclusive lock.
+    public init(path: String) throws(PosixFile.Failure) {
+        self.path = path
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw PosixFile.Failure(path: path, reason: PosixFile.systemReason()) }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno == EINTR { continue }
+            let reason = PosixFile.systemReason()
+            close(fd)
+            throw PosixFile.Failure(path: path, reason: reason)
+        }
+    }
+
+    public func unlock() {
+        guard fd >= 0 else { return }
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { unlock() }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import BrokerCrypto
+import BrokerServer
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension Broker {
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manage the broker's signing keys.",
+            subcommands: [Rotate.self]
+        )
+
+        struct Rotate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Make a new signing key current.",
+                discussion: """
+                    The previous key stays in the JWKS until every token it signed has expired; a running
+                    broker picks the change up within seconds. Prints the new key id on stdout.
+                    """
+            )
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Option(name: .long, help: "ES256 (default), RS256 or EdDSA.")
+            var algorithm: String = "ES256"
+
+            func run() async throws {
+                let configuration: ServerConfiguration
+                do {
+                    configuration = try store.loadConfiguration()
+                } catch {
+                    throw Console.fail("config: \(error)")
+                }
+                if let file = configuration.signingKeyFile {
+                    throw Console.fail(
+                        "the signing key comes from \(file) (server.signing_key_file); replace that file instead"
+                    )
+                }
+                let kind: KeyKind
+                switch algorithm.uppercased() {
+                case "ES256": kind = .ecP256
+                case "RS256": kind = .rsa(bits: 3072)
+                case "EDDSA": kind = .ed25519
+                default: throw Console.fail("--algorithm must be ES256, RS256 or EdDSA", code: BrokerExit.usage)
+                }
+                let now = Int64(Date().timeIntervalSince1970)
+                let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
+                do {
+                    let ring = try KeyRingStore.rotate(
+                        dataDirectory: configuration.expandedDataDirectory,
+                        kind: kind,
+                        now: now,
+                        retention: retention
+                    )
+                    if let previous = ring.retired.first {
+                        Console.error(
+                            "key \(ring.current.kid) is now current; \(previous.kid) stays published for \(retention) s"
+                        )
+                    } else {
+                        Console.error("key \(ring.current.kid) is now current")
+                    }
+                    Console.out(ring.current.kid)
+                } catch {
+                    throw Console.fail("\(error)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import BrokerCore
+import BrokerCrypto
+import BrokerServer
+import BrokerSystem
+import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension Broker {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the identity broker.",
+            discussion: """
+                Prints one line, "broker listening on http://H:P", once it accepts connections.
+                Settings: --config FILE, then BROKER_SERVER_<KEY> / BROKER_PROVIDERS_<ID>_<KEY> environment
+                variables, then these flags. SIGTERM or SIGINT: finish requests in flight and exit 0.
+                Logs go to stderr (BROKER_LOG_LEVEL or --log-level: trace, debug, info, warning, error).
+                """
+        )
+
+        @OptionGroup var store: ServerStoreOptions
+
+        @Option(name: .long, help: "Address to listen on (default 127.0.0.1).")
+        var host: String?
+
+        @Option(name: .long, help: "Port to listen on; 0 picks a free one (default 8787).")
+        var port: Int?
+
+        @Option(name: .long, help: ArgumentHelp("iss and discovery base (default http://H:P).", valueName: "URL"))
+        var issuer: String?
+
+        @Option(
+            name: .customLong("signing-key"),
+            help: ArgumentHelp("PEM private key to sign with (default: generated in the data dir).", valueName: "FILE"))
+        var signingKey: String?
+
+        @Option(name: .customLong("log-level"), help: "trace, debug, info, warning or error.")
+        var logLevel: String?
+
+        func validate() throws {
+            if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0–65535") }
+            if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+                throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+            }
+        }
+
+        func run() async throws {
+            var configuration: ServerConfiguration
+            do {
+                configuration = try store.loadConfiguration()
+                if let host { configuration.host = host }
+                if let port { configuration.port = port }
+                if let issuer { configuration.issuer = issuer }
+                if let signingKey { configuration.signingKeyFile = signingKey }
+                try configuration.validate(source: store.config ?? "command line")
+            } catch {
+                throw Console.fail("config: \(error)")
+            }
+            let level =
+                logLevel.flatMap(Logger.Level.init(rawValue:))
+                ?? ProcessInfo.processInfo.environment["BROKER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+                ?? .info
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            let logger = Logger(label: "broker")
+
+            let service: BrokerService
+            do {
+                let brokerStore = try StoreOpener.open(configuration)
+                let keySource: BrokerService.KeySource
+                if let file = configuration.signingKeyFile {
+                    keySource = .key(try SigningKeyFile.load(path: PosixFile.expandingTilde(file)))
+                } else {
+                    keySource = .dataDirectory(configuration.expandedDataDirectory)
+                }
+                service = try BrokerService(
+                    configuration: configuration,
+                    store: brokerStore,
+                    keySource: keySource,
+                    logger: logger,
+                    clock: { Date().timeIntervalSince1970 }
+                )
+            } catch {
+                throw Console.fail("cannot start: \(error)")
+            }
+            do {
+                try await BrokerHTTPServer.run(
+                    service: service,
+                    host: configuration.host,
+                    port: configuration.port,
+                    logger: logger
+                ) { host, port in
+                    let shown = host.contains(":") ? "[\(host)]" : host
+                    Console.out("broker listening on http://\(shown):\(port)")
+                }
+            } catch {
+                throw Console.fail("server stopped: \(error)")
+            }
+        }
+    }
+}
