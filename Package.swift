@@ -90,7 +90,10 @@ let package = Package(
         .testTarget(name: "BrokerHTTPTests", dependencies: ["BrokerHTTP", "BrokerCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrokerServerTests",
-            dependencies: ["BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore"],
+            dependencies: [
+                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

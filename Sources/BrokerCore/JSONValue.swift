@@ -83,3 +83,13 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(integerLiteral value: Int64) { self = .int(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
 }
+
+extension JSONValue: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral {
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var members: [String: JSONValue] = [:]
+        for (key, value) in elements { members[key] = value }
+        self = .object(members)
+    }
+
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+}

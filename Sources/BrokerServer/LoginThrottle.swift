@@ -53,7 +53,11 @@ final class LoginThrottle: Sendable {
     func recordFailure(account: String, address: String?) {
         let time = now()
         entries.withLock { entries in
-            if entries.count >= maxEntries { Self.evict(&entries, now: time, keep: maxEntries / 2) }
+            if entries.count >= maxEntries {
+                Self.evict(
+                    &entries, now: time, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
+                    keep: maxEntries / 2)
+            }
             for key in Self.keys(account: account, address: address) {
                 let policy = key.hasPrefix("a:") ? accountPolicy : addressPolicy
                 var entry = entries[key] ?? Entry()
@@ -78,8 +82,9 @@ final class LoginThrottle: Sendable {
         ["a:" + account] + (address.map { ["i:" + $0] } ?? [])
     }
 
-    private static func evict(_ entries: inout [String: Entry], now: Double, keep: Int) {
-        entries = entries.filter { $0.value.blockedUntil > now }
+    /// Forgets what no longer matters, then, if still too many, keeps the most recently failing keys.
+    private static func evict(_ entries: inout [String: Entry], now: Double, forgetAfter: Double, keep: Int) {
+        entries = entries.filter { $0.value.blockedUntil > now || now - $0.value.lastFailure <= forgetAfter }
         if entries.count > keep {
             let newest = entries.sorted { $0.value.lastFailure > $1.value.lastFailure }.prefix(keep)
             entries = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })

@@ -1,0 +1,182 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import Foundation
+
+/// A real `broker serve` process on a free loopback port with its own data directory.
+final class BrokerProcess: @unchecked Sendable {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static var binary: String {
+        ProcessInfo.processInfo.environment["BROKER_BIN"]
+            ?? repositoryRoot.appendingPathComponent(".build/debug/broker").path
+    }
+
+    let directory: URL
+    let dataDirectory: String
+    let process = Process()
+    let stdoutPath: String
+    let stderrPath: String
+    private(set) var url = ""
+
+    /// Starts the server and waits for its ready line.
+    /// - Parameters:
+    ///   - config: a configuration file's JSON text, written next to the data directory.
+    ///   - directory: reuse a directory (restart on the same data).
+    init(
+        config: String? = nil,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        directory: URL? = nil
+    ) throws {
+        self.directory = try directory ?? BrokerProcess.temporaryDirectory()
+        dataDirectory = self.directory.appendingPathComponent("data").path
+        let stamp = UUID().uuidString.prefix(8)
+        stdoutPath = self.directory.appendingPathComponent("stdout-\(stamp)").path
+        stderrPath = self.directory.appendingPathComponent("stderr-\(stamp)").path
+        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        var args = ["serve", "--port", "0", "--data-dir", dataDirectory]
+        if let config {
+            let file = self.directory.appendingPathComponent("broker.json")
+            try Data(config.utf8).write(to: file)
+            args += ["--config", file.path]
+        }
+        process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+        process.arguments = args + arguments
+        var env = ProcessInfo.processInfo.environment
+        env["BROKER_LOG_LEVEL"] = "info"
+        for (name, value) in environment { env[name] = value }
+        process.environment = env
+        process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
+        process.standardError = FileHandle(forWritingAtPath: stderrPath)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first, text.contains("\n") {
+                guard line.hasPrefix("broker listening on http://") else {
+                    throw ServerTestError("unexpected ready line: \(line)")
+                }
+                url = String(line.dropFirst("broker listening on ".count))
+                return
+            }
+            if !process.isRunning {
+                throw ServerTestError("broker serve exited \(process.terminationStatus): \(stderr)")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        process.terminate()
+        throw ServerTestError("broker serve printed no ready line within 60 s: \(stderr)")
+    }
+
+    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    /// Sends SIGTERM and waits for the exit status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM) -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("broker-server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    // MARK: HTTP
+
+    struct Reply: Sendable {
+        let status: Int
+        let json: JSONValue?
+        let response: HTTPResponse
+
+        subscript(key: String) -> JSONValue? { json?[key] }
+        var error: String? { json?["error"]?.stringValue }
+        func header(_ name: String) -> String? { response.header(name) }
+    }
+
+    func get(_ path: String, headers: [(name: String, value: String)] = []) async throws -> Reply {
+        try await send(HTTPRequest(method: "GET", url: url + path, headers: headers))
+    }
+
+    func post(_ path: String, json: JSONValue, headers: [(name: String, value: String)] = []) async throws -> Reply {
+        try await post(path, body: Array(json.serialized().utf8), contentType: "application/json", headers: headers)
+    }
+
+    func post(
+        _ path: String,
+        body: [UInt8],
+        contentType: String?,
+        headers: [(name: String, value: String)] = []
+    ) async throws -> Reply {
+        var all = headers
+        if let contentType { all.append((name: "Content-Type", value: contentType)) }
+        return try await send(HTTPRequest(method: "POST", url: url + path, headers: all, body: body))
+    }
+
+    func form(_ path: String, _ fields: [(String, String)]) async throws -> Reply {
+        try await send(HTTPRequest.form(url: url + path, fields: fields))
+    }
+
+    func send(_ request: HTTPRequest) async throws -> Reply {
+        var request = request
+        request.timeout = .seconds(60)
+        let response = try await HTTPClient.shared.send(request)
+        return Reply(status: response.status, json: JSONValue.parse(response.body), response: response)
+    }
+
+    /// Registers an account, retrying while the hashing pool is full (429).
+    func register(_ email: String, _ password: String, name: String? = nil) async throws -> Reply {
+        var body: [String: JSONValue] = ["email": .string(email), "password": .string(password)]
+        if let name { body["name"] = .string(name) }
+        return try await retryingBusy { try await self.post("/auth/register", json: .object(body)) }
+    }
+
+    func login(_ email: String, _ password: String) async throws -> Reply {
+        try await retryingBusy {
+            try await self.post("/auth/login", json: ["email": .string(email), "password": .string(password)])
+        }
+    }
+
+    /// Retries a request answered 429 because the hashing pool was full (not because of throttling).
+    func retryingBusy(_ body: () async throws -> Reply) async throws -> Reply {
+        for _ in 0..<200 {
+            let reply = try await body()
+            guard reply.status == 429, reply["error_description"]?.stringValue?.contains("busy") == true else {
+                return reply
+            }
+            let wait = Double(reply.header("Retry-After") ?? "1") ?? 1
+            try await Task.sleep(for: .milliseconds(Int(wait * 200) + Int.random(in: 0...200)))
+        }
+        throw ServerTestError("the hashing pool stayed busy")
+    }
+
+    func me(_ accessToken: String) async throws -> Reply {
+        try await get("/auth/me", headers: [(name: "Authorization", value: "Bearer \(accessToken)")])
+    }
+}
+
+/// The header and claims of a compact JWS, unverified (tests look inside tokens they already trust).
+func jwtParts(_ token: String) -> (header: JSONValue?, claims: JSONValue?) {
+    let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    guard parts.count == 3 else { return (nil, nil) }
+    return (Base64URL.decode(parts[0]).flatMap(JSONValue.parse), Base64URL.decode(parts[1]).flatMap(JSONValue.parse))
+}
+
+struct ServerTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

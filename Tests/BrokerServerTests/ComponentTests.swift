@@ -1,0 +1,160 @@
+import BrokerCore
+import BrokerCrypto
+import Foundation
+import Synchronization
+import Testing
+
+@testable import BrokerServer
+
+/// A clock the test moves by hand.
+final class ManualClock: Sendable {
+    private let value = Mutex(1_800_000_000.0)
+    var now: Double { value.withLock { $0 } }
+    func advance(_ seconds: Double) { value.withLock { $0 += seconds } }
+}
+
+@Suite("server components")
+struct ComponentTests {
+    @Test func throttleBacksOffAndDoubles() {
+        let clock = ManualClock()
+        let throttle = LoginThrottle(now: { clock.now })
+        for _ in 0..<5 { throttle.recordFailure(account: "a", address: "10.0.0.1") }
+        #expect(throttle.retryAfter(account: "a", address: "10.0.0.1") == nil, "five failures are free")
+        throttle.recordFailure(account: "a", address: "10.0.0.1")
+        #expect(throttle.retryAfter(account: "a", address: "10.0.0.9") == 1)
+        clock.advance(1)
+        #expect(throttle.retryAfter(account: "a", address: nil) == nil)
+        throttle.recordFailure(account: "a", address: nil)
+        #expect(throttle.retryAfter(account: "a", address: nil) == 2)
+        throttle.recordFailure(account: "a", address: nil)
+        #expect(throttle.retryAfter(account: "a", address: nil) == 4)
+        for _ in 0..<20 { throttle.recordFailure(account: "a", address: nil) }
+        #expect(throttle.retryAfter(account: "a", address: nil) == 900, "capped at 15 minutes")
+        throttle.recordSuccess(account: "a")
+        #expect(throttle.retryAfter(account: "a", address: nil) == nil)
+        #expect(throttle.retryAfter(account: "b", address: nil) == nil, "other accounts are untouched")
+    }
+
+    @Test func throttleCountsAddressesAcrossAccountsAndForgets() {
+        let clock = ManualClock()
+        let throttle = LoginThrottle(now: { clock.now })
+        for index in 0..<31 { throttle.recordFailure(account: "user\(index)", address: "192.0.2.7") }
+        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "the address is blocked")
+        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.8") == nil)
+        throttle.recordSuccess(account: "user0")
+        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "a success does not clear an address")
+        clock.advance(901)
+        throttle.recordFailure(account: "user1", address: "192.0.2.7")
+        #expect(throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
+    }
+
+    @Test func throttleTableIsBounded() {
+        let clock = ManualClock()
+        let throttle = LoginThrottle(maxEntries: 100, now: { clock.now })
+        for index in 0..<1000 {
+            throttle.recordFailure(account: "user\(index)", address: nil)
+            clock.advance(0.001)
+        }
+        // Nothing to observe but that it stayed correct for recent keys and did not grow without bound.
+        for _ in 0..<5 { throttle.recordFailure(account: "user999", address: nil) }
+        #expect(throttle.retryAfter(account: "user999", address: nil) != nil)
+    }
+
+    @Test func hashingPoolRefusesWhenFullAndRunsEverythingItAccepts() async throws {
+        let pool = HashingPool(workers: 1, queueLimit: 1)
+        let gate = DispatchSemaphore(value: 0)
+        async let first: Int = pool.run {
+            gate.wait()
+            return 1
+        }
+        async let second: Int = pool.run { 2 }
+        // Wait until both are in the pool (one running, one queued).
+        while pool.load < 2 { try await Task.sleep(for: .milliseconds(5)) }
+        await #expect(throws: HashingPool.Busy.self) { try await pool.run { 3 } }
+        gate.signal()
+        #expect(try await first == 1)
+        #expect(try await second == 2)
+        #expect(try await pool.run { 4 } == 4, "room again once the queue drained")
+    }
+
+    @Test func hashingPoolPassesErrorsThrough() async {
+        struct Boom: Error {}
+        let pool = HashingPool(workers: 2, queueLimit: 2)
+        await #expect(throws: Boom.self) { try await pool.run { () throws -> Int in throw Boom() } }
+    }
+
+    @Test(arguments: [
+        (" Ada@Example.COM ", "ada@example.com"), ("a.b+tag@sub.example.org", "a.b+tag@sub.example.org"),
+    ])
+    func emailsAreNormalised(raw: String, normalised: String) throws {
+        #expect(try AccountRules.normalizedEmail(raw).get() == normalised)
+    }
+
+    @Test(arguments: [
+        "", "plain", "a@b", "a@@b.com", "@example.com", "a@.com", "a..b@example.com", ".a@example.com",
+        "a@exa mple.com", "a@-example.com", String(repeating: "a", count: 65) + "@example.com",
+    ])
+    func badEmailsAreRefused(raw: String) {
+        #expect(throws: RuleViolation.self) { try AccountRules.normalizedEmail(raw).get() }
+    }
+
+    @Test func passwordRules() {
+        #expect(AccountRules.passwordProblem("correct horse", email: "a@example.com") == nil)
+        #expect(AccountRules.passwordProblem("seven77", email: "a@example.com") != nil)
+        #expect(AccountRules.passwordProblem("PassWord1", email: "a@example.com") != nil, "common, any case")
+        #expect(AccountRules.passwordProblem("aaaaaaaaaa", email: "a@example.com") != nil)
+        #expect(AccountRules.passwordProblem("someone-long", email: "someone-long@example.com") != nil)
+        #expect(AccountRules.passwordProblem("🔑🔑🔑🔑🔐🔐🔐🔐", email: "a@example.com") == nil, "8 characters, not 8 bytes")
+        #expect(AccountRules.passwordProblem(String(repeating: "xy", count: 64) + "z", email: "a@example.com") != nil)
+    }
+
+    @Test func keyRingRotationRetention() throws {
+        let directory = try BrokerProcess.temporaryDirectory().path
+        let start: Int64 = 1_800_000_000
+        let first = try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start)
+        #expect(first.retired.isEmpty && first.current.key.algorithm == .ES256)
+        #expect(
+            try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start + 10).current.kid == first.current.kid)
+
+        let second = try KeyRingStore.rotate(
+            dataDirectory: directory, kind: .ed25519, now: start + 100, retention: 3660)
+        #expect(second.current.key.algorithm == .EdDSA && second.retired.map(\.kid) == [first.current.kid])
+        #expect(second.published(now: start + 100 + 3659, retention: 3660).count == 2)
+        #expect(second.published(now: start + 100 + 3660, retention: 3660).map(\.kid) == [second.current.kid])
+
+        // A later rotation drops keys whose retention has passed, file and all.
+        let third = try KeyRingStore.rotate(
+            dataDirectory: directory, kind: .ecP256, now: start + 10_000, retention: 3660)
+        #expect(third.retired.map(\.kid) == [second.current.kid])
+        #expect(!FileManager.default.fileExists(atPath: directory + "/keys/\(first.current.kid).pem"))
+        let reloaded = try KeyRingStore.load(dataDirectory: directory)
+        #expect(reloaded.current.kid == third.current.kid && reloaded.retired.map(\.kid) == [second.current.kid])
+    }
+
+    @Test func keyManagerDropsExpiredKeysFromTheJWKS() throws {
+        let directory = try BrokerProcess.temporaryDirectory().path
+        let start: Int64 = 1_800_000_000
+        _ = try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start)
+        _ = try KeyRingStore.rotate(dataDirectory: directory, kind: .ecP256, now: start + 10, retention: 100)
+        let manager = try KeyManager(source: .dataDirectory(directory), retention: 100, now: start + 20)
+        #expect(manager.current.publishedKIDs.count == 2)
+        #expect(try manager.refresh(now: start + 109) == false)
+        #expect(try manager.refresh(now: start + 110) == true)
+        #expect(manager.current.publishedKIDs.count == 1)
+        #expect(manager.current.jwks["keys"]?.arrayValue?.count == 1)
+    }
+
+    @Test func requestInputParsing() throws {
+        let json = try RequestInput.parse(
+            body: Array(#"{"a": "b"}"#.utf8), contentType: "application/json; charset=utf-8", allowForm: false)
+        #expect(try json.string("a") == "b")
+        let form = try RequestInput.parse(
+            body: Array("a=b+c&d=%2F".utf8), contentType: "application/x-www-form-urlencoded", allowForm: true)
+        #expect(try form.string("a") == "b c" && form.string("d") == "/")
+        #expect(throws: APIError.self) {
+            try RequestInput.parse(
+                body: Array("a=b".utf8), contentType: "application/x-www-form-urlencoded", allowForm: false)
+        }
+        #expect(throws: APIError.self) { try json.string("missing") }
+    }
+}

@@ -1,0 +1,139 @@
+import BrokerCore
+import Foundation
+import Testing
+
+@testable import BrokerServer
+
+/// Configuration files, environment variables and their errors.
+@Suite("configuration")
+struct ConfigurationTests {
+    static func write(_ text: String) throws -> String {
+        let file = try BrokerProcess.temporaryDirectory().appendingPathComponent("broker.json")
+        try Data(text.utf8).write(to: file)
+        return file.path
+    }
+
+    @Test func theExampleConfigLoads() throws {
+        let path = BrokerProcess.repositoryRoot.appendingPathComponent("Config/broker.example.json").path
+        let configuration = try ServerConfiguration.load(path: path, environment: [:])
+        #expect(configuration.port == 8787 && configuration.audience == "broker")
+        #expect(configuration.enabledProviders == [.google, .facebook, .microsoftaccount, .twitter, .custom])
+    }
+
+    @Test func defaultsWithoutAFile() throws {
+        let configuration = try ServerConfiguration.load(path: nil, environment: [:])
+        #expect(configuration.host == "127.0.0.1" && configuration.port == 8787)
+        #expect(configuration.accessTokenTTL == 3600 && configuration.refreshTokenTTL == 2_592_000)
+        #expect(configuration.mintMaxTTL == 3600 && configuration.loginThrottle)
+        #expect(configuration.enabledProviders == [.custom], "no providers key: custom only")
+    }
+
+    @Test func providersKeyListsWhatIsEnabled() throws {
+        let path = try Self.write(#"{"providers": {"google": {"client_id": "x", "client_secret": "y"}}}"#)
+        #expect(try ServerConfiguration.load(path: path, environment: [:]).enabledProviders == [.google])
+        let withCustom = try Self.write(#"{"providers": {"custom": {"enabled": true}}}"#)
+        #expect(try ServerConfiguration.load(path: withCustom, environment: [:]).enabledProviders == [.custom])
+    }
+
+    @Test func environmentOverridesTheFile() throws {
+        let path = try Self.write(#"{"server": {"port": 9000, "audience": "a"}}"#)
+        let configuration = try ServerConfiguration.load(
+            path: path,
+            environment: [
+                "BROKER_SERVER_PORT": "9100", "BROKER_SERVER_LOGIN_THROTTLE": "false",
+                "BROKER_PROVIDERS_GOOGLE_CLIENT_SECRET": "from-env", "BROKER_URL": "ignored: a client variable",
+            ]
+        )
+        #expect(configuration.port == 9100 && configuration.audience == "a" && !configuration.loginThrottle)
+        #expect(configuration.providers[.google]?["client_secret"] == "from-env")
+    }
+
+    @Test(
+        arguments: [
+            (#"{"server": {"access_token_ttl": 4}}"#, "server.access_token_ttl", "at least 5"),
+            (#"{"server": {"refresh_token_ttl": 0}}"#, "server.refresh_token_ttl", "at least 5"),
+            (#"{"server": {"mint_max_ttl": -1}}"#, "server.mint_max_ttl", "at least 5"),
+            (#"{"server": {"port": "8787"}}"#, "server.port", "integer"),
+            (#"{"server": {"port": 70000}}"#, "server.port", "port number"),
+            (#"{"server": {"host": ""}}"#, "server.host", "non-empty string"),
+            (#"{"server": {"acess_token_ttl": 60}}"#, "server.acess_token_ttl", "unknown key"),
+            (#"{"server": []}"#, "server", "object"),
+            (#"{"servers": {}}"#, "servers", "unknown key"),
+            (#"{"providers": {"gitlab": {}}}"#, "providers.gitlab", "unknown provider"),
+            (#"{"providers": {"google": {"client_id": 1}}}"#, "providers.google.client_id", "string"),
+            (
+                #"{"providers": {"google": {"token_endpoint": "http://evil.example/token"}}}"#,
+                "providers.google.token_endpoint", "https"
+            ),
+            (#"{"providers": {"twitter": {"mode": "oauth3"}}}"#, "providers.twitter.mode", "oauth2"),
+            (#"{"providers": {"twitter": {"mode": "oauth1"}}}"#, "providers.twitter.consumer_key", "required"),
+            (#"{"server": {"issuer": "ftp://x"}}"#, "server.issuer", "http"),
+            (#"{"server": {"database": "mysql://x"}}"#, "server.database", "postgres"),
+            (#"[1]"#, nil, "JSON object"),
+            (#"{"server": {"port": 1,}}"#, nil, "not valid JSON"),
+            (#"{"server": {"port": 1}, "server": {"port": 2}}"#, nil, "duplicate"),
+        ] as [(String, String?, String)])
+    func badFilesNameTheFileAndTheKey(text: String, key: String?, says: String) throws {
+        let path = try Self.write(text)
+        let error = try #require(throws: ConfigurationError.self) {
+            try ServerConfiguration.load(path: path, environment: [:])
+        }
+        #expect(error.source == path)
+        #expect(error.key == key)
+        #expect(error.description.contains(says), "\(error)")
+    }
+
+    @Test func badEnvironmentNamesTheVariable() throws {
+        let error = try #require(throws: ConfigurationError.self) {
+            try ServerConfiguration.load(path: nil, environment: ["BROKER_SERVER_PORT": "eighty"])
+        }
+        #expect(error.key == "BROKER_SERVER_PORT" && error.description.contains("integer"))
+        let unknown = try #require(throws: ConfigurationError.self) {
+            try ServerConfiguration.load(path: nil, environment: ["BROKER_SERVER_PROT": "1"])
+        }
+        #expect(unknown.key == "BROKER_SERVER_PROT")
+    }
+
+    @Test(arguments: [
+        ("missing", "cannot read"),
+        (#"{"server": {"access_token_ttl": 3}}"#, "server.access_token_ttl: must be at least 5"),
+        (#"{"server": {"port": true}}"#, "server.port: must be an integer"),
+        (#"{"providers": {"github": {}}}"#, "providers.github: unknown provider"),
+        ("{not json", "not valid JSON"),
+    ])
+    func serveRefusesABadConfigWithExitOne(text: String, says: String) throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let path = directory.appendingPathComponent("broker.json").path
+        if text != "missing" { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+        let result = try CLI.run([
+            "serve", "--config", path, "--port", "0", "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        #expect(result.status == 1)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains(path) && result.stderr.contains(says), "\(result.stderr)")
+        #expect(
+            !FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path), "nothing created")
+    }
+
+    @Test func aCorruptKeyRingIsReportedAndKept() throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let keys = directory.appendingPathComponent("data/keys")
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
+        try Data("{broken".utf8).write(to: keys.appendingPathComponent("keyring.json"))
+        let result = try CLI.run(["serve", "--port", "0", "--data-dir", directory.appendingPathComponent("data").path])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("keyring.json is not valid JSON"), "\(result.stderr)")
+        #expect(try String(contentsOf: keys.appendingPathComponent("keyring.json"), encoding: .utf8) == "{broken")
+        let rotate = try CLI.run(["keys", "rotate", "--data-dir", directory.appendingPathComponent("data").path])
+        #expect(rotate.status == 1 && rotate.stdout.isEmpty)
+        #expect(try String(contentsOf: keys.appendingPathComponent("keyring.json"), encoding: .utf8) == "{broken")
+    }
+
+    @Test func postgresIsRefusedClearlyForNow() throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let result = try CLI.run([
+            "serve", "--port", "0", "--data-dir", directory.path + "/d", "--database", "postgres://localhost/broker",
+        ])
+        #expect(result.status == 1 && result.stderr.contains("PostgreSQL"))
+    }
+}

@@ -1,0 +1,203 @@
+import BrokerCore
+import BrokerCrypto
+import Foundation
+import GRDB
+import Testing
+
+/// What survives a restart, key rotation, stored hashes, configuration and signals.
+@Suite("broker serve lifecycle", .timeLimit(.minutes(5)))
+struct LifecycleTests {
+    static let password = "correct horse battery staple"
+
+    @Test func restartOnTheSameDataKeepsAccountsKeysAndSessions() async throws {
+        // The issuer is part of every token; pin it, since each start gets a new port.
+        let config = #"{"server": {"issuer": "http://broker.test"}}"#
+        let first = try BrokerProcess(config: config)
+        let session = try await first.register("keep@example.com", Self.password)
+        let access = try #require(session["access_token"]?.stringValue)
+        let refresh = try #require(session["refresh_token"]?.stringValue)
+        let jwks = try await first.get("/.well-known/jwks.json")
+        #expect(first.stop() == 0)
+
+        let second = try BrokerProcess(config: config, directory: first.directory)
+        defer { second.stop() }
+        #expect(try await second.get("/.well-known/jwks.json").json == jwks.json, "same key after restart")
+        let login = try await second.login("keep@example.com", Self.password)
+        #expect(login.status == 200 && login["user_id"] == session["user_id"])
+        let refreshed = try await second.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh)])
+        #expect(refreshed.status == 200)
+        #expect(try await second.me(access).status == 200, "a token from before the restart is still valid")
+        let modes = try FileManager.default.attributesOfItem(atPath: second.dataDirectory)[.posixPermissions] as? Int
+        #expect(modes == 0o700)
+        let ring =
+            try FileManager.default.attributesOfItem(atPath: second.dataDirectory + "/keys")[.posixPermissions] as? Int
+        #expect(ring == 0o700)
+        for file in try FileManager.default.contentsOfDirectory(atPath: second.dataDirectory + "/keys")
+        where file.hasSuffix(".pem") {
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: second.dataDirectory + "/keys/" + file)[
+                    .posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file)")
+        }
+        let database =
+            try FileManager.default.attributesOfItem(atPath: second.dataDirectory + "/broker.sqlite3")[
+                .posixPermissions] as? Int
+        #expect(database == 0o600)
+    }
+
+    @Test func keyRotationKeepsOldTokensValid() async throws {
+        let server = try BrokerProcess()
+        defer { server.stop() }
+        let before = try await server.register("rotate@example.com", Self.password)
+        let oldAccess = try #require(before["access_token"]?.stringValue)
+        let oldKid = try #require(jwtParts(oldAccess).header?["kid"]?.stringValue)
+
+        let rotate = try CLI.run(["keys", "rotate", "--data-dir", server.dataDirectory])
+        #expect(rotate.status == 0, "\(rotate.stderr)")
+        let newKid = rotate.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!newKid.isEmpty && newKid != oldKid)
+
+        // The running server picks the new key up within seconds.
+        var kids: [String] = []
+        for _ in 0..<100 {
+            let jwks = try await server.get("/.well-known/jwks.json")
+            kids = jwks["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
+            if kids.count == 2 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(Set(kids) == [oldKid, newKid])
+        let after = try await server.login("rotate@example.com", Self.password)
+        let newAccess = try #require(after["access_token"]?.stringValue)
+        let headerKid = jwtParts(newAccess).header?["kid"]?.stringValue
+        #expect(headerKid == newKid, "new tokens are signed with the new key")
+        #expect(try await server.me(oldAccess).status == 200, "tokens of the previous key stay valid")
+        #expect(try await server.me(newAccess).status == 200)
+    }
+
+    @Test func loginUpgradesAnOutdatedHashAndBoundsAHostileOne() async throws {
+        let first = try BrokerProcess()
+        #expect(try await first.register("old@example.com", Self.password).status == 201)
+        #expect(try await first.register("hostile@example.com", Self.password).status == 201)
+        #expect(first.stop() == 0)
+
+        let database = try DatabaseQueue(path: first.dataDirectory + "/broker.sqlite3")
+        let weak = try PasswordHasher(parameters: .init(logN: 14, r: 8, p: 1)).hash(Secret(Self.password))
+        let hostile = "$scrypt$ln=40,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$" + String(repeating: "A", count: 43)
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE password_accounts SET password_hash = ? WHERE email = ?",
+                arguments: [weak, "old@example.com"])
+            try db.execute(
+                sql: "UPDATE password_accounts SET password_hash = ? WHERE email = ?",
+                arguments: [hostile, "hostile@example.com"])
+        }
+
+        let server = try BrokerProcess(directory: first.directory)
+        defer { server.stop() }
+        #expect(try await server.login("old@example.com", Self.password).status == 200)
+        let upgraded = try await database.read {
+            try String.fetchOne($0, sql: "SELECT password_hash FROM password_accounts WHERE email = 'old@example.com'")
+        }
+        #expect(upgraded?.hasPrefix("$scrypt$ln=17,r=8,p=1$") == true, "\(upgraded ?? "-")")
+        #expect(try await server.login("old@example.com", Self.password).status == 200)
+
+        let started = Date()
+        let refused = try await server.login("hostile@example.com", Self.password)
+        #expect(refused.status == 500 && refused.error == "server_error")
+        #expect(Date().timeIntervalSince(started) < 5, "refused before spending 2^40 work")
+        #expect(try await server.get("/healthz").status == 200)
+        #expect(server.stderr.contains("stored password hash cannot be used"))
+    }
+
+    @Test(arguments: [
+        ("ed25519", "EdDSA"), ("rsa", "RS256"), ("ec", "ES256"),
+    ])
+    func signingKeyFlag(kind: String, algorithm: String) async throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let key = directory.appendingPathComponent("key.pem").path
+        switch kind {
+        case "ed25519": try CLI.openssl(["genpkey", "-algorithm", "ed25519", "-out", key])
+        case "rsa": try CLI.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key])
+        default: try CLI.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key])
+        }
+        let server = try BrokerProcess(arguments: ["--signing-key", key], directory: directory)
+        defer { server.stop() }
+        let jwks = try await server.get("/.well-known/jwks.json")
+        #expect(jwks["keys"]?.arrayValue?.map { $0["alg"] } == [.string(algorithm)])
+        let session = try await server.register("key-\(kind)@example.com", Self.password)
+        let access = try #require(session["access_token"]?.stringValue)
+        let verified = try Interop.run(["verify_broker_token.py", server.url, access])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: server.dataDirectory + "/keys/keyring.json"))
+    }
+
+    @Test func sigtermFinishesRequestsInFlightAndExitsZero() async throws {
+        let server = try BrokerProcess()
+        #expect(try await server.register("term@example.com", Self.password).status == 201)
+        async let login = server.login("term@example.com", Self.password)
+        try await Task.sleep(for: .milliseconds(150))
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(try await login.status == 200, "the login in flight completes")
+        #expect(server.stop() == 0)
+
+        let again = try BrokerProcess(directory: server.directory)
+        #expect(again.stop(signal: SIGINT) == 0)
+    }
+
+    @Test func environmentAndFlagsOverrideTheFile() async throws {
+        let server = try BrokerProcess(
+            config: #"{"server": {"access_token_ttl": 900, "audience": "file-audience", "port": 1}}"#,
+            environment: ["BROKER_SERVER_ACCESS_TOKEN_TTL": "600"]
+        )
+        defer { server.stop() }
+        let session = try await server.register("env@example.com", Self.password)
+        #expect(session["expires_in"] == .int(600), "environment over file")
+        let claims = jwtParts(try #require(session["access_token"]?.stringValue)).claims
+        #expect(claims?["aud"] == "file-audience")
+        #expect(!server.url.hasSuffix(":1"), "--port 0 over the file's port")
+    }
+}
+
+/// Runs the `broker` binary for one command.
+enum CLI {
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (name, value) in environment { env[name] = value }
+        process.environment = env
+        let directory = try BrokerProcess.temporaryDirectory()
+        let out = directory.appendingPathComponent("out").path
+        let err = directory.appendingPathComponent("err").path
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        process.standardOutput = FileHandle(forWritingAtPath: out)
+        process.standardError = FileHandle(forWritingAtPath: err)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        )
+    }
+
+    static func openssl(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl"] + arguments
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw ServerTestError("openssl \(arguments) failed") }
+    }
+}
