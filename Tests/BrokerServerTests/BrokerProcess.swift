@@ -20,11 +20,11 @@ final class BrokerProcess: @unchecked Sendable {
     let stderrPath: String
     private(set) var url = ""
 
-    /// Starts the server and waits for its ready line.
+    /// Launches the server; ``start(config:arguments:environment:directory:)`` also waits for its ready line.
     /// - Parameters:
     ///   - config: a configuration file's JSON text, written next to the data directory.
     ///   - directory: reuse a directory (restart on the same data).
-    init(
+    private init(
         config: String? = nil,
         arguments: [String] = [],
         environment: [String: String] = [:],
@@ -53,9 +53,25 @@ final class BrokerProcess: @unchecked Sendable {
         process.standardError = FileHandle(forWritingAtPath: stderrPath)
         process.standardInput = FileHandle.nullDevice
         try process.run()
+    }
+
+    /// Starts `broker serve` and waits (without blocking a cooperative thread) for its ready line.
+    static func start(
+        config: String? = nil,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        directory: URL? = nil
+    ) async throws -> BrokerProcess {
+        let server = try BrokerProcess(
+            config: config, arguments: arguments, environment: environment, directory: directory)
+        try await server.waitUntilReady()
+        return server
+    }
+
+    private func waitUntilReady() async throws {
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
-            let text = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+            let text = stdout
             if let line = text.split(separator: "\n").first, text.contains("\n") {
                 guard line.hasPrefix("broker listening on http://") else {
                     throw ServerTestError("unexpected ready line: \(line)")
@@ -66,7 +82,7 @@ final class BrokerProcess: @unchecked Sendable {
             if !process.isRunning {
                 throw ServerTestError("broker serve exited \(process.terminationStatus): \(stderr)")
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         process.terminate()
         throw ServerTestError("broker serve printed no ready line within 60 s: \(stderr)")
@@ -179,4 +195,13 @@ func jwtParts(_ token: String) -> (header: JSONValue?, claims: JSONValue?) {
 struct ServerTestError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Runs blocking work (waiting for a process) on a thread of its own: Swift's cooperative pool has one
+/// thread per core, and a test that blocks it stalls every other test's continuations (seen: HTTP client
+/// timeouts measured 10 s late while server tests waited for processes).
+func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
 }

@@ -101,11 +101,11 @@ struct ConfigurationTests {
         (#"{"providers": {"github": {}}}"#, "providers.github: unknown provider"),
         ("{not json", "not valid JSON"),
     ])
-    func serveRefusesABadConfigWithExitOne(text: String, says: String) throws {
+    func serveRefusesABadConfigWithExitOne(text: String, says: String) async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let path = directory.appendingPathComponent("broker.json").path
         if text != "missing" { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
-        let result = try CLI.run([
+        let result = try await CLI.run([
             "serve", "--config", path, "--port", "0", "--data-dir", directory.appendingPathComponent("data").path,
         ])
         #expect(result.status == 1)
@@ -115,23 +115,25 @@ struct ConfigurationTests {
             !FileManager.default.fileExists(atPath: directory.appendingPathComponent("data").path), "nothing created")
     }
 
-    @Test func aCorruptKeyRingIsReportedAndKept() throws {
+    @Test func aCorruptKeyRingIsReportedAndKept() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let keys = directory.appendingPathComponent("data/keys")
         try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
         try Data("{broken".utf8).write(to: keys.appendingPathComponent("keyring.json"))
-        let result = try CLI.run(["serve", "--port", "0", "--data-dir", directory.appendingPathComponent("data").path])
+        let result = try await CLI.run([
+            "serve", "--port", "0", "--data-dir", directory.appendingPathComponent("data").path,
+        ])
         #expect(result.status == 1)
         #expect(result.stderr.contains("keyring.json is not valid JSON"), "\(result.stderr)")
         #expect(try String(contentsOf: keys.appendingPathComponent("keyring.json"), encoding: .utf8) == "{broken")
-        let rotate = try CLI.run(["keys", "rotate", "--data-dir", directory.appendingPathComponent("data").path])
+        let rotate = try await CLI.run(["keys", "rotate", "--data-dir", directory.appendingPathComponent("data").path])
         #expect(rotate.status == 1 && rotate.stdout.isEmpty)
         #expect(try String(contentsOf: keys.appendingPathComponent("keyring.json"), encoding: .utf8) == "{broken")
     }
 
-    @Test func postgresIsRefusedClearlyForNow() throws {
+    @Test func postgresIsRefusedClearlyForNow() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
-        let result = try CLI.run([
+        let result = try await CLI.run([
             "serve", "--port", "0", "--data-dir", directory.path + "/d", "--database", "postgres://localhost/broker",
         ])
         #expect(result.status == 1 && result.stderr.contains("PostgreSQL"))

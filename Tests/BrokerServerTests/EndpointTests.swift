@@ -10,7 +10,7 @@ struct EndpointTests {
     static let password = "correct horse battery staple"
 
     @Test func discoveryJWKSProvidersAndHealth() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { #expect(server.stop() == 0) }
         #expect(server.stdout == "broker listening on \(server.url)\n", "exactly one ready line on stdout")
 
@@ -39,7 +39,7 @@ struct EndpointTests {
     }
 
     @Test func registerLoginAndMe() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { #expect(server.stop() == 0) }
         let registered = try await server.register("  Ada@Example.COM ", Self.password, name: "Ada Lovelace")
         #expect(registered.status == 201)
@@ -79,7 +79,7 @@ struct EndpointTests {
         #expect(login["refresh_token"]?.stringValue != refresh)
 
         // Verified by code we did not write: joserfc and PyJWT, against the JWKS over HTTP.
-        let verified = try Interop.run(["verify_broker_token.py", server.url, access])
+        let verified = try await Interop.run(["verify_broker_token.py", server.url, access])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains(userID))
 
@@ -102,7 +102,7 @@ struct EndpointTests {
         (#"{"email": "x@example.com", "password": "correct horse battery", "name": "a\u0007b"}"#, "control"),
     ])
     func registrationRefusesBadInput(body: String, says: String) async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let reply = try await server.post("/auth/register", body: Array(body.utf8), contentType: "application/json")
         #expect(reply.status == 400)
@@ -111,7 +111,7 @@ struct EndpointTests {
     }
 
     @Test func passwordLengthBounds() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let long = String(repeating: "ab", count: 64) + "c"
         let tooLong = try await server.register("long@example.com", long)
@@ -123,7 +123,7 @@ struct EndpointTests {
     }
 
     @Test func malformedRequestsGetClearErrorsAndChangeNothing() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { #expect(server.stop() == 0) }
         #expect(try await server.register("keep@example.com", Self.password).status == 201)
 
@@ -186,7 +186,7 @@ struct EndpointTests {
     }
 
     @Test func tokenGrantErrors() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let noGrant = try await server.form("/auth/token", [("refresh_token", "x")])
         #expect(noGrant.status == 400 && noGrant.error == "invalid_request")
@@ -207,13 +207,17 @@ struct EndpointTests {
 
 /// Runs the Python cross-checks in Tests/Interop.
 enum Interop {
-    struct Result {
+    struct Result: Sendable {
         let status: Int32
         let stdout: String
         let stderr: String
     }
 
-    static func run(_ arguments: [String]) throws -> Result {
+    static func run(_ arguments: [String]) async throws -> Result {
+        try await offThread { try runBlocking(arguments) }
+    }
+
+    static func runBlocking(_ arguments: [String]) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/\(arguments[0])").path

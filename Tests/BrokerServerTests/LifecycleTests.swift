@@ -12,14 +12,14 @@ struct LifecycleTests {
     @Test func restartOnTheSameDataKeepsAccountsKeysAndSessions() async throws {
         // The issuer is part of every token; pin it, since each start gets a new port.
         let config = #"{"server": {"issuer": "http://broker.test"}}"#
-        let first = try BrokerProcess(config: config)
+        let first = try await BrokerProcess.start(config: config)
         let session = try await first.register("keep@example.com", Self.password)
         let access = try #require(session["access_token"]?.stringValue)
         let refresh = try #require(session["refresh_token"]?.stringValue)
         let jwks = try await first.get("/.well-known/jwks.json")
         #expect(first.stop() == 0)
 
-        let second = try BrokerProcess(config: config, directory: first.directory)
+        let second = try await BrokerProcess.start(config: config, directory: first.directory)
         defer { second.stop() }
         #expect(try await second.get("/.well-known/jwks.json").json == jwks.json, "same key after restart")
         let login = try await second.login("keep@example.com", Self.password)
@@ -47,13 +47,13 @@ struct LifecycleTests {
     }
 
     @Test func keyRotationKeepsOldTokensValid() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let before = try await server.register("rotate@example.com", Self.password)
         let oldAccess = try #require(before["access_token"]?.stringValue)
         let oldKid = try #require(jwtParts(oldAccess).header?["kid"]?.stringValue)
 
-        let rotate = try CLI.run(["keys", "rotate", "--data-dir", server.dataDirectory])
+        let rotate = try await CLI.run(["keys", "rotate", "--data-dir", server.dataDirectory])
         #expect(rotate.status == 0, "\(rotate.stderr)")
         let newKid = rotate.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(!newKid.isEmpty && newKid != oldKid)
@@ -76,7 +76,7 @@ struct LifecycleTests {
     }
 
     @Test func loginUpgradesAnOutdatedHashAndBoundsAHostileOne() async throws {
-        let first = try BrokerProcess()
+        let first = try await BrokerProcess.start()
         #expect(try await first.register("old@example.com", Self.password).status == 201)
         #expect(try await first.register("hostile@example.com", Self.password).status == 201)
         #expect(first.stop() == 0)
@@ -93,7 +93,7 @@ struct LifecycleTests {
                 arguments: [hostile, "hostile@example.com"])
         }
 
-        let server = try BrokerProcess(directory: first.directory)
+        let server = try await BrokerProcess.start(directory: first.directory)
         defer { server.stop() }
         #expect(try await server.login("old@example.com", Self.password).status == 200)
         let upgraded = try await database.read {
@@ -121,19 +121,19 @@ struct LifecycleTests {
         case "rsa": try CLI.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key])
         default: try CLI.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key])
         }
-        let server = try BrokerProcess(arguments: ["--signing-key", key], directory: directory)
+        let server = try await BrokerProcess.start(arguments: ["--signing-key", key], directory: directory)
         defer { server.stop() }
         let jwks = try await server.get("/.well-known/jwks.json")
         #expect(jwks["keys"]?.arrayValue?.map { $0["alg"] } == [.string(algorithm)])
         let session = try await server.register("key-\(kind)@example.com", Self.password)
         let access = try #require(session["access_token"]?.stringValue)
-        let verified = try Interop.run(["verify_broker_token.py", server.url, access])
+        let verified = try await Interop.run(["verify_broker_token.py", server.url, access])
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(!FileManager.default.fileExists(atPath: server.dataDirectory + "/keys/keyring.json"))
     }
 
     @Test func sigtermFinishesRequestsInFlightAndExitsZero() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         #expect(try await server.register("term@example.com", Self.password).status == 201)
         async let login = server.login("term@example.com", Self.password)
         try await Task.sleep(for: .milliseconds(150))
@@ -141,12 +141,12 @@ struct LifecycleTests {
         #expect(try await login.status == 200, "the login in flight completes")
         #expect(server.stop() == 0)
 
-        let again = try BrokerProcess(directory: server.directory)
+        let again = try await BrokerProcess.start(directory: server.directory)
         #expect(again.stop(signal: SIGINT) == 0)
     }
 
     @Test func environmentAndFlagsOverrideTheFile() async throws {
-        let server = try BrokerProcess(
+        let server = try await BrokerProcess.start(
             config: #"{"server": {"access_token_ttl": 900, "audience": "file-audience", "port": 1}}"#,
             environment: ["BROKER_SERVER_ACCESS_TOKEN_TTL": "600"]
         )
@@ -161,13 +161,17 @@ struct LifecycleTests {
 
 /// Runs the `broker` binary for one command.
 enum CLI {
-    struct Result {
+    struct Result: Sendable {
         let status: Int32
         let stdout: String
         let stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        try await offThread { try runBlocking(arguments, environment: environment) }
+    }
+
+    static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
         process.arguments = arguments

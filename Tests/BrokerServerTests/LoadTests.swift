@@ -10,7 +10,7 @@ struct LoadTests {
     static let password = "correct horse battery staple"
 
     @Test func fiftyConcurrentRegistrationsOfOneEmailMakeOneAccount() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<50 {
@@ -32,7 +32,7 @@ struct LoadTests {
     }
 
     @Test func hundredParallelLogins() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         for index in 0..<4 { #expect(try await server.register("p\(index)@example.com", Self.password).status == 201) }
         let replies = try await withThrowingTaskGroup(of: BrokerProcess.Reply.self) { group in
@@ -48,7 +48,7 @@ struct LoadTests {
     }
 
     @Test func failedLoginsBackOffPerAccount() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         #expect(try await server.register("victim@example.com", Self.password).status == 201)
         #expect(try await server.register("bystander@example.com", Self.password).status == 201)
@@ -69,7 +69,7 @@ struct LoadTests {
     }
 
     @Test func unknownEmailsAnswerLikeWrongPasswords() async throws {
-        let server = try BrokerProcess(config: #"{"server": {"login_throttle": false}}"#)
+        let server = try await BrokerProcess.start(config: #"{"server": {"login_throttle": false}}"#)
         defer { server.stop() }
         #expect(try await server.register("known@example.com", Self.password).status == 201)
         var known: [Double] = []
@@ -93,7 +93,7 @@ struct LoadTests {
     }
 
     @Test func aLoginFloodDoesNotStarveOtherEndpoints() async throws {
-        let server = try BrokerProcess(
+        let server = try await BrokerProcess.start(
             config: #"{"server": {"password_hash_workers": 1, "password_hash_queue": 2, "login_throttle": false}}"#
         )
         defer { server.stop() }

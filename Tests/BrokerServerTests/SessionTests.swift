@@ -9,7 +9,7 @@ struct SessionTests {
     static let password = "correct horse battery staple"
 
     @Test func refreshRotatesAndReuseRevokesTheWholeSession() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let first = try await server.register("rot@example.com", Self.password)
         let refresh1 = try #require(first["refresh_token"]?.stringValue)
@@ -49,7 +49,7 @@ struct SessionTests {
     }
 
     @Test func revocationEndsTheSession() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let session = try await server.register("rev@example.com", Self.password)
         let refresh = try #require(session["refresh_token"]?.stringValue)
@@ -81,7 +81,7 @@ struct SessionTests {
     }
 
     @Test func meRefusesEveryBadToken() async throws {
-        let server = try BrokerProcess()
+        let server = try await BrokerProcess.start()
         defer { server.stop() }
         let session = try await server.register("me@example.com", Self.password)
         let access = try #require(session["access_token"]?.stringValue)
