@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# The main job, start to finish, with no human: builds broker, makes a signing key, mints a token offline
-# and shows it with its decoded header and claims, verified by Python's joserfc against the public key.
+# The main job, start to finish, with no human: builds broker, starts `broker serve` on its embedded SQLite
+# store in a temporary data directory, registers a demo account and signs in with it over the HTTP API,
+# asks the broker who the token belongs to, has Python's joserfc and PyJWT verify the token against the
+# broker's published JWKS, and stops the server with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 swift build --product broker >&2
-BROKER=.build/debug/broker
+BROKER=$PWD/.build/debug/broker
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-umask 077
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/signing-key.pem" 2>/dev/null
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-echo "== broker mint --signing-key signing-key.pem --subject ci:quickstart --claim team=docs" >&2
-token=$("$BROKER" mint --signing-key "$work/signing-key.pem" --subject ci:quickstart --claim team=docs --ttl 300)
-echo "$token"
-echo "== decoded and verified by joserfc against the public key" >&2
-python3 - "$token" "$work/signing-key.pem" <<'PY'
-import json, sys, warnings
-warnings.simplefilter("ignore")
-from joserfc import jwt
-from joserfc.jwk import ECKey
-key = ECKey.import_key(open(sys.argv[2]).read())
-token = jwt.decode(sys.argv[1], key, algorithms=["ES256"])
-print(json.dumps({"header": token.header, "claims": token.claims}, indent=2))
-PY
+echo "== broker serve --port 0 --data-dir $work/data" >&2
+"$BROKER" serve --port 0 --data-dir "$work/data" --log-level warning >"$work/ready" 2>"$work/server.log" &
+server_pid=$!
+for _ in $(seq 300); do grep -q "broker listening on" "$work/ready" 2>/dev/null && break; sleep 0.1; done
+cat "$work/ready" >&2
+url=$(sed 's/^broker listening on //' "$work/ready")
+
+password=$(openssl rand -base64 18)  # a fresh demo password; never on argv, never printed
+json() { python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' "$@"; }
+field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+
+echo "== POST /auth/register (demo@example.com)" >&2
+json email demo@example.com password "$password" name "Demo User" |
+  curl -sf -H 'Content-Type: application/json' --data-binary @- "$url/auth/register" >"$work/registered.json"
+echo "== POST /auth/login" >&2
+json email demo@example.com password "$password" |
+  curl -sf -H 'Content-Type: application/json' --data-binary @- "$url/auth/login" >"$work/session.json"
+token=$(field access_token <"$work/session.json")
+echo "user: $(field user_id <"$work/session.json")" >&2
+
+echo "== GET /auth/me" >&2
+curl -sf -H "Authorization: Bearer $token" "$url/auth/me"
+echo
+echo "== the access token, verified by joserfc and PyJWT against $url/.well-known/jwks.json" >&2
+python3 Tests/Interop/verify_broker_token.py "$url" "$token" | python3 -m json.tool
+echo "== stopping the broker (SIGTERM)" >&2
+kill -TERM "$server_pid"
+wait "$server_pid"
+server_pid=""
+echo "done" >&2
