@@ -47,7 +47,11 @@ let package = Package(
         // The Store protocol and its SQLite implementation (GRDB).
         .target(
             name: "BrokerStore",
-            dependencies: ["BrokerCore", "BrokerSystem", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "BrokerCore", "BrokerSystem",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The identity broker: a Hummingbird application.

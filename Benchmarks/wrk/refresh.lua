@@ -23,6 +23,7 @@ end
 
 function request()
   local token = table.remove(tokens)
+  if token == nil then error("refresh.lua: more connections than refresh tokens") end
   return wrk.format("POST", "/auth/token", {["Content-Type"] = "application/x-www-form-urlencoded"},
     "grant_type=refresh_token&refresh_token=" .. token)
 end

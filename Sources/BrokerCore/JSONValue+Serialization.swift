@@ -9,69 +9,80 @@ extension JSONValue {
     ///
     /// Deterministic output keeps signed tokens and fixtures stable from run to run.
     public func serialized() -> String {
-        var out = ""
+        String(decoding: serializedBytes, as: UTF8.self)
+    }
+
+    /// The same document as UTF-8 bytes, written byte by byte: escapes only ever apply to ASCII, so the
+    /// UTF-8 of a string is copied through and only `"`, `\\` and control bytes are rewritten.
+    public var serializedBytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(256)
         write(into: &out)
         return out
     }
 
-    public var serializedBytes: [UInt8] { Array(serialized().utf8) }
-
-    private func write(into out: inout String) {
+    private func write(into out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let value): out += value ? "true" : "false"
-        case .int(let value): out += String(value)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value): out.append(contentsOf: String(value).utf8)
         case .double(let value):
             if value.isFinite {
                 if value.rounded(.towardZero) == value, abs(value) < 1e15 {
-                    out += String(Int64(value))
+                    out.append(contentsOf: String(Int64(value)).utf8)
                 } else {
-                    out += "\(value)"
+                    out.append(contentsOf: "\(value)".utf8)
                 }
             } else {
-                out += "null"
+                out.append(contentsOf: "null".utf8)
             }
         case .string(let value): JSONValue.writeString(value, into: &out)
         case .array(let values):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
-                if index > 0 { out += "," }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 value.write(into: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let members):
-            out += "{"
-            for (index, key) in members.keys.sorted(by: { $0.utf16.lexicographicallyPrecedes($1.utf16) }).enumerated() {
-                if index > 0 { out += "," }
+            out.append(UInt8(ascii: "{"))
+            let keys = members.keys.sorted(by: { $0.utf16.lexicographicallyPrecedes($1.utf16) })
+            for (index, key) in keys.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 JSONValue.writeString(key, into: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 members[key]?.write(into: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func writeString(_ value: String, into out: inout String) {
-        out += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private static func writeString(_ value: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var value = value
+        value.withUTF8 { bytes in
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                case 0x08: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+                case 0x0C: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+                case 0..<0x20:
+                    out.append(contentsOf: [
+                        UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    ])
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0x0F)])
+                default: out.append(byte)
                 }
             }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 
     /// Parses a JSON document strictly (see ``JSONParser``); `nil` when it is not valid JSON.

@@ -90,11 +90,12 @@ public enum BrokerHTTPServer {
         for (name, value) in api.headers {
             if let field = HTTPField.Name(name) { headers[field] = value }
         }
-        let text = api.body.serialized() + "\n"
+        var bytes = api.body.serializedBytes
+        bytes.append(UInt8(ascii: "\n"))
         return Response(
             status: HTTPResponse.Status(code: api.status),
             headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(string: text))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
         )
     }
 

@@ -8,11 +8,13 @@ import GRDB
 /// lets `broker client add` write from another process while the server runs.
 public final class SQLiteStore: Store {
     private let pool: DatabasePool
+    private let lookup: SessionLookup
     public let path: String
 
     /// Opens (creating, mode 0600) the database at `path` and migrates it to the current schema.
     public init(path: String) throws {
         self.path = path
+        lookup = SessionLookup(path: path)
         do {
             try PosixFile.createIfMissing(path, mode: 0o600)
         } catch {
@@ -246,28 +248,9 @@ public final class SQLiteStore: Store {
         }
     }
 
+    /// Answered by ``SessionLookup`` on the caller's thread: the hot path of every `/auth/me`.
     public func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
-        try await pool.read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
-                               u.email AS user_email, u.name, u.created_at AS user_created_at
-                        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?
-                        """,
-                    arguments: [id]
-                ),
-                let session = Self.session(row)
-            else { return nil }
-            let user = UserRecord(
-                id: session.userID,
-                email: row["user_email"],
-                name: row["name"],
-                createdAt: row["user_created_at"]
-            )
-            return (session, user)
-        }
+        try lookup.sessionWithUser(id: id)
     }
 
     public func purge(expiredBefore before: Int64) async throws {

@@ -40,4 +40,12 @@ struct JSONParserTests {
         // Foundation agrees on what we wrote.
         #expect(throws: Never.self) { try JSONSerialization.jsonObject(with: Data(text.utf8)) }
     }
+
+    @Test func serializationEscapesOnlyWhatJSONRequires() throws {
+        let value: JSONValue = .string("\t\r\u{08}\u{0C}\u{1F}\u{7F} é 🔑 \u{2028}")
+        let text = value.serialized()
+        #expect(text == "\"\\t\\r\\b\\f\\u001f\u{7F} é 🔑 \u{2028}\"")
+        #expect(value.serializedBytes == Array(text.utf8))
+        #expect(JSONValue.parse(value.serializedBytes) == value)
+    }
 }
