@@ -43,6 +43,12 @@ let package = Package(
         // POSIX files: private directories, atomic writes, flock.
         .target(name: "BrokerSystem", swiftSettings: swiftSettings),
         .target(name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore"], swiftSettings: swiftSettings),
+        // The CLI's side: the broker API client, the file credential store, single-flight refresh.
+        .target(
+            name: "BrokerClient",
+            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerSystem"],
+            swiftSettings: swiftSettings
+        ),
 
         // The Store protocol and its SQLite implementation (GRDB).
         .target(
@@ -71,7 +77,8 @@ let package = Package(
         .executableTarget(
             name: "broker",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore", "BrokerSystem",
+                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore",
+                "BrokerSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

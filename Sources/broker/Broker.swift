@@ -10,7 +10,10 @@ struct Broker: AsyncParsableCommand {
             Machine output goes to stdout; messages go to stderr.
             """,
         version: BrokerVersion.current,
-        subcommands: [Serve.self, Keys.self, Mint.self]
+        subcommands: [
+            Register.self, Login.self, Token.self, Whoami.self, Logout.self, Providers.self, Mint.self, Serve.self,
+            Keys.self,
+        ]
     )
 }
 

@@ -20,7 +20,38 @@ enum Console {
     }
 
     static func error(_ text: String) {
-        writeAll(STDERR_FILENO, "broker: " + text + "\n")
+        writeAll(STDERR_FILENO, styled("broker:", code: "1;31") + " " + text + "\n")
+    }
+
+    static func warning(_ text: String) {
+        writeAll(STDERR_FILENO, styled("broker:", code: "1;33") + " " + text + "\n")
+    }
+
+    /// A message for people (progress, confirmations): stderr, never stdout.
+    static func note(_ text: String) {
+        writeAll(STDERR_FILENO, text + "\n")
+    }
+
+    static func prompt(_ text: String) {
+        writeAll(STDERR_FILENO, text)
+    }
+
+    /// A hint line under an error: what to run next.
+    static func hint(_ text: String) {
+        writeAll(STDERR_FILENO, styled("hint:", code: "2") + " " + text + "\n")
+    }
+
+    /// Colour only for a person at a terminal: not when stderr is a pipe or a file, not with `NO_COLOR`
+    /// set to anything non-empty (no-color.org), not on a `dumb` terminal.
+    static let colour: Bool = {
+        guard isatty(STDERR_FILENO) == 1 else { return false }
+        if let value = getenv("NO_COLOR"), value.pointee != 0 { return false }
+        if let term = getenv("TERM"), String(cString: term) == "dumb" { return false }
+        return true
+    }()
+
+    static func styled(_ text: String, code: String) -> String {
+        colour ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
     }
 
     private static func writeAll(_ fd: Int32, _ text: String) {

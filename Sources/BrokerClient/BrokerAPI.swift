@@ -1,0 +1,179 @@
+public import BrokerCore
+public import BrokerHTTP
+
+/// What went wrong talking to the broker.
+public enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
+    /// The broker answered with its JSON error (`error`, `error_description`).
+    case rejected(status: Int, code: String, description: String)
+    /// No answer: connection refused, DNS, TLS, timeout.
+    case unreachable(String)
+    /// An answer that is not what the contract says.
+    case badResponse(String)
+
+    public var description: String {
+        switch self {
+        case .rejected(let status, let code, let description):
+            return description.isEmpty ? "\(code) (HTTP \(status))" : "\(description) (\(code))"
+        case .unreachable(let message): return "cannot reach the broker: \(message)"
+        case .badResponse(let message): return "unexpected answer from the broker: \(message)"
+        }
+    }
+
+    /// The broker refused the credentials or token itself (as opposed to failing or being unreachable).
+    public var isAuthenticationRefusal: Bool {
+        if case .rejected(let status, let code, _) = self {
+            return status == 401 || code == "invalid_grant" || code == "invalid_token"
+        }
+        return false
+    }
+}
+
+/// The session shape every sign-in endpoint answers with (CONTRACT.md "A session response").
+public struct SessionResponse: Sendable {
+    public var userID: UserID
+    public var provider: ProviderID
+    public var accessToken: Secret
+    public var expiresIn: Int64
+    public var refreshToken: Secret?
+
+    public func session(key: SessionKey, now: Int64) -> Session {
+        Session(
+            key: key,
+            userID: userID,
+            provider: provider,
+            accessToken: accessToken,
+            expiresAt: now + expiresIn,
+            refreshToken: refreshToken
+        )
+    }
+}
+
+/// One provider as `/auth/providers` lists it.
+public struct ProviderInfo: Sendable {
+    public var id: String
+    public var name: String
+    public var flow: String
+}
+
+/// The broker's HTTP API, from the client's side, on the libcurl client.
+public struct BrokerAPI: Sendable {
+    public let baseURL: String
+    let http: HTTPClient
+    /// Per request; `logout` uses a short one so an unreachable broker does not hold the user up.
+    public var timeout: Duration = .seconds(30)
+
+    public init(baseURL: String, http: HTTPClient = .shared) {
+        self.baseURL = baseURL
+        self.http = http
+    }
+
+    public func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
+        -> SessionResponse
+    {
+        var body: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
+        if let name { body["name"] = .string(name) }
+        return try Self.session(from: await postJSON("/auth/register", body: .object(body), expect: 201))
+    }
+
+    public func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {
+        let body: JSONValue = ["email": .string(email), "password": .string(password.exposed)]
+        return try Self.session(from: await postJSON("/auth/login", body: body, expect: 200))
+    }
+
+    public func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
+        let request = HTTPRequest.form(
+            url: baseURL + "/auth/token",
+            fields: [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
+        )
+        return try Self.session(from: await send(request, expect: 200))
+    }
+
+    /// RFC 7009: the broker answers 200 whether or not it knew the token.
+    public func revoke(_ token: Secret) async throws(BrokerAPIError) {
+        let request = HTTPRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])
+        _ = try await send(request, expect: 200)
+    }
+
+    public func providers() async throws(BrokerAPIError) -> (list: [ProviderInfo], document: JSONValue) {
+        let document = try await send(HTTPRequest(url: baseURL + "/auth/providers", headers: Self.accept), expect: 200)
+        guard case .array(let entries)? = document["providers"] else {
+            throw .badResponse("/auth/providers has no \"providers\" list")
+        }
+        var list = [ProviderInfo]()
+        for entry in entries {
+            guard let id = entry["id"]?.stringValue else { throw .badResponse("a provider without an id") }
+            list.append(
+                ProviderInfo(
+                    id: id,
+                    name: entry["name"]?.stringValue ?? id,
+                    flow: entry["flow"]?.stringValue ?? "browser"
+                )
+            )
+        }
+        return (list, document)
+    }
+
+    /// `GET /auth/me` with the access token.
+    public func me(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPRequest(
+            url: baseURL + "/auth/me",
+            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)]
+        )
+        return try await send(request, expect: 200)
+    }
+
+    static let accept: [(name: String, value: String)] = [(name: "Accept", value: "application/json")]
+
+    private func postJSON(_ path: String, body: JSONValue, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPRequest(
+            method: "POST",
+            url: baseURL + path,
+            headers: Self.accept + [(name: "Content-Type", value: "application/json")],
+            body: body.serializedBytes
+        )
+        return try await send(request, expect: expect)
+    }
+
+    private func send(_ request: HTTPRequest, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+        var request = request
+        request.timeout = timeout
+        request.connectTimeout = min(timeout, .seconds(10))
+        request.maxResponseBytes = 1024 * 1024
+        let response: HTTPResponse
+        do {
+            response = try await http.send(request)
+        } catch let error as HTTPClientError {
+            throw .unreachable(error.message)
+        } catch {
+            throw .unreachable("\(error)")
+        }
+        let document = JSONValue.parse(response.body)
+        guard response.status == expect else {
+            if let code = document?["error"]?.stringValue {
+                throw .rejected(
+                    status: response.status,
+                    code: code,
+                    description: document?["error_description"]?.stringValue ?? ""
+                )
+            }
+            throw .badResponse("HTTP \(response.status) from \(request.url)")
+        }
+        guard let document else { throw .badResponse("\(request.url) answered with something that is not JSON") }
+        return document
+    }
+
+    static func session(from document: JSONValue) throws(BrokerAPIError) -> SessionResponse {
+        guard let user = document["user_id"]?.stringValue.flatMap(UserID.init),
+            let access = document["access_token"]?.stringValue, !access.isEmpty,
+            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
+        else { throw .badResponse("the session response lacks user_id, access_token or expires_in") }
+        let provider = document["provider"]?.stringValue.flatMap(ProviderID.init(rawValue:)) ?? user.provider
+        return SessionResponse(
+            userID: user,
+            provider: provider,
+            accessToken: Secret(access),
+            expiresIn: expiresIn,
+            refreshToken: document["refresh_token"]?.stringValue.map(Secret.init)
+        )
+    }
+}

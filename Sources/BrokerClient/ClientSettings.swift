@@ -1,0 +1,125 @@
+public import BrokerCore
+import BrokerSystem
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Where the client keeps its files and which broker and profile a command talks about.
+///
+/// Precedence (CONTRACT.md): `--broker` over `BROKER_URL` over `broker_url` in `$BROKER_HOME/config.json`
+/// over `http://127.0.0.1:8787`; `--profile` over `BROKER_PROFILE` over `default`.
+public struct ClientSettings: Sendable {
+    public let home: String
+    public let key: SessionKey
+
+    public static let defaultBrokerURL = "http://127.0.0.1:8787"
+
+    /// A setting that cannot be used, named with where it came from.
+    public struct Problem: Error, Sendable, CustomStringConvertible {
+        public let description: String
+        /// A bad flag or environment value (usage error) rather than a bad config file.
+        public let isUsage: Bool
+        public init(_ description: String, isUsage: Bool = false) {
+            self.description = description
+            self.isUsage = isUsage
+        }
+    }
+
+    public init(
+        broker: String?,
+        profile: String?,
+        environment: [String: String]
+    ) throws(Problem) {
+        home = Self.home(environment: environment)
+        let configured = try Self.configuredBrokerURL(home: home)
+        let url: String
+        let source: String
+        if let broker {
+            (url, source) = (broker, "--broker")
+        } else if let value = environment["BROKER_URL"], !value.isEmpty {
+            (url, source) = (value, "BROKER_URL")
+        } else if let configured {
+            (url, source) = (configured, "broker_url in \(home)/config.json")
+        } else {
+            (url, source) = (Self.defaultBrokerURL, "the default")
+        }
+        guard let normalized = Self.normalize(url) else {
+            throw Problem(
+                "\(source): \"\(url)\" is not an http(s) URL like https://broker.example.com",
+                isUsage: source == "--broker" || source == "BROKER_URL"
+            )
+        }
+        let name = profile ?? environment["BROKER_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+        guard Self.isValidProfile(name) else {
+            throw Problem("profile \"\(name)\": use letters, digits, '.', '_' or '-' (at most 64)", isUsage: true)
+        }
+        key = SessionKey(brokerURL: normalized, profile: name)
+    }
+
+    public var cache: FileTokenCache { FileTokenCache(directory: home) }
+
+    /// `$BROKER_HOME`, else `$XDG_CONFIG_HOME/broker`, else `~/.config/broker`.
+    public static func home(environment: [String: String]) -> String {
+        if let home = environment["BROKER_HOME"], !home.isEmpty { return PosixFile.expandingTilde(home) }
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") { return xdg + "/broker" }
+        let userHome = environment["HOME"] ?? "~"
+        return userHome + "/.config/broker"
+    }
+
+    /// `broker_url` from the client's config file; no file is fine, a bad one is an error naming it.
+    static func configuredBrokerURL(home: String) throws(Problem) -> String? {
+        let path = home + "/config.json"
+        guard PosixFile.exists(path) else { return nil }
+        let bytes: [UInt8]
+        do {
+            bytes = try PosixFile.read(path: path, maxSize: 1024 * 1024)
+        } catch {
+            throw Problem("cannot read \(path): \(error.reason)")
+        }
+        let document: JSONValue
+        switch JSONValue.parseReportingError(bytes) {
+        case .success(let value): document = value
+        case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
+        }
+        guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
+        for key in fields.keys where key != "broker_url" {
+            throw Problem("\(path): unknown key \"\(key)\" (the client config knows \"broker_url\")")
+        }
+        switch fields["broker_url"] {
+        case nil: return nil
+        case .string(let url)?: return url
+        default: throw Problem("\(path): \"broker_url\" must be a string")
+        }
+    }
+
+    /// `scheme://host[:port][/path]` with the trailing slash removed; `nil` unless http or https with a host.
+    public static func normalize(_ url: String) -> String? {
+        let trimmed = String(url.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+        let lower = trimmed.lowercased()
+        let scheme: String
+        if lower.hasPrefix("https://") {
+            scheme = "https://"
+        } else if lower.hasPrefix("http://") {
+            scheme = "http://"
+        } else {
+            return nil
+        }
+        var rest = Substring(trimmed.dropFirst(scheme.count))
+        guard !rest.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0 == "@" }) else { return nil }
+        while rest.hasSuffix("/") { rest = rest.dropLast() }
+        let host = rest.prefix { $0 != "/" }
+        guard !host.isEmpty, !host.hasPrefix(":") else { return nil }
+        return scheme + host.lowercased() + rest.dropFirst(host.count)
+    }
+
+    static func isValidProfile(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            }
+    }
+}

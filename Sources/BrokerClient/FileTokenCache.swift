@@ -1,0 +1,223 @@
+public import BrokerCore
+import BrokerSystem
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The credential store: one JSON document, `credentials.json` in `BROKER_HOME`.
+///
+/// ```json
+/// {"format": 1, "sessions": [{"broker": "http://127.0.0.1:8787", "profile": "default",
+///   "user_id": "custom:…", "provider": "custom", "access_token": "…", "expires_at": 1795412345,
+///   "refresh_token": "…"}]}
+/// ```
+///
+/// The folder is 0700 and the file 0600; every write goes to a temporary file that is fsync'd and renamed
+/// over the old one, so a reader (which takes no lock) and a crash at any moment both see a whole file.
+/// Writers hold `flock` on `credentials.lock` beside it. A file that does not parse, or has another
+/// `format`, is renamed to `credentials.json.corrupt-<unix time>` — never overwritten — and reported.
+public final class FileTokenCache: TokenCache {
+    public let directory: String
+    public let path: String
+    let lockPath: String
+    static let format: Int64 = 1
+    static let maxSize = 4 * 1024 * 1024
+
+    public init(directory: String) {
+        self.directory = directory
+        path = directory + "/credentials.json"
+        lockPath = directory + "/credentials.lock"
+    }
+
+    public func session(for key: SessionKey) throws(TokenCacheError) -> Session? {
+        try sessions().first { $0.key == key }
+    }
+
+    public func sessions() throws(TokenCacheError) -> [Session] {
+        do {
+            return try decode(readFile())
+        } catch .unreadable {
+            // Move the bad file aside under the lock, and only if it is still the bad one: a writer may
+            // have replaced it since (then its sessions are the answer).
+            let locked = try Locked(cache: self)
+            defer { locked.unlock() }
+            return try locked.sessions()
+        }
+    }
+
+    public func locked() throws(TokenCacheError) -> any LockedTokenCache {
+        try Locked(cache: self)
+    }
+
+    /// The file's bytes, or `nil` when there is no store yet.
+    func readFile() throws(TokenCacheError) -> [UInt8]? {
+        guard PosixFile.exists(path) else { return nil }
+        do {
+            return try PosixFile.read(path: path, maxSize: Self.maxSize)
+        } catch {
+            if !PosixFile.exists(path) { return nil }
+            throw .io(path: path, reason: error.reason)
+        }
+    }
+
+    func decode(_ bytes: [UInt8]?) throws(TokenCacheError) -> [Session] {
+        guard let bytes else { return [] }
+        let document: JSONValue
+        switch JSONValue.parseReportingError(bytes) {
+        case .success(let value): document = value
+        case .failure(let error):
+            throw .unreadable(path: path, reason: "not JSON: \(error)", movedTo: nil)
+        }
+        guard case .object(let top) = document else {
+            throw .unreadable(path: path, reason: "not a JSON object", movedTo: nil)
+        }
+        guard let format = top["format"]?.intValue else {
+            throw .unreadable(path: path, reason: "no \"format\" number", movedTo: nil)
+        }
+        guard format == Self.format else {
+            throw .unreadable(
+                path: path,
+                reason: "format \(format); this broker reads format \(Self.format)",
+                movedTo: nil
+            )
+        }
+        guard case .array(let entries)? = top["sessions"] else {
+            throw .unreadable(path: path, reason: "\"sessions\" is not a list", movedTo: nil)
+        }
+        var sessions = [Session]()
+        for (index, entry) in entries.enumerated() {
+            guard let session = Self.session(entry) else {
+                throw .unreadable(path: path, reason: "session \(index + 1) is malformed", movedTo: nil)
+            }
+            sessions.append(session)
+        }
+        return sessions
+    }
+
+    static func session(_ value: JSONValue) -> Session? {
+        guard case .object(let fields) = value,
+            let broker = fields["broker"]?.stringValue,
+            let profile = fields["profile"]?.stringValue,
+            let user = fields["user_id"]?.stringValue.flatMap(UserID.init),
+            let provider = fields["provider"]?.stringValue.flatMap(ProviderID.init(rawValue:)),
+            let access = fields["access_token"]?.stringValue,
+            let expiresAt = fields["expires_at"]?.intValue
+        else { return nil }
+        var refresh: Secret?
+        switch fields["refresh_token"] {
+        case nil, .null?: refresh = nil
+        case .string(let value)?: refresh = Secret(value)
+        default: return nil
+        }
+        return Session(
+            key: SessionKey(brokerURL: broker, profile: profile),
+            userID: user,
+            provider: provider,
+            accessToken: Secret(access),
+            expiresAt: expiresAt,
+            refreshToken: refresh
+        )
+    }
+
+    static func encode(_ sessions: [Session]) -> [UInt8] {
+        let entries: [JSONValue] = sessions.map { session in
+            var fields: [String: JSONValue] = [
+                "broker": .string(session.key.brokerURL),
+                "profile": .string(session.key.profile),
+                "user_id": .string(session.userID.description),
+                "provider": .string(session.provider.rawValue),
+                "access_token": .string(session.accessToken.exposed),
+                "expires_at": .int(session.expiresAt),
+            ]
+            if let refresh = session.refreshToken { fields["refresh_token"] = .string(refresh.exposed) }
+            return .object(fields)
+        }
+        var bytes = JSONValue.object(["format": .int(format), "sessions": .array(entries)]).serializedBytes
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    /// The store under its lock.
+    final class Locked: LockedTokenCache {
+        let cache: FileTokenCache
+        private var lock: FileLock?
+
+        init(cache: FileTokenCache) throws(TokenCacheError) {
+            self.cache = cache
+            do {
+                try PosixFile.ensurePrivateDirectory(cache.directory)
+                lock = try FileLock(path: cache.lockPath)
+            } catch {
+                throw .io(path: error.path, reason: error.reason)
+            }
+            removeStaleTemporaryFiles()
+        }
+
+        func sessions() throws(TokenCacheError) -> [Session] {
+            do {
+                return try cache.decode(cache.readFile())
+            } catch .unreadable(let path, let reason, _) {
+                let moved: String
+                do {
+                    moved = try PosixFile.moveAside(path, suffix: "corrupt-\(Int64(time(nil)))")
+                } catch {
+                    throw .io(path: path, reason: "\(reason), and it cannot be moved aside: \(error.reason)")
+                }
+                throw .unreadable(path: path, reason: reason, movedTo: moved)
+            }
+        }
+
+        func session(for key: SessionKey) throws(TokenCacheError) -> Session? {
+            try sessions().first { $0.key == key }
+        }
+
+        func save(_ session: Session) throws(TokenCacheError) {
+            var all = try sessions()
+            if let index = all.firstIndex(where: { $0.key == session.key }) {
+                all[index] = session
+            } else {
+                all.append(session)
+            }
+            try write(all)
+        }
+
+        func remove(_ key: SessionKey) throws(TokenCacheError) {
+            let all = try sessions()
+            let kept = all.filter { $0.key != key }
+            if kept.count != all.count { try write(kept) }
+        }
+
+        private func write(_ sessions: [Session]) throws(TokenCacheError) {
+            precondition(lock != nil, "the credential store is written only under its lock")
+            do {
+                try PosixFile.writeAtomically(FileTokenCache.encode(sessions), to: cache.path, mode: 0o600)
+            } catch {
+                throw .io(path: error.path, reason: error.reason)
+            }
+        }
+
+        /// A writer killed between creating its temporary file and renaming it leaves the temporary
+        /// behind. Every writer holds the lock, so while we hold it any such file is an orphan.
+        private func removeStaleTemporaryFiles() {
+            guard let dir = opendir(cache.directory) else { return }
+            defer { closedir(dir) }
+            let prefix = "credentials.json.tmp-"
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+                }
+                if name.hasPrefix(prefix) { unlink(cache.directory + "/" + name) }
+            }
+        }
+
+        func unlock() {
+            lock?.unlock()
+            lock = nil
+        }
+
+        deinit { unlock() }
+    }
+}

@@ -1,0 +1,188 @@
+public import BrokerCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Why no usable token could be produced; each case maps to one exit code in the CLI.
+public enum SessionError: Error, Sendable, CustomStringConvertible {
+    /// No session for this broker and profile (exit 4).
+    case signedOut(SessionKey)
+    /// The broker refused the session (refresh token spent, revoked or expired); it was removed (exit 4).
+    case rejected(SessionKey, reason: String)
+    /// The credential store is unusable (exit 4 when unreadable: there is no valid session; 1 for I/O).
+    case cache(TokenCacheError)
+    /// The broker could not be reached or failed (exit 1).
+    case broker(BrokerAPIError)
+
+    public var description: String {
+        switch self {
+        case .signedOut(let key): "not signed in (\(key))"
+        case .rejected(let key, let reason): "the broker no longer accepts the session (\(key)): \(reason)"
+        case .cache(let error): error.description
+        case .broker(let error): error.description
+        }
+    }
+}
+
+/// Sessions from the client's side: reading them, refreshing them once for everyone, dropping dead ones.
+public struct SessionService: Sendable {
+    public let cache: any TokenCache
+    public let api: BrokerAPI
+    public let key: SessionKey
+    let clock: @Sendable () -> Int64
+
+    public init(
+        cache: any TokenCache,
+        api: BrokerAPI,
+        key: SessionKey,
+        clock: @escaping @Sendable () -> Int64 = { Int64(time(nil)) }
+    ) {
+        self.cache = cache
+        self.api = api
+        self.key = key
+        self.clock = clock
+    }
+
+    /// The cached session when its access token is valid for at least `minValid` seconds — no lock, no
+    /// network: the path `broker token` takes almost every time.
+    public func cachedSession(minValid: Int64) throws(SessionError) -> Session? {
+        let session: Session?
+        do {
+            session = try cache.session(for: key)
+        } catch {
+            throw .cache(error)
+        }
+        guard let session, session.remaining(at: clock()) >= minValid else { return nil }
+        return session
+    }
+
+    /// A session whose access token meets `minValid`, refreshing it when needed (CONTRACT.md `broker token`).
+    ///
+    /// Single-flight across processes: the refresh happens under the store's lock. A process that waited
+    /// for the lock re-reads the store first; if the access token changed meanwhile, another process has
+    /// just refreshed, and its session is the answer — even when the broker's lifetime is shorter than
+    /// `minValid`, which would otherwise make every waiter refresh again.
+    public func validSession(minValid: Int64) async throws(SessionError) -> Session {
+        let seen: Session?
+        do {
+            seen = try cache.session(for: key)
+        } catch {
+            throw .cache(error)
+        }
+        guard let seen else { throw .signedOut(key) }
+        if seen.remaining(at: clock()) >= minValid { return seen }
+
+        let locked: any LockedTokenCache
+        do {
+            locked = try cache.locked()
+        } catch {
+            throw .cache(error)
+        }
+        defer { locked.unlock() }
+        let current: Session?
+        do {
+            current = try locked.session(for: key)
+        } catch {
+            throw .cache(error)
+        }
+        guard let current else { throw .signedOut(key) }
+        if current.accessToken != seen.accessToken || current.remaining(at: clock()) >= minValid {
+            return current
+        }
+        return try await refresh(current, locked: locked)
+    }
+
+    /// Spends `session`'s refresh token and stores the rotated session; the caller holds the lock.
+    func refresh(_ session: Session, locked: any LockedTokenCache) async throws(SessionError) -> Session {
+        guard let refreshToken = session.refreshToken else {
+            try drop(locked)
+            throw .rejected(key, reason: "the access token expired and the session has no refresh token")
+        }
+        let response: SessionResponse
+        do {
+            response = try await api.refresh(refreshToken)
+        } catch let error where error.isAuthenticationRefusal {
+            // Another writer (one not using this lock: another machine sharing the folder, an older
+            // client) may have rotated the token just now. Adopt its session rather than drop it.
+            if let stored = try? locked.session(for: key), stored.refreshToken != refreshToken {
+                return stored
+            }
+            try drop(locked)
+            throw .rejected(key, reason: error.description)
+        } catch {
+            throw .broker(error)
+        }
+        let renewed = response.session(key: key, now: clock())
+        do {
+            try locked.save(renewed)
+        } catch {
+            throw .cache(error)
+        }
+        return renewed
+    }
+
+    /// Removes this profile's session (the broker refused it).
+    func drop(_ locked: any LockedTokenCache) throws(SessionError) {
+        do {
+            try locked.remove(key)
+        } catch {
+            throw .cache(error)
+        }
+    }
+
+    /// Stores a new session from a sign-in.
+    public func store(_ response: SessionResponse) throws(SessionError) -> Session {
+        let session = response.session(key: key, now: clock())
+        do {
+            let locked = try cache.locked()
+            defer { locked.unlock() }
+            try locked.save(session)
+        } catch {
+            throw .cache(error)
+        }
+        return session
+    }
+
+    /// Removes the session after the broker said it is no longer valid (a 401 to its access token).
+    public func forget() throws(SessionError) {
+        do {
+            let locked = try cache.locked()
+            defer { locked.unlock() }
+            try locked.remove(key)
+        } catch {
+            throw .cache(error)
+        }
+    }
+
+    /// `broker logout`: revokes at the broker (best effort, short timeout) and deletes locally. Returns
+    /// the removed session, if there was one, and why the broker could not be told (if it could not).
+    public func logout() async throws(SessionError) -> (removed: Session?, revokeProblem: String?) {
+        let locked: any LockedTokenCache
+        do {
+            locked = try cache.locked()
+        } catch {
+            throw .cache(error)
+        }
+        defer { locked.unlock() }
+        let session: Session?
+        do {
+            session = try locked.session(for: key)
+        } catch {
+            throw .cache(error)
+        }
+        guard let session else { return (nil, nil) }
+        var problem: String?
+        var quick = api
+        quick.timeout = .seconds(3)
+        do {
+            try await quick.revoke(session.refreshToken ?? session.accessToken)
+        } catch {
+            problem = error.description
+        }
+        try drop(locked)
+        return (session, problem)
+    }
+}

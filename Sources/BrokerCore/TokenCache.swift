@@ -1,0 +1,110 @@
+/// Which cached session: one per broker and profile.
+public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
+    /// The broker's base URL, normalized (no trailing slash).
+    public let brokerURL: String
+    public let profile: String
+
+    public init(brokerURL: String, profile: String) {
+        self.brokerURL = brokerURL
+        self.profile = profile
+    }
+
+    public var description: String { "profile \"\(profile)\" at \(brokerURL)" }
+}
+
+/// What the CLI keeps per broker and profile (CONTRACT.md "session").
+///
+/// The refresh token is a ``Secret``: it prints redacted, so a session dropped into a log line or an
+/// error message leaks nothing.
+public struct Session: Sendable, Equatable {
+    public var key: SessionKey
+    public var userID: UserID
+    public var provider: ProviderID
+    public var accessToken: Secret
+    /// When the access token expires, in seconds since 1970.
+    public var expiresAt: Int64
+    public var refreshToken: Secret?
+
+    public init(
+        key: SessionKey,
+        userID: UserID,
+        provider: ProviderID,
+        accessToken: Secret,
+        expiresAt: Int64,
+        refreshToken: Secret?
+    ) {
+        self.key = key
+        self.userID = userID
+        self.provider = provider
+        self.accessToken = accessToken
+        self.expiresAt = expiresAt
+        self.refreshToken = refreshToken
+    }
+
+    /// Seconds the access token has left at `now` (negative once expired).
+    public func remaining(at now: Int64) -> Int64 { expiresAt - now }
+}
+
+/// Why the credential store could not be used.
+public enum TokenCacheError: Error, Sendable, CustomStringConvertible {
+    /// The file is not a credential store this version understands; it was renamed to `movedTo` so that
+    /// nothing in it is lost, and the next sign-in starts a fresh one.
+    case unreadable(path: String, reason: String, movedTo: String?)
+    /// The file system refused (permissions, disk full, …).
+    case io(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason, let movedTo):
+            let moved = movedTo.map { "; kept it as \($0)" } ?? ""
+            return "the credential store \(path) is unreadable (\(reason))\(moved)"
+        case .io(let path, let reason):
+            return "the credential store \(path): \(reason)"
+        }
+    }
+}
+
+/// Where sessions live between commands; shared by every provider (ARCHITECTURE.md "Token cache").
+///
+/// Reads see a whole snapshot and take no lock. Changes happen inside ``locked()``: the lock excludes
+/// every other process using the same store, which is what makes a refresh single-flight.
+public protocol TokenCache: Sendable {
+    func session(for key: SessionKey) throws(TokenCacheError) -> Session?
+    func sessions() throws(TokenCacheError) -> [Session]
+    /// Waits for the store's exclusive lock; the lock is held until the returned value is unlocked or
+    /// released.
+    func locked() throws(TokenCacheError) -> any LockedTokenCache
+}
+
+/// The store while this process holds its lock. Each read goes back to the file, so a change another
+/// writer made before the lock was granted is seen.
+public protocol LockedTokenCache: AnyObject {
+    func session(for key: SessionKey) throws(TokenCacheError) -> Session?
+    func sessions() throws(TokenCacheError) -> [Session]
+    func save(_ session: Session) throws(TokenCacheError)
+    func remove(_ key: SessionKey) throws(TokenCacheError)
+    func unlock()
+}
+
+/// RFC 3339 timestamps in UTC (`2026-11-23T06:40:00Z`), without Foundation's date machinery.
+public enum RFC3339 {
+    public static func format(epochSeconds: Int64) -> String {
+        let days = epochSeconds >= 0 ? epochSeconds / 86_400 : (epochSeconds - 86_399) / 86_400
+        let secondsOfDay = epochSeconds - days * 86_400
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let hour = secondsOfDay / 3600
+        let minute = secondsOfDay % 3600 / 60
+        let second = secondsOfDay % 60
+        return "\(year)-\(two(month))-\(two(day))T\(two(hour)):\(two(minute)):\(two(second))Z"
+    }
+}

@@ -1,0 +1,505 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `--broker` and `--profile`, shared by the client commands (CONTRACT.md "Options shared by the client
+/// commands").
+struct ClientOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The broker's URL (env BROKER_URL; else broker_url in $BROKER_HOME/config.json; else http://127.0.0.1:8787).",
+            valueName: "URL"
+        )
+    )
+    var broker: String?
+
+    @Option(name: .long, help: ArgumentHelp("Which cached session to use (env BROKER_PROFILE; default: default)."))
+    var profile: String?
+
+    func settings() throws -> ClientSettings {
+        do {
+            return try ClientSettings(broker: broker, profile: profile, environment: ProcessEnvironment.all)
+        } catch {
+            throw Console.fail(error.description, code: error.isUsage ? BrokerExit.usage : BrokerExit.failure)
+        }
+    }
+}
+
+enum ProcessEnvironment {
+    static var all: [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+}
+
+/// Maps client-side failures to the contract's exit codes, with a next step for people.
+enum ClientFailure {
+    static func exit(_ error: SessionError, settings: ClientSettings) -> ExitCode {
+        switch error {
+        case .signedOut, .rejected:
+            Console.error(error.description)
+            Console.hint("run: \(loginCommand(settings))")
+            return BrokerExit.authenticationRequired
+        case .cache(.unreadable):
+            Console.error(error.description)
+            Console.hint("run: \(loginCommand(settings))")
+            return BrokerExit.authenticationRequired
+        case .cache(.io), .broker:
+            Console.error(error.description)
+            return BrokerExit.failure
+        }
+    }
+
+    /// `broker login` with the flags that select this session, so the hint can be pasted as it is.
+    static func loginCommand(_ settings: ClientSettings) -> String {
+        var command = "broker login"
+        if settings.key.profile != "default" { command += " --profile \(settings.key.profile)" }
+        return command
+    }
+
+    static func exit(_ error: BrokerAPIError, doing what: String) -> ExitCode {
+        if case .rejected(let status, "too_many_requests", let description) = error {
+            return Console.fail("\(what) refused for now: \(description.isEmpty ? "HTTP \(status)" : description)")
+        }
+        return Console.fail("\(what) failed: \(error)")
+    }
+}
+
+/// Reads an email and password the way the contract asks: flags and stdin for scripts, prompts for people.
+struct Credentials {
+    var email: String
+    var password: Secret
+
+    static func gather(email: String?, passwordStdin: Bool, confirm: Bool) throws -> Credentials {
+        let interactive = Terminal.isInteractive
+        var address = email
+        if address == nil {
+            guard interactive, !passwordStdin else {
+                throw Console.fail(
+                    "--email is required when there is no terminal to ask (or stdin carries the password)",
+                    code: BrokerExit.usage
+                )
+            }
+            guard let typed = Terminal.ask("Email: "), !typed.isEmpty else {
+                throw Console.fail("no email given", code: BrokerExit.usage)
+            }
+            address = typed
+        }
+        let password: Secret
+        if passwordStdin {
+            password = try Terminal.readSecretFromStdin(what: "password")
+        } else if interactive {
+            guard let first = Terminal.askSecret("Password: "), !first.exposed.isEmpty else {
+                throw Console.fail("no password given", code: BrokerExit.usage)
+            }
+            if confirm {
+                guard let second = Terminal.askSecret("Password (again): ") else {
+                    throw Console.fail("no password given", code: BrokerExit.usage)
+                }
+                guard second == first else { throw Console.fail("the passwords do not match; nothing was created") }
+            }
+            password = first
+        } else {
+            Console.error("no terminal to ask for the password")
+            Console.hint("pipe it in: printf '%s' \"$PASSWORD\" | broker … --password-stdin")
+            throw BrokerExit.usage
+        }
+        return Credentials(email: address!, password: password)
+    }
+}
+
+extension Broker {
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a custom (email + password) account, sign in, and cache the session.",
+            discussion: """
+                On a terminal the password is asked twice without echo. Scripts pass it on stdin:
+                  printf '%s' "$PASSWORD" | broker register --email me@example.com --password-stdin
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "The account's email address (asked on a terminal when missing).")
+        var email: String?
+
+        @Option(name: .long, help: "A display name.")
+        var name: String?
+
+        @Flag(name: .long, help: "Read the password from stdin instead of asking.")
+        var passwordStdin = false
+
+        func run() async throws {
+            let settings = try client.settings()
+            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let response: SessionResponse
+            do {
+                response = try await api.register(email: credentials.email, password: credentials.password, name: name)
+            } catch {
+                if case .rejected(_, "account_exists", _) = error {
+                    Console.error("an account with this email already exists at \(settings.key.brokerURL)")
+                    Console.hint("sign in instead: broker login --provider custom --email \(credentials.email)")
+                    throw BrokerExit.failure
+                }
+                throw ClientFailure.exit(error, doing: "registration")
+            }
+            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            do {
+                let session = try service.store(response)
+                Console.note("Registered and signed in as \(session.userID) (\(settings.key)).")
+            } catch {
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
+    }
+
+    struct Login: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign in and cache the session.",
+            discussion: """
+                custom: email + password (asked on a terminal, or --password-stdin). Without --provider:
+                custom when --email is given, a choice on a terminal, else a usage error.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
+        var provider: String?
+
+        @Option(name: .long, help: "The account's email address (custom).")
+        var email: String?
+
+        @Flag(name: .long, help: "Read the password from stdin instead of asking (custom).")
+        var passwordStdin = false
+
+        @Flag(name: .long, help: "Only print the sign-in URL; do not open a browser.")
+        var noBrowser = false
+
+        @Option(name: .long, help: ArgumentHelp("How long to wait for the browser sign-in.", valueName: "SECONDS"))
+        var timeout = 300
+
+        func validate() throws {
+            if let provider, ProviderID(rawValue: provider) == nil {
+                throw ValidationError(
+                    "unknown provider id \"\(provider)\" (known: \(ProviderID.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
+            }
+            guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        }
+
+        func run() async throws {
+            let settings = try client.settings()
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let chosen = try await chooseProvider(api: api)
+            guard chosen == .custom else {
+                throw Console.fail(
+                    "signing in through \(chosen.displayName) needs the loopback browser flow, which this build does not include yet; use --provider custom"
+                )
+            }
+            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
+            let response: SessionResponse
+            do {
+                response = try await api.login(email: credentials.email, password: credentials.password)
+            } catch {
+                if case .rejected(_, "invalid_credentials", _) = error {
+                    throw Console.fail("wrong email or password")
+                }
+                throw ClientFailure.exit(error, doing: "sign-in")
+            }
+            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            do {
+                let session = try service.store(response)
+                Console.note("Signed in as \(session.userID) (\(settings.key)).")
+            } catch {
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
+
+        func chooseProvider(api: BrokerAPI) async throws -> ProviderID {
+            if let provider, let id = ProviderID(rawValue: provider) { return id }
+            if email != nil { return .custom }
+            guard Terminal.isInteractive else {
+                Console.error("which provider? there is no terminal to ask")
+                Console.hint("broker login --provider custom --email you@example.com --password-stdin")
+                throw BrokerExit.usage
+            }
+            let listed: [ProviderInfo]
+            do {
+                listed = try await api.providers().list
+            } catch {
+                throw ClientFailure.exit(error, doing: "listing the providers")
+            }
+            let choices = listed.compactMap { info in ProviderID(rawValue: info.id).map { ($0, info.name) } }
+            guard !choices.isEmpty else { throw Console.fail("the broker offers no provider this client knows") }
+            for (index, choice) in choices.enumerated() {
+                Console.note("  \(index + 1). \(choice.1) (\(choice.0.rawValue))")
+            }
+            guard let typed = Terminal.ask("Sign in with [1-\(choices.count)]: "),
+                let number = Int(typed.filter { !$0.isWhitespace }), (1...choices.count).contains(number)
+            else { throw Console.fail("no provider chosen", code: BrokerExit.usage) }
+            return choices[number - 1].0
+        }
+    }
+
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print an access token valid for at least --min-valid seconds, refreshing it when needed.",
+            discussion: """
+                Never prompts and never opens a browser: exit 4 means run `broker login`.
+                As a kubectl credential plugin: command: broker, args: [token, --format, exec-credential].
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: ArgumentHelp("Seconds the token must still be valid.", valueName: "SECONDS"))
+        var minValid: Int64 = 60
+
+        @Option(
+            name: .long, help: "raw (the JWT), header, json (the session without its refresh token), exec-credential.")
+        var format: SessionTokenFormat = .raw
+
+        func validate() throws {
+            guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative") }
+        }
+
+        func run() async throws {
+            let settings = try client.settings()
+            let service = SessionService(
+                cache: settings.cache,
+                api: BrokerAPI(baseURL: settings.key.brokerURL),
+                key: settings.key
+            )
+            let session: Session
+            do {
+                if let cached = try service.cachedSession(minValid: minValid) {
+                    session = cached
+                } else {
+                    session = try await service.validSession(minValid: minValid)
+                }
+            } catch {
+                throw ClientFailure.exit(error, settings: settings)
+            }
+            Console.out(format.render(session, now: Int64(time(nil))))
+        }
+    }
+
+    struct Whoami: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the signed-in user, provider, token expiry, broker and profile.",
+            discussion: "Asks the broker whether the session still stands; exit 4 when signed out."
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Flag(name: .long, help: "Print JSON.")
+        var json = false
+
+        func run() async throws {
+            let settings = try client.settings()
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            var session: Session
+            do {
+                session = try await service.validSession(minValid: 0)
+            } catch {
+                if case .broker = error, let stale = try? service.cachedSession(minValid: Int64.min) {
+                    // The broker is unreachable and the token expired: still say who is cached.
+                    Console.warning("could not refresh the session: \(error)")
+                    session = stale
+                } else {
+                    throw ClientFailure.exit(error, settings: settings)
+                }
+            }
+            var profile: JSONValue?
+            do {
+                var quick = api
+                quick.timeout = .seconds(5)
+                profile = try await quick.me(session.accessToken)
+            } catch {
+                if error.isAuthenticationRefusal {
+                    try? service.forget()
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                Console.warning("could not confirm the session with the broker (\(error)); showing the cached one")
+            }
+            let now = Int64(time(nil))
+            let email = profile?["email"]?.stringValue
+            let name = profile?["name"]?.stringValue
+            if json {
+                var fields: [String: JSONValue] = [
+                    "user_id": .string(session.userID.description),
+                    "provider": .string(session.provider.rawValue),
+                    "expires_at": .string(RFC3339.format(epochSeconds: session.expiresAt)),
+                    "expires_in": .int(max(0, session.remaining(at: now))),
+                    "broker": .string(session.key.brokerURL),
+                    "profile": .string(session.key.profile),
+                    "verified": .bool(profile != nil),
+                ]
+                if let email { fields["email"] = .string(email) }
+                if let name { fields["name"] = .string(name) }
+                Console.out(JSONValue.object(fields).serialized())
+                return
+            }
+            var lines = [("user", session.userID.description)]
+            if let name { lines.append(("name", name)) }
+            if let email { lines.append(("email", email)) }
+            lines += [
+                ("provider", session.provider.rawValue),
+                ("expires", Expiry.describe(session.expiresAt, now: now)),
+                ("broker", session.key.brokerURL),
+                ("profile", session.key.profile),
+            ]
+            for (label, value) in lines {
+                Console.out(label + String(repeating: " ", count: max(1, 10 - label.count)) + value)
+            }
+        }
+    }
+
+    struct Logout: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke the session at the broker (best effort) and delete it locally.",
+            discussion: "--all signs out of every cached session, every profile and broker."
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Flag(name: .long, help: "Every profile.")
+        var all = false
+
+        func run() async throws {
+            let settings = try client.settings()
+            var keys = [settings.key]
+            if all {
+                do {
+                    keys = try settings.cache.sessions().map(\.key)
+                } catch {
+                    throw ClientFailure.exit(.cache(error), settings: settings)
+                }
+                if keys.isEmpty { Console.note("No cached sessions.") }
+            }
+            for key in keys {
+                let service = SessionService(cache: settings.cache, api: BrokerAPI(baseURL: key.brokerURL), key: key)
+                do {
+                    let (removed, problem) = try await service.logout()
+                    if let problem {
+                        Console.warning("could not revoke at the broker (\(problem)); deleted locally anyway")
+                    }
+                    if let removed {
+                        Console.note("Signed out \(removed.userID) (\(key)).")
+                    } else if !all {
+                        Console.note("Not signed in (\(key)).")
+                    }
+                } catch {
+                    throw ClientFailure.exit(error, settings: settings)
+                }
+            }
+        }
+    }
+
+    struct Providers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the providers the broker has enabled.")
+
+        @OptionGroup var client: ClientOptions
+
+        @Flag(name: .long, help: "Print the broker's JSON.")
+        var json = false
+
+        func run() async throws {
+            let settings = try client.settings()
+            let listed: (list: [ProviderInfo], document: JSONValue)
+            do {
+                listed = try await BrokerAPI(baseURL: settings.key.brokerURL).providers()
+            } catch {
+                throw ClientFailure.exit(error, doing: "listing the providers")
+            }
+            if json {
+                Console.out(listed.document.serialized())
+                return
+            }
+            let width = (listed.list.map(\.id.count).max() ?? 0) + 2
+            for provider in listed.list {
+                let flow = provider.flow == "password" ? "email + password" : "browser"
+                Console.out(
+                    provider.id + String(repeating: " ", count: width - provider.id.count) + provider.name
+                        + " (\(flow))"
+                )
+            }
+        }
+    }
+}
+
+/// `broker token --format`.
+enum SessionTokenFormat: String, ExpressibleByArgument, CaseIterable {
+    case raw
+    case header
+    case json
+    case execCredential = "exec-credential"
+
+    func render(_ session: Session, now: Int64) -> String {
+        switch self {
+        case .raw:
+            return session.accessToken.exposed
+        case .header:
+            return "Authorization: Bearer " + session.accessToken.exposed
+        case .json:
+            let document: JSONValue = [
+                "user_id": .string(session.userID.description),
+                "provider": .string(session.provider.rawValue),
+                "access_token": .string(session.accessToken.exposed),
+                "token_type": "Bearer",
+                "expires_at": .int(session.expiresAt),
+                "expires_in": .int(max(0, session.remaining(at: now))),
+                "broker": .string(session.key.brokerURL),
+                "profile": .string(session.key.profile),
+            ]
+            return document.serialized()
+        case .execCredential:
+            // client.authentication.k8s.io/v1 ExecCredential: kubectl caches the token until the timestamp.
+            let document: JSONValue = [
+                "apiVersion": "client.authentication.k8s.io/v1",
+                "kind": "ExecCredential",
+                "spec": [:],
+                "status": [
+                    "token": .string(session.accessToken.exposed),
+                    "expirationTimestamp": .string(RFC3339.format(epochSeconds: session.expiresAt)),
+                ],
+            ]
+            return document.serialized()
+        }
+    }
+}
+
+/// "expires in 54 min" for people.
+enum Expiry {
+    static func describe(_ expiresAt: Int64, now: Int64) -> String {
+        let left = expiresAt - now
+        let stamp = RFC3339.format(epochSeconds: expiresAt)
+        if left <= 0 { return "expired \(span(-left)) ago (\(stamp))" }
+        return "in \(span(left)) (\(stamp))"
+    }
+
+    static func span(_ seconds: Int64) -> String {
+        if seconds < 60 { return "\(seconds) s" }
+        if seconds < 3600 { return "\(seconds / 60) min" }
+        if seconds < 86_400 { return "\(seconds / 3600) h \(seconds % 3600 / 60) min" }
+        return "\(seconds / 86_400) d \(seconds % 86_400 / 3600) h"
+    }
+}

@@ -1,0 +1,90 @@
+import ArgumentParser
+import BrokerCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Prompts on the terminal and reading secrets from stdin. Prompts go to stderr; nothing typed is echoed
+/// when it is a password, and nothing read is ever printed.
+enum Terminal {
+    /// Both stdin and stderr are a terminal: a person can be asked.
+    static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 && isatty(STDERR_FILENO) == 1 }
+
+    static let maxSecretBytes = 4096
+
+    /// One line typed by the user, shown as typed; `nil` at end of input.
+    static func ask(_ prompt: String) -> String? {
+        Console.prompt(prompt)
+        return readLine(strippingNewline: true)
+    }
+
+    /// One line typed with echo off; `nil` at end of input. Ctrl-C restores the echo before exiting.
+    static func askSecret(_ prompt: String) -> Secret? {
+        Console.prompt(prompt)
+        var saved = termios()
+        let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
+        if hasTerminal {
+            savedTerminal = saved
+            var silent = saved
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            silent.c_lflag |= tcflag_t(ECHONL)
+            installInterruptHandlers()
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        }
+        defer {
+            if hasTerminal {
+                tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
+                savedTerminal = nil
+            }
+        }
+        guard let line = readLine(strippingNewline: true) else { return nil }
+        return Secret(line)
+    }
+
+    /// `--password-stdin`: all of stdin, without one trailing newline (`\n` or `\r\n`).
+    static func readSecretFromStdin(what: String) throws -> Secret {
+        var bytes = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Console.fail("cannot read the \(what) from stdin: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[..<count])
+            if bytes.count > maxSecretBytes {
+                throw Console.fail("the \(what) on stdin is longer than \(maxSecretBytes) bytes")
+            }
+        }
+        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+        if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw Console.fail("stdin held no \(what)", code: BrokerExit.usage) }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw Console.fail("the \(what) on stdin is not valid UTF-8")
+        }
+        return Secret(text)
+    }
+
+    /// The terminal settings to restore if a signal arrives while echo is off.
+    nonisolated(unsafe) static var savedTerminal: termios?
+    nonisolated(unsafe) static var handlersInstalled = false
+
+    private static func installInterruptHandlers() {
+        guard !handlersInstalled else { return }
+        handlersInstalled = true
+        for signalNumber in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
+            signal(signalNumber) { number in
+                if var saved = Terminal.savedTerminal {
+                    tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
+                }
+                let newline: [UInt8] = [0x0A]
+                _ = newline.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, 1) }
+                _exit(128 + number)
+            }
+        }
+    }
+}
