@@ -85,6 +85,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Test helper: rewrites the credential store in a loop, to be killed at random moments.
+        .executableTarget(
+            name: "broker-cache-writer",
+            dependencies: ["BrokerClient", "BrokerCore"],
+            path: "Tests/CacheWriter",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "broker-bench",
             dependencies: ["BrokerCrypto"],
@@ -102,7 +109,7 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

@@ -43,7 +43,8 @@ public struct SessionResponse: Sendable {
             provider: provider,
             accessToken: accessToken,
             expiresAt: now + expiresIn,
-            refreshToken: refreshToken
+            refreshToken: refreshToken,
+            obtainedAt: now
         )
     }
 }

@@ -118,7 +118,8 @@ public final class FileTokenCache: TokenCache {
             provider: provider,
             accessToken: Secret(access),
             expiresAt: expiresAt,
-            refreshToken: refresh
+            refreshToken: refresh,
+            obtainedAt: fields["obtained_at"]?.intValue
         )
     }
 
@@ -133,6 +134,7 @@ public final class FileTokenCache: TokenCache {
                 "expires_at": .int(session.expiresAt),
             ]
             if let refresh = session.refreshToken { fields["refresh_token"] = .string(refresh.exposed) }
+            if let obtainedAt = session.obtainedAt { fields["obtained_at"] = .int(obtainedAt) }
             return .object(fields)
         }
         var bytes = JSONValue.object(["format": .int(format), "sessions": .array(entries)]).serializedBytes

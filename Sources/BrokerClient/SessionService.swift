@@ -55,7 +55,7 @@ public struct SessionService: Sendable {
         } catch {
             throw .cache(error)
         }
-        guard let session, session.remaining(at: clock()) >= minValid else { return nil }
+        guard let session, session.satisfies(minValid: minValid, at: clock()) else { return nil }
         return session
     }
 
@@ -73,7 +73,7 @@ public struct SessionService: Sendable {
             throw .cache(error)
         }
         guard let seen else { throw .signedOut(key) }
-        if seen.remaining(at: clock()) >= minValid { return seen }
+        if seen.satisfies(minValid: minValid, at: clock()) { return seen }
 
         let locked: any LockedTokenCache
         do {
@@ -89,9 +89,8 @@ public struct SessionService: Sendable {
             throw .cache(error)
         }
         guard let current else { throw .signedOut(key) }
-        if current.accessToken != seen.accessToken || current.remaining(at: clock()) >= minValid {
-            return current
-        }
+        if current.accessToken != seen.accessToken && current.remaining(at: clock()) > 0 { return current }
+        if current.satisfies(minValid: minValid, at: clock()) { return current }
         return try await refresh(current, locked: locked)
     }
 

@@ -24,6 +24,8 @@ public struct Session: Sendable, Equatable {
     /// When the access token expires, in seconds since 1970.
     public var expiresAt: Int64
     public var refreshToken: Secret?
+    /// When the access token was obtained, in seconds since 1970 (absent in stores written without it).
+    public var obtainedAt: Int64?
 
     public init(
         key: SessionKey,
@@ -31,7 +33,8 @@ public struct Session: Sendable, Equatable {
         provider: ProviderID,
         accessToken: Secret,
         expiresAt: Int64,
-        refreshToken: Secret?
+        refreshToken: Secret?,
+        obtainedAt: Int64? = nil
     ) {
         self.key = key
         self.userID = userID
@@ -39,10 +42,27 @@ public struct Session: Sendable, Equatable {
         self.accessToken = accessToken
         self.expiresAt = expiresAt
         self.refreshToken = refreshToken
+        self.obtainedAt = obtainedAt
     }
 
     /// Seconds the access token has left at `now` (negative once expired).
     public func remaining(at now: Int64) -> Int64 { expiresAt - now }
+
+    /// Whether the access token can be handed out for a caller that wants `minValid` seconds.
+    ///
+    /// Yes when it has that long left — and also when it is brand new (obtained within the first tenth of
+    /// its lifetime, and at least a second ago at most): a refresh would add no more than its age, because
+    /// the broker gives every token the same lifetime. Without this, a `--min-valid` above the broker's
+    /// lifetime would refresh on every call, and a process that started just after another's refresh
+    /// would spend the fresh refresh token again instead of sharing it.
+    public func satisfies(minValid: Int64, at now: Int64) -> Bool {
+        let left = remaining(at: now)
+        guard left > 0 else { return false }
+        if left >= minValid { return true }
+        guard let obtainedAt, obtainedAt <= now else { return false }
+        let lifetime = expiresAt - obtainedAt
+        return now - obtainedAt < max(1, lifetime / 10)
+    }
 }
 
 /// Why the credential store could not be used.

@@ -320,7 +320,7 @@ extension Broker {
             do {
                 session = try await service.validSession(minValid: 0)
             } catch {
-                if case .broker = error, let stale = try? service.cachedSession(minValid: Int64.min) {
+                if case .broker = error, let stale = (try? settings.cache.session(for: settings.key)) ?? nil {
                     // The broker is unreachable and the token expired: still say who is cached.
                     Console.warning("could not refresh the session: \(error)")
                     session = stale

@@ -167,11 +167,19 @@ enum CLI {
         let stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        try await offThread { try runBlocking(arguments, environment: environment) }
+    static func run(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        stdin: String? = nil
+    ) async throws -> Result {
+        try await offThread { try runBlocking(arguments, environment: environment, stdin: stdin) }
     }
 
-    static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    static func runBlocking(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        stdin: String? = nil
+    ) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
         process.arguments = arguments
@@ -185,7 +193,13 @@ enum CLI {
         FileManager.default.createFile(atPath: err, contents: nil)
         process.standardOutput = FileHandle(forWritingAtPath: out)
         process.standardError = FileHandle(forWritingAtPath: err)
-        process.standardInput = FileHandle.nullDevice
+        if let stdin {
+            let input = directory.appendingPathComponent("in")
+            try Data(stdin.utf8).write(to: input)
+            process.standardInput = try FileHandle(forReadingFrom: input)
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
         try process.run()
         process.waitUntilExit()
         return Result(

@@ -1,0 +1,402 @@
+import BrokerClient
+import BrokerCore
+import Foundation
+import Testing
+
+/// One person's client: a `BROKER_HOME` of its own, pointed at one broker.
+struct ClientHome {
+    let home: String
+    let url: String
+
+    init(server: BrokerProcess) throws {
+        home = try BrokerProcess.temporaryDirectory().appendingPathComponent("home").path
+        url = server.url
+    }
+
+    var environment: [String: String] {
+        ["BROKER_HOME": home, "BROKER_URL": url, "BROKER_PROFILE": "", "NO_COLOR": "1"]
+    }
+
+    var credentials: String { home + "/credentials.json" }
+
+    func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:])
+        async throws -> CLI.Result
+    {
+        try await CLI.run(arguments, environment: environment.merging(extra) { $1 }, stdin: stdin)
+    }
+
+    func register(_ email: String, password: String = "correct horse battery staple") async throws {
+        let result = try await run(["register", "--email", email, "--password-stdin"], stdin: password + "\n")
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    func cached() throws -> Session? {
+        try FileTokenCache(directory: home).session(for: SessionKey(brokerURL: url, profile: "default"))
+    }
+
+    /// Makes the cached token ten minutes old, as if obtained long ago: a `--min-valid` it cannot meet
+    /// then calls for a refresh (a brand-new token is handed out as it is, see `Session.satisfies`).
+    func ageSession() throws {
+        let locked = try FileTokenCache(directory: home).locked()
+        defer { locked.unlock() }
+        var session = try #require(try locked.session(for: SessionKey(brokerURL: url, profile: "default")))
+        session.obtainedAt = Int64(Date().timeIntervalSince1970) - 600
+        try locked.save(session)
+    }
+
+    func fileText() -> String { (try? String(contentsOfFile: credentials, encoding: .utf8)) ?? "" }
+}
+
+/// Counts the refresh grants the server has answered (its request log, at info level).
+func refreshRequests(_ server: BrokerProcess) -> Int {
+    server.stderr.split(separator: "\n").filter { $0.contains("http.path=/auth/token") }.count
+}
+
+@Suite("the broker CLI against a real broker serve")
+struct CLISessionTests {
+    @Test func registerWhoamiTokenLogout() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+
+        let registered = try await client.run(
+            ["register", "--email", " Ada@Example.com ", "--name", "Ada", "--password-stdin"],
+            stdin: "correct horse battery staple\n"
+        )
+        #expect(registered.status == 0, "\(registered.stderr)")
+        #expect(registered.stdout.isEmpty, "stdout carries only data")
+        #expect(registered.stderr.contains("Registered and signed in as custom:"))
+        #expect(!registered.stderr.contains("correct horse"))
+        #expect(!client.fileText().contains("correct horse"), "the password is never stored client-side")
+
+        // The store: 0600 in a 0700 folder.
+        let fileMode = try FileManager.default.attributesOfItem(atPath: client.credentials)[.posixPermissions] as? Int
+        let dirMode = try FileManager.default.attributesOfItem(atPath: client.home)[.posixPermissions] as? Int
+        #expect(fileMode == 0o600)
+        #expect(dirMode == 0o700)
+
+        let who = try await client.run(["whoami"])
+        #expect(who.status == 0, "\(who.stderr)")
+        let session = try #require(try client.cached())
+        #expect(who.stdout.contains("user      \(session.userID)"))
+        #expect(who.stdout.contains("email     ada@example.com"))
+        #expect(who.stdout.contains("name      Ada"))
+        #expect(who.stdout.contains("expires   in 59 min") || who.stdout.contains("expires   in 1 h 0 min"))
+        #expect(who.stdout.contains("profile   default"))
+
+        let whoJSON = try await client.run(["whoami", "--json"])
+        let whoDocument = try #require(JSONValue.parse(Array(whoJSON.stdout.utf8)))
+        #expect(whoDocument["user_id"]?.stringValue == session.userID.description)
+        #expect(whoDocument["broker"]?.stringValue == server.url)
+        #expect(whoDocument["verified"]?.boolValue == true)
+
+        let raw = try await client.run(["token"])
+        #expect(raw.status == 0)
+        let token = raw.stdout.trimmingCharacters(in: .newlines)
+        #expect(raw.stdout == token + "\n")
+        #expect(token == session.accessToken.exposed)
+        #expect(try await server.me(token).status == 200)
+
+        let header = try await client.run(["token", "--format", "header"])
+        #expect(header.stdout == "Authorization: Bearer \(token)\n")
+
+        let json = try await client.run(["token", "--format", "json"])
+        let document = try #require(JSONValue.parse(Array(json.stdout.utf8)))
+        #expect(document["access_token"]?.stringValue == token)
+        #expect(document["user_id"]?.stringValue == session.userID.description)
+        #expect(document["refresh_token"] == nil, "json is the session without its refresh token")
+
+        let exec = try await client.run(["token", "--format", "exec-credential"])
+        let credential = try #require(JSONValue.parse(Array(exec.stdout.utf8)))
+        #expect(credential["apiVersion"]?.stringValue == "client.authentication.k8s.io/v1")
+        #expect(credential["kind"]?.stringValue == "ExecCredential")
+        #expect(credential["status"]?["token"]?.stringValue == token)
+        let stamp = try #require(credential["status"]?["expirationTimestamp"]?.stringValue)
+        #expect(stamp == RFC3339.format(epochSeconds: session.expiresAt))
+        let parsed = try #require(ISO8601DateFormatter().date(from: stamp))
+        #expect(Int64(parsed.timeIntervalSince1970) == session.expiresAt)
+
+        let refreshToken = try #require(session.refreshToken)
+        let logout = try await client.run(["logout"])
+        #expect(logout.status == 0, "\(logout.stderr)")
+        #expect(try client.cached() == nil)
+        // Revoked at the broker too.
+        let reuse = try await server.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)])
+        #expect(reuse.status == 400)
+
+        let after = try await client.run(["token"])
+        #expect(after.status == 4)
+        #expect(after.stdout.isEmpty)
+        #expect(after.stderr.contains("not signed in"))
+        #expect(after.stderr.contains("run: broker login"))
+        #expect(try await client.run(["whoami"]).status == 4)
+        // Logging out twice is fine.
+        #expect(try await client.run(["logout"]).status == 0)
+    }
+
+    @Test func loginAndUsageErrors() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("grace@example.com")
+        #expect(try await client.run(["logout"]).status == 0)
+
+        let wrong = try await client.run(
+            ["login", "--email", "grace@example.com", "--password-stdin"], stdin: "not the password")
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("wrong email or password"))
+        #expect(try client.cached() == nil)
+
+        let good = try await client.run(
+            ["login", "--provider", "custom", "--email", "grace@example.com", "--password-stdin"],
+            stdin: "correct horse battery staple"
+        )
+        #expect(good.status == 0, "\(good.stderr)")
+        #expect(try client.cached()?.provider == .custom)
+
+        let noTerminal = try await client.run(["login", "--provider", "custom", "--email", "grace@example.com"])
+        #expect(noTerminal.status == 64)
+        #expect(noTerminal.stderr.contains("--password-stdin"))
+
+        let noProvider = try await client.run(["login"])
+        #expect(noProvider.status == 64)
+        #expect(noProvider.stderr.contains("--provider"))
+
+        let unknown = try await client.run(["login", "--provider", "myspace"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("unknown provider id"))
+
+        let duplicate = try await client.run(
+            ["register", "--email", "grace@example.com", "--password-stdin"], stdin: "another good password 1")
+        #expect(duplicate.status == 1)
+        #expect(duplicate.stderr.contains("already exists"))
+
+        let weak = try await client.run(
+            ["register", "--email", "weak@example.com", "--password-stdin"], stdin: "password")
+        #expect(weak.status == 1)
+        #expect(weak.stderr.contains("registration failed"))
+
+        let badURL = try await client.run(["token", "--broker", "ftp://example.com"])
+        #expect(badURL.status == 64)
+        #expect(badURL.stderr.contains("--broker"))
+
+        let providers = try await client.run(["providers"])
+        #expect(providers.status == 0)
+        #expect(providers.stdout.contains("custom"))
+        let providersJSON = try await client.run(["providers", "--json"])
+        #expect(JSONValue.parse(Array(providersJSON.stdout.utf8))?["providers"]?.arrayValue?.count == 1)
+
+        // Nothing answers on port 1.
+        let offline = try await client.run(["providers"], environment: ["BROKER_URL": "http://127.0.0.1:1"])
+        #expect(offline.status == 1)
+        #expect(offline.stderr.contains("cannot reach the broker"))
+    }
+
+    @Test func tokenRefreshesOnceWhenTooShortAndKeepsTheRotation() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("lin@example.com")
+        let before = try #require(try client.cached())
+
+        // A cached token that meets --min-valid is printed as it is, without the network.
+        let cachedOnly = try await client.run(
+            ["token", "--min-valid", "60"], environment: ["BROKER_URL": server.url])
+        #expect(cachedOnly.stdout == before.accessToken.exposed + "\n")
+        #expect(refreshRequests(server) == 0)
+
+        // A brand-new token is not refreshed even for a --min-valid it cannot meet: a refresh would not
+        // make it last longer.
+        let fresh = try await client.run(["token", "--min-valid", "7200"])
+        #expect(fresh.stdout == before.accessToken.exposed + "\n")
+        #expect(refreshRequests(server) == 0)
+
+        // Ten minutes on, 3600 s tokens cannot meet 7200: one refresh, printed even so.
+        try client.ageSession()
+        let refreshed = try await client.run(["token", "--min-valid", "7200"])
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        let after = try #require(try client.cached())
+        #expect(refreshed.stdout == after.accessToken.exposed + "\n")
+        #expect(after.accessToken != before.accessToken)
+        #expect(after.refreshToken != before.refreshToken, "the rotated refresh token is stored")
+        #expect(refreshRequests(server) == 1)
+        // The spent one is dead at the broker.
+        let replay = try await server.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", before.refreshToken!.exposed)])
+        #expect(replay.status == 400)
+    }
+
+    @Test func twentyConcurrentTokensMakeOneRefresh() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("many@example.com")
+        try client.ageSession()
+        let before = try #require(try client.cached())
+
+        let results = try await withThrowingTaskGroup(of: CLI.Result.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await client.run(["token", "--min-valid", "7200"]) }
+            }
+            var all = [CLI.Result]()
+            for try await result in group { all.append(result) }
+            return all
+        }
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+        let tokens = Set(results.map(\.stdout))
+        #expect(tokens.count == 1, "every process printed the one refreshed token")
+        #expect(refreshRequests(server) == 1, "single-flight: exactly one refresh request")
+        let after = try #require(try client.cached())
+        #expect(tokens.first == after.accessToken.exposed + "\n")
+        #expect(after.accessToken != before.accessToken)
+        #expect(try await server.me(after.accessToken.exposed).status == 200)
+    }
+
+    @Test func aSessionTheBrokerRefusesIsClearedNotRetried() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("gone@example.com")
+        let session = try #require(try client.cached())
+
+        // Revoked at the broker behind the client's back.
+        let revoked = try await server.form("/auth/revoke", [("token", session.refreshToken!.exposed)])
+        #expect(revoked.status == 200)
+
+        // whoami asks the broker: 401 to the access token → the session is removed, exit 4.
+        let who = try await client.run(["whoami"])
+        #expect(who.status == 4)
+        #expect(who.stderr.contains("no longer accepts"))
+        #expect(who.stderr.contains("run: broker login"))
+        #expect(try client.cached() == nil)
+
+        // A refused refresh: the same.
+        try await client.register("gone2@example.com")
+        let second = try #require(try client.cached())
+        _ = try await server.form("/auth/revoke", [("token", second.refreshToken!.exposed)])
+        try client.ageSession()
+        let token = try await client.run(["token", "--min-valid", "7200"])
+        #expect(token.status == 4)
+        #expect(token.stdout.isEmpty)
+        #expect(token.stderr.contains("no longer accepts"))
+        #expect(try client.cached() == nil)
+        let again = try await client.run(["token", "--min-valid", "7200"])
+        #expect(again.status == 4)
+        #expect(again.stderr.contains("not signed in"))
+        #expect(refreshRequests(server) == 1, "a refused session is not retried")
+    }
+
+    @Test func aCorruptOrForeignStoreIsMovedAsideAndReported() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        for (content, reason) in [
+            ("{\"format\": 1, \"sessions\": [", "not JSON"),
+            ("{\"format\": 2, \"sessions\": []}", "format 2"),
+            ("{\"format\": 1, \"sessions\": [{\"broker\": 5}]}", "session 1 is malformed"),
+            ("\u{0}\u{1}binary", "not JSON"),
+        ] {
+            let client = try ClientHome(server: server)
+            try FileManager.default.createDirectory(atPath: client.home, withIntermediateDirectories: true)
+            try Data(content.utf8).write(to: URL(fileURLWithPath: client.credentials))
+            let result = try await client.run(["token"])
+            #expect(result.status == 4, "\(result.stderr)")
+            #expect(result.stdout.isEmpty)
+            #expect(result.stderr.contains(client.credentials))
+            #expect(result.stderr.contains(reason), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: client.credentials))
+            let aside = try FileManager.default.contentsOfDirectory(atPath: client.home)
+                .filter { $0.hasPrefix("credentials.json.corrupt-") }
+            #expect(aside.count == 1)
+            let kept = try String(contentsOfFile: client.home + "/" + aside[0], encoding: .utf8)
+            #expect(kept == content, "the bad file is kept, not overwritten")
+            #expect(result.stderr.contains(aside[0]))
+            // A sign-in starts a fresh store.
+            try await client.register("fresh-\(UUID().uuidString.prefix(8))@example.com")
+            #expect(try client.cached() != nil)
+        }
+    }
+
+    @Test func clientConfigFileSetsTheBrokerAndBadOnesAreNamed() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try FileManager.default.createDirectory(atPath: client.home, withIntermediateDirectories: true)
+        let config = client.home + "/config.json"
+        try Data(#"{"broker_url": "\#(server.url)/"}"#.utf8).write(to: URL(fileURLWithPath: config))
+        let listed = try await client.run(["providers"], environment: ["BROKER_URL": ""])
+        #expect(listed.status == 0, "\(listed.stderr)")
+
+        for (text, expected) in [
+            (#"{"broker_url": 5}"#, "\"broker_url\" must be a string"),
+            (#"{"brokr_url": "http://x"}"#, "unknown key \"brokr_url\""),
+            (#"{"broker_url": "#, "not valid JSON"),
+        ] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: config))
+            let result = try await client.run(["providers"], environment: ["BROKER_URL": ""])
+            #expect(result.status == 1)
+            #expect(result.stderr.contains(config), "\(result.stderr)")
+            #expect(result.stderr.contains(expected), "\(result.stderr)")
+            #expect(try String(contentsOfFile: config, encoding: .utf8) == text, "nothing rewritten")
+        }
+    }
+
+    @Test func profilesAreSeparateAndLogoutAllClearsEvery() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("one@example.com")
+        let work = try await client.run(
+            ["register", "--profile", "work", "--email", "two@example.com", "--password-stdin"],
+            stdin: "correct horse battery staple")
+        #expect(work.status == 0, "\(work.stderr)")
+        let one = try await client.run(["whoami", "--json"])
+        let two = try await client.run(["whoami", "--json"], environment: ["BROKER_PROFILE": "work"])
+        #expect(JSONValue.parse(Array(one.stdout.utf8))?["email"]?.stringValue == "one@example.com")
+        #expect(JSONValue.parse(Array(two.stdout.utf8))?["email"]?.stringValue == "two@example.com")
+        #expect(JSONValue.parse(Array(two.stdout.utf8))?["profile"]?.stringValue == "work")
+
+        let all = try await client.run(["logout", "--all"])
+        #expect(all.status == 0)
+        #expect(try FileTokenCache(directory: client.home).sessions().isEmpty)
+        #expect(try await client.run(["token", "--profile", "work"]).status == 4)
+    }
+}
+
+@Suite("the credential store survives writers killed at random moments")
+struct CredentialStoreCrashTests {
+    static var writer: String {
+        BrokerProcess.repositoryRoot.appendingPathComponent(".build/debug/broker-cache-writer").path
+    }
+
+    @Test func killNineAHundredTimes() async throws {
+        let home = try BrokerProcess.temporaryDirectory().appendingPathComponent("home").path
+        let cache = FileTokenCache(directory: home)
+        let parsedNonEmpty = try await offThread {
+            var parsedNonEmpty = 0
+            for round in 0..<120 {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: Self.writer)
+                process.arguments = [home]
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                usleep(UInt32.random(in: 2_000...(round < 5 ? 80_000 : 25_000)))
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                #expect(process.terminationReason == .uncaughtSignal, "the writer was killed, not finished")
+                // The file always parses: the old content or the new, never a mix.
+                let sessions = try cache.sessions()
+                if !sessions.isEmpty { parsedNonEmpty += 1 }
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: home)
+                        .allSatisfy { !$0.contains("corrupt") })
+            }
+            return parsedNonEmpty
+        }
+        #expect(parsedNonEmpty > 100, "the writer got to write before most kills")
+        // Orphaned temporary files are swept by the next writer.
+        try cache.locked().unlock()
+        let left = try FileManager.default.contentsOfDirectory(atPath: home).filter { $0.contains(".tmp-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+}
