@@ -23,7 +23,6 @@ enum Terminal {
 
     /// One line typed with echo off; `nil` at end of input. Ctrl-C restores the echo before exiting.
     static func askSecret(_ prompt: String) -> Secret? {
-        Console.prompt(prompt)
         var saved = termios()
         let hasTerminal = tcgetattr(STDIN_FILENO, &saved) == 0
         if hasTerminal {
@@ -34,6 +33,8 @@ enum Terminal {
             installInterruptHandlers()
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         }
+        // Echo goes off before the prompt appears, so nothing typed at the prompt can be echoed.
+        Console.prompt(prompt)
         defer {
             if hasTerminal {
                 tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)

@@ -400,3 +400,65 @@ struct CredentialStoreCrashTests {
         #expect(left.isEmpty, "\(left)")
     }
 }
+
+@Suite("the broker CLI on a pseudo-terminal")
+struct CLITerminalTests {
+    @Test func promptsWithoutEchoAndColourOnlyWithoutNoColor() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/pty_prompt.py").path
+        let result = try await offThread {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script, BrokerProcess.binary, client.url, client.home]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let output = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        }
+        #expect(result.0 == 0, "\(result.1)")
+        // What the terminal session left behind: two profiles signed in, no password anywhere.
+        #expect(try client.cached()?.provider == .custom)
+        #expect(!client.fileText().contains("pty typed secret"))
+    }
+}
+
+@Suite("client-side pieces")
+struct ClientPieceTests {
+    @Test func rfc3339MatchesFoundation() throws {
+        let formatter = ISO8601DateFormatter()
+        for seconds: Int64 in [0, 1, 59, 86_399, 86_400, 951_782_400, 1_795_412_345, 4_102_444_800, 253_402_300_799] {
+            let expected = formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+            #expect(RFC3339.format(epochSeconds: seconds) == expected)
+        }
+    }
+
+    @Test func brandNewTokensAreNotRefreshedAgain() {
+        let key = SessionKey(brokerURL: "http://127.0.0.1:8787", profile: "default")
+        let session = Session(
+            key: key, userID: UserID(provider: .custom, subject: "x"), provider: .custom,
+            accessToken: Secret("a"), expiresAt: 1000 + 3600, refreshToken: Secret("r"), obtainedAt: 1000)
+        #expect(session.satisfies(minValid: 60, at: 1000))
+        #expect(session.satisfies(minValid: 7200, at: 1000), "brand new: a refresh would add nothing")
+        #expect(session.satisfies(minValid: 7200, at: 1359))
+        #expect(!session.satisfies(minValid: 7200, at: 1360), "a tenth of its lifetime old")
+        #expect(session.satisfies(minValid: 60, at: 4539))
+        #expect(!session.satisfies(minValid: 60, at: 4541))
+        #expect(!session.satisfies(minValid: 0, at: 4600), "expired")
+        var legacy = session
+        legacy.obtainedAt = nil
+        #expect(!legacy.satisfies(minValid: 7200, at: 1000))
+    }
+
+    @Test func brokerURLsAreNormalizedOrRefused() {
+        #expect(ClientSettings.normalize("HTTPS://Broker.Example.com/") == "https://broker.example.com")
+        #expect(ClientSettings.normalize(" http://127.0.0.1:8787/base// ") == "http://127.0.0.1:8787/base")
+        for bad in ["ftp://x", "http://", "127.0.0.1:8787", "http://user@host", "http://h/?q", "http://:80"] {
+            #expect(ClientSettings.normalize(bad) == nil, "\(bad)")
+        }
+    }
+}
