@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job, start to finish, with no human: builds broker, starts `broker serve` on its embedded SQLite
-# store in a temporary data directory, registers a demo account and signs in with it over the HTTP API,
-# asks the broker who the token belongs to, has Python's joserfc and PyJWT verify the token against the
-# broker's published JWKS, and stops the server with SIGTERM.
+# store in a temporary data directory, registers a demo account and signs in with it through the CLI
+# (password on stdin), shows `broker whoami`, has Python's joserfc and PyJWT verify `broker token` against
+# the broker's published JWKS, and stops the server with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,24 +25,24 @@ for _ in $(seq 300); do grep -q "broker listening on" "$work/ready" 2>/dev/null 
 cat "$work/ready" >&2
 url=$(sed 's/^broker listening on //' "$work/ready")
 
-password=$(openssl rand -base64 18)  # a fresh demo password; never on argv, never printed
-json() { python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' "$@"; }
-field() { python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+# The client's files go to a temporary BROKER_HOME, so the quick start never touches your own sessions.
+export BROKER_URL=$url BROKER_HOME=$work/home
+password=$(openssl rand -base64 18)  # a fresh demo password: on stdin only, never on argv, never printed
 
-echo "== POST /auth/register (demo@example.com)" >&2
-json email demo@example.com password "$password" name "Demo User" |
-  curl -sf -H 'Content-Type: application/json' --data-binary @- "$url/auth/register" >"$work/registered.json"
-echo "== POST /auth/login" >&2
-json email demo@example.com password "$password" |
-  curl -sf -H 'Content-Type: application/json' --data-binary @- "$url/auth/login" >"$work/session.json"
-token=$(field access_token <"$work/session.json")
-echo "user: $(field user_id <"$work/session.json")" >&2
+echo "== broker register --email demo@example.com --password-stdin" >&2
+printf '%s' "$password" | "$BROKER" register --email demo@example.com --name "Demo User" --password-stdin
+echo "== broker logout; broker login --provider custom --email demo@example.com --password-stdin" >&2
+"$BROKER" logout
+printf '%s' "$password" | "$BROKER" login --provider custom --email demo@example.com --password-stdin
 
-echo "== GET /auth/me" >&2
-curl -sf -H "Authorization: Bearer $token" "$url/auth/me"
-echo
-echo "== the access token, verified by joserfc and PyJWT against $url/.well-known/jwks.json" >&2
-python3 Tests/Interop/verify_broker_token.py "$url" "$token" | python3 -m json.tool
+echo "== broker whoami" >&2
+"$BROKER" whoami
+echo "== broker token | verified by joserfc and PyJWT against $url/.well-known/jwks.json" >&2
+"$BROKER" token | python3 Tests/Interop/verify_broker_token.py "$url" - | python3 -m json.tool
+echo "== broker token --format exec-credential (kubectl credential plugin)" >&2
+"$BROKER" token --format exec-credential | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["kind"], "expires", d["status"]["expirationTimestamp"])'
+echo "== broker logout" >&2
+"$BROKER" logout
 echo "== stopping the broker (SIGTERM)" >&2
 kill -TERM "$server_pid"
 wait "$server_pid"

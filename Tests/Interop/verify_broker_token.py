@@ -26,6 +26,8 @@ def fetch(url):
 
 def main():
     base, token = sys.argv[1], sys.argv[2]
+    if token == "-":  # the token on stdin, so that it never shows in a process listing
+        token = sys.stdin.read().strip()
     audience = sys.argv[3] if len(sys.argv) > 3 else "broker"
     discovery = fetch(base + "/.well-known/openid-configuration")
     if discovery["issuer"] != base:
