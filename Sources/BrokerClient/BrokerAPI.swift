@@ -59,13 +59,15 @@ public struct ProviderInfo: Sendable {
 /// The broker's HTTP API, from the client's side, on the libcurl client.
 public struct BrokerAPI: Sendable {
     public let baseURL: String
-    let http: HTTPClient
+    /// `nil`: `HTTPClient.shared`, reached only when a request is sent — creating it initializes libcurl,
+    /// which `broker token`'s warm path never needs.
+    let client: HTTPClient?
     /// Per request; `logout` uses a short one so an unreachable broker does not hold the user up.
     public var timeout: Duration = .seconds(30)
 
-    public init(baseURL: String, http: HTTPClient = .shared) {
+    public init(baseURL: String, http: HTTPClient? = nil) {
         self.baseURL = baseURL
-        self.http = http
+        self.client = http
     }
 
     public func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
@@ -142,7 +144,7 @@ public struct BrokerAPI: Sendable {
         request.maxResponseBytes = 1024 * 1024
         let response: HTTPResponse
         do {
-            response = try await http.send(request)
+            response = try await (client ?? HTTPClient.shared).send(request)
         } catch let error as HTTPClientError {
             throw .unreachable(error.message)
         } catch {
