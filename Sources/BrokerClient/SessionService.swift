@@ -49,12 +49,7 @@ public struct SessionService: Sendable {
     /// The cached session when its access token is valid for at least `minValid` seconds — no lock, no
     /// network: the path `broker token` takes almost every time.
     public func cachedSession(minValid: Int64) throws(SessionError) -> Session? {
-        let session: Session?
-        do {
-            session = try cache.session(for: key)
-        } catch {
-            throw .cache(error)
-        }
+        let session: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
         guard let session, session.satisfies(minValid: minValid, at: clock()) else { return nil }
         return session
     }
@@ -66,28 +61,13 @@ public struct SessionService: Sendable {
     /// just refreshed, and its session is the answer — even when the broker's lifetime is shorter than
     /// `minValid`, which would otherwise make every waiter refresh again.
     public func validSession(minValid: Int64) async throws(SessionError) -> Session {
-        let seen: Session?
-        do {
-            seen = try cache.session(for: key)
-        } catch {
-            throw .cache(error)
-        }
+        let seen: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
         guard let seen else { throw .signedOut(key) }
         if seen.satisfies(minValid: minValid, at: clock()) { return seen }
 
-        let locked: any LockedTokenCache
-        do {
-            locked = try cache.locked()
-        } catch {
-            throw .cache(error)
-        }
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
-        let current: Session?
-        do {
-            current = try locked.session(for: key)
-        } catch {
-            throw .cache(error)
-        }
+        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
         guard let current else { throw .signedOut(key) }
         if current.accessToken != seen.accessToken && current.remaining(at: clock()) > 0 { return current }
         if current.satisfies(minValid: minValid, at: clock()) { return current }
@@ -115,63 +95,50 @@ public struct SessionService: Sendable {
             throw .broker(error)
         }
         let renewed = response.session(key: key, now: clock())
+        try cacheStep { () throws(TokenCacheError) in try locked.save(renewed) }
+        return renewed
+    }
+
+    /// Runs a credential-store operation, reporting its failure as ``SessionError/cache(_:)``.
+    private func cacheStep<T>(_ body: () throws(TokenCacheError) -> T) throws(SessionError) -> T {
         do {
-            try locked.save(renewed)
+            return try body()
         } catch {
             throw .cache(error)
         }
-        return renewed
     }
 
     /// Removes this profile's session (the broker refused it).
     func drop(_ locked: any LockedTokenCache) throws(SessionError) {
-        do {
-            try locked.remove(key)
-        } catch {
-            throw .cache(error)
-        }
+        try cacheStep { () throws(TokenCacheError) in try locked.remove(key) }
     }
 
     /// Stores a new session from a sign-in.
     public func store(_ response: SessionResponse) throws(SessionError) -> Session {
         let session = response.session(key: key, now: clock())
-        do {
+        try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }
             try locked.save(session)
-        } catch {
-            throw .cache(error)
         }
         return session
     }
 
     /// Removes the session after the broker said it is no longer valid (a 401 to its access token).
     public func forget() throws(SessionError) {
-        do {
+        try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }
             try locked.remove(key)
-        } catch {
-            throw .cache(error)
         }
     }
 
     /// `broker logout`: revokes at the broker (best effort, short timeout) and deletes locally. Returns
     /// the removed session, if there was one, and why the broker could not be told (if it could not).
     public func logout() async throws(SessionError) -> (removed: Session?, revokeProblem: String?) {
-        let locked: any LockedTokenCache
-        do {
-            locked = try cache.locked()
-        } catch {
-            throw .cache(error)
-        }
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
-        let session: Session?
-        do {
-            session = try locked.session(for: key)
-        } catch {
-            throw .cache(error)
-        }
+        let session: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
         guard let session else { return (nil, nil) }
         var problem: String?
         var quick = api
