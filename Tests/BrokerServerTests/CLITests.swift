@@ -376,20 +376,22 @@ struct CredentialStoreCrashTests {
         let cache = FileTokenCache(directory: home)
         let distinct = try await offThread {
             var contents = Set<String>()
-            for round in 0..<120 {
+            for _ in 0..<120 {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: Self.writer)
                 process.arguments = [home]
                 process.standardOutput = FileHandle.nullDevice
                 try process.run()
-                if round == 0 {
-                    // The first writer runs until the store exists, however slow the machine.
-                    let deadline = Date().addingTimeInterval(30)
-                    while !FileManager.default.fileExists(atPath: home + "/credentials.json"), Date() < deadline {
-                        usleep(1_000)
-                    }
+                // Wait until this writer has replaced the file at least once (its content is its own), so
+                // that the kill below lands while it is writing, not while it is still starting up.
+                let previous = try? String(contentsOfFile: home + "/credentials.json", encoding: .utf8)
+                let deadline = Date().addingTimeInterval(30)
+                while (try? String(contentsOfFile: home + "/credentials.json", encoding: .utf8)) == previous,
+                    Date() < deadline
+                {
+                    usleep(500)
                 }
-                usleep(UInt32.random(in: 1_000...60_000))
+                usleep(UInt32.random(in: 0...20_000))
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
                 #expect(process.terminationReason == .uncaughtSignal, "the writer was killed, not finished")

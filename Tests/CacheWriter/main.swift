@@ -10,7 +10,8 @@ import BrokerCore
 
 let directory = CommandLine.arguments[1]
 let cache = FileTokenCache(directory: directory)
-var round: Int64 = 0
+// Each writer's files differ from every other writer's, so a test can tell that this one has written.
+var round = Int64(getpid()) * 1_000_000
 while true {
     round += 1
     do {
