@@ -64,7 +64,7 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerStore", "BrokerSystem",
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -49,6 +49,13 @@ public struct SessionResponse: Sendable {
     }
 }
 
+/// A minted CI token (no refresh token); `document` is the broker's whole answer.
+public struct MintedToken: Sendable {
+    public var accessToken: Secret
+    public var expiresIn: Int64
+    public var document: JSONValue
+}
+
 /// One provider as `/auth/providers` lists it.
 public struct ProviderInfo: Sendable {
     public var id: String
@@ -123,6 +130,64 @@ public struct BrokerAPI: Sendable {
             headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)]
         )
         return try await send(request, expect: 200)
+    }
+
+    /// A CI token from `POST /auth/token`: `client_credentials` when `subjectToken` is `nil` (the secret sent
+    /// with HTTP Basic, RFC 6749 §2.3.1), else an RFC 8693 token exchange of `subjectToken`.
+    public func mint(
+        clientID: String,
+        secret: Secret?,
+        subjectToken: Secret?,
+        audience: String?,
+        scope: String?,
+        ttl: Int64?
+    ) async throws(BrokerAPIError) -> MintedToken {
+        var fields: [(String, String)]
+        if let subjectToken {
+            fields = [
+                ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+                ("subject_token", subjectToken.exposed),
+                ("subject_token_type", "urn:ietf:params:oauth:token-type:jwt"),
+                ("requested_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+            ]
+        } else {
+            fields = [("grant_type", "client_credentials")]
+        }
+        var headers: [(name: String, value: String)] = []
+        if let secret {
+            let pair = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret.exposed)
+            headers.append((name: "Authorization", value: "Basic " + Self.base64(Array(pair.utf8))))
+        } else {
+            fields.append(("client_id", clientID))
+        }
+        if let audience { fields.append(("audience", audience)) }
+        if let scope { fields.append(("scope", scope)) }
+        if let ttl { fields.append(("ttl", String(ttl))) }
+        let document = try await send(
+            HTTPRequest.form(url: baseURL + "/auth/token", fields: fields, headers: headers), expect: 200)
+        guard let token = document["access_token"]?.stringValue, !token.isEmpty,
+            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
+        else { throw .badResponse("the token response lacks access_token or expires_in") }
+        return MintedToken(accessToken: Secret(token), expiresIn: expiresIn, document: document)
+    }
+
+    /// Standard base64 with padding (RFC 4648 §4), for HTTP Basic.
+    static func base64(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out = [UInt8]()
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value = UInt32(0)
+            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
+            for position in 0..<4 {
+                out.append(
+                    position <= chunk.count
+                        ? alphabet[Int(value >> (18 - 6 * UInt32(position)) & 0x3f)] : UInt8(ascii: "="))
+            }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     static let accept: [(name: String, value: String)] = [(name: "Accept", value: "application/json")]

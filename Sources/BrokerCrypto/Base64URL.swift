@@ -76,6 +76,27 @@ public enum Base64URL {
         return out
     }
 
+    /// Decodes standard base64 (RFC 4648 §4, `+` and `/`), as HTTP Basic authentication carries it: padding
+    /// is optional but must be right when present; otherwise as strict as ``decode(_:)-swift.method``.
+    public static func decodeStandard(_ text: String) -> [UInt8]? {
+        var input = Array(text.utf8)
+        var padding = 0
+        while input.last == UInt8(ascii: "=") {
+            input.removeLast()
+            padding += 1
+        }
+        if padding > 0 && (padding > 2 || (input.count + padding) % 4 != 0) { return nil }
+        for index in input.indices {
+            switch input[index] {
+            case UInt8(ascii: "+"): input[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): input[index] = UInt8(ascii: "_")
+            case UInt8(ascii: "-"), UInt8(ascii: "_"): return nil
+            default: break
+            }
+        }
+        return decode(input)
+    }
+
     public static func decode(_ text: String) -> [UInt8]? { decode(Array(text.utf8)) }
     public static func decode(_ text: Substring) -> [UInt8]? { decode(Array(text.utf8)) }
 }

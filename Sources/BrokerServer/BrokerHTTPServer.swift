@@ -1,4 +1,4 @@
-public import BrokerCore
+import BrokerCore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -131,7 +131,8 @@ public enum BrokerHTTPServer {
             try await response(service.login(input(request, allowForm: false), address: context.clientAddress))
         }
         router.post("/auth/token") { request, _ in
-            try await response(service.token(input(request, allowForm: true)))
+            try await response(
+                service.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
         }
         router.post("/auth/revoke") { request, _ in
             try await response(service.revoke(input(request, allowForm: true)))

@@ -69,11 +69,13 @@ extension BrokerService {
     }
 
     /// `POST /auth/token`.
-    func token(_ input: RequestInput) async throws -> APIResponse {
+    func token(_ input: RequestInput, authorization: String? = nil) async throws -> APIResponse {
         let grantType = try input.string("grant_type")
         switch grantType {
         case "refresh_token": return try await refresh(input)
-        case "authorization_code", "client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange":
+        case "client_credentials": return try await clientCredentials(input, authorization: authorization)
+        case Self.tokenExchangeGrant: return try await tokenExchange(input, authorization: authorization)
+        case "authorization_code":
             throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
         default:
             throw APIError.unsupportedGrantType("unknown grant_type \"\(grantType.prefix(100))\"")
@@ -164,6 +166,9 @@ extension BrokerService {
             verified = try verifier().verify(token, now: now)
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
+        }
+        if let subject = verified.subject, subject.hasPrefix("client:") {
+            return try await clientIdentity(verified, subject: subject)
         }
         guard let subject = verified.subject, let userID = UserID(subject) else {
             throw APIError.invalidToken("the access token has no valid subject")

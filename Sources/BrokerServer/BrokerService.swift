@@ -1,5 +1,6 @@
-public import BrokerCore
+import BrokerCore
 public import BrokerCrypto
+import BrokerHTTP
 public import BrokerStore
 public import Logging
 import Synchronization
@@ -34,11 +35,18 @@ public final class BrokerService: Sendable {
     let throttle: LoginThrottle?
     /// A hash of a random password, verified against for unknown emails so that they cost the same time.
     let dummyHash: String
+    /// Client secrets are stored as keyed hashes (``ClientSecretHasher``).
+    let clientSecrets: ClientSecretHasher
+    /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
+    let dummyClientSecretHash: String
+    /// The keys of the CI platforms that clients trust for token exchange.
+    let trustedKeys: TrustedIssuerKeys
     private let clock: @Sendable () -> Double
     private let issuerValue: Mutex<String>
 
     /// - Parameters:
     ///   - keySource: generated keys in the data directory, or a key given with `--signing-key`.
+    ///   - clientSecretHasher: the keyed hash of client secrets (default: the data directory's key).
     ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
     public init(
         configuration: ServerConfiguration,
@@ -46,6 +54,7 @@ public final class BrokerService: Sendable {
         keySource: KeySource,
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
+        clientSecretHasher: ClientSecretHasher? = nil,
         clock: @escaping @Sendable () -> Double
     ) throws {
         self.configuration = configuration
@@ -65,6 +74,12 @@ public final class BrokerService: Sendable {
         pool = HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers)
         throttle = configuration.loginThrottle ? LoginThrottle(now: clock) : nil
         dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
+        clientSecrets =
+            try clientSecretHasher
+            ?? ClientSecretHasher.load(
+                dataDirectory: configuration.expandedDataDirectory)
+        dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
+        trustedKeys = TrustedIssuerKeys(http: { HTTPClient.shared }, clock: clock, logger: logger)
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
 
@@ -119,7 +134,7 @@ public final class BrokerService: Sendable {
             "response_types_supported": .array(["code"]),
             "subject_types_supported": .array(["public"]),
             "code_challenge_methods_supported": .array(["S256"]),
-            "token_endpoint_auth_methods_supported": .array(["none"]),
+            "token_endpoint_auth_methods_supported": .array(["none", "client_secret_basic", "client_secret_post"]),
             "revocation_endpoint_auth_methods_supported": .array(["none"]),
             "id_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
             "access_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
@@ -131,7 +146,7 @@ public final class BrokerService: Sendable {
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
     }
 
-    static let grantTypes = ["refresh_token"]
+    static let grantTypes = ["refresh_token", "client_credentials", tokenExchangeGrant]
 
     func jwks() -> APIResponse {
         // Short caching: a verifier that meets an unknown kid refetches anyway.

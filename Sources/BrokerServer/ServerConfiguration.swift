@@ -282,10 +282,16 @@ extension ServerConfiguration {
     /// Endpoint URLs must be https, except on a loopback host (CONTRACT.md).
     static func endpointProblem(_ url: String) -> String? {
         let lower = url.lowercased()
-        if lower.hasPrefix("https://") { return nil }
+        if lower.hasPrefix("https://") {
+            let authority = lower.dropFirst("https://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if authority.isEmpty { return "has no host" }
+            return authority.contains("@") ? "must not contain user information (@)" : nil
+        }
         if lower.hasPrefix("http://") {
             let rest = lower.dropFirst("http://".count)
             let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            // "http://localhost@evil.example/" would reach evil.example: no user info at all.
+            if hostPort.contains("@") { return "must not contain user information (@)" }
             let host: Substring
             if hostPort.hasPrefix("[") {
                 host = hostPort.prefix { $0 != "]" }.dropFirst()

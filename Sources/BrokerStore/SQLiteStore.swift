@@ -73,6 +73,29 @@ public final class SQLiteStore: Store {
                     """
             )
         }
+        migrator.registerMigration("v2: CI clients, exchanged subject tokens") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE clients (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        secret_hash TEXT NOT NULL,
+                        scopes TEXT NOT NULL,
+                        trust_issuer TEXT,
+                        trust_subject TEXT,
+                        trust_audience TEXT,
+                        trust_max_age INTEGER,
+                        created_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE exchanged_tokens (
+                        issuer TEXT NOT NULL,
+                        jti TEXT NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        PRIMARY KEY (issuer, jti)
+                    );
+                    CREATE INDEX exchanged_tokens_expiry ON exchanged_tokens(expires_at);
+                    """
+            )
+        }
         return migrator
     }
 
@@ -256,6 +279,7 @@ public final class SQLiteStore: Store {
     public func purge(expiredBefore before: Int64) async throws {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(
                 sql: """
                     DELETE FROM sessions WHERE created_at < ?
@@ -264,6 +288,84 @@ public final class SQLiteStore: Store {
                 arguments: [before]
             )
         }
+    }
+
+    // MARK: CI clients
+
+    public func createClient(_ client: ClientRecord) async throws {
+        do {
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO clients (name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience,
+                                             trust_max_age, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        client.name, client.secretHash, client.scopes.joined(separator: " "), client.trust?.issuer,
+                        client.trust?.subjectPattern, client.trust?.audience, client.trust?.maxAge, client.createdAt,
+                    ]
+                )
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.conflict("a client named \(client.name) exists")
+        }
+    }
+
+    static let clientColumns =
+        "name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at"
+
+    public func client(name: String) async throws -> ClientRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT \(Self.clientColumns) FROM clients WHERE name = ?",
+                arguments: [name]
+            ).map(Self.client)
+        }
+    }
+
+    public func clients() async throws -> [ClientRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.clientColumns) FROM clients ORDER BY name").map(Self.client)
+        }
+    }
+
+    public func deleteClient(name: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM clients WHERE name = ?", arguments: [name])
+            return db.changesCount == 1
+        }
+    }
+
+    public func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO exchanged_tokens (issuer, jti, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [issuer, jti, expiresAt]
+            )
+            return db.changesCount == 1
+        }
+    }
+
+    private static func client(_ row: Row) -> ClientRecord {
+        var trust: TrustPolicy?
+        if let issuer: String = row["trust_issuer"], let subject: String = row["trust_subject"] {
+            trust = TrustPolicy(
+                issuer: issuer,
+                subjectPattern: subject,
+                audience: row["trust_audience"] ?? "broker",
+                maxAge: row["trust_max_age"] ?? 600
+            )
+        }
+        let scopes: String = row["scopes"]
+        return ClientRecord(
+            name: row["name"],
+            secretHash: row["secret_hash"],
+            scopes: scopes.split(separator: " ").map(String.init),
+            trust: trust,
+            createdAt: row["created_at"]
+        )
     }
 
     private static func insert(_ user: UserRecord, _ db: Database) throws {

@@ -101,7 +101,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
 ///
 /// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
-public protocol Store: Sendable {
+public protocol Store: ClientStore {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 
@@ -142,6 +142,7 @@ public protocol Store: Sendable {
     /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown.
     func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)?
 
-    /// Deletes refresh tokens that expired before `before`, and sessions left with none.
+    /// Deletes refresh tokens that expired before `before`, sessions left with none, and exchanged-token
+    /// records past their token's expiry.
     func purge(expiredBefore before: Int64) async throws
 }

@@ -1,0 +1,147 @@
+public import BrokerCore
+import BrokerCrypto
+import BrokerSystem
+
+/// Client secrets are 256-bit random values; the store keeps only `HMAC-SHA256(key, secret)`.
+///
+/// A slow password hash buys nothing for a secret with 256 bits of entropy, and would make every
+/// `client_credentials` request cost as much as a login. The HMAC key lives beside the signing keys
+/// (`keys/client-secrets.key`, 0600), not in the database, so a copy of the database alone does not even let
+/// an attacker test a guessed secret.
+public struct ClientSecretHasher: Sendable {
+    private let key: [UInt8]
+    static let prefix = "hmac-sha256$"
+
+    public init(key: [UInt8]) { self.key = key }
+
+    /// The key of the data directory's broker, created (under the key directory's lock) on first use.
+    public static func load(dataDirectory: String) throws -> ClientSecretHasher {
+        let directory = KeyRingStore.directory(dataDirectory: dataDirectory)
+        let path = directory + "/client-secrets.key"
+        do {
+            try PosixFile.ensurePrivateDirectory(directory)
+            let lock = try FileLock(path: directory + "/.lock")
+            defer { lock.unlock() }
+            if PosixFile.exists(path) {
+                let text = String(decoding: try PosixFile.read(path: path, maxSize: 1024), as: UTF8.self)
+                guard let key = Base64URL.decode(text.trimmingWhitespace()), key.count == 32 else {
+                    throw ConfigurationError(
+                        source: path, key: nil, problem: "not a client-secret key (32 bytes, base64url)")
+                }
+                return ClientSecretHasher(key: key)
+            }
+            let key = try SecureRandom.bytes(32)
+            try PosixFile.writeAtomically(Array((Base64URL.encode(key) + "\n").utf8), to: path)
+            return ClientSecretHasher(key: key)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(
+                source: directory, key: nil, problem: "client-secret key: \(error)")
+        }
+    }
+
+    /// A new secret: 32 random bytes, base64url (43 characters).
+    public static func newSecret() throws -> Secret { Secret(try SecureRandom.token(byteCount: 32)) }
+
+    public func hash(_ secret: Secret) -> String {
+        Self.prefix + Base64URL.encode(HMAC.authenticate(.sha256, key: key, data: Array(secret.exposed.utf8)))
+    }
+
+    /// Compares in constant time; `false` for a stored value of another scheme.
+    public func verify(_ secret: Secret, against stored: String) -> Bool {
+        ConstantTime.equals(hash(secret), stored)
+    }
+}
+
+/// Rules for client names, scopes and subject patterns, shared by `broker client add` and the grants.
+public enum ClientRules {
+    /// 1–64 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit: safe in a URL, a form body, Basic
+    /// authentication (no `:`), a log line and a `sub` claim.
+    public static func validName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard (1...64).contains(bytes.count), isAlphanumeric(bytes[0]) else { return false }
+        return bytes.allSatisfy {
+            isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+        }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+    }
+
+    /// RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.
+    public static func validScope(_ scope: String) -> Bool {
+        !scope.isEmpty && scope.utf8.count <= 128
+            && scope.utf8.allSatisfy { $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) }
+    }
+
+    /// Whether the whole of `subject` matches `pattern`: `*` any run of characters (also none, also `:`
+    /// and `/`), `?` exactly one character, `\` makes the next character literal. Anchored at both ends.
+    ///
+    /// Linear backtracking over the last `*` only, so a hostile subject cannot make it slow.
+    public static func subject(_ subject: String, matches pattern: String) -> Bool {
+        enum Token: Equatable {
+            case literal(Character)
+            case one
+            case any
+        }
+        var tokens: [Token] = []
+        var escaped = false
+        for character in pattern {
+            if escaped {
+                tokens.append(.literal(character))
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "*" {
+                if tokens.last != .any { tokens.append(.any) }
+            } else if character == "?" {
+                tokens.append(.one)
+            } else {
+                tokens.append(.literal(character))
+            }
+        }
+        if escaped { tokens.append(.literal("\\")) }
+        let text = Array(subject)
+        var t = 0
+        var p = 0
+        var star: Int?
+        var resume = 0
+        while t < text.count {
+            if p < tokens.count {
+                switch tokens[p] {
+                case .any:
+                    star = p
+                    resume = t
+                    p += 1
+                    continue
+                case .one:
+                    t += 1
+                    p += 1
+                    continue
+                case .literal(let character) where character == text[t]:
+                    t += 1
+                    p += 1
+                    continue
+                case .literal:
+                    break
+                }
+            }
+            guard let starAt = star else { return false }
+            p = starAt + 1
+            resume += 1
+            t = resume
+        }
+        while p < tokens.count, tokens[p] == .any { p += 1 }
+        return p == tokens.count
+    }
+
+    /// Why a trusted-issuer URL cannot be used (`nil` when it can): the contract's endpoint rule (`https`,
+    /// or `http` on a loopback host), and no query or fragment (discovery is appended to it).
+    public static func issuerProblem(_ issuer: String) -> String? {
+        if let problem = ServerConfiguration.endpointProblem(issuer) { return problem }
+        guard !issuer.contains("?"), !issuer.contains("#") else { return "must not have a query or fragment" }
+        return nil
+    }
+}

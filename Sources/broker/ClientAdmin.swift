@@ -1,0 +1,238 @@
+import ArgumentParser
+import BrokerCore
+import BrokerServer
+import BrokerStore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension Broker {
+    /// `broker client add|list|remove`: CI clients in the broker's store. Safe while `broker serve` runs:
+    /// SQLite in WAL mode with a busy timeout, and the server reads clients from the store on each request.
+    struct Client: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manage the CI clients that may mint tokens.",
+            subcommands: [Add.self, List.self, Remove.self]
+        )
+
+        /// Opens the store and the client-secret key the configuration names.
+        static func open(_ options: ServerStoreOptions) throws -> (store: any Store, hasher: ClientSecretHasher) {
+            let configuration: ServerConfiguration
+            do {
+                configuration = try options.loadConfiguration()
+                try configuration.validate(source: options.config ?? "command line")
+            } catch {
+                throw Console.fail("config: \(error)")
+            }
+            do {
+                let store = try StoreOpener.open(configuration)
+                let hasher = try ClientSecretHasher.load(dataDirectory: configuration.expandedDataDirectory)
+                return (store, hasher)
+            } catch {
+                throw Console.fail("cannot open the broker's store: \(error)")
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Register a CI client; prints its id and, once, its secret.",
+                discussion: """
+                    The store keeps only a keyed hash of the secret: copy it into your CI's secret store now.
+                    With --trust-issuer the client may instead exchange OIDC tokens from that issuer whose
+                    sub matches --trust-subject (the whole sub; * matches any run of characters, ? one
+                    character) and whose aud contains --trust-audience (default broker):
+                      broker client add deploy --scope deploy \\
+                        --trust-issuer https://token.actions.githubusercontent.com \\
+                        --trust-subject 'repo:acme/api:ref:refs/heads/main'
+                    """
+            )
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The client id: 1–64 of A–Z a–z 0–9 . _ -, starting with a letter or digit.")
+            var name: String
+
+            @Option(name: .long, help: ArgumentHelp("A scope the client may request; repeatable.", valueName: "S"))
+            var scope: [String] = []
+
+            @Option(
+                name: .customLong("trust-issuer"),
+                help: ArgumentHelp("Accept OIDC tokens from this issuer (https).", valueName: "URL"))
+            var trustIssuer: String?
+
+            @Option(
+                name: .customLong("trust-subject"),
+                help: ArgumentHelp("The glob the token's whole sub must match.", valueName: "GLOB"))
+            var trustSubject: String?
+
+            @Option(
+                name: .customLong("trust-audience"),
+                help: ArgumentHelp("The audience the token must carry (default broker).", valueName: "AUD"))
+            var trustAudience: String?
+
+            @Option(
+                name: .customLong("trust-max-age"),
+                help: ArgumentHelp(
+                    "The oldest token accepted, in seconds since its iat (default 600).", valueName: "SECONDS"))
+            var trustMaxAge: Int?
+
+            @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"}.")
+            var json = false
+
+            func validate() throws {
+                guard ClientRules.validName(name) else {
+                    throw ValidationError(
+                        "client name '\(name)' must be 1–64 of A–Z a–z 0–9 . _ -, starting with a letter or digit")
+                }
+                for item in scope where !ClientRules.validScope(item) {
+                    throw ValidationError("--scope '\(item)' is not a scope token (no spaces, quotes or backslashes)")
+                }
+                if trustIssuer == nil {
+                    let orphans = [
+                        trustSubject.map { _ in "--trust-subject" }, trustAudience.map { _ in "--trust-audience" },
+                        trustMaxAge.map { _ in "--trust-max-age" },
+                    ].compactMap { $0 }
+                    guard orphans.isEmpty else {
+                        throw ValidationError("\(orphans.joined(separator: ", ")) need --trust-issuer")
+                    }
+                    return
+                }
+                if let trustIssuer, let problem = ClientRules.issuerProblem(trustIssuer) {
+                    throw ValidationError("--trust-issuer \(trustIssuer) \(problem)")
+                }
+                guard let trustSubject, !trustSubject.isEmpty else {
+                    throw ValidationError(
+                        "--trust-issuer needs --trust-subject GLOB: which subjects of that issuer may mint "
+                            + "(e.g. 'repo:acme/api:ref:refs/heads/main')")
+                }
+                guard trustSubject != "*" else {
+                    throw ValidationError(
+                        "--trust-subject '*' would let every job of every project on that issuer mint tokens; "
+                            + "name the project")
+                }
+                if let trustAudience, trustAudience.isEmpty || trustAudience.utf8.count > 256 {
+                    throw ValidationError("--trust-audience must be 1–256 characters")
+                }
+                if let trustMaxAge, !(5...86_400).contains(trustMaxAge) {
+                    throw ValidationError("--trust-max-age must be between 5 and 86400 seconds")
+                }
+            }
+
+            func run() async throws {
+                let (store, hasher) = try Client.open(self.store)
+                let secret = try ClientSecretHasher.newSecret()
+                var trust: TrustPolicy?
+                if let trustIssuer, let trustSubject {
+                    trust = TrustPolicy(
+                        issuer: trustIssuer,
+                        subjectPattern: trustSubject,
+                        audience: trustAudience ?? "broker",
+                        maxAge: Int64(trustMaxAge ?? 600)
+                    )
+                }
+                var unique: [String] = []
+                for item in scope where !unique.contains(item) { unique.append(item) }
+                let record = ClientRecord(
+                    name: name,
+                    secretHash: hasher.hash(secret),
+                    scopes: unique,
+                    trust: trust,
+                    createdAt: Int64(Date().timeIntervalSince1970)
+                )
+                do {
+                    try await store.createClient(record)
+                } catch let error as StoreError where error.code == .conflict {
+                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                } catch {
+                    throw Console.fail("cannot add the client: \(error)")
+                }
+                if json {
+                    Console.out(
+                        JSONValue.object(["client_id": .string(name), "client_secret": .string(secret.exposed)])
+                            .serialized())
+                } else {
+                    Console.out("client_id: \(name)")
+                    Console.out("client_secret: \(secret.exposed)")
+                }
+                Console.note("the secret is shown only this once; the broker keeps only a hash of it")
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the CI clients (never their secrets).")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Flag(name: .long, help: "Print {\"clients\": [...]}.")
+            var json = false
+
+            func run() async throws {
+                let (store, _) = try Client.open(self.store)
+                let clients: [ClientRecord]
+                do {
+                    clients = try await store.clients()
+                } catch {
+                    throw Console.fail("cannot read the clients: \(error)")
+                }
+                if json {
+                    let list: [JSONValue] = clients.map { client in
+                        var entry: [String: JSONValue] = [
+                            "client_id": .string(client.name),
+                            "scopes": .array(client.scopes.map(JSONValue.string)),
+                            "created_at": .int(client.createdAt),
+                        ]
+                        if let trust = client.trust {
+                            entry["trust"] = .object([
+                                "issuer": .string(trust.issuer),
+                                "subject": .string(trust.subjectPattern),
+                                "audience": .string(trust.audience),
+                                "max_age": .int(trust.maxAge),
+                            ])
+                        }
+                        return .object(entry)
+                    }
+                    Console.out(JSONValue.object(["clients": .array(list)]).serialized())
+                    return
+                }
+                if clients.isEmpty {
+                    Console.note("no CI clients yet: broker client add NAME")
+                    return
+                }
+                for client in clients {
+                    var line = client.name
+                    line += "\tscopes=" + (client.scopes.isEmpty ? "-" : client.scopes.joined(separator: ","))
+                    if let trust = client.trust {
+                        line += "\ttrust=\(trust.issuer) sub=\(trust.subjectPattern) aud=\(trust.audience)"
+                    }
+                    Console.out(line)
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Remove a CI client: it can mint no more, and /auth/me refuses its tokens at once."
+            )
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The client id.")
+            var name: String
+
+            func run() async throws {
+                let (store, _) = try Client.open(self.store)
+                let removed: Bool
+                do {
+                    removed = try await store.deleteClient(name: name)
+                } catch {
+                    throw Console.fail("cannot remove the client: \(error)")
+                }
+                guard removed else { throw Console.fail("no client named \(name)") }
+                Console.note("removed client \(name)")
+            }
+        }
+    }
+}

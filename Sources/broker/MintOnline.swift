@@ -1,0 +1,133 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+extension Broker.Mint {
+    /// The longest subject token read from a file or the environment (a CI platform's OIDC token is ~1 KiB).
+    static let maxSubjectTokenBytes = 16 * 1024
+
+    /// `client_credentials` or token exchange at the broker's `/auth/token`.
+    func mintOnline() async throws {
+        guard let clientID else { throw Console.fail("--client-id is required", code: BrokerExit.usage) }
+        let environment = ProcessEnvironment.all
+        let settings: ClientSettings
+        do {
+            settings = try ClientSettings(broker: broker, profile: nil, environment: environment)
+        } catch {
+            throw Console.fail(error.description, code: error.isUsage ? BrokerExit.usage : BrokerExit.failure)
+        }
+
+        let subjectToken = try readSubjectToken(environment: environment)
+        var secret: Secret?
+        if clientSecretStdin {
+            secret = try Terminal.readSecretFromStdin(what: "client secret")
+        } else if let fromEnvironment = environment["BROKER_CLIENT_SECRET"], !fromEnvironment.isEmpty {
+            secret = Secret(fromEnvironment)
+        }
+        if subjectToken == nil && secret == nil {
+            Console.error("client_credentials needs the client's secret")
+            Console.hint(
+                "pipe it in: printf '%s' \"$SECRET\" | broker mint --client-id \(clientID) --client-secret-stdin, "
+                    + "or set BROKER_CLIENT_SECRET")
+            throw BrokerExit.usage
+        }
+
+        let api = BrokerAPI(baseURL: settings.key.brokerURL)
+        let minted: MintedToken
+        do {
+            minted = try await api.mint(
+                clientID: clientID,
+                secret: secret,
+                subjectToken: subjectToken,
+                audience: audience,
+                scope: scope.isEmpty ? nil : scope.joined(separator: " "),
+                ttl: ttl.map(Int64.init)
+            )
+        } catch {
+            if case .rejected(let status, let code, let description) = error,
+                status == 401
+                    || ["invalid_client", "invalid_grant", "invalid_scope", "unauthorized_client"].contains(code)
+            {
+                Console.error("the broker refused to mint a token: \(description.isEmpty ? code : description)")
+                throw BrokerExit.authenticationRequired
+            }
+            throw ClientFailure.exit(error, doing: "minting")
+        }
+
+        let token = minted.accessToken.exposed
+        switch format {
+        case .raw: Console.out(token)
+        case .header: Console.out("Authorization: Bearer \(token)")
+        case .json:
+            var document = minted.document.objectValue ?? [:]
+            document["expires_at"] = .int(Int64(Date().timeIntervalSince1970) + minted.expiresIn)
+            Console.out(JSONValue.object(document).serialized())
+        }
+    }
+
+    /// The subject token from `--subject-token-file` or `--subject-token-env`, trimmed; `nil` when neither
+    /// is given. A missing or empty source is an error that names it.
+    func readSubjectToken(environment: [String: String]) throws -> Secret? {
+        let text: String
+        if let path = subjectTokenFile {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw Console.fail("cannot read the subject token file \(path): \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            var bytes = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw Console.fail(
+                        "cannot read the subject token file \(path): \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { break }
+                bytes.append(contentsOf: buffer[..<count])
+                guard bytes.count <= Self.maxSubjectTokenBytes else {
+                    throw Console.fail(
+                        "the subject token file \(path) is larger than \(Self.maxSubjectTokenBytes) bytes")
+                }
+            }
+            guard let decoded = String(validating: bytes, as: UTF8.self) else {
+                throw Console.fail("the subject token file \(path) is not text")
+            }
+            text = decoded
+            if text.trimmingSpaces.isEmpty { throw Console.fail("the subject token file \(path) is empty") }
+        } else if let name = subjectTokenEnv {
+            guard let value = environment[name], !value.trimmingSpaces.isEmpty else {
+                throw Console.fail("the environment variable \(name) holds no subject token")
+            }
+            guard value.utf8.count <= Self.maxSubjectTokenBytes else {
+                throw Console.fail("the subject token in \(name) is larger than \(Self.maxSubjectTokenBytes) bytes")
+            }
+            text = value
+        } else {
+            return nil
+        }
+        return Secret(text.trimmingSpaces)
+    }
+}
+
+extension String {
+    /// Without leading and trailing spaces, tabs and line breaks.
+    fileprivate var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+}
