@@ -111,16 +111,17 @@ public struct JWTVerifier: Sendable {
         guard bytes.count <= options.maxTokenSize else { throw .tooLarge(bytes.count) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("expected 3 segments, found \(parts.count)") }
-        guard !parts[0].isEmpty, !parts[2].isEmpty else { throw .malformed("empty header or signature") }
+        guard !parts[0].isEmpty else { throw .malformed("empty header") }
         guard let headerBytes = Base64URL.decode(parts[0]) else { throw .malformed("header is not base64url") }
-        guard let payload = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
-        guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
         guard let header = JSONValue.parse(headerBytes)?.objectValue else {
             throw .invalidHeader("not a JSON object")
         }
-
         guard let alg = header["alg"]?.stringValue else { throw .invalidHeader("alg missing or not a string") }
+        // Named before the empty signature it comes with, so that logs say what was attempted.
         if alg.lowercased() == "none" { throw .algorithmNone }
+        guard !parts[2].isEmpty else { throw .malformed("empty signature") }
+        guard let payload = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
+        guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
         guard let headerAlgorithm = JWSAlgorithm(rawValue: alg) else { throw .algorithmNotAllowed(alg) }
 
         if let crit = header["crit"] {

@@ -186,8 +186,16 @@ extension BrokerService {
     /// `mint_max_ttl`, the requested audience or the broker's.
     func mintedResponse(client: ClientRecord, input: RequestInput, federated: JSONValue?) throws -> APIResponse {
         var ttl = Self.defaultMintTTL
-        if let text = try input.optionalString("ttl") ?? input.fields["ttl"]?.intValue.map({ String($0) }) {
+        switch input.fields["ttl"] {
+        case nil, .null?: break
+        case .string(let text)?:
+            // Forms carry numbers as text.
             guard let requested = Int64(text), requested >= 1 else {
+                throw APIError.invalidRequest("ttl must be a whole number of seconds, at least 1")
+            }
+            ttl = requested
+        case let value?:
+            guard let requested = value.intValue, requested >= 1 else {
                 throw APIError.invalidRequest("ttl must be a whole number of seconds, at least 1")
             }
             ttl = requested

@@ -20,9 +20,11 @@ final class TrustedIssuerKeys: Sendable {
     }
 
     private struct Entry {
-        var keys: JWTKeySet
-        var fetchedAt: Double
-        var lastAttempt: Double
+        var keys: JWTKeySet?
+        var fetchedAt: Double = -.infinity
+        var lastAttempt: Double = -.infinity
+        /// The fetch under way; concurrent requests wait for it rather than fail or fetch again.
+        var inFlight: Task<Result<JWTKeySet, Failure>, Never>?
     }
 
     private let cache = Mutex<[String: Entry]>([:])
@@ -38,7 +40,7 @@ final class TrustedIssuerKeys: Sendable {
         clock: @escaping @Sendable () -> Double,
         logger: Logger,
         freshFor: Double = 600,
-        refetchInterval: Double = 10
+        refetchInterval: Double = 5
     ) {
         self.http = http
         self.clock = clock
@@ -52,42 +54,63 @@ final class TrustedIssuerKeys: Sendable {
         let now = clock()
         enum Plan {
             case use(JWTKeySet)
-            case fetch(stale: Entry?)
+            case wait(Task<Result<JWTKeySet, Failure>, Never>)
         }
         let plan: Plan = cache.withLock { entries in
-            guard var entry = entries[issuer] else {
-                entries[issuer] = Entry(keys: JWTKeySet(), fetchedAt: -.infinity, lastAttempt: now)
-                return .fetch(stale: nil)
+            var entry = entries[issuer] ?? Entry()
+            if let inFlight = entry.inFlight { return .wait(inFlight) }
+            if let keys = entry.keys {
+                let fresh = now - entry.fetchedAt < freshFor
+                let known = kid.map { keys.keys[$0] != nil } ?? true
+                if fresh && known { return .use(keys) }
+                // Stale, or a kid we do not know, but we fetched a moment ago: answer from what we have.
+                if now - entry.lastAttempt < refetchInterval { return .use(keys) }
             }
-            let fresh = now - entry.fetchedAt < freshFor
-            let known = kid.map { entry.keys.keys[$0] != nil } ?? true
-            if fresh && known { return .use(entry.keys) }
-            if now - entry.lastAttempt < refetchInterval { return .use(entry.keys) }
+            let task = Task { () -> Result<JWTKeySet, Failure> in
+                do throws(Failure) {
+                    return .success(try await self.fetch(issuer: issuer))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            entry.inFlight = task
             entry.lastAttempt = now
             entries[issuer] = entry
-            return .fetch(stale: entry.fetchedAt.isFinite ? entry : nil)
+            Task { await self.settle(issuer: issuer, task: task, at: now) }
+            return .wait(task)
         }
         switch plan {
         case .use(let keys):
-            guard !keys.isEmpty else {
-                throw Failure(description: "the keys of \(issuer) could not be fetched recently; try again shortly")
-            }
             return keys
-        case .fetch(let stale):
-            do {
-                let keys = try await fetch(issuer: issuer)
-                cache.withLock { $0[issuer] = Entry(keys: keys, fetchedAt: now, lastAttempt: now) }
+        case .wait(let task):
+            switch await task.value {
+            case .success(let keys):
                 return keys
-            } catch {
-                if let stale, now - stale.fetchedAt < staleFor {
+            case .failure(let error):
+                let stale = cache.withLock { $0[issuer] }
+                if let keys = stale?.keys, let fetchedAt = stale?.fetchedAt, now - fetchedAt < staleFor {
                     logger.warning(
                         "trusted issuer unreachable; using its cached keys",
                         metadata: ["broker.issuer": "\(issuer)", "error": "\(error)"]
                     )
-                    return stale.keys
+                    return keys
                 }
                 throw error
             }
+        }
+    }
+
+    /// Records the outcome of a fetch: new keys replace the cached ones; a failure keeps them.
+    private func settle(issuer: String, task: Task<Result<JWTKeySet, Failure>, Never>, at started: Double) async {
+        let result = await task.value
+        cache.withLock { entries in
+            var entry = entries[issuer] ?? Entry()
+            entry.inFlight = nil
+            if case .success(let keys) = result {
+                entry.keys = keys
+                entry.fetchedAt = started
+            }
+            entries[issuer] = entry
         }
     }
 

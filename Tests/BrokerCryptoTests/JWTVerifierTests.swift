@@ -106,7 +106,7 @@ struct JWTVerifierTests {
         let parts = good.split(separator: ".").map(String.init)
         rejects(parts[0] + "." + parts[1], .malformed("expected 3 segments, found 2"))
         rejects(good + ".x", .malformed("expected 3 segments, found 4"))
-        rejects(parts[0] + "." + parts[1] + ".", .malformed("empty header or signature"))
+        rejects(parts[0] + "." + parts[1] + ".", .malformed("empty signature"))
         rejects(parts[0] + "=." + parts[1] + "." + parts[2], .malformed("header is not base64url"))
         rejects(parts[0] + "." + parts[1] + "." + parts[2] + "=", .malformed("signature is not base64url"))
         rejects(Base64URL.encode("[1]") + "." + parts[1] + "." + parts[2], .invalidHeader("not a JSON object"))
