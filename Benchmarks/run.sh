@@ -16,7 +16,7 @@ for round in 1 2 3; do
   theirs+=$(openssl speed -seconds "$SECONDS_EACH" ecdsap256 rsa2048 ed25519 2>/dev/null)$'\n'
 done
 
-python3 - "$ours" "$theirs" "$SECONDS_EACH" <<'PY'
+python3 - "$ours" "$theirs" "$SECONDS_EACH" <<'PY' | python3 Benchmarks/write_section.py "## JWS signatures vs \`openssl speed\`"
 import datetime, platform, re, subprocess, sys
 ours = {}
 for line in sys.argv[1].splitlines():
@@ -48,15 +48,5 @@ Command: `Benchmarks/run.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, {
 included, ES256 converted from DER to raw r‖s and back); `openssl speed` signs a bare digest, so the ratio
 slightly favours OpenSSL. Goal: ≥ 0.9x.
 """
-import pathlib
-path = pathlib.Path("BENCHMARKS.md")
-doc = path.read_text() if path.exists() else "# Benchmarks\n\nEvery figure is a ratio against a baseline measured in the same run.\n"
-start = doc.find("## JWS signatures vs `openssl speed`")
-if start >= 0:
-    end = doc.find("\n## ", start + 5)
-    doc = doc[:start] + section + (doc[end + 1:] if end >= 0 else "")
-else:
-    doc = doc.rstrip("\n") + "\n\n" + section
-path.write_text(doc)
-print(section)
+print(section, end="")
 PY

@@ -66,7 +66,7 @@ print(statistics.median(times))
 PY
 )
 
-python3 - "$ME" "$REFRESH" "$LOGIN" "$SPEED" "$SPEED_MULTI" "$SCRYPT" "$CORES" "$RSS_KB" "$DURATION" "$ANON_KB" "$TOP_FILES" <<'PY'
+python3 - "$ME" "$REFRESH" "$LOGIN" "$SPEED" "$SPEED_MULTI" "$SCRYPT" "$CORES" "$RSS_KB" "$DURATION" "$ANON_KB" "$TOP_FILES" <<'PY' | python3 Benchmarks/write_section.py "## broker serve (wrk"
 import datetime, pathlib, subprocess, sys
 me, refresh, login = (float(x) for x in sys.argv[1:4])
 verify = float(sys.argv[4].split()[1]); verify_multi = float(sys.argv[5].split()[1])
@@ -105,14 +105,5 @@ is about 17 MB RSS on this machine (FoundationEssentials only: about 11 MB). Fou
 GRDB, and libcurl's dependency chain (about 3.5 MB: GnuTLS, Kerberos, LDAP, libssh2, …) through the CLI
 half of the same binary, so 30 MB would take a server binary without GRDB and without libcurl.
 """
-path = pathlib.Path("BENCHMARKS.md")
-doc = path.read_text()
-start = doc.find("## broker serve (wrk")
-if start >= 0:
-    end = doc.find("\n## ", start + 5)
-    doc = doc[:start] + section + (doc[end + 1:] if end >= 0 else "")
-else:
-    doc = doc.rstrip("\n") + "\n\n" + section
-path.write_text(doc)
-print(section)
+print(section, end="")
 PY

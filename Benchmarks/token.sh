@@ -19,7 +19,7 @@ openssl rand -base64 18 | "$BIN" register --email bench@example.com --password-s
 kill "$(cat "$WORK/pid")"  # the server is not needed on the warm path: prove it by stopping it
 
 hyperfine -N --warmup 30 --runs "$RUNS" --export-json "$WORK/h.json" /bin/true "$BIN token" >&2
-python3 - "$WORK/h.json" "$RUNS" <<'PY'
+python3 - "$WORK/h.json" "$RUNS" <<'PY' | python3 Benchmarks/write_section.py "## broker token (warm cache"
 import datetime, json, pathlib, sys
 results = {r["command"].split("/")[-1]: r for r in json.load(open(sys.argv[1]))["results"]}
 base, token = results["true"], next(v for k, v in results.items() if k.endswith("broker token"))
@@ -39,14 +39,5 @@ no lock, no network. What remains is starting the process: the dynamic loader ma
 Swift runtime, Foundation (GRDB needs it), OpenSSL, SQLite and libcurl with its dependency chain, because
 one `broker` executable carries the server as well as the client.
 """
-path = pathlib.Path("BENCHMARKS.md")
-doc = path.read_text()
-start = doc.find("## broker token (warm cache")
-if start >= 0:
-    end = doc.find("\n## ", start + 5)
-    doc = doc[:start] + section + (doc[end + 1:] if end >= 0 else "")
-else:
-    doc = doc.rstrip("\n") + "\n\n" + section
-path.write_text(doc)
-print(section)
+print(section, end="")
 PY

@@ -315,14 +315,9 @@ public final class SQLiteStore: Store {
     static let clientColumns =
         "name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at"
 
+    /// Answered by ``SessionLookup`` on the caller's thread: read on every CI mint.
     public func client(name: String) async throws -> ClientRecord? {
-        try await pool.read { db in
-            try Row.fetchOne(
-                db,
-                sql: "SELECT \(Self.clientColumns) FROM clients WHERE name = ?",
-                arguments: [name]
-            ).map(Self.client)
-        }
+        try lookup.client(name: name)
     }
 
     public func clients() async throws -> [ClientRecord] {

@@ -2,11 +2,11 @@ public import BrokerCore
 import GRDBSQLite
 import Synchronization
 
-/// The one read behind every `GET /auth/me` — a session and its user by session id — on read-only SQLite
-/// connections of its own, run on the caller's thread.
+/// The reads behind every `GET /auth/me` (a session and its user by session id) and every CI mint (a
+/// client by name), on read-only SQLite connections of their own, run on the caller's thread.
 ///
-/// Everything else in the store goes through GRDB. This query is the exception because it runs once per
-/// authenticated request: GRDB's pool hands out a reader through a barrier dispatch queue, a semaphore
+/// Everything else in the store goes through GRDB. These queries are the exception because they run once
+/// per request: GRDB's pool hands out a reader through a barrier dispatch queue, a semaphore
 /// and a serial queue per connection, which cost more than the query and the ES256 verification together
 /// in `Benchmarks/server.sh`. Here a connection is taken from a mutex-guarded free list, its prepared
 /// statement bound, stepped once and reset, and the connection given back.
@@ -25,12 +25,25 @@ final class SessionLookup: Sendable {
         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1
         """
 
+    static let clientSQL = """
+        SELECT name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at
+        FROM clients WHERE name = ?1
+        """
+
     init(path: String, keep: Int = 8) {
         self.path = path
         self.keep = keep
     }
 
     func sessionWithUser(id: String) throws(StoreError) -> (SessionRecord, UserRecord)? {
+        try withConnection { connection throws(StoreError) in try connection.sessionWithUser(id: id) }
+    }
+
+    func client(name: String) throws(StoreError) -> ClientRecord? {
+        try withConnection { connection throws(StoreError) in try connection.client(name: name) }
+    }
+
+    private func withConnection<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
         let connection: Connection
         if let reused = idle.withLock({ $0.popLast() }) {
             connection = reused
@@ -42,7 +55,7 @@ final class SessionLookup: Sendable {
                 if connections.count < keep { connections.append(connection) }
             }
         }
-        return try connection.sessionWithUser(id: id)
+        return try body(connection)
     }
 
     /// One read-only connection and its prepared statement; used by one thread at a time (it is only
@@ -50,6 +63,7 @@ final class SessionLookup: Sendable {
     final class Connection: @unchecked Sendable {
         private let db: OpaquePointer
         private let statement: OpaquePointer
+        private let clientStatement: OpaquePointer
 
         init(path: String) throws(StoreError) {
             var handle: OpaquePointer?
@@ -62,26 +76,63 @@ final class SessionLookup: Sendable {
             }
             sqlite3_busy_timeout(handle, 10_000)
             var prepared: OpaquePointer?
-            let status = sqlite3_prepare_v3(
-                handle,
-                SessionLookup.sql,
-                -1,
-                UInt32(SQLITE_PREPARE_PERSISTENT),
-                &prepared,
-                nil
-            )
-            guard status == SQLITE_OK, let prepared else {
+            var preparedClient: OpaquePointer?
+            let persistent = UInt32(SQLITE_PREPARE_PERSISTENT)
+            guard sqlite3_prepare_v3(handle, SessionLookup.sql, -1, persistent, &prepared, nil) == SQLITE_OK,
+                sqlite3_prepare_v3(handle, SessionLookup.clientSQL, -1, persistent, &preparedClient, nil)
+                    == SQLITE_OK,
+                let prepared, let preparedClient
+            else {
                 let message = String(cString: sqlite3_errmsg(handle))
+                sqlite3_finalize(prepared)
                 sqlite3_close_v2(handle)
-                throw StoreError.unavailable("cannot prepare the session lookup on \(path): \(message)")
+                throw StoreError.unavailable("cannot prepare the hot-path reads on \(path): \(message)")
             }
             db = handle
             statement = prepared
+            clientStatement = preparedClient
         }
 
         deinit {
             sqlite3_finalize(statement)
+            sqlite3_finalize(clientStatement)
             sqlite3_close_v2(db)
+        }
+
+        func client(name: String) throws(StoreError) -> ClientRecord? {
+            defer {
+                sqlite3_reset(clientStatement)
+                sqlite3_clear_bindings(clientStatement)
+            }
+            let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+            guard sqlite3_bind_text(clientStatement, 1, name, -1, transient) == SQLITE_OK else {
+                throw failure("bind")
+            }
+            switch sqlite3_step(clientStatement) {
+            case SQLITE_DONE:
+                return nil
+            case SQLITE_ROW:
+                let row = clientStatement
+                guard let name = text(row, 0), let hash = text(row, 1), let scopes = text(row, 2) else { return nil }
+                var trust: TrustPolicy?
+                if let issuer = text(row, 3), let subject = text(row, 4) {
+                    trust = TrustPolicy(
+                        issuer: issuer,
+                        subjectPattern: subject,
+                        audience: text(row, 5) ?? "broker",
+                        maxAge: integer(row, 6) ?? 600
+                    )
+                }
+                return ClientRecord(
+                    name: name,
+                    secretHash: hash,
+                    scopes: scopes.split(separator: " ").map(String.init),
+                    trust: trust,
+                    createdAt: sqlite3_column_int64(row, 7)
+                )
+            default:
+                throw failure("read")
+            }
         }
 
         func sessionWithUser(id: String) throws(StoreError) -> (SessionRecord, UserRecord)? {
@@ -118,15 +169,18 @@ final class SessionLookup: Sendable {
             }
         }
 
-        private func text(_ column: Int32) -> String? {
-            guard sqlite3_column_type(statement, column) != SQLITE_NULL,
-                let bytes = sqlite3_column_text(statement, column)
+        private func text(_ column: Int32) -> String? { text(statement, column) }
+
+        private func integer(_ column: Int32) -> Int64? { integer(statement, column) }
+
+        private func text(_ row: OpaquePointer, _ column: Int32) -> String? {
+            guard sqlite3_column_type(row, column) != SQLITE_NULL, let bytes = sqlite3_column_text(row, column)
             else { return nil }
             return String(cString: bytes)
         }
 
-        private func integer(_ column: Int32) -> Int64? {
-            sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
+        private func integer(_ row: OpaquePointer, _ column: Int32) -> Int64? {
+            sqlite3_column_type(row, column) == SQLITE_NULL ? nil : sqlite3_column_int64(row, column)
         }
 
         private func failure(_ step: String) -> StoreError {
