@@ -11,7 +11,10 @@ let package = Package(
     name: "broker",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "broker", targets: ["broker"])
+        // `broker` answers a warm `broker token` itself and execs `broker-full` (installed beside it) for
+        // everything else; see Sources/BrokerLauncher/main.swift.
+        .executable(name: "broker", targets: ["broker"]),
+        .executable(name: "broker-full", targets: ["broker-full"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -43,10 +46,17 @@ let package = Package(
         // POSIX files: private directories, atomic writes, flock.
         .target(name: "BrokerSystem", swiftSettings: swiftSettings),
         .target(name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore"], swiftSettings: swiftSettings),
-        // The CLI's side: the broker API client, the file credential store, single-flight refresh.
+        // The client's settings and its credential store: no Foundation, no libcurl, so that the launcher
+        // can read a cached token with the very code the full CLI uses.
+        .target(
+            name: "BrokerCredentials",
+            dependencies: ["BrokerCore", "BrokerSystem"],
+            swiftSettings: swiftSettings
+        ),
+        // The CLI's side: the broker API client and single-flight refresh (re-exports BrokerCredentials).
         .target(
             name: "BrokerClient",
-            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerSystem"],
+            dependencies: ["BrokerCore", "BrokerCredentials", "BrokerHTTP", "BrokerSystem"],
             swiftSettings: swiftSettings
         ),
 
@@ -74,21 +84,32 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The command people run: a warm `broker token` answered by a fully static executable
+        // (no Foundation, no libcurl: a few milliseconds), everything else exec'd into `broker-full`.
         .executableTarget(
             name: "broker",
+            dependencies: ["BrokerCore", "BrokerCredentials"],
+            path: "Sources/BrokerLauncher",
+            swiftSettings: swiftSettings,
+            linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux]))]
+        ),
+        // The whole CLI and server (ArgumentParser commands).
+        .executableTarget(
+            name: "broker-full",
             dependencies: [
                 "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore",
                 "BrokerSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            path: "Sources/broker",
             swiftSettings: swiftSettings
         ),
 
         // Test helper: rewrites the credential store in a loop, to be killed at random moments.
         .executableTarget(
             name: "broker-cache-writer",
-            dependencies: ["BrokerClient", "BrokerCore"],
+            dependencies: ["BrokerCredentials", "BrokerCore"],
             path: "Tests/CacheWriter",
             swiftSettings: swiftSettings
         ),

@@ -10,7 +10,7 @@ CORES=$(nproc)
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-swift build -c release --product broker >&2
+swift build -c release --product broker >&2 && swift build -c release --product broker-full >&2
 BIN=.build/release/broker
 "$BIN" serve --port 0 --data-dir "$WORK/data" --log-level error >"$WORK/out" 2>"$WORK/err" &
 echo $! >"$WORK/pid"

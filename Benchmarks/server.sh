@@ -9,7 +9,7 @@ CORES=$(nproc)
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
-swift build -c release --product broker >&2
+swift build -c release --product broker >&2 && swift build -c release --product broker-full >&2
 BIN=.build/release/broker
 cat > "$WORK/broker.json" <<JSON
 {"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
-swift build --product broker >&2
+swift build --product broker >&2 && swift build --product broker-full >&2
 BROKER=$PWD/.build/debug/broker
 
 work=$(mktemp -d)

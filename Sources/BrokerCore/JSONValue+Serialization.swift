@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 extension JSONValue {
     /// Compact JSON with object members in lexicographic (UTF-16 code unit) order and `/` unescaped.
     ///

@@ -227,6 +227,45 @@ struct CLISessionTests {
         #expect(replay.status == 400)
     }
 
+    @Test func theLauncherAnswersAWarmTokenAloneAndHandsEverythingElseOn() async throws {
+        let server = try await BrokerProcess.start()
+        defer { _ = server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("ada@example.com")
+        let token = try #require(try client.cached()).accessToken.exposed
+        let fullPath = BrokerProcess.binary + "-full"
+
+        // With broker-full out of reach, the warm answers still come (they are the launcher's own) …
+        let alone = ["BROKER_FULL": "/nonexistent/broker-full"]
+        for (arguments, expected) in [
+            (["token"], token), (["token", "--format", "header"], "Authorization: Bearer \(token)"),
+            (["token", "--format=raw", "--min-valid=30", "--profile", "default"], token),
+            (["token", "--broker", client.url + "/"], token),
+        ] {
+            let result = try await client.run(arguments, environment: alone)
+            #expect(result.status == 0 && result.stdout == expected + "\n", "\(arguments): \(result.stderr)")
+            // … and say the same as the full CLI.
+            let full = try await CLI.run(arguments, environment: client.environment, executable: fullPath)
+            #expect(full.stdout == result.stdout, "\(arguments)")
+        }
+        // … and everything else is broker-full's, named when it is missing.
+        for arguments in [["whoami"], ["token", "--format", "json"], ["token", "--help"], ["--version"]] {
+            let result = try await client.run(arguments, environment: alone)
+            #expect(result.status == 1 && result.stderr.contains("cannot run /nonexistent/broker-full"))
+            #expect(result.stdout.isEmpty)
+        }
+        // A token that needs a refresh goes to broker-full, which refreshes it.
+        try client.ageSession()
+        let needsRefresh = try await client.run(["token", "--min-valid", "7200"], environment: alone)
+        #expect(needsRefresh.status == 1, "the launcher does not refresh")
+        let refreshed = try await client.run(["token", "--min-valid", "7200"])
+        #expect(refreshed.status == 0 && refreshed.stdout != token + "\n", "\(refreshed.stderr)")
+        // A store that does not read cleanly is left for broker-full to report (and move aside).
+        try Data("{not json".utf8).write(to: URL(fileURLWithPath: client.credentials))
+        let corrupt = try await client.run(["token"], environment: alone)
+        #expect(corrupt.status == 1 && FileManager.default.fileExists(atPath: client.credentials), "untouched")
+    }
+
     @Test func twentyConcurrentTokensMakeOneRefresh() async throws {
         let server = try await BrokerProcess.start()
         defer { _ = server.stop() }

@@ -167,21 +167,26 @@ enum CLI {
         let stderr: String
     }
 
+    /// Runs `broker` (or `executable`, e.g. `broker-full`) with `arguments`.
     static func run(
         _ arguments: [String],
         environment: [String: String] = [:],
-        stdin: String? = nil
+        stdin: String? = nil,
+        executable: String = BrokerProcess.binary
     ) async throws -> Result {
-        try await offThread { try runBlocking(arguments, environment: environment, stdin: stdin) }
+        try await offThread {
+            try runBlocking(arguments, environment: environment, stdin: stdin, executable: executable)
+        }
     }
 
     static func runBlocking(
         _ arguments: [String],
         environment: [String: String] = [:],
-        stdin: String? = nil
+        stdin: String? = nil,
+        executable: String = BrokerProcess.binary
     ) throws -> Result {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for (name, value) in environment { env[name] = value }

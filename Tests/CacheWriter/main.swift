@@ -1,8 +1,8 @@
+import BrokerCore
 // A test helper: rewrites the credential store as fast as it can, so that a test can kill it with
 // SIGKILL at arbitrary moments and check that the file always parses (CLITests, crash safety).
 //   broker-cache-writer DIRECTORY
-import BrokerClient
-import BrokerCore
+import BrokerCredentials
 
 #if canImport(Glibc)
     import Glibc

@@ -36,6 +36,13 @@ public final class FileTokenCache: TokenCache {
         try sessions().first { $0.key == key }
     }
 
+    /// The session for `key`, read without the lock and without side effects: a store that does not read
+    /// cleanly throws and is left where it is (``sessions()`` moves it aside). For the launcher's warm path,
+    /// which hands every problem to the full CLI.
+    public func peekSession(for key: SessionKey) throws(TokenCacheError) -> Session? {
+        try decode(readFile()).first { $0.key == key }
+    }
+
     public func sessions() throws(TokenCacheError) -> [Session] {
         do {
             return try decode(readFile())
