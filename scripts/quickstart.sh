@@ -43,6 +43,12 @@ echo "== broker token --format exec-credential (kubectl credential plugin)" >&2
 "$BROKER" token --format exec-credential | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["kind"], "expires", d["status"]["expirationTimestamp"])'
 echo "== broker logout" >&2
 "$BROKER" logout
+echo "== CI: broker client add demo-ci; broker mint --client-id demo-ci --client-secret-stdin" >&2
+secret=$("$BROKER" client add demo-ci --scope deploy --data-dir "$work/data" --json 2>/dev/null |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["client_secret"])')
+printf '%s' "$secret" | "$BROKER" mint --client-id demo-ci --client-secret-stdin --ttl 300 |
+  python3 Tests/Interop/verify_broker_token.py "$url" - |
+  python3 -c 'import json, sys; c = json.load(sys.stdin); print(c["sub"], "scope", c["scope"], "lifetime", c["exp"] - c["iat"], "s")'
 echo "== stopping the broker (SIGTERM)" >&2
 kill -TERM "$server_pid"
 wait "$server_pid"
