@@ -70,11 +70,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider).
+        .target(
+            name: "OpenIDConnect",
+            dependencies: [
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Providers/OpenIDConnect",
+            swiftSettings: swiftSettings
+        ),
         // The identity broker: a Hummingbird application.
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem",
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "OpenIDConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 echo "== swift format lint" >&2
-swift format lint --strict -r Sources Tests Benchmarks Package.swift
+swift format lint --strict -r Sources Providers Tests Benchmarks Package.swift
 
 echo "== swift build" >&2
 swift build

@@ -3,6 +3,7 @@ public import BrokerCrypto
 import BrokerHTTP
 public import BrokerStore
 public import Logging
+import OpenIDConnect
 import Synchronization
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public final class BrokerService: Sendable {
     /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
     let dummyClientSecretHash: String
     /// The keys of the CI platforms that clients trust for token exchange.
-    let trustedKeys: TrustedIssuerKeys
+    let trustedKeys: IssuerDirectory
     private let clock: @Sendable () -> Double
     private let issuerValue: Mutex<String>
 
@@ -79,7 +80,7 @@ public final class BrokerService: Sendable {
             ?? ClientSecretHasher.load(
                 dataDirectory: configuration.expandedDataDirectory)
         dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
-        trustedKeys = TrustedIssuerKeys(http: { HTTPClient.shared }, clock: clock, logger: logger)
+        trustedKeys = IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger)
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
 

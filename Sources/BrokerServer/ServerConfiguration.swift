@@ -1,5 +1,6 @@
 public import BrokerCore
 import BrokerSystem
+import OpenIDConnect
 
 /// `broker serve`'s settings: defaults, then the JSON file, then `BROKER_…` environment variables; the
 /// command's flags are applied last by the caller.
@@ -280,29 +281,7 @@ extension ServerConfiguration {
     }
 
     /// Endpoint URLs must be https, except on a loopback host (CONTRACT.md).
-    static func endpointProblem(_ url: String) -> String? {
-        let lower = url.lowercased()
-        if lower.hasPrefix("https://") {
-            let authority = lower.dropFirst("https://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            if authority.isEmpty { return "has no host" }
-            return authority.contains("@") ? "must not contain user information (@)" : nil
-        }
-        if lower.hasPrefix("http://") {
-            let rest = lower.dropFirst("http://".count)
-            let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            // "http://localhost@evil.example/" would reach evil.example: no user info at all.
-            if hostPort.contains("@") { return "must not contain user information (@)" }
-            let host: Substring
-            if hostPort.hasPrefix("[") {
-                host = hostPort.prefix { $0 != "]" }.dropFirst()
-            } else {
-                host = hostPort.prefix { $0 != ":" }
-            }
-            if host == "127.0.0.1" || host == "::1" || host == "localhost" { return nil }
-            return "must be https (http only on 127.0.0.1, [::1] or localhost)"
-        }
-        return "must be an https URL"
-    }
+    static func endpointProblem(_ url: String) -> String? { Endpoint.problem(url) }
 
     /// Checks values that depend on each other or on ranges.
     public func validate(source: String) throws(ConfigurationError) {

@@ -1,0 +1,210 @@
+public import BrokerCore
+public import BrokerCrypto
+public import BrokerHTTP
+
+/// How the client authenticates at the token endpoint (OIDC Core §9).
+public enum TokenEndpointAuthentication: Sendable {
+    /// `client_secret_basic`: HTTP Basic with the form-urlencoded id and secret (the default).
+    case basic
+    /// `client_secret_post`: `client_id` and `client_secret` in the body.
+    case post
+}
+
+/// One OpenID Connect provider's settings: who we are to it and where it lives.
+public struct OpenIDConnectConfiguration: Sendable {
+    public var id: ProviderID
+    public var clientID: String
+    public var clientSecret: Secret
+    /// Discovery lives at `{issuer}/.well-known/openid-configuration`.
+    public var issuer: String
+    /// The `iss` values an ID token may carry (Google also uses `accounts.google.com`); default: `issuer`.
+    public var acceptedIssuers: Set<String>
+    /// Explicit endpoints override discovery.
+    public var authorizationEndpoint: String?
+    public var tokenEndpoint: String?
+    public var jwksURI: String?
+    public var scopes: [String] = ["openid", "email", "profile"]
+    public var tokenAuthentication: TokenEndpointAuthentication = .basic
+    public var extraAuthorizationParameters: [(String, String)] = []
+    /// Extra checks on verified ID-token claims (Microsoft's tenant rules); a non-`nil` answer refuses.
+    public var claimCheck: @Sendable ([String: JSONValue]) -> String? = { _ in nil }
+    /// The stable subject from verified claims (default `sub`).
+    public var subject: @Sendable ([String: JSONValue]) -> String? = { $0["sub"]?.stringValue }
+    /// The ID token's accepted clock skew, in seconds.
+    public var leeway: Int64 = 120
+
+    public init(id: ProviderID, clientID: String, clientSecret: Secret, issuer: String) {
+        self.id = id
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.issuer = issuer
+        self.acceptedIssuers = [issuer]
+    }
+}
+
+/// The shared OpenID Connect module: authorization code + PKCE + nonce + state, the code exchange, and ID
+/// token verification against the provider's JWKS (cached; refetched, rate-limited, on an unknown `kid`).
+///
+/// Users are keyed on the provider's stable subject, never on email or preferred_username (the "nOAuth"
+/// account-takeover class); an email is returned only when the provider says it is verified.
+public final class OpenIDConnectProvider: IdentityProvider {
+    public let configuration: OpenIDConnectConfiguration
+    let directory: IssuerDirectory
+    let http: @Sendable () -> HTTPClient
+    let clock: @Sendable () -> Int64
+
+    public var id: ProviderID { configuration.id }
+
+    public init(
+        configuration: OpenIDConnectConfiguration,
+        directory: IssuerDirectory,
+        http: @escaping @Sendable () -> HTTPClient = { HTTPClient.shared },
+        clock: @escaping @Sendable () -> Int64
+    ) {
+        self.configuration = configuration
+        self.directory = directory
+        self.http = http
+        self.clock = clock
+    }
+
+    /// An endpoint from the configuration, else from discovery.
+    func endpoint(_ key: String, configured: String?) async throws(ProviderError) -> String {
+        if let configured { return configured }
+        let metadata: IssuerDirectory.Metadata
+        do {
+            metadata = try await directory.metadata(issuer: configuration.issuer, jwksURI: configuration.jwksURI)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        guard let url = metadata.document[key]?.stringValue else {
+            throw .invalidResponse("the discovery document of \(configuration.issuer) has no \(key)")
+        }
+        if let problem = Endpoint.problem(url) { throw .invalidResponse("\(key) \(url) \(problem)") }
+        return url
+    }
+
+    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+        let base = try await endpoint("authorization_endpoint", configured: configuration.authorizationEndpoint)
+        let parameters: [(String, String)] =
+            [
+                ("response_type", "code"),
+                ("client_id", configuration.clientID),
+                ("redirect_uri", pending.callbackURL),
+                ("scope", configuration.scopes.joined(separator: " ")),
+                ("state", pending.state),
+                ("nonce", pending.nonce),
+                ("code_challenge", PKCE.challenge(for: pending.codeVerifier)),
+                ("code_challenge_method", "S256"),
+            ] + configuration.extraAuthorizationParameters
+        return base + (base.contains("?") ? "&" : "?") + FormEncoding.encode(parameters)
+    }
+
+    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+        if let error = callback["error"] {
+            throw .denied(code: error, description: callback["error_description"] ?? "")
+        }
+        guard let code = callback["code"], !code.isEmpty else {
+            throw .invalidResponse("the callback carries neither code nor error")
+        }
+        let tokens = try await exchange(code: code, pending: pending)
+        guard let idToken = tokens["id_token"]?.stringValue else {
+            throw .invalidResponse("the token response has no id_token")
+        }
+        let claims = try await verify(idToken: idToken, nonce: pending.nonce)
+        guard let subject = configuration.subject(claims), !subject.isEmpty, subject.utf8.count <= 255 else {
+            throw .invalidResponse("the ID token has no usable subject")
+        }
+        let verified = claims["email_verified"]?.boolValue ?? (claims["email_verified"]?.stringValue == "true")
+        let email = verified ? claims["email"]?.stringValue : nil
+        return Identity(
+            subject: subject,
+            email: email,
+            emailVerified: verified && email != nil,
+            name: claims["name"]?.stringValue
+        )
+    }
+
+    /// The authorization code grant at the token endpoint, with the PKCE verifier.
+    func exchange(code: String, pending: PendingSignIn) async throws(ProviderError) -> [String: JSONValue] {
+        let url = try await endpoint("token_endpoint", configured: configuration.tokenEndpoint)
+        var fields: [(String, String)] = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", pending.callbackURL),
+            ("code_verifier", pending.codeVerifier),
+        ]
+        var headers: [(name: String, value: String)] = []
+        switch configuration.tokenAuthentication {
+        case .basic:
+            let pair =
+                FormEncoding.percentEncode(configuration.clientID) + ":"
+                + FormEncoding.percentEncode(configuration.clientSecret.exposed)
+            headers.append((name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8))))
+        case .post:
+            fields.append(("client_id", configuration.clientID))
+            fields.append(("client_secret", configuration.clientSecret.exposed))
+        }
+        var request = HTTPRequest.form(url: url, fields: fields, headers: headers)
+        request.connectTimeout = .seconds(10)
+        request.timeout = .seconds(20)
+        request.maxResponseBytes = 256 * 1024
+        let response: HTTPResponse
+        do {
+            response = try await http().send(request)
+        } catch {
+            throw .unavailable("token endpoint \(url): \(error)")
+        }
+        let body = JSONValue.parse(response.body)?.objectValue
+        guard response.status == 200, let body else {
+            let code = body?["error"]?.stringValue ?? "HTTP \(response.status)"
+            let description = body?["error_description"]?.stringValue ?? ""
+            throw .invalidResponse("the code exchange was refused: \(code) \(description)")
+        }
+        return body
+    }
+
+    /// Verifies an ID token (OIDC Core §3.1.3.7): signature with the algorithm bound to the provider's key,
+    /// `iss` among the accepted issuers, `aud` containing our client id, `azp` (when present, or when
+    /// there are several audiences) equal to it, `exp`/`iat`, and the `nonce` of this sign-in.
+    public func verify(idToken: String, nonce: String) async throws(ProviderError) -> [String: JSONValue] {
+        let kid = Self.headerKeyID(idToken)
+        let keys: JWTKeySet
+        do {
+            keys = try await directory.keys(issuer: configuration.issuer, kid: kid, jwksURI: configuration.jwksURI)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        var options = JWTVerifier.Options(issuer: nil, audience: configuration.clientID, leeway: configuration.leeway)
+        options.requiredClaims = ["iss", "sub", "iat"]
+        let verified: VerifiedJWT
+        do {
+            verified = try JWTVerifier(keys: keys, options: options).verify(idToken, now: clock())
+        } catch {
+            throw .invalidResponse("ID token: \(error)")
+        }
+        let claims = verified.claims
+        guard let issuer = verified.issuer, configuration.acceptedIssuers.contains(issuer) else {
+            throw .invalidResponse("ID token: unexpected issuer \(verified.issuer?.prefix(200) ?? "(none)")")
+        }
+        let audiences = claims["aud"]?.arrayValue?.count ?? 1
+        if let azp = claims["azp"] {
+            guard azp.stringValue == configuration.clientID else {
+                throw .invalidResponse("ID token: azp is not our client id")
+            }
+        } else if audiences > 1 {
+            throw .invalidResponse("ID token: several audiences and no azp")
+        }
+        guard let tokenNonce = claims["nonce"]?.stringValue, ConstantTime.equals(tokenNonce, nonce) else {
+            throw .invalidResponse("ID token: the nonce is not this sign-in's")
+        }
+        if let problem = configuration.claimCheck(claims) { throw .invalidResponse("ID token: \(problem)") }
+        return claims
+    }
+
+    static func headerKeyID(_ token: String) -> String? {
+        guard let dot = token.utf8.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        let header = token.utf8[..<dot]
+        guard header.count <= 4096, let bytes = Base64URL.decode(header) else { return nil }
+        return JSONValue.parse(bytes)?["kid"]?.stringValue
+    }
+}

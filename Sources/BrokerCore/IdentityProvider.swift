@@ -1,0 +1,67 @@
+/// Who a provider says signed in: its stable subject and what it tells about the person.
+public struct Identity: Sendable, Hashable {
+    /// The provider's stable account id (OIDC `sub`, Microsoft `tid`+`oid`, Facebook/Twitter numeric id):
+    /// never an email or a user name, which can change hands.
+    public var subject: String
+    /// Shown only when the provider says it is verified.
+    public var email: String?
+    public var emailVerified: Bool
+    public var name: String?
+
+    public init(subject: String, email: String?, emailVerified: Bool, name: String?) {
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+    }
+}
+
+/// One browser sign-in in progress at the broker: what the broker sent the provider, kept (sealed) until
+/// the provider sends the browser back.
+public struct PendingSignIn: Sendable, Hashable {
+    /// The broker's own `state` parameter towards the provider.
+    public var state: String
+    /// The OIDC `nonce` the ID token must carry.
+    public var nonce: String
+    /// The PKCE verifier of the broker's request to the provider.
+    public var codeVerifier: String
+    /// The broker's callback URL (`{issuer}/auth/{provider}/callback`): the provider's `redirect_uri`.
+    public var callbackURL: String
+
+    public init(state: String, nonce: String, codeVerifier: String, callbackURL: String) {
+        self.state = state
+        self.nonce = nonce
+        self.codeVerifier = codeVerifier
+        self.callbackURL = callbackURL
+    }
+}
+
+/// Why a provider sign-in did not produce an ``Identity``.
+public enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The provider (or the person) said no: `access_denied` and friends, passed on to the CLI.
+    case denied(code: String, description: String)
+    /// The provider's answer broke the protocol (bad signature, wrong audience, nonce mismatch, …).
+    case invalidResponse(String)
+    /// The provider could not be reached or answered with an error status.
+    case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .denied(let code, let description): description.isEmpty ? code : "\(code): \(description)"
+        case .invalidResponse(let why): "the provider's answer is not acceptable: \(why)"
+        case .unavailable(let why): "the provider could not be reached: \(why)"
+        }
+    }
+}
+
+/// A sign-in provider module (Providers/<Name>): builds the authorization redirect for a pending sign-in and
+/// turns the provider's callback into an ``Identity``. Modules know nothing of HTTP servers or storage.
+public protocol IdentityProvider: Sendable {
+    var id: ProviderID { get }
+
+    /// Where to send the browser for `pending`.
+    func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String
+
+    /// Completes the sign-in from the callback's query parameters (the broker has already checked `state`).
+    func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity
+}
