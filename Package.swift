@@ -79,11 +79,29 @@ let package = Package(
             path: "Providers/OpenIDConnect",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "Google",
+            dependencies: ["BrokerCore", "OpenIDConnect"],
+            path: "Providers/Google",
+            swiftSettings: swiftSettings
+        ),
+        // Protocol-faithful provider emulators (`broker emulate`).
+        .target(
+            name: "ProviderEmulators",
+            dependencies: [
+                "BrokerCore", "BrokerCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The identity broker: a Hummingbird application.
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "OpenIDConnect",
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Google", "OpenIDConnect",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -107,7 +125,7 @@ let package = Package(
             name: "broker-full",
             dependencies: [
                 "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore",
-                "BrokerSystem",
+                "BrokerSystem", "ProviderEmulators",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -117,6 +118,21 @@ public enum BrokerHTTPServer {
         )
     }
 
+    /// The query's parameters, strictly: percent-decoded, UTF-8, none repeated.
+    static func query(_ request: Request) throws -> [String: String] {
+        guard let text = request.uri.query, !text.isEmpty else { return [:] }
+        guard text.utf8.count <= 8192, let pairs = FormEncoding.decode(text) else {
+            throw APIError.invalidRequest("malformed query string")
+        }
+        var fields: [String: String] = [:]
+        for (name, value) in pairs {
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw APIError.invalidRequest("parameter \"\(name.prefix(64))\" is repeated")
+            }
+        }
+        return fields
+    }
+
     static func router(service: BrokerService, logger: Logger) -> Router<BrokerRequestContext> {
         let router = Router(context: BrokerRequestContext.self)
         router.middlewares.add(ErrorAndLogMiddleware(logger: logger))
@@ -136,6 +152,16 @@ public enum BrokerHTTPServer {
         }
         router.post("/auth/revoke") { request, _ in
             try await response(service.revoke(input(request, allowForm: true)))
+        }
+        router.get("/auth/:provider/start") { request, context in
+            try await response(
+                service.startBrowserSignIn(
+                    provider: context.parameters.get("provider") ?? "", query: try query(request)))
+        }
+        router.get("/auth/:provider/callback") { request, context in
+            try await response(
+                service.completeBrowserSignIn(
+                    provider: context.parameters.get("provider") ?? "", query: try query(request)))
         }
         router.get("/auth/me") { request, _ in
             try await response(service.me(authorization: request.headers[.authorization]))

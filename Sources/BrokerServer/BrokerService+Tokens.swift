@@ -10,6 +10,13 @@ extension BrokerService {
     /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
     /// access token. Returns the contract's session response.
     func startSession(user: UserRecord, clientID: String, scope: String?) async throws -> JSONValue {
+        try await startSessionReturningID(user: user, clientID: clientID, scope: scope).body
+    }
+
+    /// ``startSession(user:clientID:scope:)`` that also returns the new session's id.
+    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?) async throws
+        -> (body: JSONValue, sessionID: String)
+    {
         let issuedAt = now
         let sessionID = try SecureRandom.token(byteCount: 16)
         let refreshToken = try SecureRandom.token(byteCount: 32)
@@ -30,7 +37,7 @@ extension BrokerService {
             )
         )
         let access = try accessToken(user: user, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
-        return sessionBody(user: user, accessToken: access, refreshToken: refreshToken)
+        return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
     }
 
     func sessionBody(user: UserRecord, accessToken: String, refreshToken: String?) -> JSONValue {
@@ -75,7 +82,8 @@ extension BrokerService {
         case "refresh_token": return try await refresh(input)
         case "client_credentials": return try await clientCredentials(input, authorization: authorization)
         case Self.tokenExchangeGrant: return try await tokenExchange(input, authorization: authorization)
-        case "authorization_code":
+        case "authorization_code": return try await authorizationCode(input)
+        case "urn:ietf:params:oauth:grant-type:device_code":
             throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
         default:
             throw APIError.unsupportedGrantType("unknown grant_type \"\(grantType.prefix(100))\"")

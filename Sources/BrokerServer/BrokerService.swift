@@ -2,6 +2,7 @@ import BrokerCore
 public import BrokerCrypto
 import BrokerHTTP
 public import BrokerStore
+import Google
 public import Logging
 import OpenIDConnect
 import Synchronization
@@ -19,6 +20,11 @@ struct APIResponse: Sendable {
     /// Token responses must not be cached (RFC 6749 §5.1).
     static func tokens(_ body: JSONValue, status: Int = 200) -> APIResponse {
         APIResponse(status: status, body: body, headers: [("Cache-Control", "no-store"), ("Pragma", "no-cache")])
+    }
+
+    /// A 302 to `location`, never cached (the URL carries a state or a one-time code).
+    static func redirect(_ location: String) -> APIResponse {
+        APIResponse(status: 302, body: .object([:]), headers: [("Location", location), ("Cache-Control", "no-store")])
     }
 }
 
@@ -42,6 +48,10 @@ public final class BrokerService: Sendable {
     let dummyClientSecretHash: String
     /// The keys of the CI platforms that clients trust for token exchange.
     let trustedKeys: IssuerDirectory
+    /// The sign-in provider modules this broker's configuration enables.
+    let identityProviders: [ProviderID: any IdentityProvider]
+    /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
+    let flowKey: [UInt8]
     private let clock: @Sendable () -> Double
     private let issuerValue: Mutex<String>
 
@@ -81,6 +91,11 @@ public final class BrokerService: Sendable {
                 dataDirectory: configuration.expandedDataDirectory)
         dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
         trustedKeys = IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger)
+        identityProviders = try Self.makeProviders(
+            configuration,
+            directory: IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger, freshFor: 3600),
+            clock: { Int64(clock()) })
+        flowKey = try DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key")
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
 
@@ -147,7 +162,7 @@ public final class BrokerService: Sendable {
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
     }
 
-    static let grantTypes = ["refresh_token", "client_credentials", tokenExchangeGrant]
+    static let grantTypes = ["authorization_code", "refresh_token", "client_credentials", tokenExchangeGrant]
 
     func jwks() -> APIResponse {
         // Short caching: a verifier that meets an unknown kid refetches anyway.
@@ -155,7 +170,9 @@ public final class BrokerService: Sendable {
     }
 
     func providers() -> APIResponse {
-        let list: [JSONValue] = configuration.enabledProviders.filter(Self.availableProviders.contains).map {
+        let list: [JSONValue] = configuration.enabledProviders.filter {
+            $0 == .custom || identityProviders[$0] != nil
+        }.map {
             .object([
                 "id": .string($0.rawValue),
                 "name": .string($0 == .custom ? "Email and password" : $0.displayName),
@@ -165,8 +182,8 @@ public final class BrokerService: Sendable {
         return APIResponse(status: 200, body: .object(["providers": .array(list)]))
     }
 
-    /// Providers this build can sign people in with.
-    static let availableProviders: Set<ProviderID> = [.custom]
+    /// Providers this build has a module for (the others are accepted in the configuration, not offered).
+    static let availableProviders: Set<ProviderID> = [.custom, .google]
 
     func health() async -> APIResponse {
         do {

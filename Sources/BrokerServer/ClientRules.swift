@@ -16,29 +16,7 @@ public struct ClientSecretHasher: Sendable {
 
     /// The key of the data directory's broker, created (under the key directory's lock) on first use.
     public static func load(dataDirectory: String) throws -> ClientSecretHasher {
-        let directory = KeyRingStore.directory(dataDirectory: dataDirectory)
-        let path = directory + "/client-secrets.key"
-        do {
-            try PosixFile.ensurePrivateDirectory(directory)
-            let lock = try FileLock(path: directory + "/.lock")
-            defer { lock.unlock() }
-            if PosixFile.exists(path) {
-                let text = String(decoding: try PosixFile.read(path: path, maxSize: 1024), as: UTF8.self)
-                guard let key = Base64URL.decode(text.trimmingWhitespace()), key.count == 32 else {
-                    throw ConfigurationError(
-                        source: path, key: nil, problem: "not a client-secret key (32 bytes, base64url)")
-                }
-                return ClientSecretHasher(key: key)
-            }
-            let key = try SecureRandom.bytes(32)
-            try PosixFile.writeAtomically(Array((Base64URL.encode(key) + "\n").utf8), to: path)
-            return ClientSecretHasher(key: key)
-        } catch let error as ConfigurationError {
-            throw error
-        } catch {
-            throw ConfigurationError(
-                source: directory, key: nil, problem: "client-secret key: \(error)")
-        }
+        ClientSecretHasher(key: try DataDirectoryKey.load(dataDirectory: dataDirectory, name: "client-secrets.key"))
     }
 
     /// A new secret: 32 random bytes, base64url (43 characters).
@@ -51,6 +29,34 @@ public struct ClientSecretHasher: Sendable {
     /// Compares in constant time; `false` for a stored value of another scheme.
     public func verify(_ secret: Secret, against stored: String) -> Bool {
         ConstantTime.equals(hash(secret), stored)
+    }
+}
+
+/// A 256-bit secret key kept in the data directory's key folder (`keys/<name>`, 0600, base64url), created
+/// under the folder's lock on first use: the client-secret hash key, the sign-in state sealing key.
+public enum DataDirectoryKey {
+    public static func load(dataDirectory: String, name: String) throws -> [UInt8] {
+        let directory = KeyRingStore.directory(dataDirectory: dataDirectory)
+        let path = directory + "/" + name
+        do {
+            try PosixFile.ensurePrivateDirectory(directory)
+            let lock = try FileLock(path: directory + "/.lock")
+            defer { lock.unlock() }
+            if PosixFile.exists(path) {
+                let text = String(decoding: try PosixFile.read(path: path, maxSize: 1024), as: UTF8.self)
+                guard let key = Base64URL.decode(text.trimmingWhitespace()), key.count == 32 else {
+                    throw ConfigurationError(source: path, key: nil, problem: "not a 32-byte key in base64url")
+                }
+                return key
+            }
+            let key = try SecureRandom.bytes(32)
+            try PosixFile.writeAtomically(Array((Base64URL.encode(key) + "\n").utf8), to: path)
+            return key
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(source: directory, key: nil, problem: "\(name): \(error)")
+        }
     }
 }
 

@@ -1,3 +1,5 @@
+public import BrokerCore
+
 /// The claim rules under which a CI client may exchange an OIDC token from its CI platform (RFC 8693).
 public struct TrustPolicy: Sendable, Hashable {
     /// The issuer the subject token must come from (`iss`, exactly), and where its discovery lives.
@@ -55,4 +57,41 @@ public protocol ClientStore: Sendable {
     /// Records that the token `jti` from `issuer` has been exchanged, until `expiresAt`.
     /// - Returns: `false` when it had been recorded before (a replay), `true` for the first use.
     func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool
+}
+
+/// A one-time code of the browser flow, as stored: its SHA-256, never the code. Bound to the CLI's PKCE
+/// challenge and loopback redirect URI; single use; short-lived.
+public struct AuthorizationCodeRecord: Sendable, Hashable {
+    public var hash: [UInt8]
+    public var userID: UserID
+    public var codeChallenge: String
+    public var redirectURI: String
+    public var expiresAt: Int64
+
+    public init(hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64) {
+        self.hash = hash
+        self.userID = userID
+        self.codeChallenge = codeChallenge
+        self.redirectURI = redirectURI
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What presenting a one-time code came to.
+public enum CodeRedemption: Sendable, Hashable {
+    /// First use: the code is now spent.
+    case redeemed(AuthorizationCodeRecord)
+    case unknown
+    /// Spent before; `sessionID` is the session its first use started (to be revoked, RFC 6749 §4.1.2).
+    case reused(sessionID: String?)
+}
+
+/// The browser flow's state in the store: one-time codes and the single-use markers of sealed states.
+public protocol BrowserFlowStore: Sendable {
+    func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws
+    func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption
+    /// Records the session a redeemed code started.
+    func attachSession(toCode hash: [UInt8], sessionID: String) async throws
+    /// Spends the single-use marker of a sealed sign-in state; `false` when it was spent before.
+    func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool
 }

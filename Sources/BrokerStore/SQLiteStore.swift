@@ -96,6 +96,27 @@ public final class SQLiteStore: Store {
                     """
             )
         }
+        migrator.registerMigration("v3: browser flow codes and state markers") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE authorization_codes (
+                        hash TEXT PRIMARY KEY NOT NULL,
+                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                        code_challenge TEXT NOT NULL,
+                        redirect_uri TEXT NOT NULL,
+                        expires_at INTEGER NOT NULL,
+                        used_at INTEGER,
+                        session_id TEXT
+                    );
+                    CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
+                    CREATE TABLE state_markers (
+                        marker TEXT PRIMARY KEY NOT NULL,
+                        expires_at INTEGER NOT NULL
+                    );
+                    CREATE INDEX state_markers_expiry ON state_markers(expires_at);
+                    """
+            )
+        }
         return migrator
     }
 
@@ -280,6 +301,8 @@ public final class SQLiteStore: Store {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM authorization_codes WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
             try db.execute(
                 sql: """
                     DELETE FROM sessions WHERE created_at < ?
@@ -287,6 +310,71 @@ public final class SQLiteStore: Store {
                     """,
                 arguments: [before]
             )
+        }
+    }
+
+    // MARK: Browser flow
+
+    public func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at)
+                    VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    code.hash.hex, code.userID.description, code.codeChallenge, code.redirectURI, code.expiresAt,
+                ]
+            )
+        }
+    }
+
+    public func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
+        try await pool.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id
+                        FROM authorization_codes WHERE hash = ?
+                        """,
+                    arguments: [hash.hex]
+                ),
+                let user = UserID(row["user_id"] as String)
+            else { return .unknown }
+            if (row["used_at"] as Int64?) != nil { return .reused(sessionID: row["session_id"]) }
+            try db.execute(
+                sql: "UPDATE authorization_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL",
+                arguments: [now, hash.hex]
+            )
+            return .redeemed(
+                AuthorizationCodeRecord(
+                    hash: hash,
+                    userID: user,
+                    codeChallenge: row["code_challenge"],
+                    redirectURI: row["redirect_uri"],
+                    expiresAt: row["expires_at"]
+                )
+            )
+        }
+    }
+
+    public func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE authorization_codes SET session_id = ? WHERE hash = ?",
+                arguments: [sessionID, hash.hex]
+            )
+        }
+    }
+
+    public func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO state_markers (marker, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                arguments: [marker, expiresAt]
+            )
+            return db.changesCount == 1
         }
     }
 

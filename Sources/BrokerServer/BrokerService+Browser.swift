@@ -1,0 +1,230 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Google
+import Logging
+import OpenIDConnect
+
+/// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
+/// `/auth/{provider}/callback`, and the `authorization_code` grant.
+///
+/// Nothing is stored for a sign-in that has not come back from the provider: the pending sign-in (the CLI's
+/// state, challenge and loopback redirect, the broker's nonce and PKCE verifier, an expiry and a random
+/// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, spends its
+/// marker once (the only row a sign-in writes before it succeeds, and only with a state we sealed), asks
+/// the provider module for the identity, and hands the CLI a one-time code.
+extension BrokerService {
+    /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
+    static let pendingLifetime: Int64 = 600
+    /// A one-time code must be redeemed within this many seconds.
+    static let codeLifetime: Int64 = 60
+
+    /// Builds the provider modules this broker's configuration enables.
+    static func makeProviders(
+        _ configuration: ServerConfiguration,
+        directory: IssuerDirectory,
+        clock: @escaping @Sendable () -> Int64
+    ) throws -> [ProviderID: any IdentityProvider] {
+        var modules: [ProviderID: any IdentityProvider] = [:]
+        if let section = configuration.providers[.google] {
+            do {
+                modules[.google] = OpenIDConnectProvider(
+                    configuration: try Google.configuration(section), directory: directory, clock: clock)
+            } catch {
+                throw ConfigurationError(source: "providers.google", key: nil, problem: error.description)
+            }
+        }
+        return modules
+    }
+
+    /// Whether `uri` is a loopback redirect the contract allows: `http`, host `127.0.0.1` or `[::1]`, any
+    /// port, path `/callback`, nothing else.
+    static func isLoopbackRedirect(_ uri: String) -> Bool {
+        guard uri.hasPrefix("http://") else { return false }
+        let rest = uri.dropFirst("http://".count)
+        guard let slash = rest.firstIndex(of: "/") else { return false }
+        let authority = rest[..<slash]
+        guard rest[slash...] == "/callback" else { return false }
+        let host: Substring
+        let port: Substring?
+        if authority.hasPrefix("[::1]") {
+            host = "[::1]"
+            let after = authority.dropFirst(5)
+            port = after.isEmpty ? nil : (after.hasPrefix(":") ? after.dropFirst() : "x")
+        } else if let colon = authority.firstIndex(of: ":") {
+            host = authority[..<colon]
+            port = authority[authority.index(after: colon)...]
+        } else {
+            host = authority
+            port = nil
+        }
+        guard host == "127.0.0.1" || host == "[::1]" else { return false }
+        if let port {
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy(\.isASCIIDigit), let number = Int(port),
+                (1...65535).contains(number)
+            else { return false }
+        }
+        return true
+    }
+
+    func callbackURL(_ provider: ProviderID) -> String { issuer + "/auth/\(provider.rawValue)/callback" }
+
+    /// `GET /auth/{provider}/start`.
+    func startBrowserSignIn(provider name: String, query: [String: String]) async throws -> APIResponse {
+        let (provider, module) = try browserProvider(name)
+        guard let redirectURI = query["redirect_uri"], Self.isLoopbackRedirect(redirectURI) else {
+            throw APIError.invalidRequest(
+                "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
+        }
+        guard let cliState = query["state"], !cliState.isEmpty, cliState.utf8.count <= 512 else {
+            throw APIError.invalidRequest("state is required (at most 512 characters)")
+        }
+        guard query["code_challenge_method"] == "S256" else {
+            throw APIError.invalidRequest("code_challenge_method must be S256")
+        }
+        guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
+            throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
+        }
+        let nonce = try SecureRandom.token(byteCount: 16)
+        let verifier = try PKCE.generate().verifier
+        let sealed: JSONValue = .object([
+            "s": .string(cliState), "c": .string(challenge), "r": .string(redirectURI), "n": .string(nonce),
+            "v": .string(verifier), "e": .int(now + Self.pendingLifetime),
+            "m": .string(try SecureRandom.token(byteCount: 16)),
+        ])
+        let state = Base64URL.encode(
+            try AESGCM.seal(sealed.serializedBytes, key: flowKey, associatedData: Array(provider.rawValue.utf8)))
+        let pending = PendingSignIn(
+            state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
+        let location: String
+        do {
+            location = try await module.authorizationURL(for: pending)
+        } catch {
+            logger.error("cannot start a sign-in", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
+            throw APIError.serviceUnavailable("\(provider.displayName) is not reachable: \(error)")
+        }
+        return .redirect(location)
+    }
+
+    /// `GET /auth/{provider}/callback`.
+    func completeBrowserSignIn(provider name: String, query: [String: String]) async throws -> APIResponse {
+        let (provider, module) = try browserProvider(name)
+        guard let state = query["state"], state.utf8.count <= 4096, let box = Base64URL.decode(state),
+            let opened = AESGCM.open(box, key: flowKey, associatedData: Array(provider.rawValue.utf8)),
+            let fields = JSONValue.parse(opened)?.objectValue,
+            let cliState = fields["s"]?.stringValue, let challenge = fields["c"]?.stringValue,
+            let redirectURI = fields["r"]?.stringValue, let nonce = fields["n"]?.stringValue,
+            let verifier = fields["v"]?.stringValue, let expiry = fields["e"]?.intValue,
+            let marker = fields["m"]?.stringValue
+        else {
+            throw APIError.invalidRequest("this sign-in's state is missing or was not issued by this broker")
+        }
+        guard now <= expiry else {
+            return .redirect(
+                Self.loopback(
+                    redirectURI,
+                    [("error", "access_denied"), ("error_description", "the sign-in took too long; start again")],
+                    state: cliState, issuer: issuer))
+        }
+        guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
+            throw APIError.invalidRequest("this sign-in has already been completed")
+        }
+        let pending = PendingSignIn(
+            state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
+        let identity: Identity
+        do {
+            identity = try await module.complete(callback: query, pending: pending)
+        } catch {
+            logger.info("sign-in failed", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
+            let code: String
+            let description: String
+            switch error {
+            case .denied(let providerCode, let text):
+                // The provider's own code when it is a plain OAuth error name, else access_denied.
+                let plain =
+                    !providerCode.isEmpty && providerCode.utf8.count <= 64
+                    && providerCode.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || $0 == UInt8(ascii: "_") }
+                code = plain ? providerCode : "access_denied"
+                description = text.isEmpty ? "\(provider.displayName) said: \(providerCode)" : text
+            case .invalidResponse, .unavailable:
+                code = "server_error"
+                description = "\(provider.displayName) sign-in failed: \(error)"
+            }
+            return .redirect(
+                Self.loopback(
+                    redirectURI, [("error", code), ("error_description", description)], state: cliState,
+                    issuer: issuer))
+        }
+        let user = try await store.upsertUser(
+            UserRecord(
+                id: UserID(provider: provider, subject: identity.subject),
+                email: identity.emailVerified ? identity.email : nil,
+                name: identity.name,
+                createdAt: now
+            ))
+        let code = try SecureRandom.token(byteCount: 32)
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
+                hash: Digest.sha256(code),
+                userID: user.id,
+                codeChallenge: challenge,
+                redirectURI: redirectURI,
+                expiresAt: now + Self.codeLifetime
+            ))
+        logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+        return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+    }
+
+    static func loopback(_ redirectURI: String, _ fields: [(String, String)], state: String, issuer: String) -> String {
+        redirectURI + "?" + FormEncoding.encode(fields + [("state", state), ("iss", issuer)])
+    }
+
+    private func browserProvider(_ name: String) throws -> (ProviderID, any IdentityProvider) {
+        guard let provider = ProviderID(rawValue: name), provider != .custom else {
+            throw APIError.notFound("no browser sign-in provider \"\(name.prefix(64))\"")
+        }
+        guard let module = identityProviders[provider] else {
+            throw APIError.notFound("\(provider.displayName) is not enabled on this broker")
+        }
+        return (provider, module)
+    }
+
+    /// `grant_type=authorization_code`: the CLI redeems its one-time code with its PKCE verifier. A second
+    /// use of a code fails and revokes the session the first one started (RFC 6749 §4.1.2).
+    func authorizationCode(_ input: RequestInput) async throws -> APIResponse {
+        let code = try input.string("code")
+        let verifier = try input.string("code_verifier")
+        let redirectURI = try input.string("redirect_uri")
+        guard code.utf8.count == Self.refreshTokenLength, Base64URL.decode(code) != nil else {
+            throw APIError.invalidGrant("the code is not one this broker issued")
+        }
+        let hash = Digest.sha256(code)
+        switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
+        case .unknown:
+            throw APIError.invalidGrant("the code is not valid")
+        case .reused(let sessionID):
+            if let sessionID { try await store.revokeSession(id: sessionID, now: now) }
+            logger.warning("authorization code reused: its session revoked")
+            throw APIError.invalidGrant("the code was already used; the session it started has been revoked")
+        case .redeemed(let record):
+            guard now <= record.expiresAt else { throw APIError.invalidGrant("the code has expired; sign in again") }
+            guard record.redirectURI == redirectURI else {
+                throw APIError.invalidGrant("redirect_uri does not match the one the sign-in started with")
+            }
+            guard PKCE.verify(verifier: verifier, challenge: record.codeChallenge) else {
+                throw APIError.invalidGrant("code_verifier does not match the code_challenge")
+            }
+            guard let user = try await store.user(id: record.userID) else {
+                throw APIError.invalidGrant("the account of this code no longer exists")
+            }
+            let (body, sessionID) = try await startSessionReturningID(
+                user: user, clientID: Self.cliClientID, scope: nil)
+            try await store.attachSession(toCode: hash, sessionID: sessionID)
+            return .tokens(body)
+        }
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+}

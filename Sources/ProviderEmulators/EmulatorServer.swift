@@ -1,0 +1,91 @@
+public import BrokerCore
+import HTTPTypes
+import Hummingbird
+public import Logging
+import NIOCore
+import Synchronization
+
+/// `broker emulate`: the provider emulators on one loopback port, each under its provider id.
+public enum EmulatorServer {
+    public static func run(
+        host: String,
+        port: Int,
+        logger: Logger,
+        clock: @escaping @Sendable () -> Int64,
+        onReady: @escaping @Sendable (String, Int) -> Void
+    ) async throws {
+        let google = try GoogleEmulator(clock: clock)
+        let base = BaseURL()
+        let router = Router()
+        router.get("/google/.well-known/openid-configuration") { _, _ in
+            respond(.json(status: 200, google.discovery(base: base.value + "/google")))
+        }
+        router.get("/google/jwks") { _, _ in respond(.json(status: 200, try google.jwks())) }
+        router.get("/google/authorize") { request, _ in respond(google.authorize(query(request))) }
+        router.post("/google/authorize") { request, _ in
+            respond(try google.consent(try await form(request)))
+        }
+        router.post("/google/token") { request, _ in
+            respond(
+                try google.token(
+                    try await form(request), authorization: request.headers[.authorization],
+                    issuer: base.value + "/google"))
+        }
+        router.get("/google/userinfo") { request, _ in
+            respond(google.userinfo(authorization: request.headers[.authorization]))
+        }
+        var app = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in
+                let bound = channel.localAddress?.port ?? port
+                let shown = host.contains(":") ? "[\(host)]" : host
+                base.set("http://\(shown):\(bound)")
+                onReady(host, bound)
+            },
+            logger: logger
+        )
+        try await app.runService()
+    }
+
+    static func query(_ request: Request) -> [String: String] {
+        var fields: [String: String] = [:]
+        for (name, value) in FormEncoding.decode(request.uri.query ?? "") ?? [] { fields[name] = value }
+        return fields
+    }
+
+    static func form(_ request: Request) async throws -> [String: String] {
+        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        var fields: [String: String] = [:]
+        let text = String(decoding: buffer.readableBytesView, as: UTF8.self)
+        for (name, value) in FormEncoding.decode(text) ?? [] { fields[name] = value }
+        return fields
+    }
+
+    static func respond(_ reply: GoogleEmulator.Reply) -> Response {
+        var headers = HTTPFields()
+        headers[.cacheControl] = "no-store"
+        switch reply {
+        case .redirect(let location):
+            headers[.location] = location
+            return Response(status: .found, headers: headers)
+        case .page(let status, let html):
+            headers[.contentType] = "text/html; charset=utf-8"
+            return Response(
+                status: HTTPResponse.Status(code: status), headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+        case .json(let status, let value):
+            headers[.contentType] = "application/json"
+            return Response(
+                status: HTTPResponse.Status(code: status), headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes)))
+        }
+    }
+}
+
+/// The emulator's own base URL, known once it has bound its port.
+final class BaseURL: Sendable {
+    private let storage = Mutex<String>("")
+    var value: String { storage.withLock { $0 } }
+    func set(_ text: String) { storage.withLock { $0 = text } }
+}
