@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Plays the browser (and the CLI's half) of the loopback sign-in against a real broker and `broker emulate`.
 
-Usage: browser_flow.py BROKER_URL PROVIDER [ACCOUNT] [DECISION]
+Usage: browser_flow.py BROKER_URL PROVIDER [ACCOUNT] [DECISION] [MODE]
 Steps: PKCE + state like the CLI; GET /auth/P/start (no redirects followed, every hop checked); the
 emulator's consent page; its form posted with ACCOUNT (default alice) and DECISION (allow | deny); the
 broker's callback; the loopback redirect's code, state and iss checked; the code redeemed at /auth/token.
 Prints one JSON object: {"loopback": {...query...}, "session": {...}} (session absent on error).
+MODE adds a misuse after the sign-in and reports the broker's answer under "misuse":
+  replay-callback  the provider's callback URL opened a second time
+  reuse-code       the one-time code redeemed a second time (also reports /auth/me for the first token)
+  wrong-verifier   the code redeemed with another PKCE verifier (instead of the right one)
+  wrong-redirect   the code redeemed with another redirect_uri (instead of the right one)
+  tampered-state   the callback with one character of the broker's state changed
 """
 import base64
 import hashlib
@@ -50,6 +56,7 @@ def main():
     broker, provider = sys.argv[1], sys.argv[2]
     account = sys.argv[3] if len(sys.argv) > 3 else "alice"
     decision = sys.argv[4] if len(sys.argv) > 4 else "allow"
+    mode = sys.argv[5] if len(sys.argv) > 5 else ""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     state = secrets.token_urlsafe(16)
@@ -69,6 +76,15 @@ def main():
     assert status == 302, f"consent: {status}"
     callback = headers["Location"]
     assert callback.startswith(f"{broker}/auth/{provider}/callback?"), callback
+    result = {"callback": callback}
+    if mode == "tampered-state":
+        parts = urllib.parse.urlparse(callback)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        query["state"] = query["state"][:-2] + ("A" if query["state"][-2] != "A" else "B") + query["state"][-1]
+        status, _, body = get(f"{broker}/auth/{provider}/callback?" + urllib.parse.urlencode(query))
+        result["misuse"] = {"status": status, "body": json.loads(body or b"{}")}
+        print(json.dumps(result))
+        return
     status, headers, body = get(callback)
     assert status == 302, f"callback: {status} {body[:300]}"
     loopback = headers["Location"]
@@ -76,14 +92,30 @@ def main():
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(loopback).query))
     assert query.get("state") == state, "state mismatch"
     assert query.get("iss") == broker, f"iss {query.get('iss')}"
-    result = {"loopback": query, "callback": callback}
+    result["loopback"] = query
+    if mode == "replay-callback":
+        status, _, body = get(callback)
+        result["misuse"] = {"status": status, "body": json.loads(body or b"{}")}
     if "code" in query:
         fields = {"grant_type": "authorization_code", "code": query["code"], "code_verifier": verifier,
                   "redirect_uri": redirect_uri}
+        if mode == "wrong-verifier":
+            fields["code_verifier"] = secrets.token_urlsafe(48)
+        if mode == "wrong-redirect":
+            fields["redirect_uri"] = "http://127.0.0.1:10/callback"
         status, _, body = get(f"{broker}/auth/token", urllib.parse.urlencode(fields).encode())
         result["session_status"] = status
         result["session"] = json.loads(body)
-        result["verifier"] = verifier
+        if mode == "reuse-code":
+            status, _, body = get(f"{broker}/auth/token", urllib.parse.urlencode(fields).encode())
+            result["misuse"] = {"status": status, "body": json.loads(body)}
+            request = urllib.request.Request(f"{broker}/auth/me", headers={
+                "Authorization": "Bearer " + result["session"]["access_token"]})
+            try:
+                with opener.open(request, timeout=20) as response:
+                    result["me_after_reuse"] = response.status
+            except urllib.error.HTTPError as error:
+                result["me_after_reuse"] = error.code
     print(json.dumps(result))
 
 

@@ -1,0 +1,244 @@
+import BrokerCore
+import BrokerHTTP
+import Foundation
+import Testing
+
+/// `broker emulate` as a process: the provider emulators on a free loopback port.
+final class EmulatorProcess: @unchecked Sendable {
+    let process = Process()
+    let output: String
+    private(set) var url = ""
+
+    init() throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        output = directory.appendingPathComponent("emulator-out").path
+        FileManager.default.createFile(atPath: output, contents: nil)
+        process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+        process.arguments = ["emulate", "--port", "0"]
+        process.standardOutput = FileHandle(forWritingAtPath: output)
+        process.standardError = FileHandle.standardError
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    static func start() async throws -> EmulatorProcess {
+        let emulator = try EmulatorProcess()
+        for _ in 0..<600 {
+            let text = (try? String(contentsOfFile: emulator.output, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first, text.contains("\n") {
+                guard line.hasPrefix("emulator listening on http://") else {
+                    throw ServerTestError("unexpected emulator line: \(line)")
+                }
+                emulator.url = String(line.dropFirst("emulator listening on ".count))
+                return emulator
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw ServerTestError("broker emulate printed no ready line")
+    }
+
+    /// A broker configuration with Google pointed at this emulator.
+    var brokerConfig: String {
+        #"""
+        {"providers": {"google": {"client_id": "emulated-google-client.apps.googleusercontent.com",
+          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"}, "custom": {"enabled": true}}}
+        """#
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// The browser half of the flow, played by Tests/Interop/browser_flow.py (urllib, no redirects followed).
+func browserFlow(_ server: BrokerProcess, account: String = "alice", decision: String = "allow", mode: String = "")
+    async throws -> JSONValue
+{
+    let result = try await Interop.run(["browser_flow.py", server.url, "google", account, decision, mode])
+    guard result.status == 0, let value = JSONValue.parse(Array(result.stdout.utf8)) else {
+        throw ServerTestError("browser_flow.py: \(result.status) \(result.stderr)")
+    }
+    return value
+}
+
+@Suite("browser sign-in through the broker and the Google emulator")
+struct BrowserFlowTests {
+    @Test func signInMapsTheAccountToOneStableUser() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+
+        let providers = try await server.get("/auth/providers")
+        #expect(providers["providers"]?.arrayValue?.first?["id"]?.stringValue == "google")
+
+        let first = try await browserFlow(server)
+        #expect(first["session_status"]?.intValue == 200)
+        let session = try #require(first["session"])
+        #expect(session["user_id"]?.stringValue == "google:104512345678901234567", "keyed on Google's sub")
+        #expect(session["provider"]?.stringValue == "google")
+        #expect(session["refresh_token"]?.stringValue != nil)
+        let access = try #require(session["access_token"]?.stringValue)
+        let me = try await server.me(access)
+        #expect(me["email"]?.stringValue == "alice@example.com", "a verified email is kept")
+        #expect(me["name"]?.stringValue == "Alice Example")
+        let verified = try await Interop.run(["verify_broker_token.py", server.url, access])
+        #expect(verified.status == 0, "\(verified.stderr)")
+
+        let again = try await browserFlow(server)
+        #expect(again["session"]?["user_id"] == session["user_id"], "the same account, the same user id")
+
+        // Bob's email is not verified at Google: the broker does not show it.
+        let bob = try await browserFlow(server, account: "bob")
+        let bobAccess = try #require(bob["session"]?["access_token"]?.stringValue)
+        let bobMe = try await server.me(bobAccess)
+        #expect(bobMe["user_id"]?.stringValue == "google:109876543210987654321")
+        #expect(bobMe["email"] == nil)
+    }
+
+    @Test func consentDeniedGoesBackToTheCLIAsAnError() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        let denied = try await browserFlow(server, decision: "deny")
+        #expect(denied["loopback"]?["error"]?.stringValue == "access_denied")
+        #expect(denied["loopback"]?["code"] == nil)
+        #expect(denied["loopback"]?["error_description"]?.stringValue?.isEmpty == false)
+    }
+
+    @Test func misusesAreRefused() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+
+        let replay = try await browserFlow(server, mode: "replay-callback")
+        #expect(replay["misuse"]?["status"]?.intValue == 400)
+        #expect(replay["misuse"]?["body"]?["error_description"]?.stringValue?.contains("already") == true)
+
+        let reuse = try await browserFlow(server, mode: "reuse-code")
+        #expect(reuse["session_status"]?.intValue == 200)
+        #expect(reuse["misuse"]?["status"]?.intValue == 400)
+        #expect(reuse["misuse"]?["body"]?["error"]?.stringValue == "invalid_grant")
+        #expect(reuse["me_after_reuse"]?.intValue == 401, "a second use revokes what the first issued")
+
+        let verifier = try await browserFlow(server, mode: "wrong-verifier")
+        #expect(verifier["session_status"]?.intValue == 400)
+        #expect(verifier["session"]?["error_description"]?.stringValue?.contains("code_verifier") == true)
+
+        let redirect = try await browserFlow(server, mode: "wrong-redirect")
+        #expect(redirect["session_status"]?.intValue == 400)
+        #expect(redirect["session"]?["error_description"]?.stringValue?.contains("redirect_uri") == true)
+
+        let tampered = try await browserFlow(server, mode: "tampered-state")
+        #expect(tampered["misuse"]?["status"]?.intValue == 400)
+        #expect(tampered["misuse"]?["body"]?["error"]?.stringValue == "invalid_request")
+    }
+
+    @Test func startRefusesAnythingButALoopbackRedirectAndS256() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        func start(_ fields: [(String, String)], provider: String = "google") async throws -> BrokerProcess.Reply {
+            try await server.get("/auth/\(provider)/start?" + FormEncoding.encode(fields))
+        }
+        let good: [(String, String)] = [
+            ("redirect_uri", "http://127.0.0.1:49152/callback"), ("state", "s1"), ("code_challenge", challenge),
+            ("code_challenge_method", "S256"),
+        ]
+        let ok = try await start(good)
+        #expect(ok.status == 302 && ok.header("Location")?.hasPrefix(emulator.url + "/google/authorize?") == true)
+        #expect(ok.header("Cache-Control") == "no-store")
+        let ipv6 = try await start([("redirect_uri", "http://[::1]:5000/callback")] + good.dropFirst())
+        #expect(ipv6.status == 302)
+
+        for redirect in [
+            "https://127.0.0.1:49152/callback", "http://localhost:49152/callback", "http://127.0.0.1:49152/other",
+            "http://127.0.0.1:49152/callback?x=1", "http://127.0.0.1:49152/callback#f", "http://evil.example/callback",
+            "http://127.0.0.1@evil.example/callback", "http://127.0.0.1:0/callback", "http://127.0.0.1:99999/callback",
+        ] {
+            let reply = try await start([("redirect_uri", redirect)] + good.dropFirst())
+            #expect(reply.status == 400 && reply.header("Location") == nil, "\(redirect)")
+        }
+        let plain = try await start(good.dropLast() + [("code_challenge_method", "plain")])
+        #expect(plain.status == 400 && plain.header("Location") == nil)
+        let noState = try await start(good.filter { $0.0 != "state" })
+        #expect(noState.status == 400)
+        let badChallenge = try await start(good.map { $0.0 == "code_challenge" ? ($0.0, "short") : $0 })
+        #expect(badChallenge.status == 400)
+        let repeated = try await start(good + [("state", "s2")])
+        #expect(repeated.status == 400)
+        let disabled = try await start(good, provider: "facebook")
+        #expect(disabled.status == 404)
+        let unknown = try await start(good, provider: "myspace")
+        #expect(unknown.status == 404)
+        let custom = try await start(good, provider: "custom")
+        #expect(custom.status == 404)
+        let noState2 = try await server.get("/auth/google/callback?code=x")
+        #expect(noState2.status == 400 && noState2.header("Location") == nil)
+    }
+}
+
+@Suite("the Google emulator refuses what Google refuses")
+struct GoogleEmulatorTests {
+    @Test func tokenEndpointRules() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let base = emulator.url + "/google"
+        let discovery = try await HTTPClient.shared.send(HTTPRequest(url: base + "/.well-known/openid-configuration"))
+        #expect(JSONValue.parse(discovery.body)?["issuer"]?.stringValue == base)
+
+        func authorize(_ fields: [(String, String)]) async throws -> HTTPResponse {
+            try await HTTPClient.shared.send(HTTPRequest(url: base + "/authorize?" + FormEncoding.encode(fields)))
+        }
+        let fields: [(String, String)] = [
+            ("client_id", "emulated-google-client.apps.googleusercontent.com"), ("response_type", "code"),
+            ("redirect_uri", "http://127.0.0.1:9/cb"), ("scope", "openid email"), ("state", "st"),
+            ("nonce", "n1"), ("code_challenge", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"),
+            ("code_challenge_method", "S256"),
+        ]
+        #expect(try await authorize(fields).status == 200)
+        let unknownClient = try await authorize(fields.map { $0.0 == "client_id" ? ($0.0, "nobody") : $0 })
+        #expect(unknownClient.status == 401)
+        let noOpenID = try await authorize(fields.map { $0.0 == "scope" ? ($0.0, "email") : $0 })
+        #expect(noOpenID.status == 302 && noOpenID.header("Location")?.contains("error=invalid_scope") == true)
+
+        // Consent, then the code exchange and its failure modes.
+        func consent() async throws -> String {
+            let reply = try await HTTPClient.shared.send(
+                HTTPRequest.form(
+                    url: base + "/authorize", fields: fields + [("decision", "allow"), ("account", "alice")]))
+            let location = try #require(reply.header("Location"))
+            let query = try #require(FormEncoding.decode(String(location.split(separator: "?")[1])))
+            return try #require(query.first { $0.0 == "code" }?.1)
+        }
+        func token(_ extra: [(String, String)], code: String) async throws -> HTTPResponse {
+            try await HTTPClient.shared.send(
+                HTTPRequest.form(
+                    url: base + "/token",
+                    fields: [("grant_type", "authorization_code"), ("code", code)] + extra))
+        }
+        let client = [
+            ("client_id", "emulated-google-client.apps.googleusercontent.com"),
+            ("client_secret", "emulated-google-secret"),
+        ]
+        let right = [
+            ("redirect_uri", "http://127.0.0.1:9/cb"), ("code_verifier", "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+        ]
+        let code = try await consent()
+        let wrongSecret = try await token([client[0], ("client_secret", "nope")] + right, code: code)
+        #expect(wrongSecret.status == 401)
+        let good = try await token(client + right, code: try await consent())
+        #expect(good.status == 200 && JSONValue.parse(good.body)?["id_token"]?.stringValue != nil)
+        let codeForReuse = try await consent()
+        #expect(try await token(client + right, code: codeForReuse).status == 200)
+        #expect(try await token(client + right, code: codeForReuse).status == 400, "a code works once")
+        let mismatch = try await token(
+            client + [("redirect_uri", "http://127.0.0.1:9/other"), right[1]], code: try await consent())
+        #expect(mismatch.status == 400)
+        let badVerifier = try await token(
+            client + [right[0], ("code_verifier", String(repeating: "a", count: 43))], code: try await consent())
+        #expect(badVerifier.status == 400)
+    }
+}
