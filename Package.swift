@@ -157,7 +157,8 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient",
+                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Google",
+                "OpenIDConnect",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

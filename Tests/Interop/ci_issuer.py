@@ -11,7 +11,8 @@ listening, serves until stdin closes. Each path prefix is its own issuer ("tenan
   /stats                                       {"jwks_fetches": {tenant: n}, "discovery_fetches": {...}}
 
 Token parameters: sub, aud (default "broker"), iss (default the tenant's issuer), iat/nbf/exp as offsets in
-seconds from now (defaults 0, 0, 300), jti (default random), alg (RS256 | ES256), variant:
+seconds from now (defaults 0, 0, 300), jti (default random), alg (RS256 | ES256), claims (a JSON object merged
+into the claims; null removes one), variant:
   none        alg "none" and an empty signature
   hs256       HS256 keyed with the issuer's public key PEM (the classic key-confusion forgery)
   unknown-kid signed by a key the JWKS does not publish
@@ -122,6 +123,11 @@ class Handler(BaseHTTPRequestHandler):
             "nbf": now + int(query.get("nbf", "0")),
             "exp": now + int(query.get("exp", "300")),
         }
+        for name, value in json.loads(query.get("claims", "{}")).items():
+            if value is None:
+                claims.pop(name, None)
+            else:
+                claims[name] = value
         variant = query.get("variant", "")
         if variant == "no-jti":
             del claims["jti"]
