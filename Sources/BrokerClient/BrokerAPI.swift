@@ -98,6 +98,20 @@ public struct BrokerAPI: Sendable {
         return try Self.session(from: await send(request, expect: 200))
     }
 
+    /// Redeems the browser flow's one-time code with the PKCE verifier (`grant_type=authorization_code`).
+    public func redeem(code: String, verifier: String, redirectURI: String) async throws(BrokerAPIError)
+        -> SessionResponse
+    {
+        let request = HTTPRequest.form(
+            url: baseURL + "/auth/token",
+            fields: [
+                ("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier),
+                ("redirect_uri", redirectURI),
+            ]
+        )
+        return try Self.session(from: await send(request, expect: 200))
+    }
+
     /// RFC 7009: the broker answers 200 whether or not it knew the token.
     public func revoke(_ token: Secret) async throws(BrokerAPIError) {
         let request = HTTPRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])

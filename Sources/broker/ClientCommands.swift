@@ -175,6 +175,9 @@ extension Broker {
             discussion: """
                 custom: email + password (asked on a terminal, or --password-stdin). Without --provider:
                 custom when --email is given, a choice on a terminal, else a usage error.
+                Other providers: the loopback browser flow (RFC 8252 + PKCE). The sign-in URL is always
+                printed on stderr and opened with $BROWSER (the URL as its last argument) or xdg-open,
+                unless --no-browser; the CLI waits at most --timeout seconds for the browser to come back.
                 """
         )
 
@@ -209,9 +212,9 @@ extension Broker {
             let api = BrokerAPI(baseURL: settings.key.brokerURL)
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
-                throw Console.fail(
-                    "signing in through \(chosen.displayName) needs the loopback browser flow, which this build does not include yet; use --provider custom"
-                )
+                return try await BrowserLogin(
+                    provider: chosen, settings: settings, api: api, noBrowser: noBrowser, timeout: Double(timeout)
+                ).run()
             }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
             let response: SessionResponse

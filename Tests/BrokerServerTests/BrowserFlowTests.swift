@@ -1,3 +1,4 @@
+import BrokerClient
 import BrokerCore
 import BrokerHTTP
 import Foundation
@@ -240,5 +241,75 @@ struct GoogleEmulatorTests {
         let badVerifier = try await token(
             client + [right[0], ("code_verifier", String(repeating: "a", count: 43))], code: try await consent())
         #expect(badVerifier.status == 400)
+    }
+}
+
+@Suite("broker login --provider google: the loopback flow in the CLI")
+struct CLIBrowserLoginTests {
+    /// `broker login` with Tests/Interop/browser_flow.py as `$BROWSER`; returns the CLI's result and what the
+    /// browser saw.
+    static func login(
+        _ server: BrokerProcess, _ client: ClientHome, browser: [String: String] = [:], extra: [String] = []
+    ) async throws -> (CLI.Result, JSONValue?) {
+        let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
+        let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path
+        var environment = ["BROWSER": "python3 \(script) --open", "BROWSER_RESULT": resultFile]
+        environment.merge(browser) { $1 }
+        let result = try await client.run(
+            ["login", "--provider", "google", "--timeout", "60"] + extra, environment: environment)
+        let seen = (try? Data(contentsOf: URL(fileURLWithPath: resultFile))).flatMap { JSONValue.parse(Array($0)) }
+        return (result, seen)
+    }
+
+    @Test func signsInCachesTheSessionAndShowsAPage() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let (result, browser) = try await Self.login(server, client)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "messages go to stderr")
+        #expect(
+            result.stderr.contains("/auth/google/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A"), "the URL is printed")
+        #expect(result.stderr.contains("Signed in as google:104512345678901234567"))
+        #expect(browser?["other_path_status"]?.intValue == 404, "the listener answers only /callback")
+        #expect(browser?["page_status"]?.intValue == 200, "an idle connection did not block the callback")
+        #expect(browser?["cache_control"]?.stringValue == "no-store")
+        #expect(browser?["page"]?.stringValue?.contains("Signed in") == true)
+        let session = try #require(try client.cached())
+        #expect(session.userID.description == "google:104512345678901234567" && session.provider == .google)
+        let token = try await client.run(["token"])
+        #expect(token.status == 0 && token.stdout == session.accessToken.exposed + "\n")
+    }
+
+    @Test func failuresExitOneAndTellTheBrowserWhy() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+
+        let (denied, deniedPage) = try await Self.login(server, client, browser: ["BROWSER_DECISION": "deny"])
+        #expect(denied.status == 1 && denied.stderr.contains("access_denied"), "\(denied.stderr)")
+        #expect(deniedPage?["page_status"]?.intValue == 400)
+        #expect(deniedPage?["page"]?.stringValue?.contains("Sign-in failed") == true)
+
+        let (tampered, tamperedPage) = try await Self.login(server, client, browser: ["BROWSER_TAMPER_STATE": "1"])
+        #expect(tampered.status == 1 && tampered.stderr.contains("state"), "\(tampered.stderr)")
+        #expect(tamperedPage?["page_status"]?.intValue == 400)
+        #expect(try client.cached() == nil, "nothing was stored")
+
+        let timedOut = try await client.run(["login", "--provider", "google", "--no-browser", "--timeout", "2"])
+        #expect(timedOut.status == 1 && timedOut.stderr.contains("in time"), "\(timedOut.stderr)")
+        #expect(timedOut.stderr.contains("/auth/google/start?"), "--no-browser still prints the URL")
+
+        let disabled = try await client.run(["login", "--provider", "facebook", "--no-browser"])
+        #expect(disabled.status == 1 && disabled.stderr.contains("not enabled"), "\(disabled.stderr)")
+        let unknown = try await client.run(["login", "--provider", "myspace"])
+        #expect(unknown.status == 64)
+    }
+
+    @Test func pagesEscapeWhatTheyQuote() {
+        let page = LoopbackListener.escape("<script>alert('x')</script> & \"q\"")
+        #expect(page == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
     }
 }

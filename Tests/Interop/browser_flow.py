@@ -52,7 +52,44 @@ class Form(html.parser.HTMLParser):
             self.fields[attrs["name"]] = attrs["value"]
 
 
+def open_mode(start):
+    """As $BROWSER for `broker login`: the CLI's start URL is the last argument. Holds an idle connection to
+    the CLI's listener first (as browsers do), asks it for another path, then follows the flow to the loopback
+    and reads the CLI's page. Writes {"page_status", "page", "other_path_status", ...} to $BROWSER_RESULT."""
+    import os
+    import socket
+    result = {}
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(start).query))
+    loopback = urllib.parse.urlparse(query["redirect_uri"])
+    idle = socket.create_connection((loopback.hostname, loopback.port), timeout=5)
+    try:
+        status, _, _ = get(f"http://{loopback.hostname}:{loopback.port}/favicon.ico")
+        result["other_path_status"] = status
+        decision = os.environ.get("BROWSER_DECISION", "allow")
+        status, headers, _ = get(start)
+        assert status == 302, f"start: {status}"
+        authorize = headers["Location"]
+        status, _, body = get(authorize)
+        form = Form()
+        form.feed(body.decode())
+        form.fields.update({"account": os.environ.get("BROWSER_ACCOUNT", "alice"), "decision": decision})
+        status, headers, _ = get(urllib.parse.urljoin(authorize, "authorize"), urllib.parse.urlencode(form.fields).encode())
+        status, headers, _ = get(headers["Location"])
+        assert status == 302, f"callback: {status}"
+        target = headers["Location"]
+        if os.environ.get("BROWSER_TAMPER_STATE"):
+            target = target.replace("state=", "state=x")
+        status, headers, body = get(target)
+        result.update({"page_status": status, "page": body.decode(), "cache_control": headers.get("Cache-Control")})
+    finally:
+        idle.close()
+    with open(os.environ["BROWSER_RESULT"], "w") as out:
+        json.dump(result, out)
+
+
 def main():
+    if sys.argv[1] == "--open":
+        return open_mode(sys.argv[-1])
     broker, provider = sys.argv[1], sys.argv[2]
     account = sys.argv[3] if len(sys.argv) > 3 else "alice"
     decision = sys.argv[4] if len(sys.argv) > 4 else "allow"

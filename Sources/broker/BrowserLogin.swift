@@ -1,0 +1,155 @@
+import BrokerClient
+import BrokerCore
+import BrokerCrypto
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `broker login --provider P` for browser providers (CONTRACT.md "The loopback browser flow").
+struct BrowserLogin {
+    let provider: ProviderID
+    let settings: ClientSettings
+    let api: BrokerAPI
+    let noBrowser: Bool
+    let timeout: Double
+
+    func run() async throws {
+        // Ask first, rather than leave a browser on an error page and the CLI waiting until its timeout.
+        let offered: [ProviderInfo]
+        do {
+            offered = try await api.providers().list
+        } catch {
+            throw ClientFailure.exit(error, doing: "sign-in")
+        }
+        guard offered.contains(where: { $0.id == provider.rawValue }) else {
+            let names = offered.map(\.id).joined(separator: ", ")
+            throw Console.fail(
+                "\(provider.displayName) is not enabled on \(settings.key.brokerURL) (it offers: \(names))")
+        }
+        let listener: LoopbackListener
+        do {
+            listener = try LoopbackListener()
+        } catch {
+            throw Console.fail("cannot listen for the browser: \(error)")
+        }
+        let pkce = try PKCE.generate()
+        let state = try SecureRandom.token(byteCount: 16)
+        let redirectURI = "http://127.0.0.1:\(listener.port)/callback"
+        let url =
+            settings.key.brokerURL + "/auth/\(provider.rawValue)/start?"
+            + FormEncoding.encode([
+                ("redirect_uri", redirectURI), ("state", state), ("code_challenge", pkce.challenge),
+                ("code_challenge_method", "S256"),
+            ])
+        Console.note("Sign in with \(provider.displayName) in your browser:")
+        Console.note("  \(url)")
+        if !noBrowser { openBrowser(url) }
+        if Terminal.isInteractive {
+            Console.note("Waiting for the browser (at most \(Int(timeout)) s; Ctrl-C to cancel)…")
+        }
+
+        let callback: LoopbackListener.Callback
+        do {
+            callback = try await offThread { try listener.waitForCallback(timeout: timeout) }
+        } catch let error as LoopbackListener.Failure {
+            throw Console.fail("sign-in \(error)")
+        }
+        let query = callback.query
+        guard let returnedState = query["state"], ConstantTime.equals(returnedState, state) else {
+            callback.respond(
+                status: 400, title: "Sign-in failed", message: "The answer does not belong to this sign-in.")
+            throw Console.fail("sign-in failed: the state in the browser's answer is not this sign-in's")
+        }
+        guard query["iss"].flatMap(ClientSettings.normalize) == settings.key.brokerURL else {
+            callback.respond(status: 400, title: "Sign-in failed", message: "The answer came from another broker.")
+            throw Console.fail(
+                "sign-in failed: the answer names issuer \(query["iss"] ?? "(none)"), not \(settings.key.brokerURL)")
+        }
+        if let error = query["error"] {
+            let description = query["error_description"].flatMap { $0.isEmpty ? nil : $0 } ?? error
+            callback.respond(status: 400, title: "Sign-in failed", message: description)
+            throw Console.fail("sign-in failed: \(description) (\(error))")
+        }
+        guard let code = query["code"], !code.isEmpty else {
+            callback.respond(status: 400, title: "Sign-in failed", message: "The answer carries no code.")
+            throw Console.fail("sign-in failed: the browser's answer carries no code")
+        }
+        let response: SessionResponse
+        do {
+            response = try await api.redeem(code: code, verifier: pkce.verifier, redirectURI: redirectURI)
+        } catch {
+            callback.respond(status: 400, title: "Sign-in failed", message: error.description)
+            throw ClientFailure.exit(error, doing: "sign-in")
+        }
+        let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+        do {
+            let session = try service.store(response)
+            callback.respond(
+                status: 200, title: "Signed in",
+                message: "Signed in to \(settings.key.brokerURL) as \(session.userID) with \(provider.displayName).")
+            Console.note("Signed in as \(session.userID) (\(settings.key)).")
+        } catch {
+            callback.respond(status: 400, title: "Sign-in failed", message: "The session could not be saved.")
+            throw ClientFailure.exit(error, settings: settings)
+        }
+    }
+
+    /// `$BROWSER URL` (through `/bin/sh`, the URL passed as an argument, never spliced into the command
+    /// line) or `xdg-open URL`, detached, its output discarded. Failing to open is not fatal: the URL is
+    /// on stderr.
+    func openBrowser(_ url: String) {
+        let environment = ProcessEnvironment.all
+        let arguments: [String]
+        if let browser = environment["BROWSER"], !browser.isEmpty {
+            arguments = ["/bin/sh", "-c", browser + " \"$1\"", "broker-browser", url]
+        } else {
+            arguments = ["/usr/bin/env", "xdg-open", url]
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
+        var cArguments = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &cArguments, environ)
+        if spawned != 0 {
+            Console.warning("could not open a browser (\(String(cString: strerror(spawned)))); open the URL above")
+        }
+    }
+}
+
+/// Runs blocking work on a thread of its own, never on Swift's cooperative pool.
+func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let box = Unmanaged.passRetained(
+            ThreadWork {
+                do {
+                    continuation.resume(returning: try body())
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            })
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, nil,
+            { argument in
+                guard let argument else { return nil }
+                Unmanaged<ThreadWork>.fromOpaque(argument).takeRetainedValue().body()
+                return nil
+            }, box.toOpaque())
+        if created == 0 {
+            pthread_detach(thread)
+        } else {
+            box.takeRetainedValue().body()
+        }
+    }
+}
+
+final class ThreadWork: @unchecked Sendable {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+}
