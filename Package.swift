@@ -85,6 +85,12 @@ let package = Package(
             path: "Providers/Google",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "MicrosoftAccount",
+            dependencies: ["BrokerCore", "OpenIDConnect"],
+            path: "Providers/MicrosoftAccount",
+            swiftSettings: swiftSettings
+        ),
         // Protocol-faithful provider emulators (`broker emulate`).
         .target(
             name: "ProviderEmulators",
@@ -101,8 +107,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Google", "OpenIDConnect",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Google", "MicrosoftAccount",
+                "OpenIDConnect", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -158,7 +164,7 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Google",
-                "OpenIDConnect",
+                "MicrosoftAccount", "OpenIDConnect",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

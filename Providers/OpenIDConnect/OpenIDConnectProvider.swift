@@ -19,6 +19,8 @@ public struct OpenIDConnectConfiguration: Sendable {
     public var issuer: String
     /// The `iss` values an ID token may carry (Google also uses `accounts.google.com`); default: `issuer`.
     public var acceptedIssuers: Set<String>
+    /// Replaces the ``acceptedIssuers`` check when set: Microsoft's issuer is templated by the token's `tid`.
+    public var issuerCheck: (@Sendable (_ iss: String, _ claims: [String: JSONValue]) -> Bool)?
     /// Explicit endpoints override discovery.
     public var authorizationEndpoint: String?
     public var tokenEndpoint: String?
@@ -26,6 +28,10 @@ public struct OpenIDConnectConfiguration: Sendable {
     public var scopes: [String] = ["openid", "email", "profile"]
     public var tokenAuthentication: TokenEndpointAuthentication = .basic
     public var extraAuthorizationParameters: [(String, String)] = []
+    /// Whether an email without `email_verified: true` still counts as verified (from verified claims).
+    public var emailVerified: @Sendable ([String: JSONValue]) -> Bool = {
+        $0["email_verified"]?.boolValue ?? ($0["email_verified"]?.stringValue == "true")
+    }
     /// Extra checks on verified ID-token claims (Microsoft's tenant rules); a non-`nil` answer refuses.
     public var claimCheck: @Sendable ([String: JSONValue]) -> String? = { _ in nil }
     /// The stable subject from verified claims (default `sub`).
@@ -114,7 +120,7 @@ public final class OpenIDConnectProvider: IdentityProvider {
         guard let subject = configuration.subject(claims), !subject.isEmpty, subject.utf8.count <= 255 else {
             throw .invalidResponse("the ID token has no usable subject")
         }
-        let verified = claims["email_verified"]?.boolValue ?? (claims["email_verified"]?.stringValue == "true")
+        let verified = configuration.emailVerified(claims)
         let email = verified ? claims["email"]?.stringValue : nil
         return Identity(
             subject: subject,
@@ -183,7 +189,10 @@ public final class OpenIDConnectProvider: IdentityProvider {
             throw .invalidResponse("ID token: \(error)")
         }
         let claims = verified.claims
-        guard let issuer = verified.issuer, configuration.acceptedIssuers.contains(issuer) else {
+        let issuerAccepted = verified.issuer.map { iss in
+            configuration.issuerCheck.map { $0(iss, verified.claims) } ?? configuration.acceptedIssuers.contains(iss)
+        }
+        guard let issuerAccepted, issuerAccepted else {
             throw .invalidResponse("ID token: unexpected issuer \(verified.issuer?.prefix(200) ?? "(none)")")
         }
         let audiences = claims["aud"]?.arrayValue?.count ?? 1

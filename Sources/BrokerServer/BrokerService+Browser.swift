@@ -3,6 +3,7 @@ import BrokerCrypto
 import BrokerStore
 import Google
 import Logging
+import MicrosoftAccount
 import OpenIDConnect
 
 /// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
@@ -32,6 +33,14 @@ extension BrokerService {
                     configuration: try Google.configuration(section), directory: directory, clock: clock)
             } catch {
                 throw ConfigurationError(source: "providers.google", key: nil, problem: error.description)
+            }
+        }
+        if let section = configuration.providers[.microsoftaccount] {
+            do {
+                modules[.microsoftaccount] = OpenIDConnectProvider(
+                    configuration: try MicrosoftAccount.configuration(section), directory: directory, clock: clock)
+            } catch {
+                throw ConfigurationError(source: "providers.microsoftaccount", key: nil, problem: error.description)
             }
         }
         return modules

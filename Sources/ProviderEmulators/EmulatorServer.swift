@@ -14,11 +14,12 @@ public enum EmulatorServer {
         clock: @escaping @Sendable () -> Int64,
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
-        let google = try GoogleEmulator(clock: clock)
+        let google = try OpenIDEmulator(OpenIDEmulator.google, clock: clock)
+        let microsoft = try OpenIDEmulator(OpenIDEmulator.microsoft, clock: clock)
         let base = BaseURL()
         let router = Router()
         router.get("/google/.well-known/openid-configuration") { _, _ in
-            respond(.json(status: 200, google.discovery(base: base.value + "/google")))
+            respond(.json(status: 200, google.discovery(base: base.value + "/google", issuer: base.value + "/google")))
         }
         router.get("/google/jwks") { _, _ in respond(.json(status: 200, try google.jwks())) }
         router.get("/google/authorize") { request, _ in respond(google.authorize(query(request))) }
@@ -29,10 +30,36 @@ public enum EmulatorServer {
             respond(
                 try google.token(
                     try await form(request), authorization: request.headers[.authorization],
-                    issuer: base.value + "/google"))
+                    issuer: { _ in base.value + "/google" }))
         }
         router.get("/google/userinfo") { request, _ in
             respond(google.userinfo(authorization: request.headers[.authorization]))
+        }
+
+        // Microsoft identity platform v2: /microsoft/{tenant}/…
+        let microsoftBase: @Sendable (String) -> String = { tenant in base.value + "/microsoft/" + tenant }
+        router.get("/microsoft/:tenant/v2.0/.well-known/openid-configuration") { _, context in
+            let tenant = context.parameters.get("tenant") ?? ""
+            return respond(
+                .json(
+                    status: 200,
+                    microsoft.discovery(
+                        base: microsoftBase(tenant),
+                        issuer: OpenIDEmulator.microsoftIssuer(base: base.value + "/microsoft", tenant: tenant))))
+        }
+        router.get("/microsoft/:tenant/discovery/v2.0/keys") { _, _ in respond(.json(status: 200, try microsoft.jwks()))
+        }
+        router.get("/microsoft/:tenant/oauth2/v2.0/authorize") { request, context in
+            respond(microsoft.authorize(query(request), tenant: context.parameters.get("tenant")))
+        }
+        router.post("/microsoft/:tenant/oauth2/v2.0/authorize") { request, context in
+            respond(try microsoft.consent(try await form(request), tenant: context.parameters.get("tenant")))
+        }
+        router.post("/microsoft/:tenant/oauth2/v2.0/token") { request, _ in
+            respond(
+                try microsoft.token(
+                    try await form(request), authorization: request.headers[.authorization],
+                    issuer: { account in "\(base.value)/microsoft/\(account.tenantID ?? "")/v2.0" }))
         }
         var app = Application(
             router: router,
@@ -62,7 +89,7 @@ public enum EmulatorServer {
         return fields
     }
 
-    static func respond(_ reply: GoogleEmulator.Reply) -> Response {
+    static func respond(_ reply: OpenIDEmulator.Reply) -> Response {
         var headers = HTTPFields()
         headers[.cacheControl] = "no-store"
         switch reply {

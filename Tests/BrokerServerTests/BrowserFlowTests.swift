@@ -2,6 +2,8 @@ import BrokerClient
 import BrokerCore
 import BrokerHTTP
 import Foundation
+import MicrosoftAccount
+import OpenIDConnect
 import Testing
 
 /// `broker emulate` as a process: the provider emulators on a free loopback port.
@@ -38,13 +40,19 @@ final class EmulatorProcess: @unchecked Sendable {
         throw ServerTestError("broker emulate printed no ready line")
     }
 
-    /// A broker configuration with Google pointed at this emulator.
-    var brokerConfig: String {
+    /// A broker configuration with Google and Microsoft (tenant `tenant`) pointed at this emulator.
+    func brokerConfig(microsoftTenant tenant: String = "consumers") -> String {
         #"""
         {"providers": {"google": {"client_id": "emulated-google-client.apps.googleusercontent.com",
-          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"}, "custom": {"enabled": true}}}
+          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"},
+          "microsoftaccount": {"client_id": "6731de76-14a6-49ae-97bc-6eba6914391e",
+          "client_secret": "emulated-microsoft-secret", "tenant": "\#(tenant)",
+          "issuer": "\#(url)/microsoft/{tenantid}/v2.0"},
+          "custom": {"enabled": true}}}
         """#
     }
+
+    var brokerConfig: String { brokerConfig() }
 
     deinit {
         if process.isRunning {
@@ -55,10 +63,11 @@ final class EmulatorProcess: @unchecked Sendable {
 }
 
 /// The browser half of the flow, played by Tests/Interop/browser_flow.py (urllib, no redirects followed).
-func browserFlow(_ server: BrokerProcess, account: String = "alice", decision: String = "allow", mode: String = "")
-    async throws -> JSONValue
-{
-    let result = try await Interop.run(["browser_flow.py", server.url, "google", account, decision, mode])
+func browserFlow(
+    _ server: BrokerProcess, provider: String = "google", account: String = "alice", decision: String = "allow",
+    mode: String = ""
+) async throws -> JSONValue {
+    let result = try await Interop.run(["browser_flow.py", server.url, provider, account, decision, mode])
     guard result.status == 0, let value = JSONValue.parse(Array(result.stdout.utf8)) else {
         throw ServerTestError("browser_flow.py: \(result.status) \(result.stderr)")
     }
@@ -182,8 +191,83 @@ struct BrowserFlowTests {
     }
 }
 
+@Suite("Microsoft account: tenants, templated issuers, tid + oid")
+struct MicrosoftAccountFlowTests {
+    @Test func consumersTenantSignsInPersonalAccountsKeyedOnTidAndOid() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig())
+        defer { server.stop() }
+        let carol = try await browserFlow(server, provider: "microsoftaccount", account: "carol")
+        #expect(carol["session_status"]?.intValue == 200, "\(carol)")
+        #expect(
+            carol["session"]?["user_id"]?.stringValue
+                == "microsoftaccount:9188040d-6c67-4c5b-b112-36a304b66dad.00000000-0000-0000-6d1e-5e3f2a1b0c9d")
+        let access = try #require(carol["session"]?["access_token"]?.stringValue)
+        #expect(try await server.me(access)["email"]?.stringValue == "carol@outlook.com", "MSA emails are verified")
+    }
+
+    @Test func aWorkAccountIsRefusedUnderConsumersAndAcceptedUnderCommonWithoutItsEmail() async throws {
+        let emulator = try await EmulatorProcess.start()
+        // The provider's tenant segment is where the emulator signs in; the broker's rule is what checks tid.
+        let common = try await BrokerProcess.start(config: emulator.brokerConfig(microsoftTenant: "common"))
+        defer { common.stop() }
+        let dave = try await browserFlow(common, provider: "microsoftaccount", account: "dave")
+        #expect(dave["session_status"]?.intValue == 200, "\(dave)")
+        let access = try #require(dave["session"]?["access_token"]?.stringValue)
+        let me = try await common.me(access)
+        #expect(me["user_id"]?.stringValue?.hasPrefix("microsoftaccount:72f988bf-86f1-41af-91ab-2d7cd011db47.") == true)
+        #expect(me["email"] == nil, "a work tenant's email is not verified without xms_edov")
+
+        // A broker for personal accounts (tenant consumers) whose endpoints point at a tenant that lets a
+        // work account through: the broker's tid rule refuses the ID token, and the CLI hears why.
+        let e = emulator.url
+        let consumers = try await BrokerProcess.start(
+            config: #"""
+                {"providers": {"microsoftaccount": {"client_id": "6731de76-14a6-49ae-97bc-6eba6914391e",
+                  "client_secret": "emulated-microsoft-secret", "tenant": "consumers",
+                  "issuer": "\#(e)/microsoft/{tenantid}/v2.0",
+                  "authorization_endpoint": "\#(e)/microsoft/common/oauth2/v2.0/authorize",
+                  "token_endpoint": "\#(e)/microsoft/common/oauth2/v2.0/token",
+                  "jwks_uri": "\#(e)/microsoft/common/discovery/v2.0/keys"}}}
+                """#)
+        defer { consumers.stop() }
+        let refused = try await browserFlow(consumers, provider: "microsoftaccount", account: "dave")
+        #expect(refused["loopback"]?["code"] == nil)
+        #expect(refused["loopback"]?["error"]?.stringValue == "server_error")
+        #expect(refused["loopback"]?["error_description"]?.stringValue?.contains("unexpected issuer") == true)
+        #expect(!consumers.stderr.contains("signed in"))
+    }
+
+    @Test func moduleRules() throws {
+        let configuration = try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s"])
+        #expect(
+            configuration.authorizationEndpoint == "https://login.microsoftonline.com/consumers/oauth2/v2.0/authorize")
+        #expect(configuration.jwksURI == "https://login.microsoftonline.com/consumers/discovery/v2.0/keys")
+        let check = try #require(configuration.issuerCheck)
+        let msa = "9188040d-6c67-4c5b-b112-36a304b66dad"
+        #expect(check("https://login.microsoftonline.com/\(msa)/v2.0", ["tid": .string(msa)]))
+        #expect(
+            !check("https://login.microsoftonline.com/\(msa)/v2.0", ["tid": "72f988bf-86f1-41af-91ab-2d7cd011db47"]))
+        #expect(
+            !check("https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0", ["tid": .string(msa)])
+        )
+        #expect(!check("https://evil.example/\(msa)/v2.0", ["tid": .string(msa)]))
+        let organizations = try MicrosoftAccount.configuration([
+            "client_id": "c", "client_secret": "s", "tenant": "organizations",
+        ])
+        let orgCheck = try #require(organizations.issuerCheck)
+        #expect(
+            !orgCheck("https://login.microsoftonline.com/\(msa)/v2.0", ["tid": .string(msa)]), "not personal accounts")
+        #expect(throws: ProviderError.self) {
+            try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s", "tenant": "contoso"])
+        }
+        #expect(configuration.subject(["tid": "t", "oid": "o", "sub": "s"]) == "t.o")
+        #expect(configuration.subject(["sub": "s"]) == "s")
+    }
+}
+
 @Suite("the Google emulator refuses what Google refuses")
-struct GoogleEmulatorTests {
+struct GoogleEmulatorTests {  // the OpenIDEmulator in its Google flavour
     @Test func tokenEndpointRules() async throws {
         let emulator = try await EmulatorProcess.start()
         let base = emulator.url + "/google"

@@ -2,35 +2,66 @@ public import BrokerCore
 import BrokerCrypto
 import Synchronization
 
-/// Google's OpenID Connect endpoints, emulated faithfully enough that the broker's Google module runs
-/// unchanged against them — and strictly enough to refuse what Google refuses: an unknown client, a
+/// An OpenID Connect provider's endpoints, emulated faithfully enough that the broker's provider module runs
+/// unchanged against them — and strictly enough to refuse what the provider refuses: an unknown client, a
 /// `redirect_uri` or PKCE verifier that does not match the authorization request, a code used twice or
 /// too late, a wrong client secret, two client authentication methods at once.
 ///
-/// Paths under `/google`: discovery, `jwks`, `authorize` (a consent page; its form posts back),
-/// `token`, `userinfo`. Accounts: ``accounts``.
-public final class GoogleEmulator: Sendable {
+/// Two flavours: Google (under `/google`) and the Microsoft identity platform v2 (under
+/// `/microsoft/{tenant}/…`, with Microsoft's tenant-templated issuer and `tid`/`oid` claims). Endpoints:
+/// discovery, keys, `authorize` (a consent page whose form posts back), `token`, `userinfo`.
+public final class OpenIDEmulator: Sendable {
     public struct Account: Sendable {
         public let id: String
         public let subject: String
         public let email: String
         public let emailVerified: Bool
         public let name: String
+        /// Microsoft: the account's tenant (`tid`) and object id (`oid`).
+        public var tenantID: String? = nil
+        public var objectID: String? = nil
     }
 
-    /// The emulator's test accounts (Google subjects are 21-digit numbers).
-    public static let accounts: [Account] = [
-        Account(
-            id: "alice", subject: "104512345678901234567", email: "alice@example.com", emailVerified: true,
-            name: "Alice Example"),
-        Account(
-            id: "bob", subject: "109876543210987654321", email: "bob@example.net", emailVerified: false,
-            name: "Bob Unverified"),
-    ]
+    public struct Flavor: Sendable {
+        public let name: String
+        public let clientID: String
+        public let clientSecret: String
+        public let accounts: [Account]
+    }
 
-    /// The one registered client (Config/emulated.json uses it).
-    public static let clientID = "emulated-google-client.apps.googleusercontent.com"
-    public static let clientSecret = "emulated-google-secret"
+    public static let google = Flavor(
+        name: "Google",
+        clientID: "emulated-google-client.apps.googleusercontent.com",
+        clientSecret: "emulated-google-secret",
+        accounts: [
+            // Google subjects are 21-digit numbers.
+            Account(
+                id: "alice", subject: "104512345678901234567", email: "alice@example.com", emailVerified: true,
+                name: "Alice Example"),
+            Account(
+                id: "bob", subject: "109876543210987654321", email: "bob@example.net", emailVerified: false,
+                name: "Bob Unverified"),
+        ])
+
+    public static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
+
+    public static let microsoft = Flavor(
+        name: "Microsoft",
+        clientID: "6731de76-14a6-49ae-97bc-6eba6914391e",
+        clientSecret: "emulated-microsoft-secret",
+        accounts: [
+            Account(
+                id: "carol", subject: "AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ", email: "carol@outlook.com",
+                emailVerified: true, name: "Carol Personal", tenantID: consumersTenantID,
+                objectID: "00000000-0000-0000-6d1e-5e3f2a1b0c9d"),
+            Account(
+                id: "dave", subject: "Zf2Jq6lXoWmQ2nGm0zQ1hQ4w5y7uR9tPqLkJhGfDsAa", email: "dave@contoso.example",
+                emailVerified: false, name: "Dave Work", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
+                objectID: "4f5e6d7c-8b9a-4c3d-9e2f-1a0b9c8d7e6f"),
+        ])
+
+    public let flavor: Flavor
+    var clientID: String { flavor.clientID }
 
     struct Grant {
         let clientID: String
@@ -47,18 +78,36 @@ public final class GoogleEmulator: Sendable {
     let signer: JWTSigner
     let clock: @Sendable () -> Int64
 
-    public init(clock: @escaping @Sendable () -> Int64) throws {
+    public init(_ flavor: Flavor, clock: @escaping @Sendable () -> Int64) throws {
+        self.flavor = flavor
         signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
         self.clock = clock
     }
 
-    public func discovery(base: String) -> JSONValue {
-        .object([
-            "issuer": .string(base),
-            "authorization_endpoint": .string(base + "/authorize"),
-            "token_endpoint": .string(base + "/token"),
+    /// Microsoft's issuer for a tenant segment: the consumer tenant's id for `consumers`, the literal
+    /// `{tenantid}` template for `common` and `organizations`, the id itself otherwise.
+    public static func microsoftIssuer(base: String, tenant: String) -> String {
+        let tid: String
+        switch tenant {
+        case "consumers": tid = consumersTenantID
+        case "common", "organizations": tid = "{tenantid}"
+        default: tid = tenant
+        }
+        return "\(base)/\(tid)/v2.0"
+    }
+
+    /// Google: `base` is `…/google`. Microsoft: `base` is `…/microsoft/{tenant}`, `issuer` the templated one.
+    public func discovery(base: String, issuer: String) -> JSONValue {
+        let endpoints: (String, String, String) =
+            flavor.name == "Google"
+            ? (base + "/authorize", base + "/token", base + "/jwks")
+            : (base + "/oauth2/v2.0/authorize", base + "/oauth2/v2.0/token", base + "/discovery/v2.0/keys")
+        return .object([
+            "issuer": .string(issuer),
+            "authorization_endpoint": .string(endpoints.0),
+            "token_endpoint": .string(endpoints.1),
             "userinfo_endpoint": .string(base + "/userinfo"),
-            "jwks_uri": .string(base + "/jwks"),
+            "jwks_uri": .string(endpoints.2),
             "response_types_supported": ["code"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
@@ -84,9 +133,23 @@ public final class GoogleEmulator: Sendable {
         case redirect(String)
     }
 
-    /// `GET /google/authorize`: checks the request as Google does, then shows the consent page.
-    public func authorize(_ query: [String: String]) -> Reply {
-        guard query["client_id"] == Self.clientID else {
+    /// The accounts a tenant segment may sign in (Microsoft: `consumers` only personal accounts,
+    /// `organizations` only work accounts, a tenant id only its own).
+    func accounts(tenant: String?) -> [Account] {
+        guard let tenant else { return flavor.accounts }
+        return flavor.accounts.filter { account in
+            switch tenant {
+            case "common": true
+            case "consumers": account.tenantID == Self.consumersTenantID
+            case "organizations": account.tenantID != Self.consumersTenantID
+            default: account.tenantID == tenant
+            }
+        }
+    }
+
+    /// `GET …/authorize`: checks the request as the provider does, then shows the consent page.
+    public func authorize(_ query: [String: String], tenant: String? = nil) -> Reply {
+        guard query["client_id"] == clientID else {
             return .page(status: 401, html: Self.page("Error 401: invalid_client", "The OAuth client was not found."))
         }
         guard let redirect = query["redirect_uri"], redirect.hasPrefix("http://") || redirect.hasPrefix("https://")
@@ -113,14 +176,14 @@ public final class GoogleEmulator: Sendable {
         let hidden = query.sorted { $0.key < $1.key }.map {
             "<input type=\"hidden\" name=\"\(Self.escape($0.key))\" value=\"\(Self.escape($0.value))\">"
         }.joined(separator: "\n")
-        let choices = Self.accounts.enumerated().map { index, account in
+        let choices = accounts(tenant: tenant).enumerated().map { index, account in
             "<label><input type=\"radio\" name=\"account\" value=\"\(account.id)\"\(index == 0 ? " checked" : "")> "
                 + "\(Self.escape(account.name)) &lt;\(Self.escape(account.email))&gt;</label><br>"
         }.joined(separator: "\n")
         return .page(
             status: 200,
             html: Self.page(
-                "Sign in with Google (emulated)",
+                "Sign in with \(flavor.name) (emulated)",
                 """
                 <form method="post" action="authorize">
                 \(hidden)
@@ -131,15 +194,19 @@ public final class GoogleEmulator: Sendable {
                 """))
     }
 
-    /// `POST /google/authorize`: the consent form's answer.
-    public func consent(_ form: [String: String]) throws -> Reply {
-        guard case .page(200, _) = authorize(form), let redirect = form["redirect_uri"] else { return authorize(form) }
+    /// `POST …/authorize`: the consent form's answer.
+    public func consent(_ form: [String: String], tenant: String? = nil) throws -> Reply {
+        guard case .page(200, _) = authorize(form, tenant: tenant), let redirect = form["redirect_uri"] else {
+            return authorize(form, tenant: tenant)
+        }
         var fields: [(String, String)] = []
-        if form["decision"] == "allow", let account = Self.accounts.first(where: { $0.id == form["account"] }) {
+        if form["decision"] == "allow",
+            let account = accounts(tenant: tenant).first(where: { $0.id == form["account"] })
+        {
             let code = "4/0A" + (try SecureRandom.token(byteCount: 24))
             grants.withLock {
                 $0[code] = Grant(
-                    clientID: Self.clientID, redirectURI: redirect, nonce: form["nonce"],
+                    clientID: clientID, redirectURI: redirect, nonce: form["nonce"],
                     challenge: form["code_challenge"], scope: form["scope"] ?? "openid", account: account,
                     expiresAt: clock() + 300)
             }
@@ -151,8 +218,8 @@ public final class GoogleEmulator: Sendable {
         return .redirect(redirect + "?" + FormEncoding.encode(fields))
     }
 
-    /// `POST /google/token`.
-    public func token(_ form: [String: String], authorization: String?, issuer: String) throws -> Reply {
+    /// `POST …/token`. `issuer(account)` is the `iss` of the account's ID token.
+    public func token(_ form: [String: String], authorization: String?, issuer: (Account) -> String) throws -> Reply {
         func error(_ status: Int, _ code: String, _ description: String) -> Reply {
             .json(status: status, .object(["error": .string(code), "error_description": .string(description)]))
         }
@@ -166,7 +233,7 @@ public final class GoogleEmulator: Sendable {
             clientID = FormEncoding.percentDecode(text[..<colon])
             secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
         }
-        guard clientID == Self.clientID, let secret, ConstantTime.equals(secret, Self.clientSecret) else {
+        guard clientID == self.clientID, let secret, ConstantTime.equals(secret, flavor.clientSecret) else {
             return error(401, "invalid_client", "Unauthorized")
         }
         guard form["grant_type"] == "authorization_code" else {
@@ -186,11 +253,21 @@ public final class GoogleEmulator: Sendable {
         }
         let now = clock()
         var claims: [String: JSONValue] = [
-            "iss": .string(issuer), "azp": .string(Self.clientID), "aud": .string(Self.clientID),
+            "iss": .string(issuer(grant.account)), "aud": .string(self.clientID),
             "sub": .string(grant.account.subject), "email": .string(grant.account.email),
-            "email_verified": .bool(grant.account.emailVerified), "name": .string(grant.account.name),
-            "iat": .int(now), "exp": .int(now + 3600),
+            "name": .string(grant.account.name), "iat": .int(now), "exp": .int(now + 3600),
         ]
+        if let tid = grant.account.tenantID, let oid = grant.account.objectID {
+            // Microsoft v2: tid, oid, nbf, ver; no email_verified, no azp.
+            claims["tid"] = .string(tid)
+            claims["oid"] = .string(oid)
+            claims["nbf"] = .int(now)
+            claims["ver"] = "2.0"
+            claims["preferred_username"] = .string(grant.account.email)
+        } else {
+            claims["azp"] = .string(self.clientID)
+            claims["email_verified"] = .bool(grant.account.emailVerified)
+        }
         if let nonce = grant.nonce { claims["nonce"] = .string(nonce) }
         let accessToken = "ya29." + (try SecureRandom.token(byteCount: 32))
         accessTokens.withLock { $0[accessToken] = grant.account }
@@ -202,7 +279,7 @@ public final class GoogleEmulator: Sendable {
             ]))
     }
 
-    /// `GET /google/userinfo` with the access token.
+    /// `GET …/userinfo` with the access token.
     public func userinfo(authorization: String?) -> Reply {
         guard let authorization, authorization.hasPrefix("Bearer "),
             let account = accessTokens.withLock({ $0[String(authorization.dropFirst(7))] })
