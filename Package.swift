@@ -91,6 +91,18 @@ let package = Package(
             path: "Providers/MicrosoftAccount",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "Facebook",
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "OpenIDConnect"],
+            path: "Providers/Facebook",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Twitter",
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "OpenIDConnect"],
+            path: "Providers/Twitter",
+            swiftSettings: swiftSettings
+        ),
         // Protocol-faithful provider emulators (`broker emulate`).
         .target(
             name: "ProviderEmulators",
@@ -107,8 +119,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Google", "MicrosoftAccount",
-                "OpenIDConnect", .product(name: "Hummingbird", package: "hummingbird"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Facebook", "Google",
+                "MicrosoftAccount", "OpenIDConnect", "Twitter", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -163,8 +175,9 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Google",
-                "MicrosoftAccount", "OpenIDConnect",
+                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Facebook",
+                "Google",
+                "MicrosoftAccount", "OpenIDConnect", "Twitter",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings

@@ -1,10 +1,12 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
+import Facebook
 import Google
 import Logging
 import MicrosoftAccount
 import OpenIDConnect
+import Twitter
 
 /// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
 /// `/auth/{provider}/callback`, and the `authorization_code` grant.
@@ -41,6 +43,20 @@ extension BrokerService {
                     configuration: try MicrosoftAccount.configuration(section), directory: directory, clock: clock)
             } catch {
                 throw ConfigurationError(source: "providers.microsoftaccount", key: nil, problem: error.description)
+            }
+        }
+        if let section = configuration.providers[.facebook] {
+            do {
+                modules[.facebook] = try FacebookProvider(section)
+            } catch {
+                throw ConfigurationError(source: "providers.facebook", key: nil, problem: error.description)
+            }
+        }
+        if let section = configuration.providers[.twitter], section["mode"]?.stringValue ?? "oauth2" == "oauth2" {
+            do {
+                modules[.twitter] = try TwitterProvider(section)
+            } catch {
+                throw ConfigurationError(source: "providers.twitter", key: nil, problem: error.description)
             }
         }
         return modules

@@ -183,7 +183,7 @@ public final class BrokerService: Sendable {
     }
 
     /// Providers this build has a module for (the others are accepted in the configuration, not offered).
-    static let availableProviders: Set<ProviderID> = [.custom, .google, .microsoftaccount]
+    static let availableProviders: Set<ProviderID> = [.custom, .google, .microsoftaccount, .facebook, .twitter]
 
     func health() async -> APIResponse {
         do {

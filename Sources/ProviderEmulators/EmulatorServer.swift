@@ -61,6 +61,34 @@ public enum EmulatorServer {
                     try await form(request), authorization: request.headers[.authorization],
                     issuer: { account in "\(base.value)/microsoft/\(account.tenantID ?? "")/v2.0" }))
         }
+        // Facebook Login: the dialog on www.facebook.com, the Graph API on graph.facebook.com.
+        let facebook = OAuth2Emulator(.facebook, clock: clock)
+        router.get("/facebook/v19.0/dialog/oauth") { request, _ in respond(facebook.authorize(query(request))) }
+        router.post("/facebook/v19.0/dialog/oauth") { request, _ in
+            respond(try facebook.consent(try await form(request)))
+        }
+        router.get("/facebook/v19.0/oauth/access_token") { request, _ in
+            respond(try facebook.token(query(request), authorization: nil))
+        }
+        router.post("/facebook/v19.0/oauth/access_token") { request, _ in
+            respond(try facebook.token(try await form(request), authorization: nil))
+        }
+        router.get("/facebook/v19.0/me") { request, _ in
+            respond(facebook.me(query(request), authorization: request.headers[.authorization]))
+        }
+
+        // X (Twitter) OAuth 2.0.
+        let twitter = OAuth2Emulator(.twitter, clock: clock)
+        router.get("/twitter/i/oauth2/authorize") { request, _ in respond(twitter.authorize(query(request))) }
+        router.post("/twitter/i/oauth2/authorize") { request, _ in respond(try twitter.consent(try await form(request)))
+        }
+        router.post("/twitter/2/oauth2/token") { request, _ in
+            respond(try twitter.token(try await form(request), authorization: request.headers[.authorization]))
+        }
+        router.get("/twitter/2/users/me") { request, _ in
+            respond(twitter.me(query(request), authorization: request.headers[.authorization]))
+        }
+
         var app = Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),

@@ -48,11 +48,26 @@ final class EmulatorProcess: @unchecked Sendable {
           "microsoftaccount": {"client_id": "6731de76-14a6-49ae-97bc-6eba6914391e",
           "client_secret": "emulated-microsoft-secret", "tenant": "\#(tenant)",
           "issuer": "\#(url)/microsoft/{tenantid}/v2.0"},
+          "facebook": {"client_id": "1234567890123456", "client_secret": "emulated-facebook-app-secret",
+          "authorization_endpoint": "\#(url)/facebook/v19.0/dialog/oauth",
+          "token_endpoint": "\#(url)/facebook/v19.0/oauth/access_token",
+          "userinfo_endpoint": "\#(url)/facebook/v19.0/me"},
+          "twitter": {"client_id": "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ", "client_secret": "emulated-twitter-client-secret",
+          "authorization_endpoint": "\#(url)/twitter/i/oauth2/authorize",
+          "token_endpoint": "\#(url)/twitter/2/oauth2/token", "userinfo_endpoint": "\#(url)/twitter/2/users/me"},
           "custom": {"enabled": true}}}
         """#
     }
 
     var brokerConfig: String { brokerConfig() }
+
+    /// Only Google (and custom): the other providers are disabled.
+    var googleOnlyConfig: String {
+        #"""
+        {"providers": {"google": {"client_id": "emulated-google-client.apps.googleusercontent.com",
+          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"}, "custom": {"enabled": true}}}
+        """#
+    }
 
     deinit {
         if process.isRunning {
@@ -148,7 +163,7 @@ struct BrowserFlowTests {
 
     @Test func startRefusesAnythingButALoopbackRedirectAndS256() async throws {
         let emulator = try await EmulatorProcess.start()
-        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
         defer { server.stop() }
         let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         func start(_ fields: [(String, String)], provider: String = "google") async throws -> BrokerProcess.Reply {
@@ -266,6 +281,57 @@ struct MicrosoftAccountFlowTests {
     }
 }
 
+@Suite("Facebook and X (OAuth 2.0) through the broker and their emulators")
+struct OAuth2ProviderFlowTests {
+    @Test func facebookSignsInWithAppSecretProofAndKeysOnTheNumericID() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig())
+        defer { server.stop() }
+        let erin = try await browserFlow(server, provider: "facebook", account: "erin")
+        #expect(erin["session"]?["user_id"]?.stringValue == "facebook:10158123456789012", "\(erin)")
+        let access = try #require(erin["session"]?["access_token"]?.stringValue)
+        #expect(try await server.me(access)["email"]?.stringValue == "erin@example.com")
+        let frank = try await browserFlow(server, provider: "facebook", account: "frank")
+        let frankAccess = try #require(frank["session"]?["access_token"]?.stringValue)
+        #expect(try await server.me(frankAccess)["email"] == nil)
+        let denied = try await browserFlow(server, provider: "facebook", decision: "deny")
+        #expect(denied["loopback"]?["error"]?.stringValue == "access_denied")
+        #expect(denied["loopback"]?["error_description"]?.stringValue == "Permissions error")
+    }
+
+    @Test func twitterSignsInWithPKCEAndBasicAuthentication() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig())
+        defer { server.stop() }
+        let grace = try await browserFlow(server, provider: "twitter", account: "grace")
+        #expect(grace["session"]?["user_id"]?.stringValue == "twitter:2244994945", "\(grace)")
+        let access = try #require(grace["session"]?["access_token"]?.stringValue)
+        let me = try await server.me(access)
+        #expect(me["name"]?.stringValue == "Grace Example" && me["email"] == nil)
+    }
+
+    @Test func graphRefusesAWrongAppSecretProofAndXRefusesAMissingBasicHeader() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let me = try await HTTPClient.shared.send(
+            HTTPRequest(url: emulator.url + "/facebook/v19.0/me?fields=id&appsecret_proof=00&access_token=x"))
+        #expect(me.status == 400)
+        let token = try await HTTPClient.shared.send(
+            HTTPRequest.form(
+                url: emulator.url + "/twitter/2/oauth2/token",
+                fields: [
+                    ("grant_type", "authorization_code"), ("code", "x"),
+                    ("client_id", "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"),
+                ]))
+        #expect(token.status == 401)
+        let noPKCE = try await HTTPClient.shared.send(
+            HTTPRequest(
+                url: emulator.url
+                    + "/twitter/i/oauth2/authorize?response_type=code&client_id=ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"
+                    + "&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&state=s"))
+        #expect(noPKCE.status == 400)
+    }
+}
+
 @Suite("the Google emulator refuses what Google refuses")
 struct GoogleEmulatorTests {  // the OpenIDEmulator in its Google flavour
     @Test func tokenEndpointRules() async throws {
@@ -368,7 +434,7 @@ struct CLIBrowserLoginTests {
 
     @Test func failuresExitOneAndTellTheBrowserWhy() async throws {
         let emulator = try await EmulatorProcess.start()
-        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
         defer { server.stop() }
         let client = try ClientHome(server: server)
 
@@ -386,7 +452,7 @@ struct CLIBrowserLoginTests {
         #expect(timedOut.status == 1 && timedOut.stderr.contains("in time"), "\(timedOut.stderr)")
         #expect(timedOut.stderr.contains("/auth/google/start?"), "--no-browser still prints the URL")
 
-        let disabled = try await client.run(["login", "--provider", "facebook", "--no-browser"])
+        let disabled = try await client.run(["login", "--provider", "facebook", "--no-browser", "--timeout", "5"])
         #expect(disabled.status == 1 && disabled.stderr.contains("not enabled"), "\(disabled.stderr)")
         let unknown = try await client.run(["login", "--provider", "myspace"])
         #expect(unknown.status == 64)

@@ -45,9 +45,12 @@ class Form(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.fields = {}
+        self.action = ""
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        if tag == "form":
+            self.action = attrs.get("action") or ""
         if tag == "input" and attrs.get("type") == "hidden":
             self.fields[attrs["name"]] = attrs["value"]
 
@@ -73,7 +76,7 @@ def open_mode(start):
         form = Form()
         form.feed(body.decode())
         form.fields.update({"account": os.environ.get("BROWSER_ACCOUNT", "alice"), "decision": decision})
-        status, headers, _ = get(urllib.parse.urljoin(authorize, "authorize"), urllib.parse.urlencode(form.fields).encode())
+        status, headers, _ = get(urllib.parse.urljoin(authorize, form.action), urllib.parse.urlencode(form.fields).encode())
         status, headers, _ = get(headers["Location"])
         assert status == 302, f"callback: {status}"
         target = headers["Location"]
@@ -108,7 +111,7 @@ def main():
     form = Form()
     form.feed(body.decode())
     form.fields.update({"account": account, "decision": decision})
-    action = urllib.parse.urljoin(authorize, "authorize")
+    action = urllib.parse.urljoin(authorize, form.action)
     status, headers, _ = get(action, urllib.parse.urlencode(form.fields).encode())
     assert status == 302, f"consent: {status}"
     callback = headers["Location"]

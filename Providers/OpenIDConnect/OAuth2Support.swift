@@ -1,0 +1,61 @@
+public import BrokerCore
+import BrokerCrypto
+public import BrokerHTTP
+
+/// Plumbing shared by the plain OAuth 2.0 modules (Facebook, Twitter/X): form posts and JSON GETs with
+/// bounded sizes and timeouts, and the provider's error bodies turned into ``ProviderError``.
+public enum OAuth2Support {
+    public static func postForm(
+        _ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = [],
+        http: HTTPClient
+    ) async throws(ProviderError) -> [String: JSONValue] {
+        var request = HTTPRequest.form(url: url, fields: fields, headers: headers)
+        return try await send(&request, http: http)
+    }
+
+    public static func getJSON(
+        _ url: String, headers: [(name: String, value: String)] = [], http: HTTPClient
+    ) async throws(ProviderError) -> [String: JSONValue] {
+        var request = HTTPRequest(url: url, headers: headers + [(name: "Accept", value: "application/json")])
+        return try await send(&request, http: http)
+    }
+
+    static func send(_ request: inout HTTPRequest, http: HTTPClient) async throws(ProviderError) -> [String: JSONValue]
+    {
+        if let problem = Endpoint.problem(request.url) { throw .invalidResponse("\(request.url) \(problem)") }
+        request.connectTimeout = .seconds(10)
+        request.timeout = .seconds(20)
+        request.maxResponseBytes = 256 * 1024
+        let response: HTTPResponse
+        do {
+            response = try await http.send(request)
+        } catch {
+            throw .unavailable("\(request.url.prefix { $0 != "?" }): \(error)")
+        }
+        let body = JSONValue.parse(response.body)?.objectValue
+        guard response.status == 200, let body else {
+            // OAuth errors ({"error", "error_description"}) and Graph errors ({"error": {"message"}}).
+            let error = body?["error"]
+            let code = error?.stringValue ?? error?["type"]?.stringValue ?? "HTTP \(response.status)"
+            let description =
+                body?["error_description"]?.stringValue ?? error?["message"]?.stringValue
+                ?? body?["detail"]?.stringValue ?? ""
+            throw .invalidResponse("\(request.url.prefix { $0 != "?" }) refused: \(code) \(description)")
+        }
+        return body
+    }
+
+    /// `client_id:client_secret`, each form-urlencoded, as HTTP Basic (RFC 6749 §2.3.1).
+    public static func basic(_ clientID: String, _ secret: Secret) -> (name: String, value: String) {
+        let pair = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret.exposed)
+        return (name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8)))
+    }
+
+    /// The provider's `error` callback parameters as a refusal.
+    public static func deniedIfError(_ callback: [String: String]) throws(ProviderError) {
+        if let error = callback["error"] {
+            throw .denied(
+                code: error, description: callback["error_description"] ?? callback["error_reason"] ?? "")
+        }
+    }
+}
