@@ -183,6 +183,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "ProviderTests",
+            dependencies: ["BrokerCore", "Twitter"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "BrokerCLITests",
             dependencies: ["BrokerCrypto"],
             swiftSettings: swiftSettings
