@@ -8,7 +8,7 @@ APT_PACKAGES=(
   postgresql wrk hyperfine tmux
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography)
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib)
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -23,7 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${BROKER_PYTHON:-python3}
-if ! "$PYTHON" -c 'import joserfc, jwt, cryptography' 2>/dev/null; then
+if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib' 2>/dev/null; then
   echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
   "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

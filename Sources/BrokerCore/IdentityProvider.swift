@@ -54,6 +54,18 @@ public enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Where to send the browser, and what the module needs back at the callback (OAuth 1.0a's request-token
+/// secret): the broker seals `carry` into a short-lived cookie scoped to the callback path.
+public struct AuthorizationStart: Sendable {
+    public var url: String
+    public var carry: [String: String]
+
+    public init(url: String, carry: [String: String] = [:]) {
+        self.url = url
+        self.carry = carry
+    }
+}
+
 /// A sign-in provider module (Providers/<Name>): builds the authorization redirect for a pending sign-in and
 /// turns the provider's callback into an ``Identity``. Modules know nothing of HTTP servers or storage.
 public protocol IdentityProvider: Sendable {
@@ -64,4 +76,24 @@ public protocol IdentityProvider: Sendable {
 
     /// Completes the sign-in from the callback's query parameters (the broker has already checked `state`).
     func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity
+
+    /// ``authorizationURL(for:)`` with state to carry to the callback; the default carries nothing.
+    func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart
+
+    /// ``complete(callback:pending:)`` with what ``start(for:)`` carried.
+    func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
+        async throws(ProviderError)
+        -> Identity
+}
+
+extension IdentityProvider {
+    public func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
+        AuthorizationStart(url: try await authorizationURL(for: pending))
+    }
+
+    public func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
+        async throws(ProviderError) -> Identity
+    {
+        try await complete(callback: callback, pending: pending)
+    }
 }

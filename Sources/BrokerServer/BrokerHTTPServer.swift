@@ -89,7 +89,7 @@ public enum BrokerHTTPServer {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         for (name, value) in api.headers {
-            if let field = HTTPField.Name(name) { headers[field] = value }
+            if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
         }
         var bytes = api.body.serializedBytes
         bytes.append(UInt8(ascii: "\n"))
@@ -161,7 +161,8 @@ public enum BrokerHTTPServer {
         router.get("/auth/:provider/callback") { request, context in
             try await response(
                 service.completeBrowserSignIn(
-                    provider: context.parameters.get("provider") ?? "", query: try query(request)))
+                    provider: context.parameters.get("provider") ?? "", query: try query(request),
+                    cookie: request.headers[.cookie]))
         }
         router.get("/auth/me") { request, _ in
             try await response(service.me(authorization: request.headers[.authorization]))

@@ -52,9 +52,13 @@ extension BrokerService {
                 throw ConfigurationError(source: "providers.facebook", key: nil, problem: error.description)
             }
         }
-        if let section = configuration.providers[.twitter], section["mode"]?.stringValue ?? "oauth2" == "oauth2" {
+        if let section = configuration.providers[.twitter] {
             do {
-                modules[.twitter] = try TwitterProvider(section)
+                if section["mode"]?.stringValue == "oauth1" {
+                    modules[.twitter] = try TwitterOAuth1Provider(section, clock: clock)
+                } else {
+                    modules[.twitter] = try TwitterProvider(section)
+                }
             } catch {
                 throw ConfigurationError(source: "providers.twitter", key: nil, problem: error.description)
             }
@@ -112,27 +116,74 @@ extension BrokerService {
         }
         let nonce = try SecureRandom.token(byteCount: 16)
         let verifier = try PKCE.generate().verifier
+        let marker = try SecureRandom.token(byteCount: 16)
         let sealed: JSONValue = .object([
             "s": .string(cliState), "c": .string(challenge), "r": .string(redirectURI), "n": .string(nonce),
-            "v": .string(verifier), "e": .int(now + Self.pendingLifetime),
-            "m": .string(try SecureRandom.token(byteCount: 16)),
+            "v": .string(verifier), "e": .int(now + Self.pendingLifetime), "m": .string(marker),
         ])
         let state = Base64URL.encode(
             try AESGCM.seal(sealed.serializedBytes, key: flowKey, associatedData: Array(provider.rawValue.utf8)))
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
-        let location: String
+        let started: AuthorizationStart
         do {
-            location = try await module.authorizationURL(for: pending)
+            started = try await module.start(for: pending)
         } catch {
             logger.error("cannot start a sign-in", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
             throw APIError.serviceUnavailable("\(provider.displayName) is not reachable: \(error)")
         }
-        return .redirect(location)
+        var response = APIResponse.redirect(started.url)
+        if !started.carry.isEmpty {
+            var fields = started.carry.mapValues(JSONValue.string)
+            fields["_m"] = .string(marker)
+            let box = try AESGCM.seal(
+                JSONValue.object(fields).serializedBytes, key: flowKey,
+                associatedData: Array("carry:\(provider.rawValue)".utf8))
+            response.headers.append(
+                ("Set-Cookie", cookie(provider, value: Base64URL.encode(box), maxAge: Self.pendingLifetime)))
+        }
+        return response
+    }
+
+    /// The cookie that carries a module's sealed state to its callback (and only there).
+    func cookie(_ provider: ProviderID, value: String, maxAge: Int64) -> String {
+        let secure = issuer.lowercased().hasPrefix("https://") ? "; Secure" : ""
+        return "broker_flow_\(provider.rawValue)=\(value); Path=/auth/\(provider.rawValue)/callback; Max-Age=\(maxAge)"
+            + "; HttpOnly; SameSite=Lax\(secure)"
+    }
+
+    /// What the start's cookie carried, when it belongs to the sign-in with `marker`.
+    func carried(_ provider: ProviderID, cookieHeader: String?, marker: String) -> [String: String]? {
+        let name = "broker_flow_\(provider.rawValue)="
+        guard let cookieHeader,
+            let entry = cookieHeader.split(separator: ";").map({ $0.drop { $0 == " " } }).first(where: {
+                $0.hasPrefix(name)
+            }),
+            let box = Base64URL.decode(entry.dropFirst(name.count)),
+            let opened = AESGCM.open(box, key: flowKey, associatedData: Array("carry:\(provider.rawValue)".utf8)),
+            let fields = JSONValue.parse(opened)?.objectValue,
+            fields["_m"]?.stringValue == marker
+        else { return nil }
+        var carry: [String: String] = [:]
+        for (key, value) in fields where key != "_m" { carry[key] = value.stringValue }
+        return carry
     }
 
     /// `GET /auth/{provider}/callback`.
-    func completeBrowserSignIn(provider name: String, query: [String: String]) async throws -> APIResponse {
+    func completeBrowserSignIn(provider name: String, query: [String: String], cookie: String? = nil) async throws
+        -> APIResponse
+    {
+        var response = try await completeSignIn(provider: name, query: query, cookie: cookie)
+        // The carried state has served its purpose (or is stale): drop it from the browser.
+        if let provider = ProviderID(rawValue: name), cookie?.contains("broker_flow_\(name)=") == true {
+            response.headers.append(("Set-Cookie", self.cookie(provider, value: "", maxAge: 0)))
+        }
+        return response
+    }
+
+    private func completeSignIn(provider name: String, query: [String: String], cookie: String?) async throws
+        -> APIResponse
+    {
         let (provider, module) = try browserProvider(name)
         guard let state = query["state"], state.utf8.count <= 4096, let box = Base64URL.decode(state),
             let opened = AESGCM.open(box, key: flowKey, associatedData: Array(provider.rawValue.utf8)),
@@ -156,9 +207,10 @@ extension BrokerService {
         }
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
+        let carry = carried(provider, cookieHeader: cookie, marker: marker) ?? [:]
         let identity: Identity
         do {
-            identity = try await module.complete(callback: query, pending: pending)
+            identity = try await module.complete(callback: query, pending: pending, carry: carry)
         } catch {
             logger.info("sign-in failed", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
             let code: String

@@ -1,0 +1,141 @@
+public import BrokerCore
+import BrokerCrypto
+public import BrokerHTTP
+import OpenIDConnect
+
+/// Twitter / X with `"mode": "oauth1"`: the OAuth 1.0a three-legged flow, every request signed with
+/// HMAC-SHA1 per RFC 5849. `request_token` (with `oauth_callback`, answered with
+/// `oauth_callback_confirmed=true` or refused), the browser to `authorize`, `access_token` with the
+/// `oauth_verifier`, then `verify_credentials`. The request token's secret travels to the callback in the
+/// broker's sealed cookie (``AuthorizationStart/carry``), and the `oauth_token` coming back must be the
+/// request token issued for this sign-in.
+public final class TwitterOAuth1Provider: IdentityProvider {
+    public static let defaults: [String: String] = [
+        "request_token_endpoint": "https://api.x.com/oauth/request_token",
+        "authorize_endpoint": "https://api.x.com/oauth/authorize",
+        "access_token_endpoint": "https://api.x.com/oauth/access_token",
+        "verify_credentials_endpoint": "https://api.x.com/1.1/account/verify_credentials.json",
+    ]
+
+    let consumerKey: String
+    let consumerSecret: Secret
+    let endpoints: [String: String]
+    let http: @Sendable () -> HTTPClient
+    let clock: @Sendable () -> Int64
+
+    public var id: ProviderID { .twitter }
+
+    public init(
+        _ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared },
+        clock: @escaping @Sendable () -> Int64
+    ) throws(ProviderError) {
+        guard let key = section["consumer_key"]?.stringValue, !key.isEmpty,
+            let secret = section["consumer_secret"]?.stringValue, !secret.isEmpty
+        else { throw .invalidResponse("providers.twitter with mode oauth1 needs consumer_key and consumer_secret") }
+        consumerKey = key
+        consumerSecret = Secret(secret)
+        var endpoints = Self.defaults
+        for name in Self.defaults.keys { if let value = section[name]?.stringValue { endpoints[name] = value } }
+        self.endpoints = endpoints
+        self.http = http
+        self.clock = clock
+    }
+
+    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+        try await start(for: pending).url
+    }
+
+    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+        try await complete(callback: callback, pending: pending, carry: [:])
+    }
+
+    public func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
+        let callback = pending.callbackURL + "?" + FormEncoding.encode([("state", pending.state)])
+        let answer = try await signedPost(
+            endpoints["request_token_endpoint"]!, extra: [("oauth_callback", callback)], token: nil, tokenSecret: nil)
+        guard answer["oauth_callback_confirmed"] == "true" else {
+            throw .invalidResponse("request_token did not confirm the callback (oauth_callback_confirmed)")
+        }
+        guard let token = answer["oauth_token"], !token.isEmpty, let secret = answer["oauth_token_secret"] else {
+            throw .invalidResponse("request_token answered without oauth_token and oauth_token_secret")
+        }
+        let url = endpoints["authorize_endpoint"]! + "?" + FormEncoding.encode([("oauth_token", token)])
+        return AuthorizationStart(url: url, carry: ["token": token, "secret": secret])
+    }
+
+    public func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
+        async throws(ProviderError) -> Identity
+    {
+        guard let requestToken = carry["token"], let requestSecret = carry["secret"] else {
+            throw .invalidResponse("the request token of this sign-in is missing (cookies blocked?)")
+        }
+        if let denied = callback["denied"] {
+            guard ConstantTime.equals(denied, requestToken) else {
+                throw .invalidResponse("a refusal for another request token")
+            }
+            throw .denied(code: "access_denied", description: "the authorization was refused at X")
+        }
+        guard let returned = callback["oauth_token"], ConstantTime.equals(returned, requestToken) else {
+            throw .invalidResponse("oauth_token is not the request token issued for this sign-in")
+        }
+        guard let verifier = callback["oauth_verifier"], !verifier.isEmpty else {
+            throw .invalidResponse("the callback carries no oauth_verifier")
+        }
+        let access = try await signedPost(
+            endpoints["access_token_endpoint"]!, extra: [("oauth_verifier", verifier)], token: requestToken,
+            tokenSecret: Secret(requestSecret))
+        guard let token = access["oauth_token"], let secret = access["oauth_token_secret"] else {
+            throw .invalidResponse("access_token answered without a token")
+        }
+        let url = endpoints["verify_credentials_endpoint"]!
+        guard let signed = sign("GET", url, extra: [], token: token, tokenSecret: Secret(secret)) else {
+            throw .invalidResponse("verify_credentials_endpoint is not an http(s) URL")
+        }
+        let me = try await OAuth2Support.getJSON(
+            url, headers: [(name: "Authorization", value: OAuth1.authorizationHeader(signed))], http: http())
+        guard let id = me["id_str"]?.stringValue, !id.isEmpty, id.utf8.count <= 32, id.allSatisfy(\.isNumber),
+            access["user_id"].map({ $0 == id }) ?? true
+        else { throw .invalidResponse("verify_credentials has no numeric id_str (or it is not the token's user)") }
+        return Identity(subject: id, email: nil, emailVerified: false, name: me["name"]?.stringValue)
+    }
+
+    func sign(_ method: String, _ url: String, extra: [(String, String)], token: String?, tokenSecret: Secret?)
+        -> [(String, String)]?
+    {
+        OAuth1.sign(
+            method: method, url: url, consumerKey: consumerKey, consumerSecret: consumerSecret, token: token,
+            tokenSecret: tokenSecret, extra: extra, nonce: (try? SecureRandom.token(byteCount: 16)) ?? "",
+            timestamp: clock())
+    }
+
+    /// A signed POST with an empty body, whose answer is form-encoded (`oauth_token=…&…`).
+    func signedPost(_ url: String, extra: [(String, String)], token: String?, tokenSecret: Secret?)
+        async throws(ProviderError) -> [String: String]
+    {
+        if let problem = Endpoint.problem(url) { throw .invalidResponse("\(url) \(problem)") }
+        guard let signed = sign("POST", url, extra: extra, token: token, tokenSecret: tokenSecret) else {
+            throw .invalidResponse("\(url) is not an http(s) URL")
+        }
+        var request = HTTPRequest(
+            method: "POST", url: url,
+            headers: [
+                (name: "Authorization", value: OAuth1.authorizationHeader(signed)),
+                (name: "Content-Type", value: "application/x-www-form-urlencoded"),
+            ], body: [])
+        request.connectTimeout = .seconds(10)
+        request.timeout = .seconds(20)
+        request.maxResponseBytes = 64 * 1024
+        let response: HTTPResponse
+        do {
+            response = try await http().send(request)
+        } catch {
+            throw .unavailable("\(url): \(error)")
+        }
+        guard response.status == 200, let pairs = FormEncoding.decode(response.bodyText) else {
+            throw .invalidResponse("\(url) refused: HTTP \(response.status) \(response.bodyText.prefix(200))")
+        }
+        var fields: [String: String] = [:]
+        for (name, value) in pairs { fields[name] = value }
+        return fields
+    }
+}
