@@ -107,7 +107,7 @@ let package = Package(
         .target(
             name: "ProviderEmulators",
             dependencies: [
-                "BrokerCore", "BrokerCrypto",
+                "BrokerCore", "BrokerCrypto", "Twitter",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -89,6 +89,27 @@ public enum EmulatorServer {
             respond(twitter.me(query(request), authorization: request.headers[.authorization]))
         }
 
+        // X (Twitter) OAuth 1.0a: signatures are checked over the URL the client used.
+        let oauth1 = OAuth1Emulator(clock: clock)
+        let fullURL: @Sendable (Request) -> String = { request in base.value + request.uri.description }
+        router.post("/twitter/oauth/request_token") { request, _ in
+            respond(
+                try oauth1.requestToken(
+                    url: fullURL(request), authorization: request.headers[.authorization],
+                    body: try await formPairs(request)))
+        }
+        router.get("/twitter/oauth/authorize") { request, _ in respond(oauth1.authorize(query(request))) }
+        router.post("/twitter/oauth/authorize") { request, _ in respond(try oauth1.consent(try await form(request))) }
+        router.post("/twitter/oauth/access_token") { request, _ in
+            respond(
+                try oauth1.accessToken(
+                    url: fullURL(request), authorization: request.headers[.authorization],
+                    body: try await formPairs(request)))
+        }
+        router.get("/twitter/1.1/account/verify_credentials.json") { request, _ in
+            respond(oauth1.verifyCredentials(url: fullURL(request), authorization: request.headers[.authorization]))
+        }
+
         var app = Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
@@ -107,6 +128,11 @@ public enum EmulatorServer {
         var fields: [String: String] = [:]
         for (name, value) in FormEncoding.decode(request.uri.query ?? "") ?? [] { fields[name] = value }
         return fields
+    }
+
+    static func formPairs(_ request: Request) async throws -> [(String, String)] {
+        let buffer = try await request.body.collect(upTo: 64 * 1024)
+        return FormEncoding.decode(String(decoding: buffer.readableBytesView, as: UTF8.self)) ?? []
     }
 
     static func form(_ request: Request) async throws -> [String: String] {
@@ -129,6 +155,9 @@ public enum EmulatorServer {
             return Response(
                 status: HTTPResponse.Status(code: status), headers: headers,
                 body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+        case .text(let text):
+            headers[.contentType] = "application/x-www-form-urlencoded"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
         case .json(let status, let value):
             headers[.contentType] = "application/json"
             return Response(

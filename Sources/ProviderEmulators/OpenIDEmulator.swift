@@ -127,10 +127,12 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// An answer: a status with a body, or a redirect.
-    public enum Reply: Sendable {
+    public enum Reply: Error, Sendable {
         case page(status: Int, html: String)
         case json(status: Int, JSONValue)
         case redirect(String)
+        /// `application/x-www-form-urlencoded` text (OAuth 1.0a token answers).
+        case text(String)
     }
 
     /// The accounts a tenant segment may sign in (Microsoft: `consumers` only personal accounts,

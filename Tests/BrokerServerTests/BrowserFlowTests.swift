@@ -310,6 +310,41 @@ struct OAuth2ProviderFlowTests {
         #expect(me["name"]?.stringValue == "Grace Example" && me["email"] == nil)
     }
 
+    @Test func twitterOAuth1SignsEveryLegAndChecksTheReturnedToken() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let e = emulator.url
+        let server = try await BrokerProcess.start(
+            config: #"""
+                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
+                  "consumer_secret": "emulated-consumer-secret",
+                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
+                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
+                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
+                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
+                """#)
+        defer { server.stop() }
+        let heidi = try await browserFlow(server, provider: "twitter", account: "heidi")
+        #expect(heidi["session"]?["user_id"]?.stringValue == "twitter:783214", "\(heidi)")
+        let denied = try await browserFlow(server, provider: "twitter", decision: "deny")
+        #expect(denied["loopback"]?["error"]?.stringValue == "access_denied")
+
+        // A wrong consumer secret: the emulator refuses the signature, the sign-in cannot start.
+        let wrong = try await BrokerProcess.start(
+            config: #"""
+                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
+                  "consumer_secret": "not-the-secret",
+                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
+                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
+                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
+                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
+                """#)
+        defer { wrong.stop() }
+        let start = try await wrong.get(
+            "/auth/twitter/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&state=s"
+                + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256")
+        #expect(start.status == 503 && start.header("Location") == nil)
+    }
+
     @Test func graphRefusesAWrongAppSecretProofAndXRefusesAMissingBasicHeader() async throws {
         let emulator = try await EmulatorProcess.start()
         let me = try await HTTPClient.shared.send(

@@ -29,7 +29,11 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-opener = urllib.request.build_opener(NoRedirect)
+import http.cookiejar
+
+# Cookies as a browser keeps them (the broker carries OAuth 1.0a state to its callback in one).
+cookies = http.cookiejar.CookieJar()
+opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProcessor(cookies))
 
 
 def get(url, data=None):

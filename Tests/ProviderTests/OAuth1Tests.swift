@@ -93,3 +93,42 @@ struct OAuth1Tests {
         #expect(OAuth1.baseStringURI("https://www.example.net:8080/?q=1") == "https://www.example.net:8080/")
     }
 }
+
+@Suite("Twitter OAuth 1.0a module: the callback must belong to this sign-in")
+struct TwitterOAuth1CallbackTests {
+    let provider: TwitterOAuth1Provider
+    let pending = PendingSignIn(state: "s", nonce: "n", codeVerifier: "v", callbackURL: "http://127.0.0.1:1/cb")
+
+    init() throws {
+        provider = try TwitterOAuth1Provider(
+            ["consumer_key": "k", "consumer_secret": "s"], clock: { 1_795_400_000 })
+    }
+
+    @Test func anotherRequestTokenIsRefusedBeforeAnyRequest() async {
+        let carry = ["token": "issued-token", "secret": "sec"]
+        await #expect(
+            throws: ProviderError.invalidResponse("oauth_token is not the request token issued for this sign-in")
+        ) {
+            try await provider.complete(
+                callback: ["oauth_token": "someone-elses", "oauth_verifier": "v"], pending: pending, carry: carry)
+        }
+        await #expect(throws: ProviderError.self) {
+            try await provider.complete(callback: ["oauth_token": "issued-token"], pending: pending, carry: carry)
+        }
+        await #expect(
+            throws: ProviderError.invalidResponse("the request token of this sign-in is missing (cookies blocked?)")
+        ) {
+            try await provider.complete(
+                callback: ["oauth_token": "issued-token", "oauth_verifier": "v"], pending: pending, carry: [:])
+        }
+        await #expect(
+            throws: ProviderError.denied(code: "access_denied", description: "the authorization was refused at X")
+        ) {
+            try await provider.complete(callback: ["denied": "issued-token"], pending: pending, carry: carry)
+        }
+    }
+
+    @Test func configurationNeedsTheConsumerCredentials() {
+        #expect(throws: ProviderError.self) { try TwitterOAuth1Provider(["consumer_key": "k"], clock: { 0 }) }
+    }
+}
