@@ -10,12 +10,13 @@ public enum EmulatorServer {
     public static func run(
         host: String,
         port: Int,
+        approveAs: String? = nil,
         logger: Logger,
         clock: @escaping @Sendable () -> Int64,
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
-        let google = try OpenIDEmulator(OpenIDEmulator.google, clock: clock)
-        let microsoft = try OpenIDEmulator(OpenIDEmulator.microsoft, clock: clock)
+        let google = try OpenIDEmulator(OpenIDEmulator.google, approveAs: approveAs, clock: clock)
+        let microsoft = try OpenIDEmulator(OpenIDEmulator.microsoft, approveAs: approveAs, clock: clock)
         let base = BaseURL()
         let router = Router()
         router.get("/google/.well-known/openid-configuration") { _, _ in
@@ -62,7 +63,7 @@ public enum EmulatorServer {
                     issuer: { account in "\(base.value)/microsoft/\(account.tenantID ?? "")/v2.0" }))
         }
         // Facebook Login: the dialog on www.facebook.com, the Graph API on graph.facebook.com.
-        let facebook = OAuth2Emulator(.facebook, clock: clock)
+        let facebook = OAuth2Emulator(.facebook, approveAs: approveAs, clock: clock)
         router.get("/facebook/v19.0/dialog/oauth") { request, _ in respond(facebook.authorize(query(request))) }
         router.post("/facebook/v19.0/dialog/oauth") { request, _ in
             respond(try facebook.consent(try await form(request)))
@@ -78,7 +79,7 @@ public enum EmulatorServer {
         }
 
         // X (Twitter) OAuth 2.0.
-        let twitter = OAuth2Emulator(.twitter, clock: clock)
+        let twitter = OAuth2Emulator(.twitter, approveAs: approveAs, clock: clock)
         router.get("/twitter/i/oauth2/authorize") { request, _ in respond(twitter.authorize(query(request))) }
         router.post("/twitter/i/oauth2/authorize") { request, _ in respond(try twitter.consent(try await form(request)))
         }
@@ -90,7 +91,7 @@ public enum EmulatorServer {
         }
 
         // X (Twitter) OAuth 1.0a: signatures are checked over the URL the client used.
-        let oauth1 = OAuth1Emulator(clock: clock)
+        let oauth1 = OAuth1Emulator(approveAs: approveAs, clock: clock)
         let fullURL: @Sendable (Request) -> String = { request in base.value + request.uri.description }
         router.post("/twitter/oauth/request_token") { request, _ in
             respond(

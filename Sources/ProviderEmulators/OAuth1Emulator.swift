@@ -32,7 +32,12 @@ public final class OAuth1Emulator: Sendable {
     private let nonces = Mutex<Set<String>>([])
     let clock: @Sendable () -> Int64
 
-    public init(clock: @escaping @Sendable () -> Int64) { self.clock = clock }
+    let approveAs: String?
+
+    public init(approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) {
+        self.approveAs = approveAs
+        self.clock = clock
+    }
 
     /// Checks a request's OAuth signature; returns its protocol parameters, or the refusal.
     func verify(
@@ -95,8 +100,18 @@ public final class OAuth1Emulator: Sendable {
         }
     }
 
-    /// `GET /twitter/oauth/authorize?oauth_token=…`: the consent page.
+    /// `GET /twitter/oauth/authorize?oauth_token=…`: the consent page; `approve_as=USER` (or
+    /// `--approve-as`) approves at once.
     public func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
+        let page = consentPage(query)
+        guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
+        var form = query
+        form["decision"] = "allow"
+        form["typed_user"] = user
+        return (try? consent(form)) ?? page
+    }
+
+    func consentPage(_ query: [String: String]) -> OpenIDEmulator.Reply {
         guard let token = query["oauth_token"], requestTokens.withLock({ $0[token] }) != nil else {
             return .page(status: 400, html: OpenIDEmulator.page("X: invalid request", "This page is no longer valid."))
         }
@@ -112,6 +127,7 @@ public final class OAuth1Emulator: Sendable {
                 <form method="post" action="authorize">
                 <input type="hidden" name="oauth_token" value="\(OpenIDEmulator.escape(token))">
                 \(choices)
+                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
                 <button name="decision" value="allow" id="allow">Authorize app</button>
                 <button name="decision" value="deny" id="deny">Cancel</button>
                 </form>
@@ -121,10 +137,17 @@ public final class OAuth1Emulator: Sendable {
     /// `POST /twitter/oauth/authorize`: back to the callback with the verifier, or `denied`.
     public func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
         guard let token = form["oauth_token"], let pending = requestTokens.withLock({ $0[token] }) else {
-            return authorize(form)
+            return consentPage(form)
         }
         let separator = pending.callback.contains("?") ? "&" : "?"
-        guard form["decision"] == "allow", let account = Self.accounts.first(where: { $0.id == form["account"] })
+        let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }.map { name in
+            Self.accounts.first { $0.id == name }
+                ?? OAuth2Emulator.Account(
+                    id: name, userID: "1" + Digest.sha256(name).map { String($0 % 10) }.joined().prefix(17), name: name,
+                    email: nil)
+        }
+        guard form["decision"] == "allow",
+            let account = typed ?? Self.accounts.first(where: { $0.id == form["account"] })
         else {
             requestTokens.withLock { _ = $0.removeValue(forKey: token) }
             return .redirect(pending.callback + separator + FormEncoding.encode([("denied", token)]))

@@ -37,8 +37,11 @@ public final class OAuth2Emulator: Sendable {
     private let tokens = Mutex<[String: Account]>([:])
     let clock: @Sendable () -> Int64
 
-    public init(_ kind: Kind, clock: @escaping @Sendable () -> Int64) {
+    let approveAs: String?
+
+    public init(_ kind: Kind, approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) {
         self.kind = kind
+        self.approveAs = approveAs
         self.clock = clock
         switch kind {
         case .facebook:
@@ -60,8 +63,26 @@ public final class OAuth2Emulator: Sendable {
 
     var name: String { kind == .facebook ? "Facebook" : "X" }
 
-    /// `GET` the dialog / authorize endpoint.
+    /// `GET` the dialog / authorize endpoint; `approve_as=USER` (or `--approve-as`) approves at once.
     public func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
+        let page = consentPage(query)
+        guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
+        var form = query
+        form["decision"] = "allow"
+        form["typed_user"] = user
+        return (try? consent(form)) ?? page
+    }
+
+    /// A known account by id, else one made up (stably) from the typed name.
+    func account(named name: String) -> Account {
+        if let known = accounts.first(where: { $0.id == name }) { return known }
+        let digits = Digest.sha256(name).map { String($0 % 10) }.joined()
+        return kind == .facebook
+            ? Account(id: name, userID: "10" + digits.prefix(15), name: name, email: "\(name)@example.com")
+            : Account(id: name, userID: "1" + digits.prefix(17), name: name, email: nil)
+    }
+
+    func consentPage(_ query: [String: String]) -> OpenIDEmulator.Reply {
         guard query["client_id"] == clientID else {
             return .page(status: 400, html: OpenIDEmulator.page("\(name): invalid client", "Invalid App ID."))
         }
@@ -89,6 +110,7 @@ public final class OAuth2Emulator: Sendable {
                 <form method="post" action="">
                 \(hidden)
                 \(choices)
+                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
                 <button name="decision" value="allow" id="allow">Continue</button>
                 <button name="decision" value="deny" id="deny">Cancel</button>
                 </form>
@@ -97,9 +119,14 @@ public final class OAuth2Emulator: Sendable {
 
     /// `POST` of the consent form.
     public func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
-        guard case .page(200, _) = authorize(form), let redirect = form["redirect_uri"] else { return authorize(form) }
+        guard case .page(200, _) = consentPage(form), let redirect = form["redirect_uri"] else {
+            return consentPage(form)
+        }
         var fields: [(String, String)]
-        if form["decision"] == "allow", let account = accounts.first(where: { $0.id == form["account"] }) {
+        let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }
+        if form["decision"] == "allow",
+            let account = typed.map(account(named:)) ?? accounts.first(where: { $0.id == form["account"] })
+        {
             let code = try SecureRandom.token(byteCount: 24)
             grants.withLock {
                 $0[code] = Grant(

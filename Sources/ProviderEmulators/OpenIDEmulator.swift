@@ -78,8 +78,12 @@ public final class OpenIDEmulator: Sendable {
     let signer: JWTSigner
     let clock: @Sendable () -> Int64
 
-    public init(_ flavor: Flavor, clock: @escaping @Sendable () -> Int64) throws {
+    /// Approves every sign-in as this test user without showing the page (`broker emulate --approve-as`).
+    let approveAs: String?
+
+    public init(_ flavor: Flavor, approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) throws {
         self.flavor = flavor
+        self.approveAs = approveAs
         signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
         self.clock = clock
     }
@@ -149,8 +153,46 @@ public final class OpenIDEmulator: Sendable {
         }
     }
 
-    /// `GET …/authorize`: checks the request as the provider does, then shows the consent page.
+    /// `GET …/authorize`: checks the request as the provider does, then shows the consent page — or, with
+    /// `approve_as=USER` in the query (or `--approve-as`), approves at once as that test user.
     public func authorize(_ query: [String: String], tenant: String? = nil) -> Reply {
+        let page = consentPage(query, tenant: tenant)
+        guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
+        var form = query
+        form["decision"] = "allow"
+        form["typed_user"] = user
+        return (try? consent(form, tenant: tenant)) ?? page
+    }
+
+    /// A typed test user: a known account by id, else one made up from the name (stable: the same name,
+    /// the same subject).
+    func account(named name: String, tenant: String?) -> Account {
+        if let known = accounts(tenant: tenant).first(where: { $0.id == name }) { return known }
+        let digest = Digest.sha256(name)
+        let digits = digest.map { String($0 % 10) }.joined()
+        if flavor.name == "Google" {
+            return Account(
+                id: name, subject: "1" + digits.prefix(20), email: "\(name)@example.com", emailVerified: true,
+                name: name)
+        }
+        let hex = digest.hexString
+        let oid = [
+            hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4),
+            hex.dropFirst(20).prefix(12),
+        ]
+        .joined(separator: "-")
+        let tid: String
+        switch tenant {
+        case nil, "consumers", "common": tid = Self.consumersTenantID
+        case "organizations": tid = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+        case let id?: tid = id
+        }
+        return Account(
+            id: name, subject: Base64URL.encode(Array(digest.prefix(32))), email: "\(name)@outlook.com",
+            emailVerified: true, name: name, tenantID: tid, objectID: oid)
+    }
+
+    func consentPage(_ query: [String: String], tenant: String? = nil) -> Reply {
         guard query["client_id"] == clientID else {
             return .page(status: 401, html: Self.page("Error 401: invalid_client", "The OAuth client was not found."))
         }
@@ -190,6 +232,7 @@ public final class OpenIDEmulator: Sendable {
                 <form method="post" action="authorize">
                 \(hidden)
                 \(choices)
+                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
                 <button name="decision" value="allow" id="allow">Continue</button>
                 <button name="decision" value="deny" id="deny">Cancel</button>
                 </form>
@@ -198,12 +241,14 @@ public final class OpenIDEmulator: Sendable {
 
     /// `POST …/authorize`: the consent form's answer.
     public func consent(_ form: [String: String], tenant: String? = nil) throws -> Reply {
-        guard case .page(200, _) = authorize(form, tenant: tenant), let redirect = form["redirect_uri"] else {
-            return authorize(form, tenant: tenant)
+        guard case .page(200, _) = consentPage(form, tenant: tenant), let redirect = form["redirect_uri"] else {
+            return consentPage(form, tenant: tenant)
         }
         var fields: [(String, String)] = []
+        let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }
         if form["decision"] == "allow",
-            let account = accounts(tenant: tenant).first(where: { $0.id == form["account"] })
+            let account = typed.map({ self.account(named: $0, tenant: tenant) })
+                ?? accounts(tenant: tenant).first(where: { $0.id == form["account"] })
         {
             let code = "4/0A" + (try SecureRandom.token(byteCount: 24))
             grants.withLock {

@@ -14,8 +14,13 @@ extension Broker {
             abstract: "Serve protocol-faithful emulators of the sign-in providers, for offline runs and tests.",
             discussion: """
                 Prints one line, "emulator listening on http://H:P", once it accepts connections.
-                Google (OpenID Connect) lives under /google; Config/emulated.json points a broker at it
-                (default port 8788). Test accounts: alice (verified email), bob (unverified email).
+                Paths: /google (OIDC), /microsoft/{tenant} (identity platform v2), /facebook/v19.0 (dialog,
+                Graph), /twitter (OAuth 2.0 under /i/oauth2 and /2, OAuth 1.0a under /oauth and /1.1).
+                Config/emulated.json points a broker at it (default port 8788).
+                Each sign-in page lists test users (Google: alice, bob; Microsoft: carol, dave; Facebook:
+                erin, frank; X: grace, heidi) and takes any typed name. A script approves without the page
+                by adding approve_as=USER to the provider's authorize URL, or for every sign-in with
+                --approve-as USER.
                 """
         )
 
@@ -24,6 +29,11 @@ extension Broker {
 
         @Option(name: .long, help: "Port to listen on; 0 picks a free one (default 8788).")
         var port = 8788
+
+        @Option(
+            name: .customLong("approve-as"),
+            help: ArgumentHelp("Approve every sign-in at once as this test user (no page).", valueName: "USER"))
+        var approveAs: String?
 
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
@@ -40,7 +50,7 @@ extension Broker {
             }
             do {
                 try await EmulatorServer.run(
-                    host: host, port: port, logger: Logger(label: "broker.emulate"),
+                    host: host, port: port, approveAs: approveAs, logger: Logger(label: "broker.emulate"),
                     clock: { Int64(Date().timeIntervalSince1970) }
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host

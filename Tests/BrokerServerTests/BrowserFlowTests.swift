@@ -434,14 +434,15 @@ struct CLIBrowserLoginTests {
     /// `broker login` with Tests/Interop/browser_flow.py as `$BROWSER`; returns the CLI's result and what the
     /// browser saw.
     static func login(
-        _ server: BrokerProcess, _ client: ClientHome, browser: [String: String] = [:], extra: [String] = []
+        _ server: BrokerProcess, _ client: ClientHome, provider: String = "google", browser: [String: String] = [:],
+        extra: [String] = []
     ) async throws -> (CLI.Result, JSONValue?) {
         let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path
         var environment = ["BROWSER": "python3 \(script) --open", "BROWSER_RESULT": resultFile]
         environment.merge(browser) { $1 }
         let result = try await client.run(
-            ["login", "--provider", "google", "--timeout", "60"] + extra, environment: environment)
+            ["login", "--provider", provider, "--timeout", "60"] + extra, environment: environment)
         let seen = (try? Data(contentsOf: URL(fileURLWithPath: resultFile))).flatMap { JSONValue.parse(Array($0)) }
         return (result, seen)
     }
@@ -491,6 +492,80 @@ struct CLIBrowserLoginTests {
         #expect(disabled.status == 1 && disabled.stderr.contains("not enabled"), "\(disabled.stderr)")
         let unknown = try await client.run(["login", "--provider", "myspace"])
         #expect(unknown.status == 64)
+    }
+
+    /// Every provider (and both X modes) end to end: real emulator, real broker, real `broker login`.
+    @Test(arguments: [
+        ("google", "alice", "google:104512345678901234567", false),
+        (
+            "microsoftaccount", "carol",
+            "microsoftaccount:9188040d-6c67-4c5b-b112-36a304b66dad.00000000-0000-0000-6d1e-5e3f2a1b0c9d", false
+        ),
+        ("facebook", "erin", "facebook:10158123456789012", false),
+        ("twitter", "grace", "twitter:2244994945", false),
+        ("twitter", "heidi", "twitter:783214", true),
+    ])
+    func everyProviderEndToEnd(provider: String, account: String, userID: String, oauth1: Bool) async throws {
+        let emulator = try await EmulatorProcess.start()
+        var config = emulator.brokerConfig()
+        if oauth1 {
+            let e = emulator.url
+            config = #"""
+                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
+                  "consumer_secret": "emulated-consumer-secret",
+                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
+                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
+                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
+                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
+                """#
+        }
+        let server = try await BrokerProcess.start(config: config)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let (result, browser) = try await Self.login(
+            server, client, provider: provider, browser: ["BROWSER_ACCOUNT": account])
+        #expect(result.status == 0, "\(provider): \(result.stderr)")
+        #expect(browser?["page_status"]?.intValue == 200)
+        let session = try #require(try client.cached())
+        #expect(session.userID.description == userID)
+        let token = try await client.run(["token"])
+        let me = try await server.me(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(me.status == 200 && me["user_id"]?.stringValue == userID)
+    }
+
+    @Test func tamperedIssAndAWrongClientSecretFail() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let (tampered, page) = try await Self.login(server, client, browser: ["BROWSER_TAMPER_ISS": "1"])
+        #expect(tampered.status == 1 && tampered.stderr.contains("issuer"), "\(tampered.stderr)")
+        #expect(page?["page_status"]?.intValue == 400)
+
+        let wrongSecret = try await BrokerProcess.start(
+            config: emulator.googleOnlyConfig.replacingOccurrences(of: "emulated-google-secret", with: "wrong"))
+        defer { wrongSecret.stop() }
+        let other = try ClientHome(server: wrongSecret)
+        let (refused, refusedPage) = try await Self.login(wrongSecret, other)
+        #expect(refused.status == 1 && refused.stderr.contains("code exchange was refused"), "\(refused.stderr)")
+        #expect(refusedPage?["page_status"]?.intValue == 400)
+        #expect(try other.cached() == nil)
+    }
+
+    @Test func scriptsApproveAsATypedUser() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let start = try await server.get(
+            "/auth/google/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&state=s"
+                + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256")
+        let authorize = try #require(start.header("Location"))
+        let approved = try await HTTPClient.shared.send(HTTPRequest(url: authorize + "&approve_as=zoe"))
+        #expect(approved.status == 302)
+        let callback = try #require(approved.header("Location"))
+        #expect(callback.hasPrefix(server.url + "/auth/google/callback?") && callback.contains("code="))
+        let done = try await server.send(HTTPRequest(url: callback))
+        #expect(done.status == 302 && done.header("Location")?.contains("code=") == true)
     }
 
     @Test func pagesEscapeWhatTheyQuote() {

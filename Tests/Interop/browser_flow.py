@@ -86,6 +86,8 @@ def open_mode(start):
         target = headers["Location"]
         if os.environ.get("BROWSER_TAMPER_STATE"):
             target = target.replace("state=", "state=x")
+        if os.environ.get("BROWSER_TAMPER_ISS"):
+            target = target.replace("iss=http", "iss=https%3A%2F%2Fevil.example%2F")
         status, headers, body = get(target)
         result.update({"page_status": status, "page": body.decode(), "cache_control": headers.get("Cache-Control")})
     finally:
