@@ -12,20 +12,20 @@ final class EmulatorProcess: @unchecked Sendable {
     let output: String
     private(set) var url = ""
 
-    init() throws {
+    init(arguments: [String] = []) throws {
         let directory = try BrokerProcess.temporaryDirectory()
         output = directory.appendingPathComponent("emulator-out").path
         FileManager.default.createFile(atPath: output, contents: nil)
         process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-        process.arguments = ["emulate", "--port", "0"]
+        process.arguments = ["emulate", "--port", "0"] + arguments
         process.standardOutput = FileHandle(forWritingAtPath: output)
         process.standardError = FileHandle.standardError
         process.standardInput = FileHandle.nullDevice
         try process.run()
     }
 
-    static func start() async throws -> EmulatorProcess {
-        let emulator = try EmulatorProcess()
+    static func start(arguments: [String] = []) async throws -> EmulatorProcess {
+        let emulator = try EmulatorProcess(arguments: arguments)
         for _ in 0..<600 {
             let text = (try? String(contentsOfFile: emulator.output, encoding: .utf8)) ?? ""
             if let line = text.split(separator: "\n").first, text.contains("\n") {
@@ -566,6 +566,62 @@ struct CLIBrowserLoginTests {
         #expect(callback.hasPrefix(server.url + "/auth/google/callback?") && callback.contains("code="))
         let done = try await server.send(HTTPRequest(url: callback))
         #expect(done.status == 302 && done.header("Location")?.contains("code=") == true)
+    }
+
+    /// A real browser: headless Chromium (Debian's `chromium`) loads the sign-in URL and follows every
+    /// redirect to the CLI's page; the emulator approves as a typed user (`--approve-as`). The consent page a
+    /// person would see is rendered by Chromium too.
+    @Test func headlessChromiumSignsIn() async throws {
+        let emulator = try await EmulatorProcess.start(arguments: ["--approve-as", "ada"])
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let directory = try BrokerProcess.temporaryDirectory()
+        let dom = directory.appendingPathComponent("dom.html").path
+        let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/chromium_browser.sh").path
+        let result = try await client.run(
+            ["login", "--provider", "google", "--timeout", "120"],
+            environment: [
+                "BROWSER": script, "CHROMIUM_DOM": dom,
+                "CHROMIUM_PROFILE": directory.appendingPathComponent("profile").path,
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let session = try #require(try client.cached())
+        #expect(session.provider == .google && session.userID.subject.hasPrefix("1"))
+        // Chromium may still be writing the DOM when the CLI exits: wait for it.
+        var page = ""
+        for _ in 0..<100 {
+            page = (try? String(contentsOfFile: dom, encoding: .utf8)) ?? ""
+            if page.contains("</html>") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(page.contains("<h1>Signed in</h1>"), "\(page.prefix(300))")
+        #expect(page.contains(session.userID.description))
+
+        // The page a person sees at the emulator, as Chromium renders it.
+        let plain = try await EmulatorProcess.start()
+        let consent = directory.appendingPathComponent("consent.html").path
+        let url =
+            plain.url + "/google/authorize?"
+            + FormEncoding.encode([
+                ("client_id", "emulated-google-client.apps.googleusercontent.com"), ("response_type", "code"),
+                ("redirect_uri", "http://127.0.0.1:9/cb"), ("scope", "openid email"), ("state", "s"),
+            ])
+        let rendered = try await offThread { () -> Int32 in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: script)
+            process.arguments = [url]
+            process.environment = ProcessInfo.processInfo.environment.merging([
+                "CHROMIUM_DOM": consent, "CHROMIUM_PROFILE": directory.appendingPathComponent("profile2").path,
+            ]) { $1 }
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(rendered == 0)
+        let consentPage = (try? String(contentsOfFile: consent, encoding: .utf8)) ?? ""
+        #expect(consentPage.contains("Sign in with Google (emulated)"))
+        #expect(consentPage.contains("alice@example.com") && consentPage.contains("id=\"typed_user\""))
     }
 
     @Test func pagesEscapeWhatTheyQuote() {
