@@ -30,8 +30,13 @@ public final class LoopbackListener: @unchecked Sendable {
         }
     }
 
+    /// Something that can be told how the sign-in ended (the browser's connection, or nobody).
+    public protocol Answerable: Sendable {
+        func respond(status: Int, title: String, message: String)
+    }
+
     /// The callback request: its query parameters and the connection to answer on.
-    public struct Callback: @unchecked Sendable {
+    public struct Callback: Answerable, @unchecked Sendable {
         public let query: [String: String]
         let connection: Int32
 

@@ -25,6 +25,26 @@ public final class FileLock {
         }
     }
 
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    /// The lock if it is free now, else `nil` (another holder has it); the file is created 0600.
+    public static func attempt(path: String) throws(PosixFile.Failure) -> FileLock? {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw PosixFile.Failure(path: path, reason: PosixFile.systemReason()) }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            let busy = errno == EWOULDBLOCK
+            let reason = PosixFile.systemReason()
+            close(fd)
+            if busy { return nil }
+            throw PosixFile.Failure(path: path, reason: reason)
+        }
+        return FileLock(path: path, fd: fd)
+    }
+
     public func unlock() {
         guard fd >= 0 else { return }
         flock(fd, LOCK_UN)

@@ -1,6 +1,8 @@
 import BrokerClient
 import BrokerCore
 import BrokerCrypto
+import BrokerSystem
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -27,6 +29,10 @@ struct BrowserLogin {
             throw Console.fail(
                 "\(provider.displayName) is not enabled on \(settings.key.brokerURL) (it offers: \(names))")
         }
+        // One interactive sign-in per broker and profile at a time: never two browser tabs racing for one
+        // session. The lock is the kernel's, so a crashed `broker login` does not leave it held.
+        let lock = try signInLock()
+        defer { lock.unlock() }
         let listener: LoopbackListener
         do {
             listener = try LoopbackListener()
@@ -49,13 +55,28 @@ struct BrowserLogin {
             Console.note("Waiting for the browser (at most \(Int(timeout)) s; Ctrl-C to cancel)…")
         }
 
-        let callback: LoopbackListener.Callback
+        let pasteAllowed = noBrowser && Terminal.isInteractive
+        if pasteAllowed {
+            Console.note(
+                "On another machine? Sign in there, then paste the address the browser ended at (it starts with "
+                    + "\(redirectURI)) and press Enter.")
+        }
+        let arrival: Arrival
         do {
-            callback = try await offThread { try listener.waitForCallback(timeout: timeout) }
+            arrival = try await waitForArrival(listener: listener, redirectURI: redirectURI, paste: pasteAllowed)
         } catch let error as LoopbackListener.Failure {
             throw Console.fail("sign-in \(error)")
         }
-        let query = callback.query
+        let callback: any LoopbackListener.Answerable
+        let query: [String: String]
+        switch arrival {
+        case .browser(let reached):
+            callback = reached
+            query = reached.query
+        case .pasted(let pasted):
+            callback = Silent()
+            query = pasted
+        }
         guard let returnedState = query["state"], ConstantTime.equals(returnedState, state) else {
             callback.respond(
                 status: 400, title: "Sign-in failed", message: "The answer does not belong to this sign-in.")
@@ -92,6 +113,63 @@ struct BrowserLogin {
         } catch {
             callback.respond(status: 400, title: "Sign-in failed", message: "The session could not be saved.")
             throw ClientFailure.exit(error, settings: settings)
+        }
+    }
+
+    /// How the answer arrived: at the listener (a page can be sent back), or pasted on the terminal.
+    enum Arrival: Sendable {
+        case browser(LoopbackListener.Callback)
+        case pasted([String: String])
+    }
+
+    /// The first of: the browser reaching the listener, or (with `paste`) a pasted final address. Each waits
+    /// on a thread of its own and the first answer wins; the loser is abandoned (the command ends soon after).
+    func waitForArrival(listener: LoopbackListener, redirectURI: String, paste: Bool) async throws -> Arrival {
+        let timeout = self.timeout
+        guard paste else { return .browser(try await offThread { try listener.waitForCallback(timeout: timeout) }) }
+        return try await withCheckedThrowingContinuation { continuation in
+            let once = Once(continuation)
+            startThread {
+                do {
+                    once.resume(.success(.browser(try listener.waitForCallback(timeout: timeout))))
+                } catch {
+                    once.resume(.failure(error))
+                }
+            }
+            startThread {
+                while let line = readLine(strippingNewline: true) {
+                    let pasted = String(
+                        line.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }
+                            .reversed())
+                    guard pasted.hasPrefix(redirectURI + "?"),
+                        let pairs = FormEncoding.decode(String(pasted.dropFirst(redirectURI.count + 1)))
+                    else {
+                        if !pasted.isEmpty { Console.warning("that is not an address starting with \(redirectURI)?") }
+                        continue
+                    }
+                    var query: [String: String] = [:]
+                    for (name, value) in pairs where query[name] == nil { query[name] = value }
+                    once.resume(.success(.pasted(query)))
+                    return
+                }
+            }
+        }
+    }
+
+    /// The per-broker, per-profile sign-in lock in `BROKER_HOME`.
+    func signInLock() throws -> FileLock {
+        do {
+            try PosixFile.ensurePrivateDirectory(settings.home)
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in settings.key.brokerURL.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let path = settings.home + "/login-\(settings.key.profile)-\(String(hash, radix: 16)).lock"
+            guard let lock = try FileLock.attempt(path: path) else {
+                throw Console.fail(
+                    "another broker login for \(settings.key) is waiting for its browser; finish or cancel it first")
+            }
+            return lock
+        } catch let failure as PosixFile.Failure {
+            throw Console.fail("cannot take the sign-in lock: \(failure)")
         }
     }
 
@@ -152,4 +230,43 @@ func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async th
 final class ThreadWork: @unchecked Sendable {
     let body: () -> Void
     init(_ body: @escaping () -> Void) { self.body = body }
+}
+
+/// No page to send: the address was pasted on the terminal.
+struct Silent: LoopbackListener.Answerable {
+    func respond(status: Int, title: String, message: String) {}
+}
+
+/// Resumes a continuation once, whichever thread comes first.
+final class Once: Sendable {
+    private let continuation: Mutex<CheckedContinuation<BrowserLogin.Arrival, any Error>?>
+
+    init(_ continuation: CheckedContinuation<BrowserLogin.Arrival, any Error>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(_ result: Result<BrowserLogin.Arrival, any Error>) {
+        continuation.withLock { pending in
+            pending?.resume(with: result)
+            pending = nil
+        }
+    }
+}
+
+/// Runs `body` on a new detached thread.
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    let box = Unmanaged.passRetained(ThreadWork(body))
+    var thread = pthread_t()
+    let created = pthread_create(
+        &thread, nil,
+        { argument in
+            guard let argument else { return nil }
+            Unmanaged<ThreadWork>.fromOpaque(argument).takeRetainedValue().body()
+            return nil
+        }, box.toOpaque())
+    if created == 0 {
+        pthread_detach(thread)
+    } else {
+        box.takeRetainedValue().body()
+    }
 }

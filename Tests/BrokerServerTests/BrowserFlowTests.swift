@@ -624,6 +624,51 @@ struct CLIBrowserLoginTests {
         #expect(consentPage.contains("alice@example.com") && consentPage.contains("id=\"typed_user\""))
     }
 
+    @Test func onAnSSHSessionThePastedFinalAddressCompletesTheSignIn() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let result = try await Interop.run(
+            ["pty_paste.py", BrokerProcess.binary, server.url, client.home, "google", "garbage-first"])
+        let outcome = JSONValue.parse(Array(result.stdout.utf8))
+        let output = outcome?["output"]?.stringValue ?? result.stderr
+        #expect(outcome?["status"]?.intValue == 0, "\(output)")
+        #expect(output.contains("not an address starting with"), "a wrong paste is refused, not fatal")
+        #expect(output.contains("Signed in as google:"), "\(output)")
+        #expect(try client.cached()?.provider == .google)
+    }
+
+    @Test func oneInteractiveSignInPerProfileAtATime() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+        first.arguments = ["login", "--provider", "google", "--no-browser", "--timeout", "30"]
+        first.environment = ProcessInfo.processInfo.environment.merging(client.environment) { $1 }
+        let errors = try BrokerProcess.temporaryDirectory().appendingPathComponent("first-err").path
+        _ = FileManager.default.createFile(atPath: errors, contents: nil)
+        first.standardError = FileHandle(forWritingAtPath: errors)
+        first.standardOutput = FileHandle.nullDevice
+        first.standardInput = FileHandle.nullDevice
+        try first.run()
+        defer {
+            if first.isRunning { first.terminate() }
+        }
+        for _ in 0..<200 {
+            if ((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "").contains("/auth/google/start?") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let second = try await client.run(["login", "--provider", "google", "--no-browser", "--timeout", "5"])
+        #expect(second.status == 1 && second.stderr.contains("another broker login"), "\(second.stderr)")
+        let otherProfile = try await client.run(
+            ["login", "--provider", "google", "--no-browser", "--timeout", "1", "--profile", "work"])
+        #expect(otherProfile.stderr.contains("/auth/google/start?"), "another profile is not held up")
+        #expect(!otherProfile.stderr.contains("another broker login"))
+    }
+
     @Test func pagesEscapeWhatTheyQuote() {
         let page = LoopbackListener.escape("<script>alert('x')</script> & \"q\"")
         #expect(page == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A person on an SSH session: `broker login --provider P --no-browser` on a pseudo-terminal; the sign-in
+happens "on another machine" (urllib follows the redirects up to, not into, the loopback address), and the
+final address is pasted into the CLI. Prints JSON {"status", "output"}.
+
+Usage: pty_paste.py BROKER_BINARY BROKER_URL BROKER_HOME PROVIDER [garbage-first]
+"""
+import json
+import os
+import pty
+import re
+import select
+import sys
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(__file__))
+import browser_flow  # noqa: E402
+
+
+def main():
+    binary, broker, home, provider = sys.argv[1:5]
+    garbage_first = len(sys.argv) > 5
+    env = dict(os.environ, BROKER_HOME=home, BROKER_URL=broker, NO_COLOR="1", TERM="dumb")
+    env.pop("BROWSER", None)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(binary, [binary, "login", "--provider", provider, "--no-browser", "--timeout", "60"], env)
+    output = b""
+    url = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+        match = re.search(rb"(http://\S+/auth/\S+/start\?\S+)", output)
+        if match and url is None and b"paste" in output:
+            url = match.group(1).decode()
+            status, headers, _ = browser_flow.get(url)
+            authorize = headers["Location"]
+            status, headers, _ = browser_flow.get(authorize + "&approve_as=paster")
+            status, headers, _ = browser_flow.get(headers["Location"])
+            final = headers["Location"]  # the loopback address, never fetched
+            if garbage_first:
+                os.write(fd, b"not an address\r")
+                time.sleep(0.3)
+            os.write(fd, final.encode() + b"\r")
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": output.decode(errors="replace")}))
+
+
+if __name__ == "__main__":
+    main()
