@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job, start to finish, with no human: builds broker, starts `broker serve` on its embedded SQLite
-# store in a temporary data directory, registers a demo account and signs in with it through the CLI
-# (password on stdin), shows `broker whoami`, has Python's joserfc and PyJWT verify `broker token` against
-# the broker's published JWKS, and stops the server with SIGTERM.
+# The main job, start to finish, with no human: builds broker, starts `broker emulate` (the four providers'
+# emulators) and `broker serve` on its embedded SQLite store in a temporary data directory, signs in with
+# Google through the loopback browser flow (`broker login --provider google`; the "browser" is a script that
+# follows the redirects and approves as a test user), shows `broker whoami`, has Python's joserfc and PyJWT
+# verify `broker token` against the broker's published JWKS, then does the same with a custom email +
+# password account, mints a CI token, and stops both servers with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,14 +14,27 @@ BROKER=$PWD/.build/debug/broker
 
 work=$(mktemp -d)
 server_pid=""
+emulator_pid=""
 cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  for pid in "$server_pid" "$emulator_pid"; do
+    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "== broker serve --port 0 --data-dir $work/data" >&2
-"$BROKER" serve --port 0 --data-dir "$work/data" --log-level warning >"$work/ready" 2>"$work/server.log" &
+echo "== broker emulate --port 0" >&2
+"$BROKER" emulate --port 0 >"$work/emulator" 2>"$work/emulator.log" &
+emulator_pid=$!
+for _ in $(seq 300); do grep -q "emulator listening on" "$work/emulator" 2>/dev/null && break; sleep 0.1; done
+cat "$work/emulator" >&2
+emulator=$(sed 's/^emulator listening on //' "$work/emulator")
+# Config/emulated.json with the emulator's actual port.
+sed "s#http://127.0.0.1:8788#$emulator#g" Config/emulated.json >"$work/broker.json"
+
+echo "== broker serve --config (Config/emulated.json) --port 0 --data-dir $work/data" >&2
+"$BROKER" serve --config "$work/broker.json" --port 0 --data-dir "$work/data" --log-level warning \
+  >"$work/ready" 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 300); do grep -q "broker listening on" "$work/ready" 2>/dev/null && break; sleep 0.1; done
 cat "$work/ready" >&2
@@ -28,6 +43,18 @@ url=$(sed 's/^broker listening on //' "$work/ready")
 # The client's files go to a temporary BROKER_HOME, so the quick start never touches your own sessions.
 export BROKER_URL=$url BROKER_HOME=$work/home
 password=$(openssl rand -base64 18)  # a fresh demo password: on stdin only, never on argv, never printed
+
+echo "== broker providers" >&2
+"$BROKER" providers
+echo "== broker login --provider google (loopback browser flow; \$BROWSER approves as test user alice)" >&2
+BROWSER="python3 $PWD/Tests/Interop/browser_flow.py --open" BROWSER_ACCOUNT=alice BROWSER_RESULT="$work/browser.json" \
+  "$BROKER" login --provider google --timeout 60
+echo "== broker whoami" >&2
+"$BROKER" whoami
+echo "== broker token | verified by joserfc and PyJWT against $url/.well-known/jwks.json" >&2
+"$BROKER" token | python3 Tests/Interop/verify_broker_token.py "$url" - |
+  python3 -c 'import json, sys; c = json.load(sys.stdin); print("verified:", c["sub"], "idp", c["idp"], "email", c.get("email"))'
+"$BROKER" logout
 
 echo "== broker register --email demo@example.com --password-stdin" >&2
 printf '%s' "$password" | "$BROKER" register --email demo@example.com --name "Demo User" --password-stdin
