@@ -71,6 +71,9 @@ public final class OpenIDEmulator: Sendable {
         let scope: String
         let account: Account
         let expiresAt: Int64
+        /// A deliberate flaw in the ID token (`fault=` on the authorize request, for negative tests):
+        /// `signature`, `expired`, `nonce` or `audience`.
+        let fault: String?
     }
 
     private let grants = Mutex<[String: Grant]>([:])
@@ -255,7 +258,7 @@ public final class OpenIDEmulator: Sendable {
                 $0[code] = Grant(
                     clientID: clientID, redirectURI: redirect, nonce: form["nonce"],
                     challenge: form["code_challenge"], scope: form["scope"] ?? "openid", account: account,
-                    expiresAt: clock() + 300)
+                    expiresAt: clock() + 300, fault: form["fault"])
             }
             fields = [("code", code), ("scope", form["scope"] ?? "openid")]
         } else {
@@ -316,13 +319,27 @@ public final class OpenIDEmulator: Sendable {
             claims["email_verified"] = .bool(grant.account.emailVerified)
         }
         if let nonce = grant.nonce { claims["nonce"] = .string(nonce) }
+        switch grant.fault {
+        case "expired":
+            claims["iat"] = .int(now - 7200)
+            claims["exp"] = .int(now - 3600)
+        case "nonce": claims["nonce"] = "not-the-nonce"
+        case "audience": claims["aud"] = "someone-elses-client"
+        default: break
+        }
+        var idToken = try signer.sign(claims: claims)
+        if grant.fault == "signature" {
+            // Another valid-looking signature: the last character's bits changed.
+            let last = idToken.removeLast()
+            idToken.append(last == "A" ? "B" : "A")
+        }
         let accessToken = "ya29." + (try SecureRandom.token(byteCount: 32))
         accessTokens.withLock { $0[accessToken] = grant.account }
         return .json(
             status: 200,
             .object([
                 "access_token": .string(accessToken), "expires_in": 3599, "token_type": "Bearer",
-                "scope": .string(grant.scope), "id_token": .string(try signer.sign(claims: claims)),
+                "scope": .string(grant.scope), "id_token": .string(idToken),
             ]))
     }
 

@@ -552,6 +552,23 @@ struct CLIBrowserLoginTests {
         #expect(try other.cached() == nil)
     }
 
+    /// ID tokens the broker must refuse, each delivered through the whole flow: the CLI exits 1 with why.
+    @Test(arguments: [
+        ("signature", "signature does not verify"), ("expired", "expired"), ("nonce", "nonce"),
+        ("audience", "audience"),
+    ])
+    func badIDTokensFailTheSignIn(fault: String, reason: String) async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let (result, page) = try await Self.login(server, client, browser: ["BROWSER_FAULT": fault])
+        #expect(result.status == 1, "\(fault): \(result.stderr)")
+        #expect(result.stderr.contains(reason), "\(fault): \(result.stderr)")
+        #expect(page?["page_status"]?.intValue == 400)
+        #expect(try client.cached() == nil)
+    }
+
     @Test func scriptsApproveAsATypedUser() async throws {
         let emulator = try await EmulatorProcess.start()
         let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)

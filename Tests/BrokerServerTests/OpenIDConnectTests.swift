@@ -1,11 +1,14 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import Facebook
 import Foundation
 import Google
 import Logging
+import MicrosoftAccount
 import OpenIDConnect
 import Testing
+import Twitter
 
 /// ID token verification of the shared OIDC module, against tokens signed by joserfc (Tests/Interop/ci_issuer.py
 /// acting as the provider: discovery, JWKS, and ID tokens with the claims each case needs).
@@ -82,5 +85,37 @@ struct OpenIDConnectTests {
         let file = BrokerProcess.repositoryRoot.appendingPathComponent("Config/providers/google.json")
         let json = try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
         for (key, value) in Google.defaults { #expect(json[key]?.stringValue == value, "\(key)") }
+    }
+}
+
+/// The modules' production defaults are the endpoints in Config/providers/<id>.json.
+@Suite("provider defaults match Config/providers")
+struct ProviderDefaultsTests {
+    static func json(_ name: String) throws -> JSONValue {
+        let file = BrokerProcess.repositoryRoot.appendingPathComponent("Config/providers/\(name).json")
+        return try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
+    }
+
+    @Test func facebookTwitterMicrosoft() throws {
+        let facebook = try Self.json("facebook")
+        for (key, value) in FacebookProvider.defaults {
+            #expect(facebook[key]?.stringValue == value, "facebook \(key)")
+        }
+        let twitter = try Self.json("twitter")
+        for (key, value) in TwitterProvider.defaults {
+            #expect(twitter["oauth2"]?[key]?.stringValue == value, "x \(key)")
+        }
+        for (key, value) in TwitterOAuth1Provider.defaults {
+            #expect(twitter["oauth1"]?[key]?.stringValue == value, "x oauth1 \(key)")
+        }
+        let microsoft = try Self.json("microsoftaccount")
+        let configuration = try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s"])
+        func templated(_ key: String) -> String? {
+            microsoft[key]?.stringValue?.replacingOccurrences(of: "{tenant}", with: "consumers")
+        }
+        #expect(configuration.authorizationEndpoint == templated("authorization_endpoint"))
+        #expect(configuration.tokenEndpoint == templated("token_endpoint"))
+        #expect(configuration.jwksURI == templated("jwks_uri"))
+        #expect(microsoft["consumers_tenant_id"]?.stringValue == MicrosoftAccount.consumersTenantID)
     }
 }

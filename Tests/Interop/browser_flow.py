@@ -76,6 +76,8 @@ def open_mode(start):
         status, headers, _ = get(start)
         assert status == 302, f"start: {status}"
         authorize = headers["Location"]
+        if os.environ.get("BROWSER_FAULT"):
+            authorize += "&fault=" + os.environ["BROWSER_FAULT"]
         status, _, body = get(authorize)
         form = Form()
         form.feed(body.decode())
