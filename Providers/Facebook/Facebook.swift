@@ -26,14 +26,8 @@ public final class FacebookProvider: IdentityProvider {
     public init(_ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared })
         throws(ProviderError)
     {
-        guard let appID = section["client_id"]?.stringValue, !appID.isEmpty,
-            let secret = section["client_secret"]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.facebook needs client_id (the app id) and client_secret") }
-        self.appID = appID
-        appSecret = Secret(secret)
-        var endpoints = Self.defaults
-        for key in Self.defaults.keys { if let value = section[key]?.stringValue { endpoints[key] = value } }
-        self.endpoints = endpoints
+        (appID, appSecret, endpoints) = try OAuth2Support.settings(
+            section, provider: "facebook", defaults: Self.defaults)
         self.http = http
     }
 

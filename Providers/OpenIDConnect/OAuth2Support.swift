@@ -51,6 +51,20 @@ public enum OAuth2Support {
         return (name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8)))
     }
 
+    /// A module's two secrets and its endpoints from its config section: `idKey`/`secretKey` required, each
+    /// endpoint the section's override or the production default.
+    public static func settings(
+        _ section: [String: JSONValue], provider: String, idKey: String = "client_id",
+        secretKey: String = "client_secret", defaults: [String: String]
+    ) throws(ProviderError) -> (id: String, secret: Secret, endpoints: [String: String]) {
+        guard let id = section[idKey]?.stringValue, !id.isEmpty,
+            let secret = section[secretKey]?.stringValue, !secret.isEmpty
+        else { throw .invalidResponse("providers.\(provider) needs \(idKey) and \(secretKey)") }
+        var endpoints = defaults
+        for key in defaults.keys { if let value = section[key]?.stringValue { endpoints[key] = value } }
+        return (id, Secret(secret), endpoints)
+    }
+
     /// The provider's `error` callback parameters as a refusal.
     public static func deniedIfError(_ callback: [String: String]) throws(ProviderError) {
         if let error = callback["error"] {

@@ -23,14 +23,8 @@ public final class TwitterProvider: IdentityProvider {
     public init(_ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared })
         throws(ProviderError)
     {
-        guard let clientID = section["client_id"]?.stringValue, !clientID.isEmpty,
-            let secret = section["client_secret"]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.twitter needs client_id and client_secret") }
-        self.clientID = clientID
-        clientSecret = Secret(secret)
-        var endpoints = Self.defaults
-        for key in Self.defaults.keys { if let value = section[key]?.stringValue { endpoints[key] = value } }
-        self.endpoints = endpoints
+        (clientID, clientSecret, endpoints) = try OAuth2Support.settings(
+            section, provider: "twitter", defaults: Self.defaults)
         self.http = http
     }
 

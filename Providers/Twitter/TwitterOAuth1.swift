@@ -29,14 +29,9 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         _ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared },
         clock: @escaping @Sendable () -> Int64
     ) throws(ProviderError) {
-        guard let key = section["consumer_key"]?.stringValue, !key.isEmpty,
-            let secret = section["consumer_secret"]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.twitter with mode oauth1 needs consumer_key and consumer_secret") }
-        consumerKey = key
-        consumerSecret = Secret(secret)
-        var endpoints = Self.defaults
-        for name in Self.defaults.keys { if let value = section[name]?.stringValue { endpoints[name] = value } }
-        self.endpoints = endpoints
+        (consumerKey, consumerSecret, endpoints) = try OAuth2Support.settings(
+            section, provider: "twitter (mode oauth1)", idKey: "consumer_key", secretKey: "consumer_secret",
+            defaults: Self.defaults)
         self.http = http
         self.clock = clock
     }

@@ -191,18 +191,5 @@ public final class LoopbackListener: @unchecked Sendable {
         """
     }
 
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
-    }
+    public static func escape(_ text: String) -> String { HTML.escape(text) }
 }

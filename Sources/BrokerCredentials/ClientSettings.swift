@@ -61,6 +61,20 @@ public struct ClientSettings: Sendable {
 
     public var cache: FileTokenCache { FileTokenCache(directory: home) }
 
+    /// This process's environment (`environ`), without Foundation.
+    public static var processEnvironment: [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+
     /// `$BROKER_HOME`, else `$XDG_CONFIG_HOME/broker`, else `~/.config/broker`.
     public static func home(environment: [String: String]) -> String {
         if let home = environment["BROKER_HOME"], !home.isEmpty { return PosixFile.expandingTilde(home) }

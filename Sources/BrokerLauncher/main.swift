@@ -84,25 +84,14 @@ enum FastToken {
             }
             index += 1
         }
-        guard let settings = try? ClientSettings(broker: broker, profile: profile, environment: environment()),
+        guard
+            let settings = try? ClientSettings(
+                broker: broker, profile: profile, environment: ClientSettings.processEnvironment),
             let session = try? settings.cache.peekSession(for: settings.key),
             session.satisfies(minValid: minValid, at: Int64(time(nil)))
         else { return nil }
         let token = session.accessToken.exposed
         return format == "header" ? "Authorization: Bearer \(token)" : token
-    }
-
-    static func environment() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
     }
 
     static func write(_ text: String, to descriptor: Int32 = STDOUT_FILENO) {

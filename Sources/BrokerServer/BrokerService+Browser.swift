@@ -28,39 +28,29 @@ extension BrokerService {
         directory: IssuerDirectory,
         clock: @escaping @Sendable () -> Int64
     ) throws -> [ProviderID: any IdentityProvider] {
-        var modules: [ProviderID: any IdentityProvider] = [:]
-        if let section = configuration.providers[.google] {
-            do {
-                modules[.google] = OpenIDConnectProvider(
+        func module(_ id: ProviderID, _ section: [String: JSONValue]) throws(ProviderError) -> any IdentityProvider {
+            switch id {
+            case .google:
+                return OpenIDConnectProvider(
                     configuration: try Google.configuration(section), directory: directory, clock: clock)
-            } catch {
-                throw ConfigurationError(source: "providers.google", key: nil, problem: error.description)
-            }
-        }
-        if let section = configuration.providers[.microsoftaccount] {
-            do {
-                modules[.microsoftaccount] = OpenIDConnectProvider(
+            case .microsoftaccount:
+                return OpenIDConnectProvider(
                     configuration: try MicrosoftAccount.configuration(section), directory: directory, clock: clock)
-            } catch {
-                throw ConfigurationError(source: "providers.microsoftaccount", key: nil, problem: error.description)
+            case .facebook:
+                return try FacebookProvider(section)
+            case .twitter:
+                return section["mode"]?.stringValue == "oauth1"
+                    ? try TwitterOAuth1Provider(section, clock: clock) : try TwitterProvider(section)
+            case .custom:
+                throw .invalidResponse("custom accounts are not a browser provider")
             }
         }
-        if let section = configuration.providers[.facebook] {
+        var modules: [ProviderID: any IdentityProvider] = [:]
+        for (id, section) in configuration.providers where id != .custom {
             do {
-                modules[.facebook] = try FacebookProvider(section)
+                modules[id] = try module(id, section)
             } catch {
-                throw ConfigurationError(source: "providers.facebook", key: nil, problem: error.description)
-            }
-        }
-        if let section = configuration.providers[.twitter] {
-            do {
-                if section["mode"]?.stringValue == "oauth1" {
-                    modules[.twitter] = try TwitterOAuth1Provider(section, clock: clock)
-                } else {
-                    modules[.twitter] = try TwitterProvider(section)
-                }
-            } catch {
-                throw ConfigurationError(source: "providers.twitter", key: nil, problem: error.description)
+                throw ConfigurationError(source: "providers.\(id.rawValue)", key: nil, problem: error.description)
             }
         }
         return modules

@@ -115,23 +115,9 @@ public final class OAuth1Emulator: Sendable {
         guard let token = query["oauth_token"], requestTokens.withLock({ $0[token] }) != nil else {
             return .page(status: 400, html: OpenIDEmulator.page("X: invalid request", "This page is no longer valid."))
         }
-        let choices = Self.accounts.enumerated().map { index, account in
-            "<label><input type=\"radio\" name=\"account\" value=\"\(account.id)\"\(index == 0 ? " checked" : "")> "
-                + "\(OpenIDEmulator.escape(account.name))</label><br>"
-        }.joined(separator: "\n")
-        return .page(
-            status: 200,
-            html: OpenIDEmulator.page(
-                "Authorize app (emulated X)",
-                """
-                <form method="post" action="authorize">
-                <input type="hidden" name="oauth_token" value="\(OpenIDEmulator.escape(token))">
-                \(choices)
-                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
-                <button name="decision" value="allow" id="allow">Authorize app</button>
-                <button name="decision" value="deny" id="deny">Cancel</button>
-                </form>
-                """))
+        return OpenIDEmulator.consentPage(
+            title: "Authorize app (emulated X)", hidden: ["oauth_token": token],
+            users: Self.accounts.map { ($0.id, $0.name) }, action: "authorize", allow: "Authorize app")
     }
 
     /// `POST /twitter/oauth/authorize`: back to the callback with the verifier, or `denied`.

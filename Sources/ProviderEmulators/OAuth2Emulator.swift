@@ -95,26 +95,9 @@ public final class OAuth2Emulator: Sendable {
                 return .page(status: 400, html: OpenIDEmulator.page("X: invalid request", "PKCE (S256) is required."))
             }
         }
-        let hidden = query.sorted { $0.key < $1.key }.map {
-            "<input type=\"hidden\" name=\"\(OpenIDEmulator.escape($0.key))\" value=\"\(OpenIDEmulator.escape($0.value))\">"
-        }.joined(separator: "\n")
-        let choices = accounts.enumerated().map { index, account in
-            "<label><input type=\"radio\" name=\"account\" value=\"\(account.id)\"\(index == 0 ? " checked" : "")> "
-                + "\(OpenIDEmulator.escape(account.name))</label><br>"
-        }.joined(separator: "\n")
-        return .page(
-            status: 200,
-            html: OpenIDEmulator.page(
-                "Log in with \(name) (emulated)",
-                """
-                <form method="post" action="">
-                \(hidden)
-                \(choices)
-                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
-                <button name="decision" value="allow" id="allow">Continue</button>
-                <button name="decision" value="deny" id="deny">Cancel</button>
-                </form>
-                """))
+        return OpenIDEmulator.consentPage(
+            title: "Log in with \(name) (emulated)", hidden: query, users: accounts.map { ($0.id, $0.name) }, action: ""
+        )
     }
 
     /// `POST` of the consent form.

@@ -220,26 +220,9 @@ public final class OpenIDEmulator: Sendable {
                 (43...128).contains(challenge.utf8.count)
             else { return fail("invalid_request", "Invalid code_challenge_method or code_challenge") }
         }
-        let hidden = query.sorted { $0.key < $1.key }.map {
-            "<input type=\"hidden\" name=\"\(Self.escape($0.key))\" value=\"\(Self.escape($0.value))\">"
-        }.joined(separator: "\n")
-        let choices = accounts(tenant: tenant).enumerated().map { index, account in
-            "<label><input type=\"radio\" name=\"account\" value=\"\(account.id)\"\(index == 0 ? " checked" : "")> "
-                + "\(Self.escape(account.name)) &lt;\(Self.escape(account.email))&gt;</label><br>"
-        }.joined(separator: "\n")
-        return .page(
-            status: 200,
-            html: Self.page(
-                "Sign in with \(flavor.name) (emulated)",
-                """
-                <form method="post" action="authorize">
-                \(hidden)
-                \(choices)
-                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
-                <button name="decision" value="allow" id="allow">Continue</button>
-                <button name="decision" value="deny" id="deny">Cancel</button>
-                </form>
-                """))
+        return Self.consentPage(
+            title: "Sign in with \(flavor.name) (emulated)", hidden: query,
+            users: accounts(tenant: tenant).map { ($0.id, "\($0.name) <\($0.email)>") }, action: "authorize")
     }
 
     /// `POST …/authorize`: the consent form's answer.
@@ -359,19 +342,34 @@ public final class OpenIDEmulator: Sendable {
             ]))
     }
 
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
+    static func escape(_ text: String) -> String { HTML.escape(text) }
+
+    /// The sign-in page every emulator shows: the request's parameters carried in hidden fields, the test
+    /// users to pick from, a field to type any other, and allow / deny buttons.
+    static func consentPage(
+        title: String, hidden: [String: String], users: [(id: String, label: String)], action: String,
+        allow: String = "Continue"
+    ) -> Reply {
+        let fields = hidden.sorted { $0.key < $1.key }.map {
+            "<input type=\"hidden\" name=\"\(escape($0.key))\" value=\"\(escape($0.value))\">"
+        }.joined(separator: "\n")
+        let choices = users.enumerated().map { index, user in
+            "<label><input type=\"radio\" name=\"account\" value=\"\(escape(user.id))\"\(index == 0 ? " checked" : "")> "
+                + "\(escape(user.label))</label><br>"
+        }.joined(separator: "\n")
+        return .page(
+            status: 200,
+            html: page(
+                title,
+                """
+                <form method="post" action="\(escape(action))">
+                \(fields)
+                \(choices)
+                <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
+                <button name="decision" value="allow" id="allow">\(escape(allow))</button>
+                <button name="decision" value="deny" id="deny">Cancel</button>
+                </form>
+                """))
     }
 
     static func page(_ title: String, _ body: String) -> String {

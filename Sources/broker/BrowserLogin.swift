@@ -203,26 +203,12 @@ struct BrowserLogin {
 /// Runs blocking work on a thread of its own, never on Swift's cooperative pool.
 func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        let box = Unmanaged.passRetained(
-            ThreadWork {
-                do {
-                    continuation.resume(returning: try body())
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            })
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, nil,
-            { argument in
-                guard let argument else { return nil }
-                Unmanaged<ThreadWork>.fromOpaque(argument).takeRetainedValue().body()
-                return nil
-            }, box.toOpaque())
-        if created == 0 {
-            pthread_detach(thread)
-        } else {
-            box.takeRetainedValue().body()
+        startThread {
+            do {
+                continuation.resume(returning: try body())
+            } catch {
+                continuation.resume(throwing: error)
+            }
         }
     }
 }

@@ -33,18 +33,7 @@ struct ClientOptions: ParsableArguments {
 }
 
 enum ProcessEnvironment {
-    static var all: [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
-    }
+    static var all: [String: String] { ClientSettings.processEnvironment }
 }
 
 /// Maps client-side failures to the contract's exit codes, with a next step for people.
