@@ -3,23 +3,9 @@ import BrokerCrypto
 
 /// OAuth 1.0a request signing, HMAC-SHA1, exactly as RFC 5849 §3.4 defines it.
 public enum OAuth1 {
-    /// §3.6: UTF-8, then every byte outside `ALPHA / DIGIT / "-" / "." / "_" / "~"` as `%XX` (upper case).
-    public static func percentEncode(_ text: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8]()
-        for byte in text.utf8 {
-            switch byte {
-            case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                out.append(byte)
-            default:
-                out.append(UInt8(ascii: "%"))
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0x0F)])
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    /// §3.6: UTF-8, then every byte outside `ALPHA / DIGIT / "-" / "." / "_" / "~"` as `%XX` (upper case) —
+    /// RFC 3986's unreserved set, which ``FormEncoding/percentEncode(_:)`` already implements.
+    public static func percentEncode(_ text: String) -> String { FormEncoding.percentEncode(text) }
 
     /// §3.4.1.2: scheme and host in lower case, the port only when it is not the scheme's default, the
     /// path; no query, no fragment. `nil` for a URL that is not absolute http(s).
