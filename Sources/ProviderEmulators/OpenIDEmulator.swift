@@ -312,9 +312,12 @@ public final class OpenIDEmulator: Sendable {
         }
         var idToken = try signer.sign(claims: claims)
         if grant.fault == "signature" {
-            // Another valid-looking signature: the last character's bits changed.
-            let last = idToken.removeLast()
-            idToken.append(last == "A" ? "B" : "A")
+            // A well-formed signature that does not verify: one character inside it changed (not the last,
+            // whose unused bits must stay zero in strict base64url).
+            var characters = Array(idToken)
+            let index = characters.count - 10
+            characters[index] = characters[index] == "A" ? "B" : "A"
+            idToken = String(characters)
         }
         let accessToken = "ya29." + (try SecureRandom.token(byteCount: 32))
         accessTokens.withLock { $0[accessToken] = grant.account }
