@@ -439,7 +439,9 @@ struct TokenExchangeTests {
             let result = try await fixture.exchange("gh", token: forged)
             #expect(result.status == 4 && result.stderr.contains("unknown kid"))
         }
-        #expect(try await fixture.issuer.jwksFetches("rotating") <= 3)
+        // At most one refetch per 5 s: five forged tokens in a row cost one or two fetches, not five (four
+        // allows a slow machine to spread the five over more than one interval).
+        #expect(try await fixture.issuer.jwksFetches("rotating") <= 4)
     }
 }
 
