@@ -11,11 +11,11 @@ import Twitter
 /// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
 /// `/auth/{provider}/callback`, and the `authorization_code` grant.
 ///
-/// Nothing is stored for a sign-in that has not come back from the provider: the pending sign-in (the CLI's
+/// Nothing is stored for a sign-in until the provider has vouched for someone: the pending sign-in (the CLI's
 /// state, challenge and loopback redirect, the broker's nonce and PKCE verifier, an expiry and a random
-/// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, spends its
-/// marker once (the only row a sign-in writes before it succeeds, and only with a state we sealed), asks
-/// the provider module for the identity, and hands the CLI a one-time code.
+/// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, checks that its
+/// marker is unspent, asks the provider module for the identity, and only then spends the marker (once) and
+/// hands the CLI a one-time code.
 extension BrokerService {
     /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
     static let pendingLifetime: Int64 = 600
@@ -192,7 +192,9 @@ extension BrokerService {
                     [("error", "access_denied"), ("error_description", "the sign-in took too long; start again")],
                     state: cliState, issuer: issuer))
         }
-        guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
+        // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
+        // with a state from /start (any visitor can get one) writes nothing.
+        guard try await !store.isStateMarkerSpent(marker) else {
             throw APIError.invalidRequest("this sign-in has already been completed")
         }
         let pending = PendingSignIn(
@@ -221,6 +223,11 @@ extension BrokerService {
                 Self.loopback(
                     redirectURI, [("error", code), ("error_description", description)], state: cliState,
                     issuer: issuer))
+        }
+        // Two copies of one callback racing: the provider's single-use code stops all but one, and the
+        // marker stops whatever got through.
+        guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
+            throw APIError.invalidRequest("this sign-in has already been completed")
         }
         let user = try await store.upsertUser(
             UserRecord(

@@ -94,4 +94,7 @@ public protocol BrowserFlowStore: Sendable {
     func attachSession(toCode hash: [UInt8], sessionID: String) async throws
     /// Spends the single-use marker of a sealed sign-in state; `false` when it was spent before.
     func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool
+
+    /// Whether a sign-in state's marker has been spent (a completed sign-in), without writing anything.
+    func isStateMarkerSpent(_ marker: String) async throws -> Bool
 }

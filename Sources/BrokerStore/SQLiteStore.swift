@@ -368,6 +368,12 @@ public final class SQLiteStore: Store {
         }
     }
 
+    public func isStateMarkerSpent(_ marker: String) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM state_markers WHERE marker = ?", arguments: [marker]) ?? false
+        }
+    }
+
     public func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(

@@ -2,6 +2,7 @@ import BrokerClient
 import BrokerCore
 import BrokerHTTP
 import Foundation
+import GRDB
 import MicrosoftAccount
 import OpenIDConnect
 import Testing
@@ -203,6 +204,20 @@ struct BrowserFlowTests {
         #expect(custom.status == 404)
         let noState2 = try await server.get("/auth/google/callback?code=x")
         #expect(noState2.status == 400 && noState2.header("Location") == nil)
+
+        // Anyone can get a sealed state from /start; a callback with it and a made-up code stores nothing
+        // (the marker is spent only after the provider vouched for someone), however often it is sent.
+        let location = try #require(ok.header("Location"))
+        let sealed = try #require(
+            FormEncoding.decode(String(location.split(separator: "?")[1]))?.first { $0.0 == "state" }?.1)
+        for _ in 0..<3 {
+            let forged = try await server.get(
+                "/auth/google/callback?" + FormEncoding.encode([("state", sealed), ("code", "made-up")]))
+            #expect(forged.status == 302 && forged.header("Location")?.contains("error=server_error") == true)
+        }
+        let database = try DatabaseQueue(path: server.dataDirectory + "/broker.sqlite3")
+        let markers = try await database.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM state_markers") }
+        #expect(markers == 0)
     }
 }
 
