@@ -82,12 +82,14 @@ public struct BrokerAPI: Sendable {
     {
         var body: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
         if let name { body["name"] = .string(name) }
-        return try Self.session(from: await postJSON("/auth/register", body: .object(body), expect: 201))
+        return try Self.session(
+            from: await postJSON("/auth/register", body: .object(body), expect: 201, timeout: Self.passwordTimeout))
     }
 
     public func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {
         let body: JSONValue = ["email": .string(email), "password": .string(password.exposed)]
-        return try Self.session(from: await postJSON("/auth/login", body: body, expect: 200))
+        return try Self.session(
+            from: await postJSON("/auth/login", body: body, expect: 200, timeout: Self.passwordTimeout))
     }
 
     public func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
@@ -206,7 +208,19 @@ public struct BrokerAPI: Sendable {
 
     static let accept: [(name: String, value: String)] = [(name: "Accept", value: "application/json")]
 
-    private func postJSON(_ path: String, body: JSONValue, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+    /// Register and login wait on a deliberately slow password hash at the broker, which answers 429 itself
+    /// when its hashing queue is full; on a busy broker the answer may take longer than other requests.
+    static let passwordTimeout: Duration = .seconds(120)
+
+    private func postJSON(_ path: String, body: JSONValue, expect: Int, timeout: Duration? = nil)
+        async throws(BrokerAPIError) -> JSONValue
+    {
+        var api = self
+        if let timeout { api.timeout = max(api.timeout, timeout) }
+        return try await api.postJSONNow(path, body: body, expect: expect)
+    }
+
+    private func postJSONNow(_ path: String, body: JSONValue, expect: Int) async throws(BrokerAPIError) -> JSONValue {
         let request = HTTPRequest(
             method: "POST",
             url: baseURL + path,
