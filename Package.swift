@@ -45,7 +45,8 @@ let package = Package(
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL", "BrokerCore"], swiftSettings: swiftSettings),
         // POSIX files: private directories, atomic writes, flock.
         .target(name: "BrokerSystem", swiftSettings: swiftSettings),
-        .target(name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore", "BrokerSystem"], swiftSettings: swiftSettings),
         // The client's settings and its credential store: no Foundation, no libcurl, so that the launcher
         // can read a cached token with the very code the full CLI uses.
         .target(
@@ -56,7 +57,7 @@ let package = Package(
         // The CLI's side: the broker API client and single-flight refresh (re-exports BrokerCredentials).
         .target(
             name: "BrokerClient",
-            dependencies: ["BrokerCore", "BrokerCredentials", "BrokerHTTP", "BrokerSystem"],
+            dependencies: ["BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerSystem"],
             swiftSettings: swiftSettings
         ),
 

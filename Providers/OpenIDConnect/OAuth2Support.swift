@@ -45,12 +45,6 @@ public enum OAuth2Support {
         return body
     }
 
-    /// `client_id:client_secret`, each form-urlencoded, as HTTP Basic (RFC 6749 §2.3.1).
-    public static func basic(_ clientID: String, _ secret: Secret) -> (name: String, value: String) {
-        let pair = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret.exposed)
-        return (name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8)))
-    }
-
     /// A module's two secrets and its endpoints from its config section: `idKey`/`secretKey` required, each
     /// endpoint the section's override or the production default.
     public static func settings(

@@ -142,10 +142,7 @@ public final class OpenIDConnectProvider: IdentityProvider {
         var headers: [(name: String, value: String)] = []
         switch configuration.tokenAuthentication {
         case .basic:
-            let pair =
-                FormEncoding.percentEncode(configuration.clientID) + ":"
-                + FormEncoding.percentEncode(configuration.clientSecret.exposed)
-            headers.append((name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8))))
+            headers.append(HTTPBasic.header(id: configuration.clientID, secret: configuration.clientSecret))
         case .post:
             fields.append(("client_id", configuration.clientID))
             fields.append(("client_secret", configuration.clientSecret.exposed))

@@ -48,7 +48,7 @@ public final class TwitterProvider: IdentityProvider {
                 ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", pending.callbackURL),
                 ("code_verifier", pending.codeVerifier),
             ],
-            headers: [OAuth2Support.basic(clientID, clientSecret)], http: http())
+            headers: [HTTPBasic.header(id: clientID, secret: clientSecret)], http: http())
         guard let accessToken = tokens["access_token"]?.stringValue, !accessToken.isEmpty else {
             throw .invalidResponse("the token response has no access_token")
         }

@@ -1,4 +1,5 @@
 public import BrokerCore
+import BrokerCrypto
 public import BrokerHTTP
 
 /// What went wrong talking to the broker.
@@ -171,8 +172,7 @@ public struct BrokerAPI: Sendable {
         }
         var headers: [(name: String, value: String)] = []
         if let secret {
-            let pair = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret.exposed)
-            headers.append((name: "Authorization", value: "Basic " + Self.base64(Array(pair.utf8))))
+            headers.append(HTTPBasic.header(id: clientID, secret: secret))
         } else {
             fields.append(("client_id", clientID))
         }
@@ -185,25 +185,6 @@ public struct BrokerAPI: Sendable {
             let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
         else { throw .badResponse("the token response lacks access_token or expires_in") }
         return MintedToken(accessToken: Secret(token), expiresIn: expiresIn, document: document)
-    }
-
-    /// Standard base64 with padding (RFC 4648 §4), for HTTP Basic.
-    static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out = [UInt8]()
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value = UInt32(0)
-            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
-            for position in 0..<4 {
-                out.append(
-                    position <= chunk.count
-                        ? alphabet[Int(value >> (18 - 6 * UInt32(position)) & 0x3f)] : UInt8(ascii: "="))
-            }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     static let accept: [(name: String, value: String)] = [(name: "Accept", value: "application/json")]

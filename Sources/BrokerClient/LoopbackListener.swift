@@ -184,12 +184,11 @@ public final class LoopbackListener: @unchecked Sendable {
     static func page(title: String, message: String, success: Bool) -> String {
         """
         <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
+        <html lang="en"><head><meta charset="utf-8"><title>\(HTML.escape(title))</title>
         <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}
         h1{font-size:1.4rem;color:\(success ? "#1a7f37" : "#b42318")}</style></head>
-        <body><h1>\(escape(title))</h1><p>\(escape(message))</p><p>You can close this tab.</p></body></html>
+        <body><h1>\(HTML.escape(title))</h1><p>\(HTML.escape(message))</p><p>You can close this tab.</p></body></html>
         """
     }
 
-    public static func escape(_ text: String) -> String { HTML.escape(text) }
 }

@@ -1,3 +1,4 @@
+import BrokerSystem
 internal import CCurl
 import Synchronization
 
@@ -43,7 +44,10 @@ public final class HTTPClient: Sendable {
         let result: Result<HTTPResponse, HTTPClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let userAgent = self.userAgent
-                TransferThread.start {
+                // curl_easy_perform blocks its thread for the whole exchange: a thread per transfer keeps slow
+                // ones from holding up the others (and their timeouts). libcurl needs little stack; 512 KiB
+                // leaves ample room for its resolver and TLS.
+                DetachedThread.start(stackSize: 512 * 1024) {
                     continuation.resume(returning: transfer.perform(on: handle.pointer, userAgent: userAgent))
                 }
             }
@@ -87,39 +91,4 @@ private final class HandleBox: @unchecked Sendable {
     }
 
     deinit { close() }
-}
-
-/// Runs one blocking transfer on a new thread.
-///
-/// `curl_easy_perform` blocks its thread for the whole exchange. Dispatch's pools are sized to the core count
-/// (two threads on a small CI machine), so a few slow transfers there would hold up every other request,
-/// their timeouts included; a thread per in-flight transfer keeps each one independent.
-enum TransferThread {
-    private final class Work {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-
-    static func start(_ body: @escaping @Sendable () -> Void) {
-        let work = Unmanaged.passRetained(Work(body)).toOpaque()
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        // libcurl needs little stack; 512 KiB leaves ample room for its resolver and TLS.
-        pthread_attr_setstacksize(&attributes, 512 * 1024)
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, &attributes,
-            { argument in
-                guard let argument else { return nil }
-                let work = Unmanaged<Work>.fromOpaque(argument).takeRetainedValue()
-                work.body()
-                return nil
-            }, work)
-        if created != 0 {
-            // No thread to be had: run inline rather than lose the request.
-            Unmanaged<Work>.fromOpaque(work).takeRetainedValue().body()
-        }
-    }
 }

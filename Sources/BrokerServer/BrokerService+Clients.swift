@@ -33,12 +33,7 @@ extension BrokerService {
                 throw APIError.invalidClient("the Authorization header must be \"Basic <client id:secret>\"")
             }
             // RFC 6749 §2.3.1: id and secret are form-urlencoded, then joined by ":" and base64-encoded.
-            guard let decoded = Base64URL.decodeStandard(String(parts[1]).trimmingWhitespace()),
-                let text = String(validating: decoded, as: UTF8.self),
-                let colon = text.firstIndex(of: ":"),
-                let id = FormEncoding.percentDecode(text[..<colon]),
-                let secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
-            else {
+            guard let (id, secret) = HTTPBasic.credentials(fromToken: String(parts[1]).trimmingWhitespace()) else {
                 throw APIError.invalidClient("malformed Basic credentials")
             }
             guard bodySecret == nil else {

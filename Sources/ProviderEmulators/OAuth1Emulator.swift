@@ -22,10 +22,7 @@ public final class OAuth1Emulator: Sendable {
         let account: OAuth2Emulator.Account
     }
 
-    static let accounts = [
-        OAuth2Emulator.Account(id: "grace", userID: "2244994945", name: "Grace Example", email: nil),
-        OAuth2Emulator.Account(id: "heidi", userID: "783214", name: "Heidi Example", email: nil),
-    ]
+    static let accounts = OAuth2Emulator.accounts(for: .twitter)
 
     private let requestTokens = Mutex<[String: RequestToken]>([:])
     private let accessTokens = Mutex<[String: AccessToken]>([:])
@@ -126,11 +123,8 @@ public final class OAuth1Emulator: Sendable {
             return consentPage(form)
         }
         let separator = pending.callback.contains("?") ? "&" : "?"
-        let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }.map { name in
-            Self.accounts.first { $0.id == name }
-                ?? OAuth2Emulator.Account(
-                    id: name, userID: "1" + Digest.sha256(name).map { String($0 % 10) }.joined().prefix(17), name: name,
-                    email: nil)
+        let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }.map {
+            OAuth2Emulator.account(named: $0, kind: .twitter)
         }
         guard form["decision"] == "allow",
             let account = typed ?? Self.accounts.first(where: { $0.id == form["account"] })

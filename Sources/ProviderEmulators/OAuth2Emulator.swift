@@ -47,17 +47,11 @@ public final class OAuth2Emulator: Sendable {
         case .facebook:
             clientID = Self.facebookAppID
             clientSecret = Self.facebookAppSecret
-            accounts = [
-                Account(id: "erin", userID: "10158123456789012", name: "Erin Example", email: "erin@example.com"),
-                Account(id: "frank", userID: "10158987654321098", name: "Frank No-Email", email: nil),
-            ]
+            accounts = Self.accounts(for: .facebook)
         case .twitter:
             clientID = Self.twitterClientID
             clientSecret = Self.twitterClientSecret
-            accounts = [
-                Account(id: "grace", userID: "2244994945", name: "Grace Example", email: nil),
-                Account(id: "heidi", userID: "783214", name: "Heidi Example", email: nil),
-            ]
+            accounts = Self.accounts(for: .twitter)
         }
     }
 
@@ -73,9 +67,28 @@ public final class OAuth2Emulator: Sendable {
         return (try? consent(form)) ?? page
     }
 
+    /// ``account(named:kind:)`` for this emulator.
+    func account(named name: String) -> Account { Self.account(named: name, kind: kind) }
+
+    /// The test accounts of a provider (X's are shared by its OAuth 2.0 and OAuth 1.0a emulators).
+    static func accounts(for kind: Kind) -> [Account] {
+        switch kind {
+        case .facebook:
+            [
+                Account(id: "erin", userID: "10158123456789012", name: "Erin Example", email: "erin@example.com"),
+                Account(id: "frank", userID: "10158987654321098", name: "Frank No-Email", email: nil),
+            ]
+        case .twitter:
+            [
+                Account(id: "grace", userID: "2244994945", name: "Grace Example", email: nil),
+                Account(id: "heidi", userID: "783214", name: "Heidi Example", email: nil),
+            ]
+        }
+    }
+
     /// A known account by id, else one made up (stably) from the typed name.
-    func account(named name: String) -> Account {
-        if let known = accounts.first(where: { $0.id == name }) { return known }
+    static func account(named name: String, kind: Kind) -> Account {
+        if let known = accounts(for: kind).first(where: { $0.id == name }) { return known }
         let digits = Digest.sha256(name).map { String($0 % 10) }.joined()
         return kind == .facebook
             ? Account(id: name, userID: "10" + digits.prefix(15), name: name, email: "\(name)@example.com")
@@ -143,11 +156,9 @@ public final class OAuth2Emulator: Sendable {
         var secret = form["client_secret"]
         if kind == .twitter {
             guard let authorization, authorization.hasPrefix("Basic "),
-                let decoded = Base64URL.decodeStandard(String(authorization.dropFirst(6))),
-                let text = String(validating: decoded, as: UTF8.self), let colon = text.firstIndex(of: ":")
+                let basic = HTTPBasic.credentials(fromToken: String(authorization.dropFirst(6)))
             else { return error(401, "unauthorized_client", "Missing valid authorization header") }
-            id = FormEncoding.percentDecode(text[..<colon])
-            secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
+            (id, secret) = (basic.id, basic.secret)
         }
         guard id == clientID, let secret, ConstantTime.equals(secret, clientSecret) else {
             return error(401, "unauthorized_client", "Error validating client secret.")

@@ -260,11 +260,10 @@ public final class OpenIDEmulator: Sendable {
         var secret = form["client_secret"]
         if let authorization, authorization.lowercased().hasPrefix("basic ") {
             if secret != nil { return error(400, "invalid_request", "Multiple client authentication methods") }
-            guard let decoded = Base64URL.decodeStandard(String(authorization.dropFirst(6))),
-                let text = String(validating: decoded, as: UTF8.self), let colon = text.firstIndex(of: ":")
-            else { return error(401, "invalid_client", "Unauthorized") }
-            clientID = FormEncoding.percentDecode(text[..<colon])
-            secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
+            guard let basic = HTTPBasic.credentials(fromToken: String(authorization.dropFirst(6))) else {
+                return error(401, "invalid_client", "Unauthorized")
+            }
+            (clientID, secret) = (basic.id, basic.secret)
         }
         guard clientID == self.clientID, let secret, ConstantTime.equals(secret, flavor.clientSecret) else {
             return error(401, "invalid_client", "Unauthorized")
@@ -345,8 +344,6 @@ public final class OpenIDEmulator: Sendable {
             ]))
     }
 
-    static func escape(_ text: String) -> String { HTML.escape(text) }
-
     /// The sign-in page every emulator shows: the request's parameters carried in hidden fields, the test
     /// users to pick from, a field to type any other, and allow / deny buttons.
     static func consentPage(
@@ -354,22 +351,22 @@ public final class OpenIDEmulator: Sendable {
         allow: String = "Continue"
     ) -> Reply {
         let fields = hidden.sorted { $0.key < $1.key }.map {
-            "<input type=\"hidden\" name=\"\(escape($0.key))\" value=\"\(escape($0.value))\">"
+            "<input type=\"hidden\" name=\"\(HTML.escape($0.key))\" value=\"\(HTML.escape($0.value))\">"
         }.joined(separator: "\n")
         let choices = users.enumerated().map { index, user in
-            "<label><input type=\"radio\" name=\"account\" value=\"\(escape(user.id))\"\(index == 0 ? " checked" : "")> "
-                + "\(escape(user.label))</label><br>"
+            "<label><input type=\"radio\" name=\"account\" value=\"\(HTML.escape(user.id))\"\(index == 0 ? " checked" : "")> "
+                + "\(HTML.escape(user.label))</label><br>"
         }.joined(separator: "\n")
         return .page(
             status: 200,
             html: page(
                 title,
                 """
-                <form method="post" action="\(escape(action))">
+                <form method="post" action="\(HTML.escape(action))">
                 \(fields)
                 \(choices)
                 <label>or type a test user: <input type="text" name="typed_user" id="typed_user"></label><br>
-                <button name="decision" value="allow" id="allow">\(escape(allow))</button>
+                <button name="decision" value="allow" id="allow">\(HTML.escape(allow))</button>
                 <button name="decision" value="deny" id="deny">Cancel</button>
                 </form>
                 """))
@@ -378,8 +375,8 @@ public final class OpenIDEmulator: Sendable {
     static func page(_ title: String, _ body: String) -> String {
         """
         <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title></head>
-        <body><h1>\(escape(title))</h1>
+        <html lang="en"><head><meta charset="utf-8"><title>\(HTML.escape(title))</title></head>
+        <body><h1>\(HTML.escape(title))</h1>
         \(body)
         </body></html>
         """

@@ -129,14 +129,14 @@ struct BrowserLogin {
         guard paste else { return .browser(try await offThread { try listener.waitForCallback(timeout: timeout) }) }
         return try await withCheckedThrowingContinuation { continuation in
             let once = Once(continuation)
-            startThread {
+            DetachedThread.start {
                 do {
                     once.resume(.success(.browser(try listener.waitForCallback(timeout: timeout))))
                 } catch {
                     once.resume(.failure(error))
                 }
             }
-            startThread {
+            DetachedThread.start {
                 while let line = readLine(strippingNewline: true) {
                     let pasted = String(
                         line.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }
@@ -177,7 +177,7 @@ struct BrowserLogin {
     /// line) or `xdg-open URL`, detached, its output discarded. Failing to open is not fatal: the URL is
     /// on stderr.
     func openBrowser(_ url: String) {
-        let environment = ProcessEnvironment.all
+        let environment = ClientSettings.processEnvironment
         let arguments: [String]
         if let browser = environment["BROWSER"], !browser.isEmpty {
             arguments = ["/bin/sh", "-c", browser + " \"$1\"", "broker-browser", url]
@@ -203,7 +203,7 @@ struct BrowserLogin {
 /// Runs blocking work on a thread of its own, never on Swift's cooperative pool.
 func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        startThread {
+        DetachedThread.start {
             do {
                 continuation.resume(returning: try body())
             } catch {
@@ -211,11 +211,6 @@ func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async th
             }
         }
     }
-}
-
-final class ThreadWork: @unchecked Sendable {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
 }
 
 /// No page to send: the address was pasted on the terminal.
@@ -236,23 +231,5 @@ final class Once: Sendable {
             pending?.resume(with: result)
             pending = nil
         }
-    }
-}
-
-/// Runs `body` on a new detached thread.
-func startThread(_ body: @escaping @Sendable () -> Void) {
-    let box = Unmanaged.passRetained(ThreadWork(body))
-    var thread = pthread_t()
-    let created = pthread_create(
-        &thread, nil,
-        { argument in
-            guard let argument else { return nil }
-            Unmanaged<ThreadWork>.fromOpaque(argument).takeRetainedValue().body()
-            return nil
-        }, box.toOpaque())
-    if created == 0 {
-        pthread_detach(thread)
-    } else {
-        box.takeRetainedValue().body()
     }
 }

@@ -25,15 +25,11 @@ struct ClientOptions: ParsableArguments {
 
     func settings() throws -> ClientSettings {
         do {
-            return try ClientSettings(broker: broker, profile: profile, environment: ProcessEnvironment.all)
+            return try ClientSettings(broker: broker, profile: profile, environment: ClientSettings.processEnvironment)
         } catch {
             throw Console.fail(error.description, code: error.isUsage ? BrokerExit.usage : BrokerExit.failure)
         }
     }
-}
-
-enum ProcessEnvironment {
-    static var all: [String: String] { ClientSettings.processEnvironment }
 }
 
 /// Maps client-side failures to the contract's exit codes, with a next step for people.

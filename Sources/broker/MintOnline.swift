@@ -19,7 +19,7 @@ extension Broker.Mint {
     /// `client_credentials` or token exchange at the broker's `/auth/token`.
     func mintOnline() async throws {
         guard let clientID else { throw Console.fail("--client-id is required", code: BrokerExit.usage) }
-        let environment = ProcessEnvironment.all
+        let environment = ClientSettings.processEnvironment
         let settings: ClientSettings
         do {
             settings = try ClientSettings(broker: broker, profile: nil, environment: environment)

@@ -62,6 +62,18 @@ final class EmulatorProcess: @unchecked Sendable {
 
     var brokerConfig: String { brokerConfig() }
 
+    /// Only X, in OAuth 1.0a mode, pointed at this emulator.
+    func twitterOAuth1Config(consumerSecret: String = "emulated-consumer-secret") -> String {
+        #"""
+        {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
+          "consumer_secret": "\#(consumerSecret)",
+          "request_token_endpoint": "\#(url)/twitter/oauth/request_token",
+          "authorize_endpoint": "\#(url)/twitter/oauth/authorize",
+          "access_token_endpoint": "\#(url)/twitter/oauth/access_token",
+          "verify_credentials_endpoint": "\#(url)/twitter/1.1/account/verify_credentials.json"}}}
+        """#
+    }
+
     /// Only Google (and custom): the other providers are disabled.
     var googleOnlyConfig: String {
         #"""
@@ -327,16 +339,7 @@ struct OAuth2ProviderFlowTests {
 
     @Test func twitterOAuth1SignsEveryLegAndChecksTheReturnedToken() async throws {
         let emulator = try await EmulatorProcess.start()
-        let e = emulator.url
-        let server = try await BrokerProcess.start(
-            config: #"""
-                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
-                  "consumer_secret": "emulated-consumer-secret",
-                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
-                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
-                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
-                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
-                """#)
+        let server = try await BrokerProcess.start(config: emulator.twitterOAuth1Config())
         defer { server.stop() }
         let heidi = try await browserFlow(server, provider: "twitter", account: "heidi")
         #expect(heidi["session"]?["user_id"]?.stringValue == "twitter:783214", "\(heidi)")
@@ -345,14 +348,7 @@ struct OAuth2ProviderFlowTests {
 
         // A wrong consumer secret: the emulator refuses the signature, the sign-in cannot start.
         let wrong = try await BrokerProcess.start(
-            config: #"""
-                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
-                  "consumer_secret": "not-the-secret",
-                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
-                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
-                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
-                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
-                """#)
+            config: emulator.twitterOAuth1Config(consumerSecret: "not-the-secret"))
         defer { wrong.stop() }
         let start = try await wrong.get(
             "/auth/twitter/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&state=s"
@@ -522,19 +518,8 @@ struct CLIBrowserLoginTests {
     ])
     func everyProviderEndToEnd(provider: String, account: String, userID: String, oauth1: Bool) async throws {
         let emulator = try await EmulatorProcess.start()
-        var config = emulator.brokerConfig()
-        if oauth1 {
-            let e = emulator.url
-            config = #"""
-                {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
-                  "consumer_secret": "emulated-consumer-secret",
-                  "request_token_endpoint": "\#(e)/twitter/oauth/request_token",
-                  "authorize_endpoint": "\#(e)/twitter/oauth/authorize",
-                  "access_token_endpoint": "\#(e)/twitter/oauth/access_token",
-                  "verify_credentials_endpoint": "\#(e)/twitter/1.1/account/verify_credentials.json"}}}
-                """#
-        }
-        let server = try await BrokerProcess.start(config: config)
+        let server = try await BrokerProcess.start(
+            config: oauth1 ? emulator.twitterOAuth1Config() : emulator.brokerConfig())
         defer { server.stop() }
         let client = try ClientHome(server: server)
         let (result, browser) = try await Self.login(
@@ -702,7 +687,7 @@ struct CLIBrowserLoginTests {
     }
 
     @Test func pagesEscapeWhatTheyQuote() {
-        let page = LoopbackListener.escape("<script>alert('x')</script> & \"q\"")
+        let page = HTML.escape("<script>alert('x')</script> & \"q\"")
         #expect(page == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;")
     }
 }
