@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.34.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
@@ -124,7 +125,9 @@ let package = Package(
                 "MicrosoftAccount", "OpenIDConnect", "Twitter", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -166,31 +169,47 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // What every test target shares: the process runner, temporary folders, the repository's paths, a
+        // manual clock and a scripted HTTP transport.
+        .target(
+            name: "BrokerTesting",
+            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerSystem"],
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "BrokerCryptoTests",
-            dependencies: ["BrokerCrypto", "BrokerCore"],
+            dependencies: ["BrokerCrypto", "BrokerCore", "BrokerTesting"],
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "BrokerHTTPTests", dependencies: ["BrokerHTTP", "BrokerCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrokerHTTPTests", dependencies: ["BrokerHTTP", "BrokerCore", "BrokerTesting"],
+            swiftSettings: swiftSettings),
+        // The store contract: every promise of the Store protocol, run against each store.
+        .testTarget(
+            name: "BrokerStoreTests",
+            dependencies: ["BrokerStore", "BrokerCore", "BrokerTesting"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Facebook",
                 "Google",
-                "MicrosoftAccount", "OpenIDConnect", "Twitter",
+                "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ProviderTests",
-            dependencies: ["BrokerCore", "Twitter"],
+            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "Twitter"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "BrokerCLITests",
-            dependencies: ["BrokerCrypto"],
+            dependencies: ["BrokerCrypto", "BrokerTesting"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -19,11 +19,13 @@ public final class FacebookProvider: IdentityProvider {
     let appID: String
     let appSecret: Secret
     let endpoints: [String: String]
-    let http: @Sendable () -> HTTPClient
+    let http: @Sendable () -> any HTTPTransport
 
     public var id: ProviderID { .facebook }
 
-    public init(_ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared })
+    public init(
+        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
+    )
         throws(ProviderError)
     {
         (appID, appSecret, endpoints) = try OAuth2Support.settings(

@@ -37,16 +37,16 @@ public final class IssuerDirectory: Sendable {
     }
 
     private let cache = Mutex<[String: Entry]>([:])
-    private let http: @Sendable () -> HTTPClient
-    private let clock: @Sendable () -> Double
+    private let http: @Sendable () -> any HTTPTransport
+    private let clock: any WallClock
     private let logger: Logger
     let freshFor: Double
     let refetchInterval: Double
     let staleFor: Double = 24 * 3600
 
     public init(
-        http: @escaping @Sendable () -> HTTPClient,
-        clock: @escaping @Sendable () -> Double,
+        http: @escaping @Sendable () -> any HTTPTransport,
+        clock: any WallClock,
         logger: Logger,
         freshFor: Double = 600,
         refetchInterval: Double = 5
@@ -69,7 +69,7 @@ public final class IssuerDirectory: Sendable {
         -> Metadata
     {
         let cacheKey = issuer + "\u{0}" + (jwksURI ?? "")
-        let now = clock()
+        let now = clock.now()
         enum Plan {
             case use(Metadata)
             case wait(Task<Result<Metadata, Failure>, Never>)
@@ -181,11 +181,11 @@ public final class IssuerDirectory: Sendable {
     }
 
     private func get(_ url: String, what: String) async throws(Failure) -> [UInt8] {
-        var request = HTTPRequest(url: url, headers: [(name: "Accept", value: "application/json")])
+        var request = HTTPClientRequest(url: url, headers: [(name: "Accept", value: "application/json")])
         request.connectTimeout = .seconds(5)
         request.timeout = .seconds(10)
         request.maxResponseBytes = 512 * 1024
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
             response = try await http().send(request)
         } catch {

@@ -7,26 +7,27 @@ public import BrokerHTTP
 public enum OAuth2Support {
     public static func postForm(
         _ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = [],
-        http: HTTPClient
+        http: any HTTPTransport
     ) async throws(ProviderError) -> [String: JSONValue] {
-        var request = HTTPRequest.form(url: url, fields: fields, headers: headers)
+        var request = HTTPClientRequest.form(url: url, fields: fields, headers: headers)
         return try await send(&request, http: http)
     }
 
     public static func getJSON(
-        _ url: String, headers: [(name: String, value: String)] = [], http: HTTPClient
+        _ url: String, headers: [(name: String, value: String)] = [], http: any HTTPTransport
     ) async throws(ProviderError) -> [String: JSONValue] {
-        var request = HTTPRequest(url: url, headers: headers + [(name: "Accept", value: "application/json")])
+        var request = HTTPClientRequest(url: url, headers: headers + [(name: "Accept", value: "application/json")])
         return try await send(&request, http: http)
     }
 
-    static func send(_ request: inout HTTPRequest, http: HTTPClient) async throws(ProviderError) -> [String: JSONValue]
+    static func send(_ request: inout HTTPClientRequest, http: any HTTPTransport) async throws(ProviderError)
+        -> [String: JSONValue]
     {
         if let problem = Endpoint.problem(request.url) { throw .invalidResponse("\(request.url) \(problem)") }
         request.connectTimeout = .seconds(10)
         request.timeout = .seconds(20)
         request.maxResponseBytes = 256 * 1024
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
             response = try await http.send(request)
         } catch {

@@ -56,16 +56,16 @@ public struct OpenIDConnectConfiguration: Sendable {
 public final class OpenIDConnectProvider: IdentityProvider {
     public let configuration: OpenIDConnectConfiguration
     let directory: IssuerDirectory
-    let http: @Sendable () -> HTTPClient
-    let clock: @Sendable () -> Int64
+    let http: @Sendable () -> any HTTPTransport
+    let clock: any WallClock
 
     public var id: ProviderID { configuration.id }
 
     public init(
         configuration: OpenIDConnectConfiguration,
         directory: IssuerDirectory,
-        http: @escaping @Sendable () -> HTTPClient = { HTTPClient.shared },
-        clock: @escaping @Sendable () -> Int64
+        http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
+        clock: any WallClock
     ) {
         self.configuration = configuration
         self.directory = directory
@@ -147,11 +147,11 @@ public final class OpenIDConnectProvider: IdentityProvider {
             fields.append(("client_id", configuration.clientID))
             fields.append(("client_secret", configuration.clientSecret.exposed))
         }
-        var request = HTTPRequest.form(url: url, fields: fields, headers: headers)
+        var request = HTTPClientRequest.form(url: url, fields: fields, headers: headers)
         request.connectTimeout = .seconds(10)
         request.timeout = .seconds(20)
         request.maxResponseBytes = 256 * 1024
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
             response = try await http().send(request)
         } catch {
@@ -181,7 +181,7 @@ public final class OpenIDConnectProvider: IdentityProvider {
         options.requiredClaims = ["iss", "sub", "iat"]
         let verified: VerifiedJWT
         do {
-            verified = try JWTVerifier(keys: keys, options: options).verify(idToken, now: clock())
+            verified = try JWTVerifier(keys: keys, options: options).verify(idToken, now: clock.seconds())
         } catch {
             throw .invalidResponse("ID token: \(error)")
         }

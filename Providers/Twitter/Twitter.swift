@@ -16,11 +16,13 @@ public final class TwitterProvider: IdentityProvider {
     let clientID: String
     let clientSecret: Secret
     let endpoints: [String: String]
-    let http: @Sendable () -> HTTPClient
+    let http: @Sendable () -> any HTTPTransport
 
     public var id: ProviderID { .twitter }
 
-    public init(_ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared })
+    public init(
+        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
+    )
         throws(ProviderError)
     {
         (clientID, clientSecret, endpoints) = try OAuth2Support.settings(

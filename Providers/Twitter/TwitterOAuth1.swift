@@ -20,14 +20,14 @@ public final class TwitterOAuth1Provider: IdentityProvider {
     let consumerKey: String
     let consumerSecret: Secret
     let endpoints: [String: String]
-    let http: @Sendable () -> HTTPClient
-    let clock: @Sendable () -> Int64
+    let http: @Sendable () -> any HTTPTransport
+    let clock: any WallClock
 
     public var id: ProviderID { .twitter }
 
     public init(
-        _ section: [String: JSONValue], http: @escaping @Sendable () -> HTTPClient = { .shared },
-        clock: @escaping @Sendable () -> Int64
+        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
+        clock: any WallClock
     ) throws(ProviderError) {
         (consumerKey, consumerSecret, endpoints) = try OAuth2Support.settings(
             section, provider: "twitter (mode oauth1)", idKey: "consumer_key", secretKey: "consumer_secret",
@@ -100,7 +100,7 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         OAuth1.sign(
             method: method, url: url, consumerKey: consumerKey, consumerSecret: consumerSecret, token: token,
             tokenSecret: tokenSecret, extra: extra, nonce: (try? SecureRandom.token(byteCount: 16)) ?? "",
-            timestamp: clock())
+            timestamp: clock.seconds())
     }
 
     /// A signed POST with an empty body, whose answer is form-encoded (`oauth_token=…&…`).
@@ -111,7 +111,7 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         guard let signed = sign("POST", url, extra: extra, token: token, tokenSecret: tokenSecret) else {
             throw .invalidResponse("\(url) is not an http(s) URL")
         }
-        var request = HTTPRequest(
+        var request = HTTPClientRequest(
             method: "POST", url: url,
             headers: [
                 (name: "Authorization", value: OAuth1.authorizationHeader(signed)),
@@ -120,7 +120,7 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         request.connectTimeout = .seconds(10)
         request.timeout = .seconds(20)
         request.maxResponseBytes = 64 * 1024
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
             response = try await http().send(request)
         } catch {

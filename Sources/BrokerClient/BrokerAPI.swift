@@ -69,11 +69,11 @@ public struct BrokerAPI: Sendable {
     public let baseURL: String
     /// `nil`: `HTTPClient.shared`, reached only when a request is sent — creating it initializes libcurl,
     /// which `broker token`'s warm path never needs.
-    let client: HTTPClient?
+    let client: (any HTTPTransport)?
     /// Per request; `logout` uses a short one so an unreachable broker does not hold the user up.
     public var timeout: Duration = .seconds(30)
 
-    public init(baseURL: String, http: HTTPClient? = nil) {
+    public init(baseURL: String, http: (any HTTPTransport)? = nil) {
         self.baseURL = baseURL
         self.client = http
     }
@@ -94,7 +94,7 @@ public struct BrokerAPI: Sendable {
     }
 
     public func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
-        let request = HTTPRequest.form(
+        let request = HTTPClientRequest.form(
             url: baseURL + "/auth/token",
             fields: [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
         )
@@ -105,7 +105,7 @@ public struct BrokerAPI: Sendable {
     public func redeem(code: String, verifier: String, redirectURI: String) async throws(BrokerAPIError)
         -> SessionResponse
     {
-        let request = HTTPRequest.form(
+        let request = HTTPClientRequest.form(
             url: baseURL + "/auth/token",
             fields: [
                 ("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier),
@@ -117,12 +117,13 @@ public struct BrokerAPI: Sendable {
 
     /// RFC 7009: the broker answers 200 whether or not it knew the token.
     public func revoke(_ token: Secret) async throws(BrokerAPIError) {
-        let request = HTTPRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])
+        let request = HTTPClientRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])
         _ = try await send(request, expect: 200)
     }
 
     public func providers() async throws(BrokerAPIError) -> (list: [ProviderInfo], document: JSONValue) {
-        let document = try await send(HTTPRequest(url: baseURL + "/auth/providers", headers: Self.accept), expect: 200)
+        let document = try await send(
+            HTTPClientRequest(url: baseURL + "/auth/providers", headers: Self.accept), expect: 200)
         guard case .array(let entries)? = document["providers"] else {
             throw .badResponse("/auth/providers has no \"providers\" list")
         }
@@ -142,7 +143,7 @@ public struct BrokerAPI: Sendable {
 
     /// `GET /auth/me` with the access token.
     public func me(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
-        let request = HTTPRequest(
+        let request = HTTPClientRequest(
             url: baseURL + "/auth/me",
             headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)]
         )
@@ -180,7 +181,7 @@ public struct BrokerAPI: Sendable {
         if let scope { fields.append(("scope", scope)) }
         if let ttl { fields.append(("ttl", String(ttl))) }
         let document = try await send(
-            HTTPRequest.form(url: baseURL + "/auth/token", fields: fields, headers: headers), expect: 200)
+            HTTPClientRequest.form(url: baseURL + "/auth/token", fields: fields, headers: headers), expect: 200)
         guard let token = document["access_token"]?.stringValue, !token.isEmpty,
             let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
         else { throw .badResponse("the token response lacks access_token or expires_in") }
@@ -202,7 +203,7 @@ public struct BrokerAPI: Sendable {
     }
 
     private func postJSONNow(_ path: String, body: JSONValue, expect: Int) async throws(BrokerAPIError) -> JSONValue {
-        let request = HTTPRequest(
+        let request = HTTPClientRequest(
             method: "POST",
             url: baseURL + path,
             headers: Self.accept + [(name: "Content-Type", value: "application/json")],
@@ -211,14 +212,14 @@ public struct BrokerAPI: Sendable {
         return try await send(request, expect: expect)
     }
 
-    private func send(_ request: HTTPRequest, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+    private func send(_ request: HTTPClientRequest, expect: Int) async throws(BrokerAPIError) -> JSONValue {
         var request = request
         request.timeout = timeout
         request.connectTimeout = min(timeout, .seconds(10))
         request.maxResponseBytes = 1024 * 1024
-        let response: HTTPResponse
+        let response: HTTPClientResponse
         do {
-            response = try await (client ?? HTTPClient.shared).send(request)
+            response = try await (client ?? HTTPClient.shared as any HTTPTransport).send(request)
         } catch let error as HTTPClientError {
             throw .unreachable(error.message)
         } catch {

@@ -32,13 +32,13 @@ public struct SessionService: Sendable {
     public let cache: any TokenCache
     public let api: BrokerAPI
     public let key: SessionKey
-    let clock: @Sendable () -> Int64
+    let clock: any WallClock
 
     public init(
         cache: any TokenCache,
         api: BrokerAPI,
         key: SessionKey,
-        clock: @escaping @Sendable () -> Int64 = { Int64(time(nil)) }
+        clock: any WallClock = SystemClock()
     ) {
         self.cache = cache
         self.api = api
@@ -50,7 +50,7 @@ public struct SessionService: Sendable {
     /// network: the path `broker token` takes almost every time.
     public func cachedSession(minValid: Int64) throws(SessionError) -> Session? {
         let session: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
-        guard let session, session.satisfies(minValid: minValid, at: clock()) else { return nil }
+        guard let session, session.satisfies(minValid: minValid, at: clock.seconds()) else { return nil }
         return session
     }
 
@@ -63,14 +63,14 @@ public struct SessionService: Sendable {
     public func validSession(minValid: Int64) async throws(SessionError) -> Session {
         let seen: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
         guard let seen else { throw .signedOut(key) }
-        if seen.satisfies(minValid: minValid, at: clock()) { return seen }
+        if seen.satisfies(minValid: minValid, at: clock.seconds()) { return seen }
 
         let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
         let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
         guard let current else { throw .signedOut(key) }
-        if current.accessToken != seen.accessToken && current.remaining(at: clock()) > 0 { return current }
-        if current.satisfies(minValid: minValid, at: clock()) { return current }
+        if current.accessToken != seen.accessToken && current.remaining(at: clock.seconds()) > 0 { return current }
+        if current.satisfies(minValid: minValid, at: clock.seconds()) { return current }
         return try await refresh(current, locked: locked)
     }
 
@@ -94,7 +94,7 @@ public struct SessionService: Sendable {
         } catch {
             throw .broker(error)
         }
-        let renewed = response.session(key: key, now: clock())
+        let renewed = response.session(key: key, now: clock.seconds())
         try cacheStep { () throws(TokenCacheError) in try locked.save(renewed) }
         return renewed
     }
@@ -115,7 +115,7 @@ public struct SessionService: Sendable {
 
     /// Stores a new session from a sign-in.
     public func store(_ response: SessionResponse) throws(SessionError) -> Session {
-        let session = response.session(key: key, now: clock())
+        let session = response.session(key: key, now: clock.seconds())
         try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }

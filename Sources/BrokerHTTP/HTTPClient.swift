@@ -37,11 +37,11 @@ public final class HTTPClient: Sendable {
     /// Performs `request` and returns the final response (any status).
     ///
     /// - Throws: ``HTTPClientError`` for transport failures: bad URL, refused connection, timeout, TLS
-    ///   failure, a body over ``HTTPRequest/maxResponseBytes``, or task cancellation.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    ///   failure, a body over ``HTTPClientRequest/maxResponseBytes``, or task cancellation.
+    public func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         let handle = try takeHandle()
         let transfer = Transfer(request: request)
-        let result: Result<HTTPResponse, HTTPClientError> = await withTaskCancellationHandler {
+        let result: Result<HTTPClientResponse, HTTPClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let userAgent = self.userAgent
                 // curl_easy_perform blocks its thread for the whole exchange: a thread per transfer keeps slow

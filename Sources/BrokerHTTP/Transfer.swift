@@ -5,15 +5,15 @@ import Synchronization
 ///
 /// Used by exactly one thread (the one running `curl_easy_perform`) except for `cancelled`, which is atomic.
 final class Transfer: @unchecked Sendable {
-    let request: HTTPRequest
+    let request: HTTPClientRequest
     let cancelled = Atomic<Bool>(false)
     private var body: [UInt8] = []
     private var headerLines: [String] = []
     private var tooLarge = false
 
-    init(request: HTTPRequest) { self.request = request }
+    init(request: HTTPClientRequest) { self.request = request }
 
-    func perform(on handle: UnsafeMutableRawPointer, userAgent: String) -> Result<HTTPResponse, HTTPClientError> {
+    func perform(on handle: UnsafeMutableRawPointer, userAgent: String) -> Result<HTTPClientResponse, HTTPClientError> {
         let lowerURL = request.url.lowercased()
         guard lowerURL.hasPrefix("http://") || lowerURL.hasPrefix("https://") else {
             return .failure(HTTPClientError(kind: .invalidURL, message: "only http and https URLs are allowed"))
@@ -125,7 +125,7 @@ final class Transfer: @unchecked Sendable {
         }
         var status = 0
         _ = broker_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(HTTPResponse(status: status, headers: parseHeaders(), body: self.body))
+        return .success(HTTPClientResponse(status: status, headers: parseHeaders(), body: self.body))
     }
 
     private func receiveBody(_ data: UnsafeMutablePointer<CChar>, _ length: Int) -> Int {

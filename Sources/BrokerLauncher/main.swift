@@ -88,7 +88,7 @@ enum FastToken {
             let settings = try? ClientSettings(
                 broker: broker, profile: profile, environment: ClientSettings.processEnvironment),
             let session = try? settings.cache.peekSession(for: settings.key),
-            session.satisfies(minValid: minValid, at: Int64(time(nil)))
+            session.satisfies(minValid: minValid, at: SystemClock().seconds())
         else { return nil }
         let token = session.accessToken.exposed
         return format == "header" ? "Authorization: Bearer \(token)" : token

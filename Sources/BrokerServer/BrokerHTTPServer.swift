@@ -172,18 +172,44 @@ public enum BrokerHTTPServer {
 
     /// Runs the broker until SIGTERM or SIGINT, then stops accepting, finishes requests in flight and returns.
     ///
-    /// - Parameter onReady: called once with the bound host and port, when connections are accepted.
+    /// - Parameters:
+    ///   - limits: the connection cap and the per-request deadline (``ConnectionLimits``).
+    ///   - onReady: called once with the bound host and port, when connections are accepted.
     public static func run(
         service: BrokerService,
         host: String,
         port: Int,
+        limits: ConnectionLimits,
         logger: Logger,
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
         let router = router(service: service, logger: logger)
+        let descriptors = DescriptorLimit.raiseToHardLimit()
+        let cap = limits.effectiveMaxConnections(descriptorLimit: descriptors)
+        if cap < limits.maxConnections {
+            logger.warning(
+                "max_connections lowered to fit the descriptor limit",
+                metadata: ["configured": "\(limits.maxConnections)", "in_force": "\(cap)", "nofile": "\(descriptors)"]
+            )
+        }
+        let counter = ConnectionCounter(limit: cap)
+        let guardLogger = logger
+        let server = HTTPServerBuilder.http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [
+                    ConnectionGuardHandler(counter: counter, limits: limits, logger: guardLogger)
+                ]
+            )
+        )
         var app = Application(
             router: router,
-            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
+            server: server,
+            configuration: ApplicationConfiguration(
+                address: .hostname(host, port: port),
+                serverName: nil,
+                availableConnectionsDelegate: MaximumAvailableConnections(
+                    limits.acceptLimit(descriptorLimit: descriptors))
+            ),
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
                 service.serverStarted(host: host, port: bound)

@@ -26,7 +26,7 @@ extension BrokerService {
     static func makeProviders(
         _ configuration: ServerConfiguration,
         directory: IssuerDirectory,
-        clock: @escaping @Sendable () -> Int64
+        clock: any WallClock
     ) throws -> [ProviderID: any IdentityProvider] {
         func module(_ id: ProviderID, _ section: [String: JSONValue]) throws(ProviderError) -> any IdentityProvider {
             switch id {

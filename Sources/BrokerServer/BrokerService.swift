@@ -52,7 +52,7 @@ public final class BrokerService: Sendable {
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
     let flowKey: [UInt8]
-    private let clock: @Sendable () -> Double
+    private let clock: any WallClock
     private let issuerValue: Mutex<String>
 
     /// - Parameters:
@@ -66,14 +66,14 @@ public final class BrokerService: Sendable {
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
         clientSecretHasher: ClientSecretHasher? = nil,
-        clock: @escaping @Sendable () -> Double
+        clock: any WallClock
     ) throws {
         self.configuration = configuration
         self.store = store
         self.logger = logger
         self.hasher = hasher
         self.clock = clock
-        let now = Int64(clock())
+        let now = clock.seconds()
         let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
         switch keySource {
         case .dataDirectory(let directory):
@@ -83,7 +83,7 @@ public final class BrokerService: Sendable {
         let cores = max(1, System.coreCount)
         let workers = configuration.passwordHashWorkers ?? cores
         pool = HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers)
-        throttle = configuration.loginThrottle ? LoginThrottle(now: clock) : nil
+        throttle = configuration.loginThrottle ? LoginThrottle(clock: clock) : nil
         dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
         clientSecrets =
             try clientSecretHasher
@@ -94,7 +94,7 @@ public final class BrokerService: Sendable {
         identityProviders = try Self.makeProviders(
             configuration,
             directory: IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger, freshFor: 3600),
-            clock: { Int64(clock()) })
+            clock: clock)
         flowKey = try DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key")
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
@@ -115,7 +115,7 @@ public final class BrokerService: Sendable {
         issuerValue.withLock { $0 = "http://\(shownHost):\(port)" }
     }
 
-    var now: Int64 { Int64(clock()) }
+    var now: Int64 { clock.seconds() }
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     public func maintain() async {

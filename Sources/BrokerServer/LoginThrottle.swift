@@ -1,3 +1,4 @@
+import BrokerCore
 import Synchronization
 
 /// Growing back-off after failed logins, per account and per client address (on by default).
@@ -22,7 +23,7 @@ final class LoginThrottle: Sendable {
 
     let accountPolicy: Policy
     let addressPolicy: Policy
-    private let now: @Sendable () -> Double
+    private let clock: any WallClock
     private let maxEntries: Int
     private let entries = Mutex([String: Entry]())
 
@@ -30,17 +31,17 @@ final class LoginThrottle: Sendable {
         account: Policy = Policy(freeFailures: 5),
         address: Policy = Policy(freeFailures: 30),
         maxEntries: Int = 100_000,
-        now: @escaping @Sendable () -> Double
+        clock: any WallClock
     ) {
         self.accountPolicy = account
         self.addressPolicy = address
         self.maxEntries = maxEntries
-        self.now = now
+        self.clock = clock
     }
 
     /// Seconds until `account` or `address` may try again, or `nil` when both may try now.
     func retryAfter(account: String, address: String?) -> Double? {
-        let time = now()
+        let time = clock.now()
         return entries.withLock { entries in
             var wait = 0.0
             for key in Self.keys(account: account, address: address) {
@@ -51,7 +52,7 @@ final class LoginThrottle: Sendable {
     }
 
     func recordFailure(account: String, address: String?) {
-        let time = now()
+        let time = clock.now()
         entries.withLock { entries in
             if entries.count >= maxEntries {
                 Self.evict(

@@ -25,6 +25,11 @@ public struct ServerConfiguration: Sendable {
     public var passwordHashWorkers: Int?
     /// Hash jobs allowed to wait for a thread before logins get 429; `nil`: four per worker.
     public var passwordHashQueue: Int?
+    /// Open connections served at once; above it a new connection is answered 503 (lowered at start to fit
+    /// the descriptor limit).
+    public var maxConnections = 4096
+    /// Seconds a connection may take to deliver one whole request, idle time before it included.
+    public var requestTimeout: Int64 = 30
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     public var providers: [ProviderID: [String: JSONValue]] = [:]
     public var customEnabled = true
@@ -65,6 +70,7 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
+        "max_connections", "request_timeout",
     ]
 
     static let endpointKeys = ["authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint"]
@@ -244,6 +250,18 @@ extension ServerConfiguration {
             } else {
                 passwordHashQueue = Int(number)
             }
+        case "max_connections":
+            let number = try integer()
+            guard (1...1_000_000).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000000")
+            }
+            maxConnections = Int(number)
+        case "request_timeout":
+            let number = try integer()
+            guard (1...3600).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 3600 seconds")
+            }
+            requestTimeout = number
         default:
             throw ConfigurationError(source: source, key: name, problem: "unknown key")
         }

@@ -12,7 +12,7 @@ public enum EmulatorServer {
         port: Int,
         approveAs: String? = nil,
         logger: Logger,
-        clock: @escaping @Sendable () -> Int64,
+        clock: any WallClock,
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
         let google = try OpenIDEmulator(OpenIDEmulator.google, approveAs: approveAs, clock: clock)

@@ -27,11 +27,11 @@ public final class OAuth1Emulator: Sendable {
     private let requestTokens = Mutex<[String: RequestToken]>([:])
     private let accessTokens = Mutex<[String: AccessToken]>([:])
     private let nonces = Mutex<Set<String>>([])
-    let clock: @Sendable () -> Int64
+    let clock: any WallClock
 
     let approveAs: String?
 
-    public init(approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) {
+    public init(approveAs: String? = nil, clock: any WallClock) {
         self.approveAs = approveAs
         self.clock = clock
     }
@@ -55,7 +55,7 @@ public final class OAuth1Emulator: Sendable {
             let nonce = fields["oauth_nonce"], let timestamp = fields["oauth_timestamp"].flatMap({ Int64($0) }),
             let signature = fields["oauth_signature"]
         else { return refuse("Could not authenticate you.") }
-        guard abs(clock() - timestamp) <= 300 else { return refuse("Timestamp out of bounds.") }
+        guard abs(clock.seconds() - timestamp) <= 300 else { return refuse("Timestamp out of bounds.") }
         var secret: String? = ""
         if let token = fields["oauth_token"] { secret = tokenSecret(token) }
         guard let secret,

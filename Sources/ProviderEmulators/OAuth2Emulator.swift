@@ -35,11 +35,11 @@ public final class OAuth2Emulator: Sendable {
 
     private let grants = Mutex<[String: Grant]>([:])
     private let tokens = Mutex<[String: Account]>([:])
-    let clock: @Sendable () -> Int64
+    let clock: any WallClock
 
     let approveAs: String?
 
-    public init(_ kind: Kind, approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) {
+    public init(_ kind: Kind, approveAs: String? = nil, clock: any WallClock) {
         self.kind = kind
         self.approveAs = approveAs
         self.clock = clock
@@ -127,7 +127,7 @@ public final class OAuth2Emulator: Sendable {
             grants.withLock {
                 $0[code] = Grant(
                     redirectURI: redirect, challenge: form["code_challenge"], account: account,
-                    expiresAt: clock() + 600)
+                    expiresAt: clock.seconds() + 600)
             }
             fields = [("code", code)]
         } else if kind == .facebook {
@@ -169,7 +169,7 @@ public final class OAuth2Emulator: Sendable {
         guard let code = form["code"], let grant = grants.withLock({ $0.removeValue(forKey: code) }) else {
             return error(400, "invalid_request", "This authorization code has been used or is invalid.")
         }
-        guard clock() <= grant.expiresAt else {
+        guard clock.seconds() <= grant.expiresAt else {
             return error(400, "invalid_request", "This authorization code has expired.")
         }
         guard form["redirect_uri"] == grant.redirectURI else {

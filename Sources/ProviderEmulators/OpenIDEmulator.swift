@@ -79,12 +79,12 @@ public final class OpenIDEmulator: Sendable {
     private let grants = Mutex<[String: Grant]>([:])
     private let accessTokens = Mutex<[String: Account]>([:])
     let signer: JWTSigner
-    let clock: @Sendable () -> Int64
+    let clock: any WallClock
 
     /// Approves every sign-in as this test user without showing the page (`broker emulate --approve-as`).
     let approveAs: String?
 
-    public init(_ flavor: Flavor, approveAs: String? = nil, clock: @escaping @Sendable () -> Int64) throws {
+    public init(_ flavor: Flavor, approveAs: String? = nil, clock: any WallClock) throws {
         self.flavor = flavor
         self.approveAs = approveAs
         signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
@@ -241,7 +241,7 @@ public final class OpenIDEmulator: Sendable {
                 $0[code] = Grant(
                     clientID: clientID, redirectURI: redirect, nonce: form["nonce"],
                     challenge: form["code_challenge"], scope: form["scope"] ?? "openid", account: account,
-                    expiresAt: clock() + 300, fault: form["fault"])
+                    expiresAt: clock.seconds() + 300, fault: form["fault"])
             }
             fields = [("code", code), ("scope", form["scope"] ?? "openid")]
         } else {
@@ -274,7 +274,7 @@ public final class OpenIDEmulator: Sendable {
         guard let code = form["code"], let grant = grants.withLock({ $0.removeValue(forKey: code) }) else {
             return error(400, "invalid_grant", "Malformed auth code.")
         }
-        guard clock() <= grant.expiresAt else { return error(400, "invalid_grant", "Bad Request") }
+        guard clock.seconds() <= grant.expiresAt else { return error(400, "invalid_grant", "Bad Request") }
         guard form["redirect_uri"] == grant.redirectURI else {
             return error(400, "redirect_uri_mismatch", "Bad Request")
         }
@@ -283,7 +283,7 @@ public final class OpenIDEmulator: Sendable {
                 return error(400, "invalid_grant", "Invalid code verifier.")
             }
         }
-        let now = clock()
+        let now = clock.seconds()
         var claims: [String: JSONValue] = [
             "iss": .string(issuer(grant.account)), "aud": .string(self.clientID),
             "sub": .string(grant.account.subject), "email": .string(grant.account.email),

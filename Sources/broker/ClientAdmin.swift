@@ -140,7 +140,7 @@ extension Broker {
                     secretHash: hasher.hash(secret),
                     scopes: unique,
                     trust: trust,
-                    createdAt: Int64(Date().timeIntervalSince1970)
+                    createdAt: SystemClock().seconds()
                 )
                 do {
                     try await store.createClient(record)

@@ -285,7 +285,7 @@ extension Broker {
             } catch {
                 throw ClientFailure.exit(error, settings: settings)
             }
-            Console.out(format.render(session, now: Int64(time(nil))))
+            Console.out(format.render(session, now: SystemClock().seconds()))
         }
     }
 
@@ -328,7 +328,7 @@ extension Broker {
                 }
                 Console.warning("could not confirm the session with the broker (\(error)); showing the cached one")
             }
-            let now = Int64(time(nil))
+            let now = SystemClock().seconds()
             let email = profile?["email"]?.stringValue
             let name = profile?["name"]?.stringValue
             if json {

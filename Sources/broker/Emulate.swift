@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerCore
 import Logging
 import ProviderEmulators
 
@@ -51,7 +52,7 @@ extension Broker {
             do {
                 try await EmulatorServer.run(
                     host: host, port: port, approveAs: approveAs, logger: Logger(label: "broker.emulate"),
-                    clock: { Int64(Date().timeIntervalSince1970) }
+                    clock: SystemClock()
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host
                     Console.out("emulator listening on http://\(shown):\(port)")

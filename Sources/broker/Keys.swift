@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerCore
 import BrokerCrypto
 import BrokerServer
 
@@ -48,7 +49,7 @@ extension Broker {
                 case "EDDSA": kind = .ed25519
                 default: throw Console.fail("--algorithm must be ES256, RS256 or EdDSA", code: BrokerExit.usage)
                 }
-                let now = Int64(Date().timeIntervalSince1970)
+                let now = SystemClock().seconds()
                 let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
                 do {
                     let ring = try KeyRingStore.rotate(

@@ -161,7 +161,7 @@ extension Broker {
             } catch let error as SigningKeyFile.LoadError {
                 throw Console.fail(error.description)
             }
-            let now = Int64(Date().timeIntervalSince1970)
+            let now = SystemClock().seconds()
             var claimSet = try parsedClaims()
             claimSet["iss"] = .string(issuer)
             claimSet["sub"] = .string(subject)

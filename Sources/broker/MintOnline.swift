@@ -70,7 +70,7 @@ extension Broker.Mint {
         case .header: Console.out("Authorization: Bearer \(token)")
         case .json:
             var document = minted.document.objectValue ?? [:]
-            document["expires_at"] = .int(Int64(Date().timeIntervalSince1970) + minted.expiresIn)
+            document["expires_at"] = .int(SystemClock().seconds() + minted.expiresIn)
             Console.out(JSONValue.object(document).serialized())
         }
     }

@@ -86,7 +86,7 @@ extension Broker {
                     store: brokerStore,
                     keySource: keySource,
                     logger: logger,
-                    clock: { Date().timeIntervalSince1970 }
+                    clock: SystemClock()
                 )
             } catch {
                 throw Console.fail("cannot start: \(error)")
@@ -96,6 +96,10 @@ extension Broker {
                     service: service,
                     host: configuration.host,
                     port: configuration.port,
+                    limits: ConnectionLimits(
+                        maxConnections: configuration.maxConnections,
+                        requestTimeout: configuration.requestTimeout
+                    ),
                     logger: logger
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host

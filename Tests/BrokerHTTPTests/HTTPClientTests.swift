@@ -59,13 +59,13 @@ struct HTTPClientTests {
 
     @Test("statuses come back as responses, not errors", arguments: [200, 201, 204, 400, 401, 404, 429, 500, 503])
     func statuses(status: Int) async throws {
-        let response = try await client.send(HTTPRequest(url: server.url("/status/\(status)")))
+        let response = try await client.send(HTTPClientRequest(url: server.url("/status/\(status)")))
         #expect(response.status == status)
         if status != 204 { #expect(response.bodyText == "status \(status)") }
     }
 
     @Test func requestAndResponseHeaders() async throws {
-        var request = HTTPRequest(url: server.url("/echo"), headers: [(name: "X-Custom", value: "hello world")])
+        var request = HTTPClientRequest(url: server.url("/echo"), headers: [(name: "X-Custom", value: "hello world")])
         request.method = "PUT"
         request.body = Array("payload".utf8)
         let response = try await client.send(request)
@@ -75,7 +75,7 @@ struct HTTPClientTests {
         #expect((echo?["headers"] as? [String: String])?["X-Custom"] == "hello world")
         #expect(response.header("content-type") == "application/json")
 
-        let headers = try await client.send(HTTPRequest(url: server.url("/headers")))
+        let headers = try await client.send(HTTPClientRequest(url: server.url("/headers")))
         #expect(headers.header("x-one") == "1")
         #expect(headers.headers.filter { $0.name.lowercased() == "set-cookie" }.map(\.value) == ["a=1", "b=2"])
         #expect(headers.header("X-Spaced") == "padded value")
@@ -94,14 +94,14 @@ struct HTTPClientTests {
     @Test("large bodies arrive whole", arguments: ["/bytes/", "/chunked/"])
     func largeBodies(path: String) async throws {
         let size = 3 * 1024 * 1024
-        let response = try await client.send(HTTPRequest(url: server.url("\(path)\(size)")))
+        let response = try await client.send(HTTPClientRequest(url: server.url("\(path)\(size)")))
         #expect(response.status == 200 && response.body.count == size)
         #expect(response.body.allSatisfy { $0 == UInt8(ascii: "x") })
     }
 
     @Test("oversized responses fail, with or without Content-Length", arguments: ["/bytes/", "/chunked/"])
     func oversized(path: String) async throws {
-        var request = HTTPRequest(url: server.url("\(path)200000"))
+        var request = HTTPClientRequest(url: server.url("\(path)200000"))
         request.maxResponseBytes = 100_000
         await #expect(throws: HTTPClientError(kind: .responseTooLarge, message: "")) { try await client.send(request) }
     }
@@ -110,7 +110,7 @@ struct HTTPClientTests {
         // The server answers after 30 s; a 300 ms timeout must end the transfer before that, with a timeout
         // error (an answer would mean no timeout). The bound says only "before the server answered": the
         // whole suite runs in parallel on 2 cores, and the await's resumption can wait behind other tests.
-        var request = HTTPRequest(url: server.url("/slow/30000"))
+        var request = HTTPClientRequest(url: server.url("/slow/30000"))
         request.timeout = .milliseconds(300)
         let started = ContinuousClock.now
         await #expect(throws: HTTPClientError(kind: .timeout, message: "")) { try await client.send(request) }
@@ -133,7 +133,7 @@ struct HTTPClientTests {
         let port = Int(UInt16(bigEndian: address.sin_port))
         close(fd)
         do {
-            _ = try await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/"))
+            _ = try await client.send(HTTPClientRequest(url: "http://127.0.0.1:\(port)/"))
             Issue.record("connected to a closed port")
         } catch let error as HTTPClientError {
             #expect(error.kind == .connectionFailed)
@@ -142,13 +142,13 @@ struct HTTPClientTests {
     }
 
     @Test func redirectsOnlyWhenAsked() async throws {
-        let plain = try await client.send(HTTPRequest(url: server.url("/redirect")))
+        let plain = try await client.send(HTTPClientRequest(url: server.url("/redirect")))
         #expect(plain.status == 302 && plain.header("location") == "/status/200")
-        var follow = HTTPRequest(url: server.url("/redirect"))
+        var follow = HTTPClientRequest(url: server.url("/redirect"))
         follow.followRedirects = true
         let followed = try await client.send(follow)
         #expect(followed.status == 200 && followed.bodyText == "status 200")
-        var loop = HTTPRequest(url: server.url("/redirect-loop"))
+        var loop = HTTPClientRequest(url: server.url("/redirect-loop"))
         loop.followRedirects = true
         await #expect(throws: HTTPClientError(kind: .tooManyRedirects, message: "")) { try await client.send(loop) }
     }
@@ -158,19 +158,20 @@ struct HTTPClientTests {
         arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://x", "not a url"])
     func refusesOtherSchemes(url: String) async throws {
         await #expect(throws: HTTPClientError(kind: .invalidURL, message: "")) {
-            try await client.send(HTTPRequest(url: url))
+            try await client.send(HTTPClientRequest(url: url))
         }
     }
 
     @Test func refusesHeaderInjection() async throws {
-        let request = HTTPRequest(url: server.url("/echo"), headers: [(name: "X-A", value: "1\r\nX-Injected: yes")])
+        let request = HTTPClientRequest(
+            url: server.url("/echo"), headers: [(name: "X-A", value: "1\r\nX-Injected: yes")])
         await #expect(throws: HTTPClientError(kind: .invalidURL, message: "")) { try await client.send(request) }
     }
 
     @Test("tls errors surface as .tls, verification cannot be disabled")
     func unreachableTLS() async throws {
         // Plain HTTP spoken to an https URL fails the TLS handshake.
-        var request = HTTPRequest(url: "https://127.0.0.1:\(server.port)/status/200")
+        var request = HTTPClientRequest(url: "https://127.0.0.1:\(server.port)/status/200")
         request.timeout = .seconds(5)
         do {
             _ = try await client.send(request)
@@ -186,7 +187,7 @@ struct HTTPClientTests {
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<64 {
                 group.addTask {
-                    try await client.send(HTTPRequest(url: server.url("/status/\(200 + index % 3)"))).status
+                    try await client.send(HTTPClientRequest(url: server.url("/status/\(200 + index % 3)"))).status
                 }
             }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -202,12 +203,12 @@ struct HTTPClientTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    _ = try await client.send(HTTPRequest(url: server.url("/slow/10000")))
+                    _ = try await client.send(HTTPClientRequest(url: server.url("/slow/10000")))
                     finishedSlow.value.add(1, ordering: .relaxed)
                 }
             }
             try await Task.sleep(for: .milliseconds(200))
-            let fast = try await client.send(HTTPRequest(url: server.url("/status/200")))
+            let fast = try await client.send(HTTPClientRequest(url: server.url("/status/200")))
             #expect(fast.status == 200)
             #expect(finishedSlow.value.load(ordering: .relaxed) == 0, "the fast request waited for slow ones")
             try await group.waitForAll()
@@ -219,7 +220,7 @@ struct HTTPClientTests {
         let client = self.client
         // The server answers after 30 s; cancelling must end the transfer long before (loose bound, as above).
         let url = server.url("/slow/30000")
-        let task = Task { try await client.send(HTTPRequest(url: url)) }
+        let task = Task { try await client.send(HTTPClientRequest(url: url)) }
         try await Task.sleep(for: .milliseconds(200))
         let started = ContinuousClock.now
         task.cancel()

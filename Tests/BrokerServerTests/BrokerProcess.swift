@@ -28,7 +28,8 @@ final class BrokerProcess: @unchecked Sendable {
         config: String? = nil,
         arguments: [String] = [],
         environment: [String: String] = [:],
-        directory: URL? = nil
+        directory: URL? = nil,
+        wrapper: [String] = []
     ) throws {
         self.directory = try directory ?? BrokerProcess.temporaryDirectory()
         dataDirectory = self.directory.appendingPathComponent("data").path
@@ -43,8 +44,13 @@ final class BrokerProcess: @unchecked Sendable {
             try Data(config.utf8).write(to: file)
             args += ["--config", file.path]
         }
-        process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-        process.arguments = args + arguments
+        if wrapper.isEmpty {
+            process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
+            process.arguments = args + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: wrapper[0])
+            process.arguments = Array(wrapper.dropFirst()) + [BrokerProcess.binary] + args + arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["BROKER_LOG_LEVEL"] = "info"
         for (name, value) in environment { env[name] = value }
@@ -56,14 +62,16 @@ final class BrokerProcess: @unchecked Sendable {
     }
 
     /// Starts `broker serve` and waits (without blocking a cooperative thread) for its ready line.
+    /// - Parameter wrapper: a command that runs the broker (`prlimit --nofile=…`), the binary appended.
     static func start(
         config: String? = nil,
         arguments: [String] = [],
         environment: [String: String] = [:],
-        directory: URL? = nil
+        directory: URL? = nil,
+        wrapper: [String] = []
     ) async throws -> BrokerProcess {
         let server = try BrokerProcess(
-            config: config, arguments: arguments, environment: environment, directory: directory)
+            config: config, arguments: arguments, environment: environment, directory: directory, wrapper: wrapper)
         try await server.waitUntilReady()
         return server
     }
@@ -117,7 +125,7 @@ final class BrokerProcess: @unchecked Sendable {
     struct Reply: Sendable {
         let status: Int
         let json: JSONValue?
-        let response: HTTPResponse
+        let response: HTTPClientResponse
 
         subscript(key: String) -> JSONValue? { json?[key] }
         var error: String? { json?["error"]?.stringValue }
@@ -125,7 +133,7 @@ final class BrokerProcess: @unchecked Sendable {
     }
 
     func get(_ path: String, headers: [(name: String, value: String)] = []) async throws -> Reply {
-        try await send(HTTPRequest(method: "GET", url: url + path, headers: headers))
+        try await send(HTTPClientRequest(method: "GET", url: url + path, headers: headers))
     }
 
     func post(_ path: String, json: JSONValue, headers: [(name: String, value: String)] = []) async throws -> Reply {
@@ -140,14 +148,14 @@ final class BrokerProcess: @unchecked Sendable {
     ) async throws -> Reply {
         var all = headers
         if let contentType { all.append((name: "Content-Type", value: contentType)) }
-        return try await send(HTTPRequest(method: "POST", url: url + path, headers: all, body: body))
+        return try await send(HTTPClientRequest(method: "POST", url: url + path, headers: all, body: body))
     }
 
     func form(_ path: String, _ fields: [(String, String)]) async throws -> Reply {
-        try await send(HTTPRequest.form(url: url + path, fields: fields))
+        try await send(HTTPClientRequest.form(url: url + path, fields: fields))
     }
 
-    func send(_ request: HTTPRequest) async throws -> Reply {
+    func send(_ request: HTTPClientRequest) async throws -> Reply {
         var request = request
         request.timeout = .seconds(60)
         let response = try await HTTPClient.shared.send(request)

@@ -359,10 +359,10 @@ struct OAuth2ProviderFlowTests {
     @Test func graphRefusesAWrongAppSecretProofAndXRefusesAMissingBasicHeader() async throws {
         let emulator = try await EmulatorProcess.start()
         let me = try await HTTPClient.shared.send(
-            HTTPRequest(url: emulator.url + "/facebook/v19.0/me?fields=id&appsecret_proof=00&access_token=x"))
+            HTTPClientRequest(url: emulator.url + "/facebook/v19.0/me?fields=id&appsecret_proof=00&access_token=x"))
         #expect(me.status == 400)
         let token = try await HTTPClient.shared.send(
-            HTTPRequest.form(
+            HTTPClientRequest.form(
                 url: emulator.url + "/twitter/2/oauth2/token",
                 fields: [
                     ("grant_type", "authorization_code"), ("code", "x"),
@@ -370,7 +370,7 @@ struct OAuth2ProviderFlowTests {
                 ]))
         #expect(token.status == 401)
         let noPKCE = try await HTTPClient.shared.send(
-            HTTPRequest(
+            HTTPClientRequest(
                 url: emulator.url
                     + "/twitter/i/oauth2/authorize?response_type=code&client_id=ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"
                     + "&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&state=s"))
@@ -383,11 +383,12 @@ struct GoogleEmulatorTests {  // the OpenIDEmulator in its Google flavour
     @Test func tokenEndpointRules() async throws {
         let emulator = try await EmulatorProcess.start()
         let base = emulator.url + "/google"
-        let discovery = try await HTTPClient.shared.send(HTTPRequest(url: base + "/.well-known/openid-configuration"))
+        let discovery = try await HTTPClient.shared.send(
+            HTTPClientRequest(url: base + "/.well-known/openid-configuration"))
         #expect(JSONValue.parse(discovery.body)?["issuer"]?.stringValue == base)
 
-        func authorize(_ fields: [(String, String)]) async throws -> HTTPResponse {
-            try await HTTPClient.shared.send(HTTPRequest(url: base + "/authorize?" + FormEncoding.encode(fields)))
+        func authorize(_ fields: [(String, String)]) async throws -> HTTPClientResponse {
+            try await HTTPClient.shared.send(HTTPClientRequest(url: base + "/authorize?" + FormEncoding.encode(fields)))
         }
         let fields: [(String, String)] = [
             ("client_id", "emulated-google-client.apps.googleusercontent.com"), ("response_type", "code"),
@@ -404,15 +405,15 @@ struct GoogleEmulatorTests {  // the OpenIDEmulator in its Google flavour
         // Consent, then the code exchange and its failure modes.
         func consent() async throws -> String {
             let reply = try await HTTPClient.shared.send(
-                HTTPRequest.form(
+                HTTPClientRequest.form(
                     url: base + "/authorize", fields: fields + [("decision", "allow"), ("account", "alice")]))
             let location = try #require(reply.header("Location"))
             let query = try #require(FormEncoding.decode(String(location.split(separator: "?")[1])))
             return try #require(query.first { $0.0 == "code" }?.1)
         }
-        func token(_ extra: [(String, String)], code: String) async throws -> HTTPResponse {
+        func token(_ extra: [(String, String)], code: String) async throws -> HTTPClientResponse {
             try await HTTPClient.shared.send(
-                HTTPRequest.form(
+                HTTPClientRequest.form(
                     url: base + "/token",
                     fields: [("grant_type", "authorization_code"), ("code", code)] + extra))
         }
@@ -577,11 +578,11 @@ struct CLIBrowserLoginTests {
             "/auth/google/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&state=s"
                 + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256")
         let authorize = try #require(start.header("Location"))
-        let approved = try await HTTPClient.shared.send(HTTPRequest(url: authorize + "&approve_as=zoe"))
+        let approved = try await HTTPClient.shared.send(HTTPClientRequest(url: authorize + "&approve_as=zoe"))
         #expect(approved.status == 302)
         let callback = try #require(approved.header("Location"))
         #expect(callback.hasPrefix(server.url + "/auth/google/callback?") && callback.contains("code="))
-        let done = try await server.send(HTTPRequest(url: callback))
+        let done = try await server.send(HTTPClientRequest(url: callback))
         #expect(done.status == 302 && done.header("Location")?.contains("code=") == true)
     }
 

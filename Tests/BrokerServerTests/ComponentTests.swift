@@ -1,28 +1,22 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerTesting
 import Foundation
 import Synchronization
 import Testing
 
 @testable import BrokerServer
 
-/// A clock the test moves by hand.
-final class ManualClock: Sendable {
-    private let value = Mutex(1_800_000_000.0)
-    var now: Double { value.withLock { $0 } }
-    func advance(_ seconds: Double) { value.withLock { $0 += seconds } }
-}
-
 @Suite("server components")
 struct ComponentTests {
     @Test func throttleBacksOffAndDoubles() {
-        let clock = ManualClock()
-        let throttle = LoginThrottle(now: { clock.now })
+        let clock = ManualClock(start: 1_800_000_000)
+        let throttle = LoginThrottle(clock: clock)
         for _ in 0..<5 { throttle.recordFailure(account: "a", address: "10.0.0.1") }
         #expect(throttle.retryAfter(account: "a", address: "10.0.0.1") == nil, "five failures are free")
         throttle.recordFailure(account: "a", address: "10.0.0.1")
         #expect(throttle.retryAfter(account: "a", address: "10.0.0.9") == 1)
-        clock.advance(1)
+        clock.advance(by: 1)
         #expect(throttle.retryAfter(account: "a", address: nil) == nil)
         throttle.recordFailure(account: "a", address: nil)
         #expect(throttle.retryAfter(account: "a", address: nil) == 2)
@@ -36,24 +30,24 @@ struct ComponentTests {
     }
 
     @Test func throttleCountsAddressesAcrossAccountsAndForgets() {
-        let clock = ManualClock()
-        let throttle = LoginThrottle(now: { clock.now })
+        let clock = ManualClock(start: 1_800_000_000)
+        let throttle = LoginThrottle(clock: clock)
         for index in 0..<31 { throttle.recordFailure(account: "user\(index)", address: "192.0.2.7") }
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "the address is blocked")
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.8") == nil)
         throttle.recordSuccess(account: "user0")
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "a success does not clear an address")
-        clock.advance(901)
+        clock.advance(by: 901)
         throttle.recordFailure(account: "user1", address: "192.0.2.7")
         #expect(throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
     }
 
     @Test func throttleTableIsBounded() {
-        let clock = ManualClock()
-        let throttle = LoginThrottle(maxEntries: 100, now: { clock.now })
+        let clock = ManualClock(start: 1_800_000_000)
+        let throttle = LoginThrottle(maxEntries: 100, clock: clock)
         for index in 0..<1000 {
             throttle.recordFailure(account: "user\(index)", address: nil)
-            clock.advance(0.001)
+            clock.advance(by: 0.001)
         }
         // Nothing to observe but that it stayed correct for recent keys and did not grow without bound.
         for _ in 0..<5 { throttle.recordFailure(account: "user999", address: nil) }

@@ -43,17 +43,17 @@ final class CIIssuer: @unchecked Sendable {
     /// variant, jti).
     func token(_ tenant: String = "gha", _ query: [(String, String)] = []) async throws -> String {
         let url = "\(base)/\(tenant)/token?" + FormEncoding.encode(query)
-        let response = try await HTTPClient.shared.send(HTTPRequest(url: url))
+        let response = try await HTTPClient.shared.send(HTTPClientRequest(url: url))
         guard response.status == 200 else { throw ServerTestError("ci_issuer.py token: \(response.status)") }
         return response.bodyText
     }
 
     func rotate(_ tenant: String) async throws {
-        _ = try await HTTPClient.shared.send(HTTPRequest(url: "\(base)/\(tenant)/rotate"))
+        _ = try await HTTPClient.shared.send(HTTPClientRequest(url: "\(base)/\(tenant)/rotate"))
     }
 
     func jwksFetches(_ tenant: String) async throws -> Int64 {
-        let response = try await HTTPClient.shared.send(HTTPRequest(url: "\(base)/stats"))
+        let response = try await HTTPClient.shared.send(HTTPClientRequest(url: "\(base)/stats"))
         return JSONValue.parse(response.body)?["jwks_fetches"]?[tenant]?.intValue ?? 0
     }
 
@@ -272,7 +272,7 @@ struct ClientCredentialsTests {
             -> BrokerProcess.Reply
         {
             try await fixture.server.send(
-                HTTPRequest.form(url: fixture.server.url + "/auth/token", fields: fields, headers: headers))
+                HTTPClientRequest.form(url: fixture.server.url + "/auth/token", fields: fields, headers: headers))
         }
         let grant = [("grant_type", "client_credentials")]
 
@@ -415,7 +415,10 @@ struct TokenExchangeTests {
         #expect(try await fixture.issuer.jwksFetches("cold") == 1, "one fetch, the others waited for it")
     }
 
-    @Test func keysAreCachedAndRefetchedOnceForANewKid() async throws {
+    /// End to end: the broker caches a CI platform's keys and refuses tokens with made-up kids. The exact
+    /// refetch rules (one per new kid, at most one per 5 s) are proven on a manual clock in
+    /// `IssuerDirectoryTests`, where crossing the interval needs no sleep.
+    @Test func keysAreCachedAndMadeUpKidsRefused() async throws {
         let fixture = try await MintFixture.start()
         try await fixture.addTrusting("gh", tenant: "rotating")
 
@@ -425,23 +428,11 @@ struct TokenExchangeTests {
         }
         #expect(try await fixture.issuer.jwksFetches("rotating") == 1, "cached after the first fetch")
 
-        // The platform rotates its key: the first token with the new kid makes one refetch and is accepted
-        // (once the refetch interval since the last fetch has passed).
-        try await fixture.issuer.rotate("rotating")
-        try await Task.sleep(for: .seconds(5.5))
-        let rotated = try await fixture.exchange("gh", token: try await fixture.issuer.token("rotating"))
-        #expect(rotated.status == 0, "\(rotated.stderr)")
-        #expect(try await fixture.issuer.jwksFetches("rotating") == 2)
-
-        // Made-up kids do not turn the broker into a request amplifier: refetches are rate-limited.
         for _ in 0..<5 {
             let forged = try await fixture.issuer.token("rotating", [("variant", "unknown-kid")])
             let result = try await fixture.exchange("gh", token: forged)
             #expect(result.status == 4 && result.stderr.contains("unknown kid"))
         }
-        // At most one refetch per 5 s: five forged tokens in a row cost one or two fetches, not five (four
-        // allows a slow machine to spread the five over more than one interval).
-        #expect(try await fixture.issuer.jwksFetches("rotating") <= 4)
     }
 }
 

@@ -25,8 +25,8 @@ struct OpenIDConnectTests {
         return OpenIDConnectProvider(
             configuration: configuration,
             directory: IssuerDirectory(
-                http: { .shared }, clock: { Date().timeIntervalSince1970 }, logger: Logger(label: "test")),
-            clock: { Int64(Date().timeIntervalSince1970) })
+                http: { HTTPClient.shared }, clock: SystemClock(), logger: Logger(label: "test")),
+            clock: SystemClock())
     }
 
     static func claims(_ values: [String: JSONValue]) -> String {

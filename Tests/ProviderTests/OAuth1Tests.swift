@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerTesting
 import Testing
 import Twitter
 
@@ -101,7 +102,7 @@ struct TwitterOAuth1CallbackTests {
 
     init() throws {
         provider = try TwitterOAuth1Provider(
-            ["consumer_key": "k", "consumer_secret": "s"], clock: { 1_795_400_000 })
+            ["consumer_key": "k", "consumer_secret": "s"], clock: ManualClock(start: 1_795_400_000))
     }
 
     @Test func anotherRequestTokenIsRefusedBeforeAnyRequest() async {
@@ -129,6 +130,8 @@ struct TwitterOAuth1CallbackTests {
     }
 
     @Test func configurationNeedsTheConsumerCredentials() {
-        #expect(throws: ProviderError.self) { try TwitterOAuth1Provider(["consumer_key": "k"], clock: { 0 }) }
+        #expect(throws: ProviderError.self) {
+            try TwitterOAuth1Provider(["consumer_key": "k"], clock: ManualClock(start: 0))
+        }
     }
 }

@@ -1,7 +1,7 @@
 public import BrokerCore
 
-/// An HTTP request for ``HTTPClient``.
-public struct HTTPRequest: Sendable {
+/// An outbound HTTP request, sent by an ``HTTPTransport``.
+public struct HTTPClientRequest: Sendable {
     public var method: String
     public var url: String
     /// Header fields in order; names are sent as given.
@@ -27,9 +27,9 @@ public struct HTTPRequest: Sendable {
 
     /// A POST of `application/x-www-form-urlencoded` fields (RFC 6749 §4.1.3 and friends).
     public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [])
-        -> HTTPRequest
+        -> HTTPClientRequest
     {
-        var request = HTTPRequest(
+        var request = HTTPClientRequest(
             method: "POST", url: url, headers: headers, body: Array(FormEncoding.encode(fields).utf8))
         request.headers.append((name: "Content-Type", value: "application/x-www-form-urlencoded"))
         request.headers.append((name: "Accept", value: "application/json"))
@@ -38,7 +38,7 @@ public struct HTTPRequest: Sendable {
 }
 
 /// A complete HTTP response.
-public struct HTTPResponse: Sendable {
+public struct HTTPClientResponse: Sendable {
     public var status: Int
     /// Header fields of the final response, in order.
     public var headers: [(name: String, value: String)]
@@ -61,7 +61,7 @@ public struct HTTPResponse: Sendable {
 
 /// Why an HTTP exchange failed; the transport's own message is kept in ``message``.
 ///
-/// These are transport failures, never protocol answers: a 4xx or 5xx is a normal ``HTTPResponse``.
+/// These are transport failures, never protocol answers: a 4xx or 5xx is a normal ``HTTPClientResponse``.
 public struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case invalidURL

@@ -1,0 +1,193 @@
+import HTTPTypes
+import HummingbirdCore
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTPTypes
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Limits that keep slow or idle clients from exhausting the broker's connections and descriptors.
+///
+/// A connection has `requestTimeout` to deliver each request in full — from the moment it opens, or from the
+/// end of the previous response — whether or not bytes keep trickling in (a slow-loris client sending a
+/// byte every few seconds is closed all the same). Above `maxConnections` open connections, a new one is
+/// answered `503` with `Connection: close` as soon as its request head arrives (or closed after a short
+/// grace if it never comes); the listener stops accepting altogether at ``acceptLimit`` so that descriptors
+/// never run out (issue "Proof under fire", finding 1).
+public struct ConnectionLimits: Sendable, Hashable {
+    public var maxConnections: Int
+    /// Seconds a connection may take to send one whole request (head and body), idle time included.
+    public var requestTimeout: Int64
+    /// Seconds an over-the-cap connection gets to send its request head before it is closed unanswered.
+    public var overflowGrace: Int64 = 2
+
+    public init(maxConnections: Int, requestTimeout: Int64) {
+        self.maxConnections = maxConnections
+        self.requestTimeout = requestTimeout
+    }
+
+    /// Descriptors kept back from connections: the store, key files, outbound HTTP, logs.
+    public static let reservedDescriptors = 128
+    /// Connections accepted above the cap only to be told 503 and closed.
+    public static let overflowConnections = 64
+
+    /// Where accepting stops: the cap plus room for quick 503s, and never closer than
+    /// ``reservedDescriptors`` to the descriptor limit.
+    public func acceptLimit(descriptorLimit: Int) -> Int {
+        max(1, min(maxConnections + Self.overflowConnections, descriptorLimit - Self.reservedDescriptors))
+    }
+
+    /// The cap actually enforced: `maxConnections`, lowered to fit the descriptor limit.
+    public func effectiveMaxConnections(descriptorLimit: Int) -> Int {
+        max(1, min(maxConnections, acceptLimit(descriptorLimit: descriptorLimit)))
+    }
+}
+
+/// The process's descriptor limit.
+public enum DescriptorLimit {
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit now in force.
+    @discardableResult
+    public static func raiseToHardLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return limit.rlim_cur >= rlim_t(Int32.max) ? Int(Int32.max) : Int(limit.rlim_cur)
+    }
+}
+
+/// The count of open connections, shared by every connection's ``ConnectionGuardHandler``.
+final class ConnectionCounter: Sendable {
+    private let open = NIOLockedValueBox(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Counts a new connection; `false` when it is above the cap.
+    func admit() -> Bool {
+        open.withLockedValue { count in
+            count += 1
+            return count <= limit
+        }
+    }
+
+    func release() { open.withLockedValue { $0 -= 1 } }
+
+    var current: Int { open.withLockedValue { $0 } }
+}
+
+/// One connection's request deadline and its place under the connection cap.
+///
+/// Sits after HTTP decoding, so it sees whole request heads and ends: the deadline runs whenever every
+/// request received so far has been answered (the connection is waiting for the client), and stops while a
+/// complete request is being handled, so a slow handler is never cut off by it.
+final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let counter: ConnectionCounter
+    private let limits: ConnectionLimits
+    private let logger: Logger
+    private var admitted = false
+    private var counted = false
+    /// Requests whose end has arrived but whose response has not ended yet.
+    private var unanswered = 0
+    private var deadline: Scheduled<Void>?
+    private var refusing = false
+
+    init(counter: ConnectionCounter, limits: ConnectionLimits, logger: Logger) {
+        self.counter = counter
+        self.limits = limits
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        counted = true
+        admitted = counter.admit()
+        if admitted {
+            arm(context: context, seconds: limits.requestTimeout, reason: "request not received in time")
+        } else {
+            arm(context: context, seconds: limits.overflowGrace, reason: "over the connection cap")
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        if counted {
+            counted = false
+            counter.release()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline?.cancel()
+        deadline = nil
+        if counted {
+            counted = false
+            counter.release()
+        }
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        guard admitted else {
+            if case .head = part, !refusing { refuse(context: context) }
+            return
+        }
+        if case .end = part {
+            unanswered += 1
+            deadline?.cancel()
+            deadline = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), admitted {
+            unanswered = max(0, unanswered - 1)
+            if unanswered == 0 {
+                arm(context: context, seconds: limits.requestTimeout, reason: "request not received in time")
+            }
+        }
+        context.write(data, promise: promise)
+    }
+
+    /// The quick answer above the cap: 503 with `Retry-After`, then close.
+    private func refuse(context: ChannelHandlerContext) {
+        refusing = true
+        let body = ByteBuffer(
+            string: #"{"error":"temporarily_unavailable","error_description":"too many connections; try again"}"#
+                + "\n")
+        var head = HTTPResponse(status: .serviceUnavailable)
+        head.headerFields[.contentType] = "application/json"
+        head.headerFields[.contentLength] = "\(body.readableBytes)"
+        head.headerFields[.connection] = "close"
+        head.headerFields[.retryAfter] = "1"
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let done = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+        let channel = context.channel
+        done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func arm(context: ChannelHandlerContext, seconds: Int64, reason: String) {
+        deadline?.cancel()
+        let channel = context.channel
+        let logger = logger
+        deadline = context.eventLoop.scheduleTask(in: .seconds(seconds)) {
+            logger.debug("connection closed", metadata: ["reason": "\(reason)"])
+            channel.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import BrokerSystem
+public import Foundation
+
+/// What a finished process left: its exit status and both output streams.
+public struct ProcessOutput: Sendable {
+    public var status: Int32
+    public var stdoutBytes: [UInt8]
+    public var stderr: String
+    /// The process was killed because it outlived its time limit.
+    public var timedOut: Bool
+
+    public var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
+}
+
+/// Why a test helper could not do its work.
+public struct TestSupportError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Runs programs for tests: the built `broker`, `openssl`, the Python interop scripts.
+///
+/// Every wait happens on a thread of its own, never on Swift's cooperative pool: that pool has one thread
+/// per core (two on CI), and a test that blocks one stalls every other test's continuations.
+public enum ProcessRunner {
+    /// Runs `executable` with `arguments` to completion.
+    ///
+    /// - Parameters:
+    ///   - stdin: bytes given on standard input (empty input when `nil`).
+    ///   - environment: variables added to (or replacing) this process's environment.
+    ///   - timeout: the process is killed (SIGKILL) after this long; ``ProcessOutput/timedOut`` says so.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        stdin: [UInt8]? = nil,
+        environment: [String: String] = [:],
+        currentDirectory: String? = nil,
+        timeout: Duration = .seconds(600)
+    ) async throws -> ProcessOutput {
+        try await offThread {
+            try runBlocking(
+                executable, arguments, stdin: stdin, environment: environment, currentDirectory: currentDirectory,
+                timeout: timeout)
+        }
+    }
+
+    /// ``run(_:_:stdin:environment:currentDirectory:timeout:)`` with text on standard input.
+    public static func run(
+        _ executable: String,
+        _ arguments: [String],
+        stdin text: String,
+        environment: [String: String] = [:],
+        timeout: Duration = .seconds(600)
+    ) async throws -> ProcessOutput {
+        try await run(executable, arguments, stdin: Array(text.utf8), environment: environment, timeout: timeout)
+    }
+
+    /// The blocking form, for code that already runs on a thread of its own.
+    public static func runBlocking(
+        _ executable: String,
+        _ arguments: [String],
+        stdin: [UInt8]? = nil,
+        environment: [String: String] = [:],
+        currentDirectory: String? = nil,
+        timeout: Duration = .seconds(600)
+    ) throws -> ProcessOutput {
+        let directory = try TemporaryDirectory.make(prefix: "broker-run")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("out").path
+        let err = directory.appendingPathComponent("err").path
+        let input = directory.appendingPathComponent("in")
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        try Data(stdin ?? []).write(to: input)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
+        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
+        var env = ProcessInfo.processInfo.environment
+        for (name, value) in environment { env[name] = value }
+        process.environment = env
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        let outHandle = FileHandle(forWritingAtPath: out)
+        let errHandle = FileHandle(forWritingAtPath: err)
+        let inHandle = try FileHandle(forReadingFrom: input)
+        defer {
+            try? outHandle?.close()
+            try? errHandle?.close()
+            try? inHandle.close()
+        }
+        process.standardOutput = outHandle
+        process.standardError = errHandle
+        process.standardInput = inHandle
+        try process.run()
+
+        let finished = DispatchSemaphore(value: 0)
+        let killed = Flag()
+        let pid = process.processIdentifier
+        DetachedThread.start {
+            if finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .timedOut {
+                killed.set()
+                kill(pid, SIGKILL)
+            }
+        }
+        process.waitUntilExit()
+        finished.signal()
+        return ProcessOutput(
+            status: process.terminationStatus,
+            stdoutBytes: Array((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()),
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
+            timedOut: killed.value
+        )
+    }
+
+    /// Runs `openssl` to make key files the way users make them; throws unless it exits 0.
+    public static func openssl(_ arguments: [String]) async throws {
+        let result = try await run("openssl", arguments)
+        guard result.status == 0 else {
+            throw TestSupportError("openssl \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+        }
+    }
+
+    /// Runs a Python script from `Tests/Interop/` with `python3`.
+    public static func python(
+        _ script: String,
+        _ arguments: [String],
+        stdin: [UInt8]? = nil,
+        environment: [String: String] = [:]
+    ) async throws -> ProcessOutput {
+        try await run(
+            "python3", [TestPaths.interop(script)] + arguments, stdin: stdin, environment: environment)
+    }
+}
+
+/// Runs blocking work (waiting for a process, a pipe, a lock) on a thread of its own and awaits its result,
+/// leaving Swift's cooperative pool free.
+public func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DetachedThread.start { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// A one-way flag shared between threads.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var raised = false
+
+    func set() { lock.withLock { raised = true } }
+    var value: Bool { lock.withLock { raised } }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}

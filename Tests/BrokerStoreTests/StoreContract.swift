@@ -1,0 +1,359 @@
+import BrokerCore
+import BrokerStore
+import Testing
+
+/// Every promise of the ``Store`` protocol, written against the protocol alone and run against each store
+/// in ``StoreUnderTest``: accounts and users, sessions and refresh-token rotation (RFC 9700 reuse detection),
+/// revocation, purging, one-time codes, state markers, CI clients and the token-exchange replay cache —
+/// including what must hold when many callers race.
+@Suite("Store contract")
+struct StoreContract {
+    // MARK: Accounts and users
+
+    @Test(arguments: StoreUnderTest.available)
+    func pingAnswers(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.ping()
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func passwordAccountRoundTrip(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = Make.user(email: "ada@example.com", name: "Ada")
+        try await store.createPasswordAccount(user: user, email: "ada@example.com", passwordHash: "$scrypt$one")
+        let account = try #require(try await store.passwordAccount(email: "ada@example.com"))
+        #expect(account.email == "ada@example.com")
+        #expect(account.passwordHash == "$scrypt$one")
+        #expect(account.user == user)
+        #expect(try await store.user(id: user.id) == user)
+        #expect(try await store.passwordAccount(email: "nobody@example.com") == nil)
+        #expect(try await store.passwordAccount(email: "ADA@example.com") == nil, "emails are matched as given")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func secondAccountForAnEmailIsAConflictAndWritesNothing(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let first = Make.user(email: "ada@example.com")
+        try await store.createPasswordAccount(user: first, email: "ada@example.com", passwordHash: "h1")
+        let second = Make.user(email: "ada@example.com")
+        await #expect {
+            try await store.createPasswordAccount(user: second, email: "ada@example.com", passwordHash: "h2")
+        } throws: { error in
+            (error as? StoreError)?.code == .conflict
+        }
+        #expect(try await store.user(id: second.id) == nil, "the losing user row is not left behind")
+        #expect(try await store.passwordAccount(email: "ada@example.com")?.passwordHash == "h1")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func fiftyConcurrentRegistrationsOfOneEmailMakeOneAccount(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let users = (0..<50).map { _ in Make.user(email: "race@example.com") }
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for (index, user) in users.enumerated() {
+                group.addTask {
+                    do {
+                        try await store.createPasswordAccount(
+                            user: user, email: "race@example.com", passwordHash: "h\(index)")
+                        return "created"
+                    } catch let error as StoreError where error.code == .conflict {
+                        return "conflict"
+                    } catch {
+                        return "other: \(error)"
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == "created" }.count == 1)
+        #expect(outcomes.filter { $0 == "conflict" }.count == 49, "\(outcomes.filter { $0.hasPrefix("other") })")
+        let account = try #require(try await store.passwordAccount(email: "race@example.com"))
+        var existing = 0
+        for user in users where try await store.user(id: user.id) != nil { existing += 1 }
+        #expect(existing == 1, "exactly one user row: the account's")
+        #expect(users.contains { $0.id == account.user.id })
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func passwordHashIsReplacedOnlyFromTheHashItWasReadAs(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.createPasswordAccount(user: Make.user(), email: "a@example.com", passwordHash: "old")
+        try await store.updatePasswordHash(email: "a@example.com", from: "stale", to: "rehash")
+        #expect(try await store.passwordAccount(email: "a@example.com")?.passwordHash == "old", "compare-and-set")
+        try await store.updatePasswordHash(email: "a@example.com", from: "old", to: "new")
+        #expect(try await store.passwordAccount(email: "a@example.com")?.passwordHash == "new")
+        try await store.updatePasswordHash(email: "nobody@example.com", from: "old", to: "new")
+        #expect(try await store.passwordAccount(email: "nobody@example.com") == nil, "no account is created")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func upsertCreatesThenFollowsTheProviderKeepingCreation(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let created = try await store.upsertUser(
+            Make.user(.google, subject: "1234", email: "a@example.com", name: "A", at: 100))
+        #expect(created.createdAt == 100 && created.email == "a@example.com" && created.name == "A")
+        let updated = try await store.upsertUser(
+            Make.user(.google, subject: "1234", email: "b@example.com", name: nil, at: 200))
+        #expect(updated.id == created.id)
+        #expect(updated.email == "b@example.com" && updated.name == nil, "name and email follow the provider")
+        #expect(updated.createdAt == 100, "the first sign-in's time stays")
+        #expect(try await store.user(id: created.id) == updated)
+        let other = try await store.upsertUser(Make.user(.facebook, subject: "1234"))
+        #expect(other.id != created.id, "the same subject at another provider is another user")
+        #expect(try await store.user(id: UserID(provider: .twitter, subject: "1234")) == nil)
+    }
+
+    // MARK: Sessions and refresh tokens
+
+    @Test(arguments: StoreUnderTest.available)
+    func sessionRoundTrip(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (user, session, _) = try await Make.signedIn(store)
+        #expect(try await store.session(id: session.id) == session)
+        let both = try #require(try await store.sessionWithUser(id: session.id))
+        #expect(both.0 == session && both.1 == user)
+        #expect(try await store.session(id: "no-such-session") == nil)
+        #expect(try await store.sessionWithUser(id: "no-such-session") == nil)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func rotationSpendsTheTokenAndIssuesItsSuccessor(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, session, first) = try await Make.signedIn(store)
+        let second = Make.hash()
+        let outcome = try await store.rotateRefreshToken(
+            hash: first, nextHash: second, nextExpiresAt: Make.now + 7200, now: Make.now + 10)
+        #expect(outcome == .rotated(session))
+        let third = Make.hash()
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: second, nextHash: third, nextExpiresAt: Make.now + 7200, now: Make.now + 20)
+                == .rotated(session), "the successor rotates in turn")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func reuseOfASpentTokenRevokesTheWholeFamily(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, session, first) = try await Make.signedIn(store)
+        let second = Make.hash()
+        _ = try await store.rotateRefreshToken(
+            hash: first, nextHash: second, nextExpiresAt: Make.now + 7200, now: Make.now + 10)
+        let replay = try await store.rotateRefreshToken(
+            hash: first, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 20)
+        #expect(replay == .reused(sessionID: session.id))
+        #expect(try await store.session(id: session.id)?.revokedAt == Make.now + 20)
+        let successor = try await store.rotateRefreshToken(
+            hash: second, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 30)
+        #expect(successor == .revoked, "the live successor dies with its family")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func unknownExpiredAndRevokedTokensDoNotRotate(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: Make.hash(), nextHash: Make.hash(), nextExpiresAt: Make.now + 60, now: Make.now) == .unknown)
+
+        let (_, expiredSession, expiring) = try await Make.signedIn(store, lifetime: 60)
+        let next = Make.hash()
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: expiring, nextHash: next, nextExpiresAt: Make.now + 7200, now: Make.now + 60) == .expired,
+            "a token is dead at its expiry second")
+        #expect(try await store.session(id: expiredSession.id)?.revokedAt == nil, "expiry is not reuse")
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: next, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 61) == .unknown,
+            "an expired token's would-be successor was never stored")
+
+        let (_, session, token) = try await Make.signedIn(store)
+        #expect(try await store.revokeSession(id: session.id, now: Make.now + 5))
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 6) == .revoked)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func hundredConcurrentRotationsOfOneTokenRotateOnce(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, session, token) = try await Make.signedIn(store)
+        let outcomes = try await withThrowingTaskGroup(of: RotationOutcome.self) { group in
+            for _ in 0..<100 {
+                group.addTask {
+                    try await store.rotateRefreshToken(
+                        hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 1)
+                }
+            }
+            return try await group.reduce(into: [RotationOutcome]()) { $0.append($1) }
+        }
+        let rotated = outcomes.filter { if case .rotated = $0 { true } else { false } }
+        #expect(rotated.count == 1, "exactly one caller wins: \(outcomes)")
+        #expect(
+            outcomes.allSatisfy {
+                switch $0 {
+                case .rotated, .revoked: true
+                case .reused(let id): id == session.id
+                default: false
+                }
+            })
+        #expect(try await store.session(id: session.id)?.revokedAt != nil, "the losers' reuse revoked the family")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func revokingByTokenOrIdEndsTheSessionOnce(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, session, token) = try await Make.signedIn(store)
+        #expect(try await store.revokeSession(byRefreshTokenHash: token, now: Make.now + 1))
+        #expect(try await store.session(id: session.id)?.revokedAt == Make.now + 1)
+        #expect(
+            try await store.revokeSession(byRefreshTokenHash: token, now: Make.now + 2),
+            "a known token of a revoked session is still known")
+        #expect(try await store.session(id: session.id)?.revokedAt == Make.now + 1, "the first revocation stays")
+        #expect(try await !store.revokeSession(byRefreshTokenHash: Make.hash(), now: Make.now + 3))
+
+        let (_, other, _) = try await Make.signedIn(store)
+        #expect(try await store.revokeSession(id: other.id, now: Make.now + 4))
+        #expect(try await !store.revokeSession(id: other.id, now: Make.now + 5), "only an active session revokes")
+        #expect(try await !store.revokeSession(id: "no-such-session", now: Make.now + 5))
+        #expect(try await store.sessionWithUser(id: other.id)?.0.revokedAt == Make.now + 4)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func purgeRemovesOnlyWhatExpired(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, dead, deadToken) = try await Make.signedIn(store, lifetime: 10)
+        let (_, live, liveToken) = try await Make.signedIn(store, lifetime: 10_000)
+        let user = try await store.upsertUser(Make.user())
+        let oldCode = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
+            expiresAt: Make.now + 10)
+        let newCode = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
+            expiresAt: Make.now + 10_000)
+        try await store.createAuthorizationCode(oldCode)
+        try await store.createAuthorizationCode(newCode)
+        #expect(try await store.spendStateMarker("old", expiresAt: Make.now + 10))
+        #expect(try await store.spendStateMarker("new", expiresAt: Make.now + 10_000))
+        #expect(try await store.recordExchange(issuer: "https://ci", jti: "old", expiresAt: Make.now + 10))
+        #expect(try await store.recordExchange(issuer: "https://ci", jti: "new", expiresAt: Make.now + 10_000))
+
+        try await store.purge(expiredBefore: Make.now + 100)
+
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: deadToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 200, now: Make.now + 100)
+                == .unknown)
+        #expect(try await store.session(id: dead.id) == nil, "a session left with no token goes")
+        #expect(try await store.session(id: live.id) != nil)
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: liveToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 200, now: Make.now + 100)
+                == .rotated(live))
+        #expect(try await store.redeemAuthorizationCode(hash: oldCode.hash, now: Make.now + 100) == .unknown)
+        #expect(
+            try await store.redeemAuthorizationCode(hash: newCode.hash, now: Make.now + 100) == .redeemed(newCode))
+        #expect(try await !store.isStateMarkerSpent("old"))
+        #expect(try await store.isStateMarkerSpent("new"))
+        #expect(try await store.recordExchange(issuer: "https://ci", jti: "old", expiresAt: Make.now + 10_000))
+        #expect(try await !store.recordExchange(issuer: "https://ci", jti: "new", expiresAt: Make.now + 10_000))
+    }
+
+    // MARK: Browser flow
+
+    @Test(arguments: StoreUnderTest.available)
+    func codeIsRedeemedOnceAndItsReuseNamesTheSession(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.upsertUser(Make.user(.google))
+        let code = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: user.id, codeChallenge: "challenge", redirectURI: "http://127.0.0.1:5/cb",
+            expiresAt: Make.now + 60)
+        try await store.createAuthorizationCode(code)
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(sessionID: nil))
+        try await store.attachSession(toCode: code.hash, sessionID: "session-1")
+        #expect(
+            try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(sessionID: "session-1"))
+        #expect(try await store.redeemAuthorizationCode(hash: Make.hash(), now: Make.now) == .unknown)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func concurrentRedemptionsOfOneCodeRedeemOnce(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.upsertUser(Make.user(.google))
+        let code = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:5/cb",
+            expiresAt: Make.now + 60)
+        try await store.createAuthorizationCode(code)
+        let outcomes = try await withThrowingTaskGroup(of: CodeRedemption.self) { group in
+            for _ in 0..<30 {
+                group.addTask { try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) }
+            }
+            return try await group.reduce(into: [CodeRedemption]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .redeemed(code) }.count == 1)
+        #expect(outcomes.filter { $0 == .reused(sessionID: nil) }.count == 29)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func stateMarkerIsSpentOnceEvenUnderRaces(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        #expect(try await !store.isStateMarkerSpent("m1"))
+        #expect(try await store.spendStateMarker("m1", expiresAt: Make.now + 600))
+        #expect(try await store.isStateMarkerSpent("m1"))
+        #expect(try await !store.spendStateMarker("m1", expiresAt: Make.now + 600))
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<30 { group.addTask { try await store.spendStateMarker("m2", expiresAt: Make.now + 600) } }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(wins == 1)
+    }
+
+    // MARK: CI clients
+
+    @Test(arguments: StoreUnderTest.available)
+    func clientsAreCreatedListedFoundAndDeleted(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let trusted = ClientRecord(
+            name: "deploy", secretHash: "hmac-1", scopes: ["deploy", "read"],
+            trust: TrustPolicy(
+                issuer: "https://token.actions.example", subjectPattern: "repo:org/app:*", audience: "broker",
+                maxAge: 300),
+            createdAt: Make.now)
+        let plain = ClientRecord(
+            name: "backup", secretHash: "hmac-2", scopes: ["read"], trust: nil, createdAt: Make.now)
+        try await store.createClient(trusted)
+        try await store.createClient(plain)
+        #expect(try await store.client(name: "deploy") == trusted)
+        #expect(try await store.client(name: "backup") == plain)
+        #expect(try await store.client(name: "nope") == nil)
+        #expect(try await store.clients() == [plain, trusted], "by name")
+        await #expect {
+            try await store.createClient(
+                ClientRecord(name: "deploy", secretHash: "x", scopes: [], trust: nil, createdAt: Make.now))
+        } throws: { error in
+            (error as? StoreError)?.code == .conflict
+        }
+        #expect(try await store.client(name: "deploy") == trusted, "the conflict changed nothing")
+        #expect(try await store.deleteClient(name: "deploy"))
+        #expect(try await !store.deleteClient(name: "deploy"))
+        #expect(try await store.client(name: "deploy") == nil)
+        #expect(try await store.clients() == [plain])
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func exchangedTokenIsRecordedOncePerIssuer(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        #expect(try await store.recordExchange(issuer: "https://a", jti: "j1", expiresAt: Make.now + 60))
+        #expect(try await !store.recordExchange(issuer: "https://a", jti: "j1", expiresAt: Make.now + 60))
+        #expect(try await store.recordExchange(issuer: "https://b", jti: "j1", expiresAt: Make.now + 60))
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<30 {
+                group.addTask {
+                    try await store.recordExchange(issuer: "https://a", jti: "j2", expiresAt: Make.now + 60)
+                }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(wins == 1)
+    }
+}

@@ -1,0 +1,64 @@
+import BrokerCore
+import BrokerStore
+import BrokerTesting
+import Foundation
+import Testing
+
+/// A kind of store the contract suite runs against; each test gets a fresh, empty one.
+///
+/// A new store joins the suite by adding a case here: every test of ``StoreContract`` then runs against it.
+enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite
+
+    var testDescription: String { rawValue }
+
+    /// Every store this machine can run (the PostgreSQL store joins when it exists and a server is given).
+    static var available: [StoreUnderTest] { allCases }
+
+    func make() async throws -> any Store {
+        switch self {
+        case .sqlite:
+            let directory = try TemporaryDirectory.make(prefix: "broker-store")
+            return try SQLiteStore(path: directory.appendingPathComponent("broker.sqlite3").path)
+        }
+    }
+}
+
+/// Builders of records with unique ids, so that tests say only what matters to them.
+enum Make {
+    static let now: Int64 = 1_800_000_000
+
+    static func user(
+        _ provider: ProviderID = .custom, subject: String = UUID().uuidString.lowercased(),
+        email: String? = nil, name: String? = nil, at time: Int64 = now
+    ) -> UserRecord {
+        UserRecord(id: UserID(provider: provider, subject: subject), email: email, name: name, createdAt: time)
+    }
+
+    /// A random 32-byte value: the store treats hashes as opaque.
+    static func hash() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255) } }
+
+    static func session(for user: UserRecord, id: String = UUID().uuidString, at time: Int64 = now)
+        -> SessionRecord
+    {
+        SessionRecord(
+            id: id, userID: user.id, clientID: "broker-cli", scope: "openid", createdAt: time, revokedAt: nil)
+    }
+
+    static func token(_ hash: [UInt8], session: String, at time: Int64 = now, lifetime: Int64 = 3600)
+        -> RefreshTokenRecord
+    {
+        RefreshTokenRecord(hash: hash, sessionID: session, createdAt: time, expiresAt: time + lifetime)
+    }
+
+    /// A user with a session and its first refresh token, stored.
+    static func signedIn(_ store: any Store, lifetime: Int64 = 3600) async throws
+        -> (user: UserRecord, session: SessionRecord, token: [UInt8])
+    {
+        let user = try await store.upsertUser(Make.user(.google, email: "someone@example.com", name: "Someone"))
+        let session = Make.session(for: user)
+        let token = Make.hash()
+        try await store.createSession(session, firstToken: Make.token(token, session: session.id, lifetime: lifetime))
+        return (user, session, token)
+    }
+}
