@@ -5,11 +5,11 @@ import PackageDescription
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(
     name: "broker",
-    platforms: [.macOS(.v14)],
     products: [
         // `broker` answers a warm `broker token` itself and execs `broker-full` (installed beside it) for
         // everything else; see Sources/BrokerLauncher/main.swift.
@@ -72,37 +72,51 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider).
+        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). ProviderSupport holds
+        // what they share: descriptors, typed endpoints, OAuth 2.0 plumbing and the discovery + JWKS cache.
         .target(
-            name: "OpenIDConnect",
+            name: "ProviderSupport",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "BrokerHTTP", .product(name: "Logging", package: "swift-log"),
             ],
+            path: "Providers/ProviderSupport",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "OpenIDConnect",
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
             path: "Providers/OpenIDConnect",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Google",
-            dependencies: ["BrokerCore", "OpenIDConnect"],
+            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport"],
             path: "Providers/Google",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "MicrosoftAccount",
-            dependencies: ["BrokerCore", "OpenIDConnect"],
+            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport"],
             path: "Providers/MicrosoftAccount",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Facebook",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "OpenIDConnect"],
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
             path: "Providers/Facebook",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Twitter",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "OpenIDConnect"],
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
             path: "Providers/Twitter",
+            swiftSettings: swiftSettings
+        ),
+        // The list of providers this build offers (one line per provider).
+        .target(
+            name: "BrokerProviders",
+            dependencies: ["Facebook", "Google", "MicrosoftAccount", "ProviderSupport", "Twitter"],
+            path: "Providers/Catalog",
             swiftSettings: swiftSettings
         ),
         // Protocol-faithful provider emulators (`broker emulate`).
@@ -121,8 +135,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "Facebook", "Google",
-                "MicrosoftAccount", "OpenIDConnect", "Twitter", .product(name: "Hummingbird", package: "hummingbird"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "ProviderSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -146,8 +160,8 @@ let package = Package(
         .executableTarget(
             name: "broker-full",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerServer", "BrokerStore",
-                "BrokerSystem", "ProviderEmulators",
+                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders", "BrokerServer",
+                "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -196,20 +210,23 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Facebook",
-                "Google",
-                "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting",
+                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
+                "ProviderSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ProviderTests",
-            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "Twitter"],
+            dependencies: [
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "ProviderSupport",
+                "Twitter", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "BrokerCLITests",
-            dependencies: ["BrokerCrypto", "BrokerTesting"],
+            dependencies: ["BrokerCrypto", "BrokerProviders", "BrokerTesting", "ProviderSupport"],
             swiftSettings: swiftSettings
         ),
     ]

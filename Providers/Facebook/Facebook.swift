@@ -1,55 +1,81 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-public import BrokerHTTP
-public import OpenIDConnect
+package import BrokerHTTP
+package import ProviderSupport
 
 /// Facebook Login: the OAuth 2.0 dialog on the versioned Graph URL, the code exchange at
 /// `/oauth/access_token`, then `GET /me?fields=id,name,email` with `appsecret_proof` (hex HMAC-SHA256 of
 /// the access token under the app secret), which Graph requires of server-side calls when the app enables
 /// "Require App Secret". The subject is the app-scoped numeric `id`. Graph returns `email` only when the
 /// address is confirmed, so it counts as verified.
-public final class FacebookProvider: IdentityProvider {
-    public static let graphVersion = "v19.0"
-    public static let defaults: [String: String] = [
-        "authorization_endpoint": "https://www.facebook.com/\(graphVersion)/dialog/oauth",
-        "token_endpoint": "https://graph.facebook.com/\(graphVersion)/oauth/access_token",
-        "userinfo_endpoint": "https://graph.facebook.com/\(graphVersion)/me",
-    ]
+package enum Facebook {
+    package static let id: ProviderID = "facebook"
+    package static let defaultGraphVersion = "v19.0"
 
+    static func dialog(_ version: String) -> String { "https://www.facebook.com/\(version)/dialog/oauth" }
+    static func graph(_ version: String, _ path: String) -> String { "https://graph.facebook.com/\(version)/\(path)" }
+
+    /// A Graph API version: `v` then digits, a dot, digits (`v19.0`).
+    static func isGraphVersion(_ text: String) -> Bool {
+        let parts = text.dropFirst().split(separator: ".", omittingEmptySubsequences: false)
+        return text.hasPrefix("v") && parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isASCII) }
+            && parts.allSatisfy { $0.allSatisfy(\.isNumber) } && text.count <= 8
+    }
+
+    package static let descriptor = ProviderDescriptor(
+        id: id,
+        displayName: "Facebook",
+        keys: [
+            ProviderConfigKey("client_id", .text),
+            ProviderConfigKey("client_secret", .secret),
+            ProviderConfigKey(
+                "graph_version", .pattern("a Graph API version such as v19.0", isGraphVersion),
+                default: defaultGraphVersion),
+            ProviderConfigKey("authorization_endpoint", .endpoint, default: dialog(defaultGraphVersion)),
+            ProviderConfigKey("token_endpoint", .endpoint, default: graph(defaultGraphVersion, "oauth/access_token")),
+            ProviderConfigKey("userinfo_endpoint", .endpoint, default: graph(defaultGraphVersion, "me")),
+        ],
+        make: { section, context throws(ProviderError) in try FacebookProvider(section, http: context.http) }
+    )
+}
+
+/// The Facebook module (see ``Facebook``).
+package final class FacebookProvider: IdentityProvider {
     let appID: String
     let appSecret: Secret
-    let endpoints: [String: String]
+    let authorizationEndpoint: EndpointURL
+    let tokenEndpoint: EndpointURL
+    let userinfoEndpoint: EndpointURL
     let http: @Sendable () -> any HTTPTransport
 
-    public var id: ProviderID { .facebook }
+    package var id: ProviderID { Facebook.id }
 
-    public init(
-        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
-    )
-        throws(ProviderError)
-    {
-        (appID, appSecret, endpoints) = try OAuth2Support.settings(
-            section, provider: "facebook", defaults: Self.defaults)
+    /// - Parameter section: `client_id` (the app id) and `client_secret` (the app secret) are required;
+    ///   endpoints not given follow `graph_version` (default v19.0).
+    package init(_ section: ProviderSection, http: @escaping @Sendable () -> any HTTPTransport) throws(ProviderError) {
+        (appID, appSecret) = try section.credentials("client_id", "client_secret")
+        let version = section.text("graph_version") ?? Facebook.defaultGraphVersion
+        authorizationEndpoint = try section.endpoint("authorization_endpoint", default: Facebook.dialog(version))
+        tokenEndpoint = try section.endpoint("token_endpoint", default: Facebook.graph(version, "oauth/access_token"))
+        userinfoEndpoint = try section.endpoint("userinfo_endpoint", default: Facebook.graph(version, "me"))
         self.http = http
     }
 
-    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
-        let base = endpoints["authorization_endpoint"]!
-        return base + "?"
-            + FormEncoding.encode([
-                ("client_id", appID), ("redirect_uri", pending.callbackURL), ("state", pending.state),
-                ("response_type", "code"), ("scope", "public_profile,email"),
-            ])
+    package func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+        authorizationEndpoint.with(query: [
+            ("client_id", appID), ("redirect_uri", pending.callbackURL), ("state", pending.state),
+            ("response_type", "code"), ("scope", "public_profile,email"),
+        ])
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+    package func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
         try OAuth2Support.deniedIfError(callback)
         guard let code = callback["code"], !code.isEmpty else {
             throw .invalidResponse("the callback carries neither code nor error")
         }
         // POST rather than the documented GET, so that the app secret is not in a URL.
         let tokens = try await OAuth2Support.postForm(
-            endpoints["token_endpoint"]!,
+            tokenEndpoint.url,
             [
                 ("client_id", appID), ("client_secret", appSecret.exposed), ("redirect_uri", pending.callbackURL),
                 ("code", code),
@@ -60,8 +86,7 @@ public final class FacebookProvider: IdentityProvider {
         let proof = HMAC.authenticate(.sha256, key: Array(appSecret.exposed.utf8), data: Array(accessToken.utf8))
             .hexString
         let me = try await OAuth2Support.getJSON(
-            endpoints["userinfo_endpoint"]! + "?"
-                + FormEncoding.encode([("fields", "id,name,email"), ("appsecret_proof", proof)]),
+            userinfoEndpoint.with(query: [("fields", "id,name,email"), ("appsecret_proof", proof)]),
             headers: [(name: "Authorization", value: "Bearer " + accessToken)], http: http())
         guard let id = me["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 64, id.allSatisfy(\.isNumber) else {
             throw .invalidResponse("Graph /me has no numeric id")

@@ -1,13 +1,15 @@
-public import BrokerCore
-public import OpenIDConnect
+package import BrokerCore
+package import OpenIDConnect
+package import ProviderSupport
 
 /// Google: OpenID Connect with issuer `https://accounts.google.com`. Google's ID tokens carry either
 /// `https://accounts.google.com` or `accounts.google.com` as `iss`, both accepted for the default issuer;
 /// `aud` must be our client id, `azp` is checked when present, and an email counts only with
 /// `email_verified`. Production endpoints: Config/providers/google.json (kept equal to ``defaults``).
-public enum Google {
-    public static let defaultIssuer = "https://accounts.google.com"
-    public static let defaults: [String: String] = [
+package enum Google {
+    package static let id: ProviderID = "google"
+    package static let defaultIssuer = "https://accounts.google.com"
+    package static let defaults: [String: String] = [
         "issuer": defaultIssuer,
         "authorization_endpoint": "https://accounts.google.com/o/oauth2/v2/auth",
         "token_endpoint": "https://oauth2.googleapis.com/token",
@@ -15,24 +17,36 @@ public enum Google {
         "userinfo_endpoint": "https://openidconnect.googleapis.com/v1/userinfo",
     ]
 
+    package static let descriptor = ProviderDescriptor(
+        id: id,
+        displayName: "Google",
+        keys: [ProviderConfigKey("client_id", .text), ProviderConfigKey("client_secret", .secret)]
+            + defaults.sorted { $0.key < $1.key }.map { ProviderConfigKey($0.key, .endpoint, default: $0.value) },
+        make: { section, context throws(ProviderError) in
+            OpenIDConnectProvider(
+                configuration: try configuration(section), directory: context.directory, http: context.http,
+                clock: context.clock)
+        }
+    )
+
     /// The module's configuration from the broker's `providers.google` section: `client_id`,
     /// `client_secret`, and optional `issuer` and endpoint overrides. With a non-default `issuer` (an
-    /// emulator), endpoints not given come from that issuer's discovery.
-    public static func configuration(_ section: [String: JSONValue]) throws(ProviderError) -> OpenIDConnectConfiguration
-    {
-        guard let clientID = section["client_id"]?.stringValue, !clientID.isEmpty,
-            let secret = section["client_secret"]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.google needs client_id and client_secret") }
-        let issuer = section["issuer"]?.stringValue ?? defaultIssuer
+    /// emulator), endpoints not given come from that issuer's discovery. (`userinfo_endpoint` is accepted as
+    /// the contract names it; the ID token already carries everything the broker keeps.)
+    package static func configuration(_ section: ProviderSection) throws(ProviderError) -> OpenIDConnectConfiguration {
+        let (clientID, secret) = try section.credentials("client_id", "client_secret")
+        let issuer = section.text("issuer") ?? defaultIssuer
         var configuration = OpenIDConnectConfiguration(
-            id: .google, clientID: clientID, clientSecret: Secret(secret), issuer: issuer)
+            id: id, clientID: clientID, clientSecret: secret, issuer: issuer)
         let useDefaults = issuer == defaultIssuer
-        func endpoint(_ key: String) -> String? {
-            section[key]?.stringValue ?? (useDefaults ? defaults[key] : nil)
+        func endpoint(_ key: String) throws(ProviderError) -> EndpointURL? {
+            if let configured = try section.endpointIfSet(key) { return configured }
+            guard useDefaults, let fallback = defaults[key] else { return nil }
+            return try EndpointURL(fallback, name: "providers.google.\(key)")
         }
-        configuration.authorizationEndpoint = endpoint("authorization_endpoint")
-        configuration.tokenEndpoint = endpoint("token_endpoint")
-        configuration.jwksURI = endpoint("jwks_uri")
+        configuration.authorizationEndpoint = try endpoint("authorization_endpoint")
+        configuration.tokenEndpoint = try endpoint("token_endpoint")
+        configuration.jwksURI = try endpoint("jwks_uri")
         if useDefaults { configuration.acceptedIssuers = [defaultIssuer, "accounts.google.com"] }
         return configuration
     }

@@ -1,5 +1,6 @@
-public import BrokerCore
-public import OpenIDConnect
+package import BrokerCore
+package import OpenIDConnect
+package import ProviderSupport
 
 /// Microsoft account / Microsoft identity platform v2 (OpenID Connect).
 ///
@@ -12,42 +13,60 @@ public import OpenIDConnect
 /// a template on another host (an emulator; endpoints follow Microsoft's paths there), any other is the one
 /// exact issuer, whose discovery gives the endpoints. Users are keyed on `tid` + `oid` (falling back to `sub`), never on `email` or
 /// `preferred_username`, which tenants control.
-public enum MicrosoftAccount {
-    public static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
+package enum MicrosoftAccount {
+    package static let id: ProviderID = "microsoftaccount"
+    package static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
     static let host = "https://login.microsoftonline.com"
 
-    public static func configuration(_ section: [String: JSONValue]) throws(ProviderError) -> OpenIDConnectConfiguration
-    {
-        guard let clientID = section["client_id"]?.stringValue, !clientID.isEmpty,
-            let secret = section["client_secret"]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.microsoftaccount needs client_id and client_secret") }
-        let tenant = section["tenant"]?.stringValue ?? "consumers"
-        guard ["consumers", "common", "organizations"].contains(tenant) || isTenantID(tenant) else {
+    package static let descriptor = ProviderDescriptor(
+        id: id,
+        displayName: "Microsoft account",
+        keys: [
+            ProviderConfigKey("client_id", .text),
+            ProviderConfigKey("client_secret", .secret),
+            ProviderConfigKey(
+                "tenant", .pattern("consumers, common, organizations or a tenant id", isTenant), default: "consumers"),
+            ProviderConfigKey("issuer", .endpoint, default: "\(host)/{tenantid}/v2.0"),
+            ProviderConfigKey("authorization_endpoint", .endpoint),
+            ProviderConfigKey("token_endpoint", .endpoint),
+            ProviderConfigKey("jwks_uri", .endpoint),
+            ProviderConfigKey("userinfo_endpoint", .endpoint),
+        ],
+        make: { section, context throws(ProviderError) in
+            OpenIDConnectProvider(
+                configuration: try configuration(section), directory: context.directory, http: context.http,
+                clock: context.clock)
+        }
+    )
+
+    static func isTenant(_ text: String) -> Bool {
+        ["consumers", "common", "organizations"].contains(text) || isTenantID(text)
+    }
+
+    package static func configuration(_ section: ProviderSection) throws(ProviderError) -> OpenIDConnectConfiguration {
+        let (clientID, secret) = try section.credentials("client_id", "client_secret")
+        let tenant = section.text("tenant") ?? "consumers"
+        guard isTenant(tenant) else {
             throw .invalidResponse(
                 "providers.microsoftaccount.tenant must be consumers, common, organizations or a tenant id")
         }
         // The issuer: Microsoft's template by default; a configured one is a template too when it contains
         // {tenantid} (an emulator), else one exact issuer whose discovery gives the endpoints.
-        let issuer = section["issuer"]?.stringValue ?? "\(host)/{tenantid}/v2.0"
+        let issuer = section.text("issuer") ?? "\(host)/{tenantid}/v2.0"
         let templateSuffix = "/{tenantid}/v2.0"
         let templated = issuer.hasSuffix(templateSuffix)
         let base = templated ? String(issuer.dropLast(templateSuffix.count)) : nil
         var configuration = OpenIDConnectConfiguration(
-            id: .microsoftaccount, clientID: clientID, clientSecret: Secret(secret),
+            id: id, clientID: clientID, clientSecret: secret,
             issuer: base.map { "\($0)/\(tenant)/v2.0" } ?? issuer)
-        if let base {
-            configuration.authorizationEndpoint = "\(base)/\(tenant)/oauth2/v2.0/authorize"
-            configuration.tokenEndpoint = "\(base)/\(tenant)/oauth2/v2.0/token"
-            configuration.jwksURI = "\(base)/\(tenant)/discovery/v2.0/keys"
+        func endpoint(_ key: String, path: String) throws(ProviderError) -> EndpointURL? {
+            if let configured = try section.endpointIfSet(key) { return configured }
+            guard let base else { return nil }
+            return try EndpointURL("\(base)/\(tenant)/\(path)", name: "providers.microsoftaccount.\(key)")
         }
-        for key in ["authorization_endpoint", "token_endpoint", "jwks_uri"] {
-            guard let value = section[key]?.stringValue else { continue }
-            switch key {
-            case "authorization_endpoint": configuration.authorizationEndpoint = value
-            case "token_endpoint": configuration.tokenEndpoint = value
-            default: configuration.jwksURI = value
-            }
-        }
+        configuration.authorizationEndpoint = try endpoint("authorization_endpoint", path: "oauth2/v2.0/authorize")
+        configuration.tokenEndpoint = try endpoint("token_endpoint", path: "oauth2/v2.0/token")
+        configuration.jwksURI = try endpoint("jwks_uri", path: "discovery/v2.0/keys")
         configuration.tokenAuthentication = .post
         configuration.issuerCheck = { iss, claims in
             guard let tid = claims["tid"]?.stringValue, tenantAllows(tenant, tid: tid) else { return false }

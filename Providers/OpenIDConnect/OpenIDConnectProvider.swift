@@ -1,9 +1,10 @@
-public import BrokerCore
-public import BrokerCrypto
-public import BrokerHTTP
+package import BrokerCore
+package import BrokerCrypto
+package import BrokerHTTP
+package import ProviderSupport
 
 /// How the client authenticates at the token endpoint (OIDC Core §9).
-public enum TokenEndpointAuthentication: Sendable {
+package enum TokenEndpointAuthentication: Sendable {
     /// `client_secret_basic`: HTTP Basic with the form-urlencoded id and secret (the default).
     case basic
     /// `client_secret_post`: `client_id` and `client_secret` in the body.
@@ -11,35 +12,35 @@ public enum TokenEndpointAuthentication: Sendable {
 }
 
 /// One OpenID Connect provider's settings: who we are to it and where it lives.
-public struct OpenIDConnectConfiguration: Sendable {
-    public var id: ProviderID
-    public var clientID: String
-    public var clientSecret: Secret
+package struct OpenIDConnectConfiguration: Sendable {
+    package var id: ProviderID
+    package var clientID: String
+    package var clientSecret: Secret
     /// Discovery lives at `{issuer}/.well-known/openid-configuration`.
-    public var issuer: String
+    package var issuer: String
     /// The `iss` values an ID token may carry (Google also uses `accounts.google.com`); default: `issuer`.
-    public var acceptedIssuers: Set<String>
+    package var acceptedIssuers: Set<String>
     /// Replaces the ``acceptedIssuers`` check when set: Microsoft's issuer is templated by the token's `tid`.
-    public var issuerCheck: (@Sendable (_ iss: String, _ claims: [String: JSONValue]) -> Bool)?
+    package var issuerCheck: (@Sendable (_ iss: String, _ claims: [String: JSONValue]) -> Bool)?
     /// Explicit endpoints override discovery.
-    public var authorizationEndpoint: String?
-    public var tokenEndpoint: String?
-    public var jwksURI: String?
-    public var scopes: [String] = ["openid", "email", "profile"]
-    public var tokenAuthentication: TokenEndpointAuthentication = .basic
-    public var extraAuthorizationParameters: [(String, String)] = []
+    package var authorizationEndpoint: EndpointURL?
+    package var tokenEndpoint: EndpointURL?
+    package var jwksURI: EndpointURL?
+    package var scopes: [String] = ["openid", "email", "profile"]
+    package var tokenAuthentication: TokenEndpointAuthentication = .basic
+    package var extraAuthorizationParameters: [(String, String)] = []
     /// Whether an email without `email_verified: true` still counts as verified (from verified claims).
-    public var emailVerified: @Sendable ([String: JSONValue]) -> Bool = {
+    package var emailVerified: @Sendable ([String: JSONValue]) -> Bool = {
         $0["email_verified"]?.boolValue ?? ($0["email_verified"]?.stringValue == "true")
     }
     /// Extra checks on verified ID-token claims (Microsoft's tenant rules); a non-`nil` answer refuses.
-    public var claimCheck: @Sendable ([String: JSONValue]) -> String? = { _ in nil }
+    package var claimCheck: @Sendable ([String: JSONValue]) -> String? = { _ in nil }
     /// The stable subject from verified claims (default `sub`).
-    public var subject: @Sendable ([String: JSONValue]) -> String? = { $0["sub"]?.stringValue }
+    package var subject: @Sendable ([String: JSONValue]) -> String? = { $0["sub"]?.stringValue }
     /// The ID token's accepted clock skew, in seconds.
-    public var leeway: Int64 = 120
+    package var leeway: Int64 = 120
 
-    public init(id: ProviderID, clientID: String, clientSecret: Secret, issuer: String) {
+    package init(id: ProviderID, clientID: String, clientSecret: Secret, issuer: String) {
         self.id = id
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -53,18 +54,18 @@ public struct OpenIDConnectConfiguration: Sendable {
 ///
 /// Users are keyed on the provider's stable subject, never on email or preferred_username (the "nOAuth"
 /// account-takeover class); an email is returned only when the provider says it is verified.
-public final class OpenIDConnectProvider: IdentityProvider {
-    public let configuration: OpenIDConnectConfiguration
+package final class OpenIDConnectProvider: IdentityProvider {
+    package let configuration: OpenIDConnectConfiguration
     let directory: IssuerDirectory
     let http: @Sendable () -> any HTTPTransport
     let clock: any WallClock
 
-    public var id: ProviderID { configuration.id }
+    package var id: ProviderID { configuration.id }
 
-    public init(
+    package init(
         configuration: OpenIDConnectConfiguration,
         directory: IssuerDirectory,
-        http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
+        http: @escaping @Sendable () -> any HTTPTransport,
         clock: any WallClock
     ) {
         self.configuration = configuration
@@ -74,11 +75,11 @@ public final class OpenIDConnectProvider: IdentityProvider {
     }
 
     /// An endpoint from the configuration, else from discovery.
-    func endpoint(_ key: String, configured: String?) async throws(ProviderError) -> String {
-        if let configured { return configured }
+    func endpoint(_ key: String, configured: EndpointURL?) async throws(ProviderError) -> String {
+        if let configured { return configured.url }
         let metadata: IssuerDirectory.Metadata
         do {
-            metadata = try await directory.metadata(issuer: configuration.issuer, jwksURI: configuration.jwksURI)
+            metadata = try await directory.metadata(issuer: configuration.issuer, jwksURI: configuration.jwksURI?.url)
         } catch {
             throw .unavailable(error.description)
         }
@@ -89,7 +90,7 @@ public final class OpenIDConnectProvider: IdentityProvider {
         return url
     }
 
-    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+    package func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
         let base = try await endpoint("authorization_endpoint", configured: configuration.authorizationEndpoint)
         let parameters: [(String, String)] =
             [
@@ -105,7 +106,7 @@ public final class OpenIDConnectProvider: IdentityProvider {
         return base + (base.contains("?") ? "&" : "?") + FormEncoding.encode(parameters)
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+    package func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
         if let error = callback["error"] {
             throw .denied(code: error, description: callback["error_description"] ?? "")
         }
@@ -169,11 +170,12 @@ public final class OpenIDConnectProvider: IdentityProvider {
     /// Verifies an ID token (OIDC Core §3.1.3.7): signature with the algorithm bound to the provider's key,
     /// `iss` among the accepted issuers, `aud` containing our client id, `azp` (when present, or when
     /// there are several audiences) equal to it, `exp`/`iat`, and the `nonce` of this sign-in.
-    public func verify(idToken: String, nonce: String) async throws(ProviderError) -> [String: JSONValue] {
+    package func verify(idToken: String, nonce: String) async throws(ProviderError) -> [String: JSONValue] {
         let kid = Self.headerKeyID(idToken)
         let keys: JWTKeySet
         do {
-            keys = try await directory.keys(issuer: configuration.issuer, kid: kid, jwksURI: configuration.jwksURI)
+            keys = try await directory.keys(
+                issuer: configuration.issuer, kid: kid, jwksURI: configuration.jwksURI?.url)
         } catch {
             throw .unavailable(error.description)
         }

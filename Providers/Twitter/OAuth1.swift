@@ -1,15 +1,15 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 
 /// OAuth 1.0a request signing, HMAC-SHA1, exactly as RFC 5849 §3.4 defines it.
-public enum OAuth1 {
+package enum OAuth1 {
     /// §3.6: UTF-8, then every byte outside `ALPHA / DIGIT / "-" / "." / "_" / "~"` as `%XX` (upper case) —
     /// RFC 3986's unreserved set, which ``FormEncoding/percentEncode(_:)`` already implements.
-    public static func percentEncode(_ text: String) -> String { FormEncoding.percentEncode(text) }
+    package static func percentEncode(_ text: String) -> String { FormEncoding.percentEncode(text) }
 
     /// §3.4.1.2: scheme and host in lower case, the port only when it is not the scheme's default, the
     /// path; no query, no fragment. `nil` for a URL that is not absolute http(s).
-    public static func baseStringURI(_ url: String) -> String? {
+    package static func baseStringURI(_ url: String) -> String? {
         let lower = url.lowercased()
         let scheme: String
         if lower.hasPrefix("http://") {
@@ -33,7 +33,7 @@ public enum OAuth1 {
     }
 
     /// The query parameters of `url`, decoded as `application/x-www-form-urlencoded` (§3.4.1.3.1).
-    public static func queryParameters(_ url: String) -> [(String, String)]? {
+    package static func queryParameters(_ url: String) -> [(String, String)]? {
         guard let mark = url.firstIndex(of: "?") else { return [] }
         let query = url[url.index(after: mark)...].prefix { $0 != "#" }
         return FormEncoding.decode(String(query))
@@ -42,7 +42,7 @@ public enum OAuth1 {
     /// §3.4.1: `METHOD&encode(base URI)&encode(normalized parameters)`, the parameters being the URL's
     /// query, the form body's and the `oauth_*` protocol parameters (without `oauth_signature`), each name
     /// and value encoded, sorted by name and then value, joined with `=` and `&` (§3.4.1.3.2).
-    public static func signatureBaseString(method: String, url: String, parameters: [(String, String)]) -> String? {
+    package static func signatureBaseString(method: String, url: String, parameters: [(String, String)]) -> String? {
         guard let uri = baseStringURI(url), let query = queryParameters(url) else { return nil }
         let all: [(String, String)] = (query + parameters).filter { $0.0 != "oauth_signature" }
         var pairs: [(String, String)] = all.map { (percentEncode($0.0), percentEncode($0.1)) }
@@ -54,13 +54,13 @@ public enum OAuth1 {
     }
 
     /// §3.4.2: base64(HMAC-SHA1(key = encode(consumer secret) & encode(token secret), base string)).
-    public static func signature(baseString: String, consumerSecret: Secret, tokenSecret: Secret?) -> String {
+    package static func signature(baseString: String, consumerSecret: Secret, tokenSecret: Secret?) -> String {
         let key = percentEncode(consumerSecret.exposed) + "&" + percentEncode(tokenSecret?.exposed ?? "")
         return Base64URL.encodeStandard(HMAC.authenticate(.sha1, key: Array(key.utf8), data: Array(baseString.utf8)))
     }
 
     /// The protocol parameters of a signed request, `oauth_signature` included (§3.1).
-    public static func sign(
+    package static func sign(
         method: String, url: String, body: [(String, String)] = [], consumerKey: String, consumerSecret: Secret,
         token: String? = nil, tokenSecret: Secret? = nil, extra: [(String, String)] = [], nonce: String,
         timestamp: Int64
@@ -78,12 +78,12 @@ public enum OAuth1 {
     }
 
     /// `Authorization: OAuth k="v", …` (§3.5.1), every name and value percent-encoded.
-    public static func authorizationHeader(_ oauth: [(String, String)]) -> String {
+    package static func authorizationHeader(_ oauth: [(String, String)]) -> String {
         "OAuth " + oauth.map { "\(percentEncode($0.0))=\"\(percentEncode($0.1))\"" }.joined(separator: ", ")
     }
 
     /// Parses an `Authorization: OAuth …` header into its parameters; `nil` when malformed.
-    public static func parseAuthorization(_ header: String) -> [(String, String)]? {
+    package static func parseAuthorization(_ header: String) -> [(String, String)]? {
         guard header.hasPrefix("OAuth ") else { return nil }
         var result: [(String, String)] = []
         for item in header.dropFirst(6).split(separator: ",") {

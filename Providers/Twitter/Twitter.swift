@@ -1,13 +1,49 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-public import BrokerHTTP
-public import OpenIDConnect
+package import BrokerHTTP
+package import ProviderSupport
+
+/// Twitter / X: OAuth 2.0 (the default) or, with `"mode": "oauth1"`, OAuth 1.0a.
+package enum Twitter {
+    package static let id: ProviderID = "twitter"
+
+    package static let descriptor = ProviderDescriptor(
+        id: id,
+        displayName: "Twitter / X",
+        keys: [
+            ProviderConfigKey("mode", .choice(["oauth2", "oauth1"]), default: "oauth2"),
+            ProviderConfigKey("client_id", .text),
+            ProviderConfigKey("client_secret", .secret),
+            ProviderConfigKey("consumer_key", .text),
+            ProviderConfigKey("consumer_secret", .secret),
+        ]
+            + TwitterProvider.defaults.sorted { $0.key < $1.key }.map {
+                ProviderConfigKey($0.key, .endpoint, default: $0.value)
+            }
+            + TwitterOAuth1Provider.defaults.sorted { $0.key < $1.key }.map {
+                ProviderConfigKey($0.key, .endpoint, default: $0.value)
+            },
+        check: { section in
+            guard section.text("mode") == "oauth1" else { return nil }
+            for key in ["consumer_key", "consumer_secret"] where section.text(key) == nil {
+                return (key, "is required with \"mode\": \"oauth1\"")
+            }
+            return nil
+        },
+        make: { section, context throws(ProviderError) in
+            if section.text("mode") == "oauth1" {
+                return try TwitterOAuth1Provider(section, http: context.http, clock: context.clock)
+            }
+            return try TwitterProvider(section, http: context.http)
+        }
+    )
+}
 
 /// Twitter / X with OAuth 2.0: authorization code + PKCE as a confidential client (HTTP Basic at the token
 /// endpoint; scopes `users.read tweet.read`), then `GET /2/users/me`. The subject is the numeric user id;
 /// X shares no email through this API.
-public final class TwitterProvider: IdentityProvider {
-    public static let defaults: [String: String] = [
+package final class TwitterProvider: IdentityProvider {
+    package static let defaults: [String: String] = [
         "authorization_endpoint": "https://x.com/i/oauth2/authorize",
         "token_endpoint": "https://api.x.com/2/oauth2/token",
         "userinfo_endpoint": "https://api.x.com/2/users/me",
@@ -15,37 +51,40 @@ public final class TwitterProvider: IdentityProvider {
 
     let clientID: String
     let clientSecret: Secret
-    let endpoints: [String: String]
+    let authorizationEndpoint: EndpointURL
+    let tokenEndpoint: EndpointURL
+    let userinfoEndpoint: EndpointURL
     let http: @Sendable () -> any HTTPTransport
 
-    public var id: ProviderID { .twitter }
+    package var id: ProviderID { Twitter.id }
 
-    public init(
-        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
-    )
-        throws(ProviderError)
-    {
-        (clientID, clientSecret, endpoints) = try OAuth2Support.settings(
-            section, provider: "twitter", defaults: Self.defaults)
+    package init(_ section: ProviderSection, http: @escaping @Sendable () -> any HTTPTransport) throws(ProviderError) {
+        (clientID, clientSecret) = try section.credentials("client_id", "client_secret")
+        func endpoint(_ key: String) throws(ProviderError) -> EndpointURL {
+            // The defaults table names every key asked for here; "" would fail the endpoint rule, not crash.
+            try section.endpoint(key, default: Self.defaults[key] ?? "")
+        }
+        authorizationEndpoint = try endpoint("authorization_endpoint")
+        tokenEndpoint = try endpoint("token_endpoint")
+        userinfoEndpoint = try endpoint("userinfo_endpoint")
         self.http = http
     }
 
-    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
-        endpoints["authorization_endpoint"]! + "?"
-            + FormEncoding.encode([
-                ("response_type", "code"), ("client_id", clientID), ("redirect_uri", pending.callbackURL),
-                ("scope", "users.read tweet.read"), ("state", pending.state),
-                ("code_challenge", PKCE.challenge(for: pending.codeVerifier)), ("code_challenge_method", "S256"),
-            ])
+    package func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+        authorizationEndpoint.with(query: [
+            ("response_type", "code"), ("client_id", clientID), ("redirect_uri", pending.callbackURL),
+            ("scope", "users.read tweet.read"), ("state", pending.state),
+            ("code_challenge", PKCE.challenge(for: pending.codeVerifier)), ("code_challenge_method", "S256"),
+        ])
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+    package func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
         try OAuth2Support.deniedIfError(callback)
         guard let code = callback["code"], !code.isEmpty else {
             throw .invalidResponse("the callback carries neither code nor error")
         }
         let tokens = try await OAuth2Support.postForm(
-            endpoints["token_endpoint"]!,
+            tokenEndpoint.url,
             [
                 ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", pending.callbackURL),
                 ("code_verifier", pending.codeVerifier),
@@ -55,7 +94,7 @@ public final class TwitterProvider: IdentityProvider {
             throw .invalidResponse("the token response has no access_token")
         }
         let me = try await OAuth2Support.getJSON(
-            endpoints["userinfo_endpoint"]!, headers: [(name: "Authorization", value: "Bearer " + accessToken)],
+            userinfoEndpoint.url, headers: [(name: "Authorization", value: "Bearer " + accessToken)],
             http: http())
         guard let data = me["data"]?.objectValue, let id = data["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 32,
             id.allSatisfy(\.isNumber)

@@ -1,7 +1,7 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-public import BrokerHTTP
-import OpenIDConnect
+package import BrokerHTTP
+package import ProviderSupport
 
 /// Twitter / X with `"mode": "oauth1"`: the OAuth 1.0a three-legged flow, every request signed with
 /// HMAC-SHA1 per RFC 5849. `request_token` (with `oauth_callback`, answered with
@@ -9,8 +9,8 @@ import OpenIDConnect
 /// `oauth_verifier`, then `verify_credentials`. The request token's secret travels to the callback in the
 /// broker's sealed cookie (``AuthorizationStart/carry``), and the `oauth_token` coming back must be the
 /// request token issued for this sign-in.
-public final class TwitterOAuth1Provider: IdentityProvider {
-    public static let defaults: [String: String] = [
+package final class TwitterOAuth1Provider: IdentityProvider {
+    package static let defaults: [String: String] = [
         "request_token_endpoint": "https://api.x.com/oauth/request_token",
         "authorize_endpoint": "https://api.x.com/oauth/authorize",
         "access_token_endpoint": "https://api.x.com/oauth/access_token",
@@ -19,46 +19,61 @@ public final class TwitterOAuth1Provider: IdentityProvider {
 
     let consumerKey: String
     let consumerSecret: Secret
-    let endpoints: [String: String]
+    let requestTokenEndpoint: EndpointURL
+    let authorizeEndpoint: EndpointURL
+    let accessTokenEndpoint: EndpointURL
+    let verifyCredentialsEndpoint: EndpointURL
     let http: @Sendable () -> any HTTPTransport
     let clock: any WallClock
+    /// Where OAuth nonces come from; a failure fails the request (never an empty or reused nonce).
+    let nonce: @Sendable () throws -> String
 
-    public var id: ProviderID { .twitter }
+    package var id: ProviderID { Twitter.id }
 
-    public init(
-        _ section: [String: JSONValue], http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
-        clock: any WallClock
+    package init(
+        _ section: ProviderSection,
+        http: @escaping @Sendable () -> any HTTPTransport,
+        clock: any WallClock,
+        nonce: @escaping @Sendable () throws -> String = { try SecureRandom.token(byteCount: 16) }
     ) throws(ProviderError) {
-        (consumerKey, consumerSecret, endpoints) = try OAuth2Support.settings(
-            section, provider: "twitter (mode oauth1)", idKey: "consumer_key", secretKey: "consumer_secret",
-            defaults: Self.defaults)
+        (consumerKey, consumerSecret) = try section.credentials(
+            "consumer_key", "consumer_secret", label: "twitter (mode oauth1)")
+        func endpoint(_ key: String) throws(ProviderError) -> EndpointURL {
+            // The defaults table names every key asked for here; "" would fail the endpoint rule, not crash.
+            try section.endpoint(key, default: Self.defaults[key] ?? "")
+        }
+        requestTokenEndpoint = try endpoint("request_token_endpoint")
+        authorizeEndpoint = try endpoint("authorize_endpoint")
+        accessTokenEndpoint = try endpoint("access_token_endpoint")
+        verifyCredentialsEndpoint = try endpoint("verify_credentials_endpoint")
         self.http = http
         self.clock = clock
+        self.nonce = nonce
     }
 
-    public func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
+    package func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String {
         try await start(for: pending).url
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
+    package func complete(callback: [String: String], pending: PendingSignIn) async throws(ProviderError) -> Identity {
         try await complete(callback: callback, pending: pending, carry: [:])
     }
 
-    public func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
+    package func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
         let callback = pending.callbackURL + "?" + FormEncoding.encode([("state", pending.state)])
         let answer = try await signedPost(
-            endpoints["request_token_endpoint"]!, extra: [("oauth_callback", callback)], token: nil, tokenSecret: nil)
+            requestTokenEndpoint.url, extra: [("oauth_callback", callback)], token: nil, tokenSecret: nil)
         guard answer["oauth_callback_confirmed"] == "true" else {
             throw .invalidResponse("request_token did not confirm the callback (oauth_callback_confirmed)")
         }
         guard let token = answer["oauth_token"], !token.isEmpty, let secret = answer["oauth_token_secret"] else {
             throw .invalidResponse("request_token answered without oauth_token and oauth_token_secret")
         }
-        let url = endpoints["authorize_endpoint"]! + "?" + FormEncoding.encode([("oauth_token", token)])
+        let url = authorizeEndpoint.with(query: [("oauth_token", token)])
         return AuthorizationStart(url: url, carry: ["token": token, "secret": secret])
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
+    package func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
         async throws(ProviderError) -> Identity
     {
         guard let requestToken = carry["token"], let requestSecret = carry["secret"] else {
@@ -77,13 +92,13 @@ public final class TwitterOAuth1Provider: IdentityProvider {
             throw .invalidResponse("the callback carries no oauth_verifier")
         }
         let access = try await signedPost(
-            endpoints["access_token_endpoint"]!, extra: [("oauth_verifier", verifier)], token: requestToken,
+            accessTokenEndpoint.url, extra: [("oauth_verifier", verifier)], token: requestToken,
             tokenSecret: Secret(requestSecret))
         guard let token = access["oauth_token"], let secret = access["oauth_token_secret"] else {
             throw .invalidResponse("access_token answered without a token")
         }
-        let url = endpoints["verify_credentials_endpoint"]!
-        guard let signed = sign("GET", url, extra: [], token: token, tokenSecret: Secret(secret)) else {
+        let url = verifyCredentialsEndpoint.url
+        guard let signed = try sign("GET", url, extra: [], token: token, tokenSecret: Secret(secret)) else {
             throw .invalidResponse("verify_credentials_endpoint is not an http(s) URL")
         }
         let me = try await OAuth2Support.getJSON(
@@ -94,13 +109,21 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         return Identity(subject: id, email: nil, emailVerified: false, name: me["name"]?.stringValue)
     }
 
+    /// The request's OAuth parameters, signed; `nil` when `url` is not an http(s) URL.
+    /// - Throws: when no nonce can be drawn: the request is not sent rather than sent with a weak nonce.
     func sign(_ method: String, _ url: String, extra: [(String, String)], token: String?, tokenSecret: Secret?)
-        -> [(String, String)]?
+        throws(ProviderError) -> [(String, String)]?
     {
-        OAuth1.sign(
+        let nonce: String
+        do {
+            nonce = try self.nonce()
+        } catch {
+            throw .unavailable("no random nonce for the OAuth 1.0a request: \(error)")
+        }
+        guard !nonce.isEmpty else { throw .unavailable("no random nonce for the OAuth 1.0a request") }
+        return OAuth1.sign(
             method: method, url: url, consumerKey: consumerKey, consumerSecret: consumerSecret, token: token,
-            tokenSecret: tokenSecret, extra: extra, nonce: (try? SecureRandom.token(byteCount: 16)) ?? "",
-            timestamp: clock.seconds())
+            tokenSecret: tokenSecret, extra: extra, nonce: nonce, timestamp: clock.seconds())
     }
 
     /// A signed POST with an empty body, whose answer is form-encoded (`oauth_token=…&…`).
@@ -108,7 +131,7 @@ public final class TwitterOAuth1Provider: IdentityProvider {
         async throws(ProviderError) -> [String: String]
     {
         if let problem = Endpoint.problem(url) { throw .invalidResponse("\(url) \(problem)") }
-        guard let signed = sign("POST", url, extra: extra, token: token, tokenSecret: tokenSecret) else {
+        guard let signed = try sign("POST", url, extra: extra, token: token, tokenSecret: tokenSecret) else {
             throw .invalidResponse("\(url) is not an http(s) URL")
         }
         var request = HTTPClientRequest(

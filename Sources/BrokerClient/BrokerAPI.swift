@@ -1,9 +1,9 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-public import BrokerHTTP
+package import BrokerHTTP
 
 /// What went wrong talking to the broker.
-public enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
+package enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     /// The broker answered with its JSON error (`error`, `error_description`).
     case rejected(status: Int, code: String, description: String)
     /// No answer: connection refused, DNS, TLS, timeout.
@@ -11,7 +11,7 @@ public enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     /// An answer that is not what the contract says.
     case badResponse(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .rejected(let status, let code, let description):
             return description.isEmpty ? "\(code) (HTTP \(status))" : "\(description) (\(code))"
@@ -21,7 +21,7 @@ public enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The broker refused the credentials or token itself (as opposed to failing or being unreachable).
-    public var isAuthenticationRefusal: Bool {
+    package var isAuthenticationRefusal: Bool {
         if case .rejected(let status, let code, _) = self {
             return status == 401 || code == "invalid_grant" || code == "invalid_token"
         }
@@ -30,14 +30,14 @@ public enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The session shape every sign-in endpoint answers with (CONTRACT.md "A session response").
-public struct SessionResponse: Sendable {
-    public var userID: UserID
-    public var provider: ProviderID
-    public var accessToken: Secret
-    public var expiresIn: Int64
-    public var refreshToken: Secret?
+package struct SessionResponse: Sendable {
+    package var userID: UserID
+    package var provider: ProviderID
+    package var accessToken: Secret
+    package var expiresIn: Int64
+    package var refreshToken: Secret?
 
-    public func session(key: SessionKey, now: Int64) -> Session {
+    package func session(key: SessionKey, now: Int64) -> Session {
         Session(
             key: key,
             userID: userID,
@@ -51,34 +51,34 @@ public struct SessionResponse: Sendable {
 }
 
 /// A minted CI token (no refresh token); `document` is the broker's whole answer.
-public struct MintedToken: Sendable {
-    public var accessToken: Secret
-    public var expiresIn: Int64
-    public var document: JSONValue
+package struct MintedToken: Sendable {
+    package var accessToken: Secret
+    package var expiresIn: Int64
+    package var document: JSONValue
 }
 
 /// One provider as `/auth/providers` lists it.
-public struct ProviderInfo: Sendable {
-    public var id: String
-    public var name: String
-    public var flow: String
+package struct ProviderInfo: Sendable {
+    package var id: String
+    package var name: String
+    package var flow: String
 }
 
 /// The broker's HTTP API, from the client's side, on the libcurl client.
-public struct BrokerAPI: Sendable {
-    public let baseURL: String
+package struct BrokerAPI: Sendable {
+    package let baseURL: String
     /// `nil`: `HTTPClient.shared`, reached only when a request is sent — creating it initializes libcurl,
     /// which `broker token`'s warm path never needs.
     let client: (any HTTPTransport)?
     /// Per request; `logout` uses a short one so an unreachable broker does not hold the user up.
-    public var timeout: Duration = .seconds(30)
+    package var timeout: Duration = .seconds(30)
 
-    public init(baseURL: String, http: (any HTTPTransport)? = nil) {
+    package init(baseURL: String, http: (any HTTPTransport)? = nil) {
         self.baseURL = baseURL
         self.client = http
     }
 
-    public func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
+    package func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
         -> SessionResponse
     {
         var body: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
@@ -87,13 +87,13 @@ public struct BrokerAPI: Sendable {
             from: await postJSON("/auth/register", body: .object(body), expect: 201, timeout: Self.passwordTimeout))
     }
 
-    public func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {
+    package func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {
         let body: JSONValue = ["email": .string(email), "password": .string(password.exposed)]
         return try Self.session(
             from: await postJSON("/auth/login", body: body, expect: 200, timeout: Self.passwordTimeout))
     }
 
-    public func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
+    package func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
         let request = HTTPClientRequest.form(
             url: baseURL + "/auth/token",
             fields: [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
@@ -102,7 +102,7 @@ public struct BrokerAPI: Sendable {
     }
 
     /// Redeems the browser flow's one-time code with the PKCE verifier (`grant_type=authorization_code`).
-    public func redeem(code: String, verifier: String, redirectURI: String) async throws(BrokerAPIError)
+    package func redeem(code: String, verifier: String, redirectURI: String) async throws(BrokerAPIError)
         -> SessionResponse
     {
         let request = HTTPClientRequest.form(
@@ -116,12 +116,12 @@ public struct BrokerAPI: Sendable {
     }
 
     /// RFC 7009: the broker answers 200 whether or not it knew the token.
-    public func revoke(_ token: Secret) async throws(BrokerAPIError) {
+    package func revoke(_ token: Secret) async throws(BrokerAPIError) {
         let request = HTTPClientRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])
         _ = try await send(request, expect: 200)
     }
 
-    public func providers() async throws(BrokerAPIError) -> (list: [ProviderInfo], document: JSONValue) {
+    package func providers() async throws(BrokerAPIError) -> (list: [ProviderInfo], document: JSONValue) {
         let document = try await send(
             HTTPClientRequest(url: baseURL + "/auth/providers", headers: Self.accept), expect: 200)
         guard case .array(let entries)? = document["providers"] else {
@@ -142,7 +142,7 @@ public struct BrokerAPI: Sendable {
     }
 
     /// `GET /auth/me` with the access token.
-    public func me(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+    package func me(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
         let request = HTTPClientRequest(
             url: baseURL + "/auth/me",
             headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)]
@@ -152,7 +152,7 @@ public struct BrokerAPI: Sendable {
 
     /// A CI token from `POST /auth/token`: `client_credentials` when `subjectToken` is `nil` (the secret sent
     /// with HTTP Basic, RFC 6749 §2.3.1), else an RFC 8693 token exchange of `subjectToken`.
-    public func mint(
+    package func mint(
         clientID: String,
         secret: Secret?,
         subjectToken: Secret?,

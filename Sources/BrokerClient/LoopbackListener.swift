@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 
 #if canImport(Glibc)
     import Glibc
@@ -14,15 +14,15 @@ public import BrokerCore
 /// header end (16 KiB at most), answers every path but `/callback` with 404, and hands the first callback to
 /// the caller with its connection still open, so that the page it sends can say how the sign-in ended.
 /// The listener binds 127.0.0.1 only and is closed as soon as the callback has come (or on timeout).
-public final class LoopbackListener: @unchecked Sendable {
-    public let port: Int
+package final class LoopbackListener: @unchecked Sendable {
+    package let port: Int
     private let socket: Int32
 
-    public enum Failure: Error, CustomStringConvertible {
+    package enum Failure: Error, CustomStringConvertible {
         case system(String)
         case timedOut
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .system(let why): why
             case .timedOut: "no answer from the browser in time"
@@ -31,17 +31,17 @@ public final class LoopbackListener: @unchecked Sendable {
     }
 
     /// Something that can be told how the sign-in ended (the browser's connection, or nobody).
-    public protocol Answerable: Sendable {
+    package protocol Answerable: Sendable {
         func respond(status: Int, title: String, message: String)
     }
 
     /// The callback request: its query parameters and the connection to answer on.
-    public struct Callback: Answerable, @unchecked Sendable {
-        public let query: [String: String]
+    package struct Callback: Answerable, @unchecked Sendable {
+        package let query: [String: String]
         let connection: Int32
 
         /// Sends an HTML page (no-store) and closes the connection.
-        public func respond(status: Int, title: String, message: String) {
+        package func respond(status: Int, title: String, message: String) {
             let html = LoopbackListener.page(title: title, message: message, success: status == 200)
             let body = Array(html.utf8)
             let reason = status == 200 ? "OK" : "Bad Request"
@@ -54,7 +54,7 @@ public final class LoopbackListener: @unchecked Sendable {
         }
     }
 
-    public init() throws(Failure) {
+    package init() throws(Failure) {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .system("cannot create a socket: \(String(cString: strerror(errno)))") }
         var address = sockaddr_in()
@@ -82,7 +82,7 @@ public final class LoopbackListener: @unchecked Sendable {
     deinit { close(socket) }
 
     /// Waits (blocking this thread) at most `timeout` seconds for `GET /callback`.
-    public func waitForCallback(timeout: Double) throws(Failure) -> Callback {
+    package func waitForCallback(timeout: Double) throws(Failure) -> Callback {
         let deadline = Self.monotonic() + timeout
         var buffers: [Int32: [UInt8]] = [:]
         defer {

@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 
 #if canImport(Glibc)
     import Glibc
@@ -7,7 +7,7 @@ public import BrokerCore
 #endif
 
 /// Why no usable token could be produced; each case maps to one exit code in the CLI.
-public enum SessionError: Error, Sendable, CustomStringConvertible {
+package enum SessionError: Error, Sendable, CustomStringConvertible {
     /// No session for this broker and profile (exit 4).
     case signedOut(SessionKey)
     /// The broker refused the session (refresh token spent, revoked or expired); it was removed (exit 4).
@@ -17,7 +17,7 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
     /// The broker could not be reached or failed (exit 1).
     case broker(BrokerAPIError)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .signedOut(let key): "not signed in (\(key))"
         case .rejected(let key, let reason): "the broker no longer accepts the session (\(key)): \(reason)"
@@ -28,13 +28,13 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Sessions from the client's side: reading them, refreshing them once for everyone, dropping dead ones.
-public struct SessionService: Sendable {
-    public let cache: any TokenCache
-    public let api: BrokerAPI
-    public let key: SessionKey
+package struct SessionService: Sendable {
+    package let cache: any TokenCache
+    package let api: BrokerAPI
+    package let key: SessionKey
     let clock: any WallClock
 
-    public init(
+    package init(
         cache: any TokenCache,
         api: BrokerAPI,
         key: SessionKey,
@@ -48,7 +48,7 @@ public struct SessionService: Sendable {
 
     /// The cached session when its access token is valid for at least `minValid` seconds — no lock, no
     /// network: the path `broker token` takes almost every time.
-    public func cachedSession(minValid: Int64) throws(SessionError) -> Session? {
+    package func cachedSession(minValid: Int64) throws(SessionError) -> Session? {
         let session: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
         guard let session, session.satisfies(minValid: minValid, at: clock.seconds()) else { return nil }
         return session
@@ -60,7 +60,7 @@ public struct SessionService: Sendable {
     /// for the lock re-reads the store first; if the access token changed meanwhile, another process has
     /// just refreshed, and its session is the answer — even when the broker's lifetime is shorter than
     /// `minValid`, which would otherwise make every waiter refresh again.
-    public func validSession(minValid: Int64) async throws(SessionError) -> Session {
+    package func validSession(minValid: Int64) async throws(SessionError) -> Session {
         let seen: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
         guard let seen else { throw .signedOut(key) }
         if seen.satisfies(minValid: minValid, at: clock.seconds()) { return seen }
@@ -114,7 +114,7 @@ public struct SessionService: Sendable {
     }
 
     /// Stores a new session from a sign-in.
-    public func store(_ response: SessionResponse) throws(SessionError) -> Session {
+    package func store(_ response: SessionResponse) throws(SessionError) -> Session {
         let session = response.session(key: key, now: clock.seconds())
         try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
@@ -125,7 +125,7 @@ public struct SessionService: Sendable {
     }
 
     /// Removes the session after the broker said it is no longer valid (a 401 to its access token).
-    public func forget() throws(SessionError) {
+    package func forget() throws(SessionError) {
         try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }
@@ -135,7 +135,7 @@ public struct SessionService: Sendable {
 
     /// `broker logout`: revokes at the broker (best effort, short timeout) and deletes locally. Returns
     /// the removed session, if there was one, and why the broker could not be told (if it could not).
-    public func logout() async throws(SessionError) -> (removed: Session?, revokeProblem: String?) {
+    package func logout() async throws(SessionError) -> (removed: Session?, revokeProblem: String?) {
         let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
         let session: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }

@@ -1,9 +1,9 @@
 /// Percent-encoding and `application/x-www-form-urlencoded` bodies and queries.
-public enum FormEncoding {
+package enum FormEncoding {
     /// Percent-encodes everything but RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`).
     ///
     /// This is also OAuth 1.0a's encoding (RFC 5849 §3.6): uppercase hex, UTF-8 first, space as `%20`.
-    public static func percentEncode(_ text: String) -> String {
+    package static func percentEncode(_ text: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out = [UInt8]()
         out.reserveCapacity(text.utf8.count)
@@ -23,7 +23,7 @@ public enum FormEncoding {
     }
 
     /// Decodes `%XX` escapes (and `+` as space when `plusIsSpace`); `nil` on a broken escape or invalid UTF-8.
-    public static func percentDecode(_ text: Substring, plusIsSpace: Bool = true) -> String? {
+    package static func percentDecode(_ text: Substring, plusIsSpace: Bool = true) -> String? {
         var out = [UInt8]()
         var iterator = Array(text.utf8).makeIterator()
         while let byte = iterator.next() {
@@ -51,12 +51,12 @@ public enum FormEncoding {
     }
 
     /// `k=v&k2=v2` with every name and value percent-encoded.
-    public static func encode(_ fields: [(String, String)]) -> String {
+    package static func encode(_ fields: [(String, String)]) -> String {
         fields.map { percentEncode($0.0) + "=" + percentEncode($0.1) }.joined(separator: "&")
     }
 
     /// Parses a form body or query string; `nil` if any escape is broken.
-    public static func decode(_ text: String) -> [(String, String)]? {
+    package static func decode(_ text: String) -> [(String, String)]? {
         var fields: [(String, String)] = []
         for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -1,7 +1,7 @@
 /// HTML text escaping for the small pages the CLI and the emulators serve: any text taken from a provider,
 /// a URL or a person goes through it.
-public enum HTML {
-    public static func escape(_ text: String) -> String {
+package enum HTML {
+    package static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for character in text {

@@ -1,14 +1,14 @@
 /// Who a provider says signed in: its stable subject and what it tells about the person.
-public struct Identity: Sendable, Hashable {
+package struct Identity: Sendable, Hashable {
     /// The provider's stable account id (OIDC `sub`, Microsoft `tid`+`oid`, Facebook/Twitter numeric id):
     /// never an email or a user name, which can change hands.
-    public var subject: String
+    package var subject: String
     /// Shown only when the provider says it is verified.
-    public var email: String?
-    public var emailVerified: Bool
-    public var name: String?
+    package var email: String?
+    package var emailVerified: Bool
+    package var name: String?
 
-    public init(subject: String, email: String?, emailVerified: Bool, name: String?) {
+    package init(subject: String, email: String?, emailVerified: Bool, name: String?) {
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
@@ -18,17 +18,17 @@ public struct Identity: Sendable, Hashable {
 
 /// One browser sign-in in progress at the broker: what the broker sent the provider, kept (sealed) until
 /// the provider sends the browser back.
-public struct PendingSignIn: Sendable, Hashable {
+package struct PendingSignIn: Sendable, Hashable {
     /// The broker's own `state` parameter towards the provider.
-    public var state: String
+    package var state: String
     /// The OIDC `nonce` the ID token must carry.
-    public var nonce: String
+    package var nonce: String
     /// The PKCE verifier of the broker's request to the provider.
-    public var codeVerifier: String
+    package var codeVerifier: String
     /// The broker's callback URL (`{issuer}/auth/{provider}/callback`): the provider's `redirect_uri`.
-    public var callbackURL: String
+    package var callbackURL: String
 
-    public init(state: String, nonce: String, codeVerifier: String, callbackURL: String) {
+    package init(state: String, nonce: String, codeVerifier: String, callbackURL: String) {
         self.state = state
         self.nonce = nonce
         self.codeVerifier = codeVerifier
@@ -37,7 +37,7 @@ public struct PendingSignIn: Sendable, Hashable {
 }
 
 /// Why a provider sign-in did not produce an ``Identity``.
-public enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The provider (or the person) said no: `access_denied` and friends, passed on to the CLI.
     case denied(code: String, description: String)
     /// The provider's answer broke the protocol (bad signature, wrong audience, nonce mismatch, …).
@@ -45,7 +45,7 @@ public enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The provider could not be reached or answered with an error status.
     case unavailable(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .denied(let code, let description): description.isEmpty ? code : "\(code): \(description)"
         case .invalidResponse(let why): "the provider's answer is not acceptable: \(why)"
@@ -56,11 +56,11 @@ public enum ProviderError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Where to send the browser, and what the module needs back at the callback (OAuth 1.0a's request-token
 /// secret): the broker seals `carry` into a short-lived cookie scoped to the callback path.
-public struct AuthorizationStart: Sendable {
-    public var url: String
-    public var carry: [String: String]
+package struct AuthorizationStart: Sendable {
+    package var url: String
+    package var carry: [String: String]
 
-    public init(url: String, carry: [String: String] = [:]) {
+    package init(url: String, carry: [String: String] = [:]) {
         self.url = url
         self.carry = carry
     }
@@ -68,7 +68,7 @@ public struct AuthorizationStart: Sendable {
 
 /// A sign-in provider module (Providers/<Name>): builds the authorization redirect for a pending sign-in and
 /// turns the provider's callback into an ``Identity``. Modules know nothing of HTTP servers or storage.
-public protocol IdentityProvider: Sendable {
+package protocol IdentityProvider: Sendable {
     var id: ProviderID { get }
 
     /// Where to send the browser for `pending`.
@@ -87,11 +87,11 @@ public protocol IdentityProvider: Sendable {
 }
 
 extension IdentityProvider {
-    public func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
+    package func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
         AuthorizationStart(url: try await authorizationURL(for: pending))
     }
 
-    public func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
+    package func complete(callback: [String: String], pending: PendingSignIn, carry: [String: String])
         async throws(ProviderError) -> Identity
     {
         try await complete(callback: callback, pending: pending)

@@ -251,10 +251,10 @@ struct JSONParser {
 }
 
 /// Where and why a document is not valid JSON.
-public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The byte offset at which parsing stopped.
-    public let offset: Int
-    public let reason: String
+    package let offset: Int
+    package let reason: String
 
-    public var description: String { "\(reason) at byte \(offset)" }
+    package var description: String { "\(reason) at byte \(offset)" }
 }

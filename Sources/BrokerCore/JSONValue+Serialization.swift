@@ -2,13 +2,13 @@ extension JSONValue {
     /// Compact JSON with object members in lexicographic (UTF-16 code unit) order and `/` unescaped.
     ///
     /// Deterministic output keeps signed tokens and fixtures stable from run to run.
-    public func serialized() -> String {
+    package func serialized() -> String {
         String(decoding: serializedBytes, as: UTF8.self)
     }
 
     /// The same document as UTF-8 bytes, written byte by byte: escapes only ever apply to ASCII, so the
     /// UTF-8 of a string is copied through and only `"`, `\\` and control bytes are rewritten.
-    public var serializedBytes: [UInt8] {
+    package var serializedBytes: [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(256)
         write(into: &out)
@@ -80,12 +80,12 @@ extension JSONValue {
     }
 
     /// Parses a JSON document strictly (see ``JSONParser``); `nil` when it is not valid JSON.
-    public static func parse<Bytes: Collection>(_ bytes: Bytes) -> JSONValue? where Bytes.Element == UInt8 {
+    package static func parse<Bytes: Collection>(_ bytes: Bytes) -> JSONValue? where Bytes.Element == UInt8 {
         JSONParser.parse(Array(bytes))
     }
 
     /// Parses a JSON document strictly, saying where and why it is not valid JSON.
-    public static func parseReportingError<Bytes: Collection>(
+    package static func parseReportingError<Bytes: Collection>(
         _ bytes: Bytes
     ) -> Result<JSONValue, JSONSyntaxError> where Bytes.Element == UInt8 {
         JSONParser.parseReportingError(Array(bytes))

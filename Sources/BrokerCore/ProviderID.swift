@@ -1,20 +1,52 @@
-/// The identity providers the broker knows, by their contract ids.
-public enum ProviderID: String, Sendable, Hashable, Codable, CaseIterable {
-    case google
-    case facebook
-    case microsoftaccount
-    case twitter
-    case custom
+/// A sign-in provider's id, as in the contract (`google`, `microsoftaccount`, …): lowercase letters, digits,
+/// `-` and `_`, at most 32 characters.
+///
+/// An open set: provider modules (Providers/) declare their ids in their descriptors, and the executable's
+/// list of descriptors decides which exist. Only ``custom`` — the broker's own email + password accounts — is
+/// named here.
+package struct ProviderID: RawRepresentable, Sendable, Hashable, Codable, Comparable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    package let rawValue: String
 
-    /// The name shown to people (`/auth/providers`).
-    public var displayName: String {
-        switch self {
-        case .google: "Google"
-        case .facebook: "Facebook"
-        case .microsoftaccount: "Microsoft account"
-        case .twitter: "Twitter / X"
-        case .custom: "Email and password"
+    /// `nil` unless `rawValue` is a well-formed id.
+    package init?(rawValue: String) {
+        guard Self.isWellFormed(rawValue) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// For ids written in code; a malformed literal is a programming error.
+    package init(stringLiteral value: String) {
+        precondition(Self.isWellFormed(value), "malformed provider id \(value)")
+        rawValue = value
+    }
+
+    package static func isWellFormed(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 32
+            && text.utf8.allSatisfy {
+                (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d || $0 == 0x5f
+            }
+    }
+
+    /// The broker's own email + password accounts.
+    package static let custom: ProviderID = "custom"
+
+    package var description: String { rawValue }
+
+    package static func < (lhs: ProviderID, rhs: ProviderID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    package init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let id = ProviderID(rawValue: text) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "not a provider id"))
         }
+        self = id
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
     }
 }
 
@@ -22,17 +54,17 @@ public enum ProviderID: String, Sendable, Hashable, Codable, CaseIterable {
 ///
 /// The subject is the provider's stable account id (OIDC `sub`, Facebook/Twitter numeric `id`, a lowercase
 /// UUID for custom accounts), never an email address: the same provider account always maps to the same id.
-public struct UserID: Sendable, Hashable, Codable, CustomStringConvertible {
-    public let provider: ProviderID
-    public let subject: String
+package struct UserID: Sendable, Hashable, Codable, CustomStringConvertible {
+    package let provider: ProviderID
+    package let subject: String
 
-    public init(provider: ProviderID, subject: String) {
+    package init(provider: ProviderID, subject: String) {
         self.provider = provider
         self.subject = subject
     }
 
     /// Parses `provider:subject`; `nil` when the provider is unknown or the subject empty.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let colon = text.firstIndex(of: ":"),
             let provider = ProviderID(rawValue: String(text[..<colon]))
         else { return nil }
@@ -41,9 +73,9 @@ public struct UserID: Sendable, Hashable, Codable, CustomStringConvertible {
         self.init(provider: provider, subject: subject)
     }
 
-    public var description: String { "\(provider.rawValue):\(subject)" }
+    package var description: String { "\(provider.rawValue):\(subject)" }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let parsed = UserID(text) else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a user id"))
@@ -51,7 +83,7 @@ public struct UserID: Sendable, Hashable, Codable, CustomStringConvertible {
         self = parsed
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(description)
     }

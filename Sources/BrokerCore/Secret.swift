@@ -2,11 +2,11 @@
 ///
 /// Interpolating a `Secret` into a log line or an error message prints `<redacted>`; the value is reached
 /// only through ``exposed``, a name meant to stand out in review.
-public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
-    public let exposed: String
+package struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    package let exposed: String
 
-    public init(_ value: String) { self.exposed = value }
+    package init(_ value: String) { self.exposed = value }
 
-    public var description: String { "<redacted>" }
-    public var debugDescription: String { "Secret(<redacted>)" }
+    package var description: String { "<redacted>" }
+    package var debugDescription: String { "Secret(<redacted>)" }
 }

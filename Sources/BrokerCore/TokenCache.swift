@@ -1,33 +1,33 @@
 /// Which cached session: one per broker and profile.
-public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
+package struct SessionKey: Sendable, Hashable, CustomStringConvertible {
     /// The broker's base URL, normalized (no trailing slash).
-    public let brokerURL: String
-    public let profile: String
+    package let brokerURL: String
+    package let profile: String
 
-    public init(brokerURL: String, profile: String) {
+    package init(brokerURL: String, profile: String) {
         self.brokerURL = brokerURL
         self.profile = profile
     }
 
-    public var description: String { "profile \"\(profile)\" at \(brokerURL)" }
+    package var description: String { "profile \"\(profile)\" at \(brokerURL)" }
 }
 
 /// What the CLI keeps per broker and profile (CONTRACT.md "session").
 ///
 /// The refresh token is a ``Secret``: it prints redacted, so a session dropped into a log line or an
 /// error message leaks nothing.
-public struct Session: Sendable, Equatable {
-    public var key: SessionKey
-    public var userID: UserID
-    public var provider: ProviderID
-    public var accessToken: Secret
+package struct Session: Sendable, Equatable {
+    package var key: SessionKey
+    package var userID: UserID
+    package var provider: ProviderID
+    package var accessToken: Secret
     /// When the access token expires, in seconds since 1970.
-    public var expiresAt: Int64
-    public var refreshToken: Secret?
+    package var expiresAt: Int64
+    package var refreshToken: Secret?
     /// When the access token was obtained, in seconds since 1970 (absent in stores written without it).
-    public var obtainedAt: Int64?
+    package var obtainedAt: Int64?
 
-    public init(
+    package init(
         key: SessionKey,
         userID: UserID,
         provider: ProviderID,
@@ -46,7 +46,7 @@ public struct Session: Sendable, Equatable {
     }
 
     /// Seconds the access token has left at `now` (negative once expired).
-    public func remaining(at now: Int64) -> Int64 { expiresAt - now }
+    package func remaining(at now: Int64) -> Int64 { expiresAt - now }
 
     /// Whether the access token can be handed out for a caller that wants `minValid` seconds.
     ///
@@ -55,7 +55,7 @@ public struct Session: Sendable, Equatable {
     /// the broker gives every token the same lifetime. Without this, a `--min-valid` above the broker's
     /// lifetime would refresh on every call, and a process that started just after another's refresh
     /// would spend the fresh refresh token again instead of sharing it.
-    public func satisfies(minValid: Int64, at now: Int64) -> Bool {
+    package func satisfies(minValid: Int64, at now: Int64) -> Bool {
         let left = remaining(at: now)
         guard left > 0 else { return false }
         if left >= minValid { return true }
@@ -66,14 +66,14 @@ public struct Session: Sendable, Equatable {
 }
 
 /// Why the credential store could not be used.
-public enum TokenCacheError: Error, Sendable, CustomStringConvertible {
+package enum TokenCacheError: Error, Sendable, CustomStringConvertible {
     /// The file is not a credential store this version understands; it was renamed to `movedTo` so that
     /// nothing in it is lost, and the next sign-in starts a fresh one.
     case unreadable(path: String, reason: String, movedTo: String?)
     /// The file system refused (permissions, disk full, …).
     case io(path: String, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .unreadable(let path, let reason, let movedTo):
             let moved = movedTo.map { "; kept it as \($0)" } ?? ""
@@ -88,7 +88,7 @@ public enum TokenCacheError: Error, Sendable, CustomStringConvertible {
 ///
 /// Reads see a whole snapshot and take no lock. Changes happen inside ``locked()``: the lock excludes
 /// every other process using the same store, which is what makes a refresh single-flight.
-public protocol TokenCache: Sendable {
+package protocol TokenCache: Sendable {
     func session(for key: SessionKey) throws(TokenCacheError) -> Session?
     func sessions() throws(TokenCacheError) -> [Session]
     /// Waits for the store's exclusive lock; the lock is held until the returned value is unlocked or
@@ -98,7 +98,7 @@ public protocol TokenCache: Sendable {
 
 /// The store while this process holds its lock. Each read goes back to the file, so a change another
 /// writer made before the lock was granted is seen.
-public protocol LockedTokenCache: AnyObject {
+package protocol LockedTokenCache: AnyObject {
     func session(for key: SessionKey) throws(TokenCacheError) -> Session?
     func sessions() throws(TokenCacheError) -> [Session]
     func save(_ session: Session) throws(TokenCacheError)
@@ -107,8 +107,8 @@ public protocol LockedTokenCache: AnyObject {
 }
 
 /// RFC 3339 timestamps in UTC (`2026-11-23T06:40:00Z`), without Foundation's date machinery.
-public enum RFC3339 {
-    public static func format(epochSeconds: Int64) -> String {
+package enum RFC3339 {
+    package static func format(epochSeconds: Int64) -> String {
         let days = epochSeconds >= 0 ? epochSeconds / 86_400 : (epochSeconds - 86_399) / 86_400
         let secondsOfDay = epochSeconds - days * 86_400
         // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

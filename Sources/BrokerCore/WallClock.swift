@@ -9,21 +9,21 @@
 ///
 /// Production code uses ``SystemClock``; tests use a manual clock they advance, so that crossing a window
 /// never means sleeping.
-public protocol WallClock: Sendable {
+package protocol WallClock: Sendable {
     /// Seconds since 1970-01-01T00:00:00Z, with sub-second precision.
     func now() -> Double
 }
 
 extension WallClock {
     /// Whole seconds since the epoch (rounded down), the unit of JWT claims and stored times.
-    public func seconds() -> Int64 { Int64(now().rounded(.down)) }
+    package func seconds() -> Int64 { Int64(now().rounded(.down)) }
 }
 
 /// The system's real-time clock (`CLOCK_REALTIME`).
-public struct SystemClock: WallClock {
-    public init() {}
+package struct SystemClock: WallClock {
+    package init() {}
 
-    public func now() -> Double {
+    package func now() -> Double {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1_000_000_000
@@ -32,5 +32,5 @@ public struct SystemClock: WallClock {
 
 extension WallClock where Self == SystemClock {
     /// The system's clock.
-    public static var system: SystemClock { SystemClock() }
+    package static var system: SystemClock { SystemClock() }
 }

@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerSystem
 
 #if canImport(Glibc)
@@ -11,24 +11,24 @@ import BrokerSystem
 ///
 /// Precedence (CONTRACT.md): `--broker` over `BROKER_URL` over `broker_url` in `$BROKER_HOME/config.json`
 /// over `http://127.0.0.1:8787`; `--profile` over `BROKER_PROFILE` over `default`.
-public struct ClientSettings: Sendable {
-    public let home: String
-    public let key: SessionKey
+package struct ClientSettings: Sendable {
+    package let home: String
+    package let key: SessionKey
 
-    public static let defaultBrokerURL = "http://127.0.0.1:8787"
+    package static let defaultBrokerURL = "http://127.0.0.1:8787"
 
     /// A setting that cannot be used, named with where it came from.
-    public struct Problem: Error, Sendable, CustomStringConvertible {
-        public let description: String
+    package struct Problem: Error, Sendable, CustomStringConvertible {
+        package let description: String
         /// A bad flag or environment value (usage error) rather than a bad config file.
-        public let isUsage: Bool
-        public init(_ description: String, isUsage: Bool = false) {
+        package let isUsage: Bool
+        package init(_ description: String, isUsage: Bool = false) {
             self.description = description
             self.isUsage = isUsage
         }
     }
 
-    public init(
+    package init(
         broker: String?,
         profile: String?,
         environment: [String: String]
@@ -59,10 +59,10 @@ public struct ClientSettings: Sendable {
         key = SessionKey(brokerURL: normalized, profile: name)
     }
 
-    public var cache: FileTokenCache { FileTokenCache(directory: home) }
+    package var cache: FileTokenCache { FileTokenCache(directory: home) }
 
     /// This process's environment (`environ`), without Foundation.
-    public static var processEnvironment: [String: String] {
+    package static var processEnvironment: [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
         while let entry = pointer.pointee {
@@ -76,7 +76,7 @@ public struct ClientSettings: Sendable {
     }
 
     /// `$BROKER_HOME`, else `$XDG_CONFIG_HOME/broker`, else `~/.config/broker`.
-    public static func home(environment: [String: String]) -> String {
+    package static func home(environment: [String: String]) -> String {
         if let home = environment["BROKER_HOME"], !home.isEmpty { return PosixFile.expandingTilde(home) }
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") { return xdg + "/broker" }
         let userHome = environment["HOME"] ?? "~"
@@ -110,7 +110,7 @@ public struct ClientSettings: Sendable {
     }
 
     /// `scheme://host[:port][/path]` with the trailing slash removed; `nil` unless http or https with a host.
-    public static func normalize(_ url: String) -> String? {
+    package static func normalize(_ url: String) -> String? {
         let trimmed = String(url.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
         let lower = trimmed.lowercased()
         let scheme: String

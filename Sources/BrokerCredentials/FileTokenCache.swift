@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerSystem
 
 #if canImport(Glibc)
@@ -19,31 +19,31 @@ import BrokerSystem
 /// over the old one, so a reader (which takes no lock) and a crash at any moment both see a whole file.
 /// Writers hold `flock` on `credentials.lock` beside it. A file that does not parse, or has another
 /// `format`, is renamed to `credentials.json.corrupt-<unix time>` — never overwritten — and reported.
-public final class FileTokenCache: TokenCache {
-    public let directory: String
-    public let path: String
+package final class FileTokenCache: TokenCache {
+    package let directory: String
+    package let path: String
     let lockPath: String
     static let format: Int64 = 1
     static let maxSize = 4 * 1024 * 1024
 
-    public init(directory: String) {
+    package init(directory: String) {
         self.directory = directory
         path = directory + "/credentials.json"
         lockPath = directory + "/credentials.lock"
     }
 
-    public func session(for key: SessionKey) throws(TokenCacheError) -> Session? {
+    package func session(for key: SessionKey) throws(TokenCacheError) -> Session? {
         try sessions().first { $0.key == key }
     }
 
     /// The session for `key`, read without the lock and without side effects: a store that does not read
     /// cleanly throws and is left where it is (``sessions()`` moves it aside). For the launcher's warm path,
     /// which hands every problem to the full CLI.
-    public func peekSession(for key: SessionKey) throws(TokenCacheError) -> Session? {
+    package func peekSession(for key: SessionKey) throws(TokenCacheError) -> Session? {
         try decode(readFile()).first { $0.key == key }
     }
 
-    public func sessions() throws(TokenCacheError) -> [Session] {
+    package func sessions() throws(TokenCacheError) -> [Session] {
         do {
             return try decode(readFile())
         } catch .unreadable {
@@ -55,7 +55,7 @@ public final class FileTokenCache: TokenCache {
         }
     }
 
-    public func locked() throws(TokenCacheError) -> any LockedTokenCache {
+    package func locked() throws(TokenCacheError) -> any LockedTokenCache {
         try Locked(cache: self)
     }
 

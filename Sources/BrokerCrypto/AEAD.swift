@@ -5,13 +5,13 @@ internal import COpenSSL
 ///
 /// The broker seals state it hands to browsers (the pending sign-in inside the provider's `state`), so that
 /// unauthenticated requests cannot make it store anything.
-public enum AESGCM {
-    public static let keySize = 32
-    public static let nonceSize = 12
-    public static let tagSize = 16
+package enum AESGCM {
+    package static let keySize = 32
+    package static let nonceSize = 12
+    package static let tagSize = 16
 
     /// Encrypts and authenticates `plaintext` and `associatedData` under `key` (32 bytes).
-    public static func seal(_ plaintext: [UInt8], key: [UInt8], associatedData: [UInt8] = []) throws -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], key: [UInt8], associatedData: [UInt8] = []) throws -> [UInt8] {
         try seal(plaintext, key: key, nonce: SecureRandom.bytes(nonceSize), associatedData: associatedData)
     }
 
@@ -40,7 +40,7 @@ public enum AESGCM {
         }
         var final: Int32 = 0
         let finished = out.withUnsafeMutableBufferPointer { buffer in
-            EVP_EncryptFinal_ex(context, buffer.baseAddress! + Int(written), &final)
+            EVP_EncryptFinal_ex(context, buffer.baseAddress.map { $0 + Int(written) }, &final)
         }
         guard finished == 1 else { throw CryptoError.openSSL("AES-GCM final") }
         var tag = [UInt8](repeating: 0, count: tagSize)
@@ -52,7 +52,7 @@ public enum AESGCM {
 
     /// Decrypts a sealed box; `nil` when it was not sealed under `key` with this associated data, or was
     /// changed in any way.
-    public static func open(_ box: [UInt8], key: [UInt8], associatedData: [UInt8] = []) -> [UInt8]? {
+    package static func open(_ box: [UInt8], key: [UInt8], associatedData: [UInt8] = []) -> [UInt8]? {
         guard key.count == keySize, box.count >= nonceSize + tagSize else { return nil }
         let nonce = Array(box.prefix(nonceSize))
         let ciphertext = Array(box[nonceSize..<(box.count - tagSize)])
@@ -76,7 +76,7 @@ public enum AESGCM {
         guard EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, Int32(tagSize), &tag) == 1 else { return nil }
         var final: Int32 = 0
         let verified = out.withUnsafeMutableBufferPointer { buffer in
-            EVP_DecryptFinal_ex(context, buffer.baseAddress! + Int(written), &final)
+            EVP_DecryptFinal_ex(context, buffer.baseAddress.map { $0 + Int(written) }, &final)
         }
         // The tag check happens here; on failure nothing decrypted is returned.
         guard verified == 1 else {

@@ -9,7 +9,7 @@ extension AsymmetricKey {
     ///
     /// Checks the whole key: EC coordinates and scalars of exactly 32 bytes on P-256, RSA moduli of at least
     /// 2048 bits, a private part that matches its public part, and an `alg`/`use` (when present) that fit.
-    public convenience init(jwk: JWK) throws {
+    package convenience init(jwk: JWK) throws {
         if let use = jwk.use, use != "sig" { throw CryptoError.unsupportedKey("JWK use \(use) is not sig") }
         let pkey: OpaquePointer
         let isPrivate = jwk.d != nil
@@ -116,7 +116,7 @@ extension AsymmetricKey {
     /// The key as a JWK with `kid` (its RFC 7638 thumbprint), `alg` and `use: "sig"`.
     ///
     /// - Parameter includePrivate: write the private members too; only ever for files of our own.
-    public func jwk(includePrivate: Bool = false) throws -> JWK {
+    package func jwk(includePrivate: Bool = false) throws -> JWK {
         var jwk: JWK
         switch kind {
         case .ecP256:
@@ -159,7 +159,7 @@ extension AsymmetricKey {
     }
 
     /// The RFC 7638 thumbprint of the public key, used as its `kid`.
-    public func thumbprint() throws -> String { try jwk().thumbprint() }
+    package func thumbprint() throws -> String { try jwk().thumbprint() }
 
     private func bignumParam(_ name: String, padTo width: Int? = nil) throws -> [UInt8] {
         var bn: OpaquePointer?

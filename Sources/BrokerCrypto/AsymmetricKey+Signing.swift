@@ -5,7 +5,7 @@ extension AsymmetricKey {
     /// Signs `message` with this key's algorithm and returns the JWS signature bytes.
     ///
     /// ES256 signatures are the 64-byte `r || s` JWS requires (RFC 7518 §3.4), converted from OpenSSL's DER.
-    public func sign<Bytes: Collection>(_ message: Bytes) throws -> [UInt8] where Bytes.Element == UInt8 {
+    package func sign<Bytes: Collection>(_ message: Bytes) throws -> [UInt8] where Bytes.Element == UInt8 {
         guard isPrivate else { throw CryptoError.invalidKey("signing needs a private key") }
         let input = Array(message)
         if kind == .ed25519 { return try signEd25519(input) }
@@ -26,7 +26,7 @@ extension AsymmetricKey {
     }
 
     /// Verifies a JWS signature over `message`; every malformed or wrong signature is simply `false`.
-    public func verify<Sig: Collection, Bytes: Collection>(signature: Sig, message: Bytes) -> Bool
+    package func verify<Sig: Collection, Bytes: Collection>(signature: Sig, message: Bytes) -> Bool
     where Sig.Element == UInt8, Bytes.Element == UInt8 {
         var sig = Array(signature)
         switch kind {

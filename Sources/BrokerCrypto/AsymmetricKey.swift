@@ -5,19 +5,19 @@ import Synchronization
 ///
 /// The key is immutable once made, so one instance may sign or verify from many tasks at once: every
 /// operation makes its own OpenSSL context.
-public final class AsymmetricKey: @unchecked Sendable {
+package final class AsymmetricKey: @unchecked Sendable {
     /// Smallest RSA modulus accepted, for signing and verifying alike.
-    public static let minimumRSABits = 2048
+    package static let minimumRSABits = 2048
 
     let pkey: OpaquePointer
-    public let kind: KeyKind
-    public let isPrivate: Bool
+    package let kind: KeyKind
+    package let isPrivate: Bool
     /// Initialised EVP_PKEY_CTXs, reused across operations (see `AsymmetricKey+Signing.swift`).
     let signContexts = Mutex<[ContextHandle]>([])
     let verifyContexts = Mutex<[ContextHandle]>([])
 
     /// The one algorithm this key signs and verifies with.
-    public var algorithm: JWSAlgorithm { kind.algorithm }
+    package var algorithm: JWSAlgorithm { kind.algorithm }
 
     /// Takes ownership of `pkey` after checking that it is a key kind we accept.
     init(taking pkey: OpaquePointer, isPrivate: Bool) throws {
@@ -69,7 +69,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     // MARK: Generation
 
     /// Generates a new private key; `rsaBits` applies to RSA only.
-    public static func generate(_ kind: KeyKind) throws -> AsymmetricKey {
+    package static func generate(_ kind: KeyKind) throws -> AsymmetricKey {
         let name: String
         switch kind {
         case .ecP256: name = "EC"
@@ -100,7 +100,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     /// Reads a PEM private key (PKCS#8, SEC 1 or PKCS#1) or, failing that, a PEM public key (SPKI).
     ///
     /// Encrypted private keys are refused rather than prompting for a passphrase.
-    public convenience init(pem: String) throws {
+    package convenience init(pem: String) throws {
         let bytes = Array(pem.utf8)
         if let pkey = AsymmetricKey.readPEM(bytes, privateKey: true) {
             try self.init(taking: pkey, isPrivate: true)
@@ -124,13 +124,13 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     /// The private key as PKCS#8 PEM (`BEGIN PRIVATE KEY`).
-    public func privateKeyPEM() throws -> String {
+    package func privateKeyPEM() throws -> String {
         guard isPrivate else { throw CryptoError.invalidKey("not a private key") }
         return try writePEM { PEM_write_bio_PrivateKey($0, pkey, nil, nil, 0, nil, nil) }
     }
 
     /// The public key as SPKI PEM (`BEGIN PUBLIC KEY`).
-    public func publicKeyPEM() throws -> String {
+    package func publicKeyPEM() throws -> String {
         try writePEM { PEM_write_bio_PUBKEY($0, pkey) }
     }
 
@@ -145,7 +145,7 @@ public final class AsymmetricKey: @unchecked Sendable {
     }
 
     /// The public half of this key (itself when it is already public).
-    public func publicKey() throws -> AsymmetricKey {
+    package func publicKey() throws -> AsymmetricKey {
         guard isPrivate else { return self }
         let length = i2d_PUBKEY(pkey, nil)
         guard length > 0 else { throw CryptoError.openSSL("public key export") }

@@ -3,7 +3,7 @@
 /// The decoder is strict: it refuses padding, whitespace, characters outside the alphabet, a length that
 /// cannot come from an encoder, and non-canonical trailing bits, so every byte string has exactly one
 /// accepted encoding (a signature or a token cannot be "malleated" into a second valid spelling).
-public enum Base64URL {
+package enum Base64URL {
     private static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
@@ -13,14 +13,14 @@ public enum Base64URL {
         return table
     }()
 
-    public static func encode<Bytes: Collection>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func encode<Bytes: Collection>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
         String(decoding: encodeBytes(Array(data), alphabet: urlAlphabet, pad: false), as: UTF8.self)
     }
 
-    public static func encode(_ text: String) -> String { encode(Array(text.utf8)) }
+    package static func encode(_ text: String) -> String { encode(Array(text.utf8)) }
 
     /// Standard base64 with padding (RFC 4648 §4), as OAuth 1.0a signatures use.
-    public static func encodeStandard<Bytes: Collection>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func encodeStandard<Bytes: Collection>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
         String(decoding: encodeBytes(Array(data), alphabet: standardAlphabet, pad: true), as: UTF8.self)
     }
 
@@ -53,7 +53,7 @@ public enum Base64URL {
     }
 
     /// Decodes strict unpadded base64url; `nil` for anything an encoder could not have produced.
-    public static func decode<Chars: Collection>(_ text: Chars) -> [UInt8]? where Chars.Element == UInt8 {
+    package static func decode<Chars: Collection>(_ text: Chars) -> [UInt8]? where Chars.Element == UInt8 {
         let input = Array(text)
         if input.count % 4 == 1 { return nil }
         var out = [UInt8]()
@@ -78,7 +78,7 @@ public enum Base64URL {
 
     /// Decodes standard base64 (RFC 4648 §4, `+` and `/`), as HTTP Basic authentication carries it: padding
     /// is optional but must be right when present; otherwise as strict as ``decode(_:)-swift.method``.
-    public static func decodeStandard(_ text: String) -> [UInt8]? {
+    package static func decodeStandard(_ text: String) -> [UInt8]? {
         var input = Array(text.utf8)
         var padding = 0
         while input.last == UInt8(ascii: "=") {
@@ -97,6 +97,6 @@ public enum Base64URL {
         return decode(input)
     }
 
-    public static func decode(_ text: String) -> [UInt8]? { decode(Array(text.utf8)) }
-    public static func decode(_ text: Substring) -> [UInt8]? { decode(Array(text.utf8)) }
+    package static func decode(_ text: String) -> [UInt8]? { decode(Array(text.utf8)) }
+    package static func decode(_ text: Substring) -> [UInt8]? { decode(Array(text.utf8)) }
 }

@@ -3,7 +3,7 @@ internal import COpenSSL
 /// A failure inside the crypto layer: bad key material, an OpenSSL call that failed, a malformed input.
 ///
 /// A struct over a private code so that new cases never break callers (STYLE.md 5); `==` compares codes.
-public struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible {
     enum Code: String, Sendable {
         case openSSL
         case invalidKey
@@ -16,25 +16,25 @@ public struct CryptoError: Error, Sendable, Equatable, CustomStringConvertible {
 
     let code: Code
     /// What went wrong, in words fit for a log or a command's error message (never key material).
-    public let reason: String
+    package let reason: String
 
     init(_ code: Code, _ reason: String) {
         self.code = code
         self.reason = reason
     }
 
-    public static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.code == rhs.code }
+    package static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.code == rhs.code }
 
-    public var description: String { reason }
+    package var description: String { reason }
 
     /// A short, bounded label for metrics.
-    public var shortDescription: String { code.rawValue }
+    package var shortDescription: String { code.rawValue }
 
-    public static let invalidKey = CryptoError(.invalidKey, "invalid key")
-    public static let unsupportedKey = CryptoError(.unsupportedKey, "unsupported key")
-    public static let weakKey = CryptoError(.weakKey, "key too weak")
-    public static let invalidEncoding = CryptoError(.invalidEncoding, "invalid encoding")
-    public static let invalidParameters = CryptoError(.invalidParameters, "invalid parameters")
+    package static let invalidKey = CryptoError(.invalidKey, "invalid key")
+    package static let unsupportedKey = CryptoError(.unsupportedKey, "unsupported key")
+    package static let weakKey = CryptoError(.weakKey, "key too weak")
+    package static let invalidEncoding = CryptoError(.invalidEncoding, "invalid encoding")
+    package static let invalidParameters = CryptoError(.invalidParameters, "invalid parameters")
 
     static func invalidKey(_ reason: String) -> CryptoError { CryptoError(.invalidKey, reason) }
     static func unsupportedKey(_ reason: String) -> CryptoError { CryptoError(.unsupportedKey, reason) }

@@ -1,7 +1,7 @@
 internal import COpenSSL
 
 /// The SHA-2 digests the broker uses, via OpenSSL's EVP interface.
-public enum DigestAlgorithm: Sendable {
+package enum DigestAlgorithm: Sendable {
     case sha1
     case sha256
     case sha384
@@ -41,9 +41,9 @@ private enum FetchedDigests {
     static let sha512 = FetchedDigest("SHA512")
 }
 
-public enum Digest {
+package enum Digest {
     /// Hashes `data` with `algorithm`.
-    public static func hash<Bytes: Collection>(_ algorithm: DigestAlgorithm, _ data: Bytes) -> [UInt8]
+    package static func hash<Bytes: Collection>(_ algorithm: DigestAlgorithm, _ data: Bytes) -> [UInt8]
     where Bytes.Element == UInt8 {
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
@@ -56,16 +56,16 @@ public enum Digest {
         return Array(out.prefix(Int(length)))
     }
 
-    public static func sha256<Bytes: Collection>(_ data: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+    package static func sha256<Bytes: Collection>(_ data: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         hash(.sha256, data)
     }
 
-    public static func sha256(_ text: String) -> [UInt8] { hash(.sha256, Array(text.utf8)) }
+    package static func sha256(_ text: String) -> [UInt8] { hash(.sha256, Array(text.utf8)) }
 }
 
-public enum HMAC {
+package enum HMAC {
     /// HMAC of `data` under `key` (RFC 2104) with the given digest; SHA-1 is here only for OAuth 1.0a.
-    public static func authenticate<Key: Collection, Bytes: Collection>(
+    package static func authenticate<Key: Collection, Bytes: Collection>(
         _ algorithm: DigestAlgorithm, key: Key, data: Bytes
     ) -> [UInt8] where Key.Element == UInt8, Bytes.Element == UInt8 {
         let keyBytes = Array(key)
@@ -87,11 +87,11 @@ public enum HMAC {
     }
 }
 
-public enum ConstantTime {
+package enum ConstantTime {
     /// Compares two byte strings in time that depends only on their lengths.
     ///
     /// Use for every comparison of a secret (state, code, token hash, client secret).
-    public static func equals<A: Collection, B: Collection>(_ lhs: A, _ rhs: B) -> Bool
+    package static func equals<A: Collection, B: Collection>(_ lhs: A, _ rhs: B) -> Bool
     where A.Element == UInt8, B.Element == UInt8 {
         let left = Array(lhs)
         let right = Array(rhs)
@@ -102,14 +102,14 @@ public enum ConstantTime {
         }
     }
 
-    public static func equals(_ lhs: String, _ rhs: String) -> Bool {
+    package static func equals(_ lhs: String, _ rhs: String) -> Bool {
         equals(Array(lhs.utf8), Array(rhs.utf8))
     }
 }
 
 extension Array where Element == UInt8 {
     /// Lowercase hexadecimal.
-    public var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(count * 2)

@@ -1,17 +1,17 @@
-public import BrokerCore
+package import BrokerCore
 
 /// HTTP Basic client credentials as OAuth uses them (RFC 6749 §2.3.1): the id and the secret are each
 /// form-urlencoded, joined by `:`, and base64-encoded (RFC 7617).
-public enum HTTPBasic {
+package enum HTTPBasic {
     /// The `Authorization` header field for `id` and `secret`.
-    public static func header(id: String, secret: Secret) -> (name: String, value: String) {
+    package static func header(id: String, secret: Secret) -> (name: String, value: String) {
         let pair = FormEncoding.percentEncode(id) + ":" + FormEncoding.percentEncode(secret.exposed)
         return (name: "Authorization", value: "Basic " + Base64URL.encodeStandard(Array(pair.utf8)))
     }
 
     /// The id and secret in the token part of a Basic header (what follows `Basic `); `nil` when it is not
     /// base64 of UTF-8 text with a `:` and valid percent-escapes on both sides.
-    public static func credentials(fromToken token: String) -> (id: String, secret: String)? {
+    package static func credentials(fromToken token: String) -> (id: String, secret: String)? {
         guard let decoded = Base64URL.decodeStandard(token),
             let text = String(validating: decoded, as: UTF8.self),
             let colon = text.firstIndex(of: ":"),

@@ -9,32 +9,32 @@ import BrokerCore
 /// A JSON Web Key (RFC 7517) for the key types the broker supports: EC P-256, RSA and Ed25519 (OKP).
 ///
 /// Members not listed here are ignored on input and never written.
-public struct JWK: Sendable, Hashable, Codable {
-    public var kty: String
-    public var crv: String?
-    public var x: String?
-    public var y: String?
-    public var n: String?
-    public var e: String?
-    public var d: String?
-    public var p: String?
-    public var q: String?
-    public var dp: String?
-    public var dq: String?
-    public var qi: String?
-    public var kid: String?
-    public var alg: String?
-    public var use: String?
+package struct JWK: Sendable, Hashable, Codable {
+    package var kty: String
+    package var crv: String?
+    package var x: String?
+    package var y: String?
+    package var n: String?
+    package var e: String?
+    package var d: String?
+    package var p: String?
+    package var q: String?
+    package var dp: String?
+    package var dq: String?
+    package var qi: String?
+    package var kid: String?
+    package var alg: String?
+    package var use: String?
     /// Permitted operations (RFC 7517 §4.3); when present, must include `verify` (or `sign` for private keys).
-    public var key_ops: [String]?
+    package var key_ops: [String]?
 
-    public init(kty: String) { self.kty = kty }
+    package init(kty: String) { self.kty = kty }
 
     /// Whether private members are present.
-    public var hasPrivateMembers: Bool { d != nil || p != nil || q != nil || dp != nil || dq != nil || qi != nil }
+    package var hasPrivateMembers: Bool { d != nil || p != nil || q != nil || dp != nil || dq != nil || qi != nil }
 
     /// This key with every private member removed.
-    public var publicOnly: JWK {
+    package var publicOnly: JWK {
         var copy = self
         copy.d = nil
         copy.p = nil
@@ -46,7 +46,7 @@ public struct JWK: Sendable, Hashable, Codable {
     }
 
     /// The RFC 7638 thumbprint input: the required public members in lexicographic order, no whitespace.
-    public func thumbprintInput() throws -> String {
+    package func thumbprintInput() throws -> String {
         func member(_ value: String?, _ name: String) throws -> String {
             guard let value else { throw CryptoError.invalidKey("JWK member \(name) missing") }
             // Values here are base64url or fixed names; anything needing JSON escaping is not a valid key.
@@ -68,20 +68,20 @@ public struct JWK: Sendable, Hashable, Codable {
     }
 
     /// The RFC 7638 SHA-256 thumbprint, base64url: the broker's `kid`.
-    public func thumbprint() throws -> String {
+    package func thumbprint() throws -> String {
         Base64URL.encode(Digest.sha256(try thumbprintInput()))
     }
 }
 
 /// A JWK Set (RFC 7517 §5).
-public struct JWKSet: Sendable, Hashable, Codable {
-    public var keys: [JWK]
+package struct JWKSet: Sendable, Hashable, Codable {
+    package var keys: [JWK]
 
-    public init(keys: [JWK]) { self.keys = keys }
+    package init(keys: [JWK]) { self.keys = keys }
 
     /// Parses a JWKS document, keeping the keys the broker can use and skipping the rest (other `kty`s,
     /// encryption keys), as RFC 7517 §5 asks of implementations that meet unknown keys.
-    public static func parse(_ data: [UInt8]) throws -> JWKSet {
+    package static func parse(_ data: [UInt8]) throws -> JWKSet {
         struct Loose: Decodable { var keys: [JSONValue] }
         let loose: Loose
         do {

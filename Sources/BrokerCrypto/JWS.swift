@@ -1,12 +1,12 @@
-public import BrokerCore
+package import BrokerCore
 
 /// JWS compact serialization (RFC 7515 §7.1) over the broker's three algorithms.
-public enum JWS {
+package enum JWS {
     /// Signs `payload` with `key`; the header gets `alg` from the key, plus `kid` and `typ` when given.
     ///
     /// - Parameters:
     ///   - extraHeader: further header members; `alg` in it is ignored: the key decides.
-    public static func sign(
+    package static func sign(
         payload: [UInt8], key: AsymmetricKey, kid: String?, type: String? = "JWT",
         extraHeader: [String: JSONValue] = [:]
     ) throws -> String {
@@ -21,18 +21,18 @@ public enum JWS {
 }
 
 /// Signs JWTs with one private key under its thumbprint `kid`.
-public struct JWTSigner: Sendable {
-    public let key: AsymmetricKey
-    public let kid: String
+package struct JWTSigner: Sendable {
+    package let key: AsymmetricKey
+    package let kid: String
 
-    public init(key: AsymmetricKey, kid: String? = nil) throws {
+    package init(key: AsymmetricKey, kid: String? = nil) throws {
         guard key.isPrivate else { throw CryptoError.invalidKey("signing needs a private key") }
         self.key = key
         self.kid = try kid ?? key.thumbprint()
     }
 
     /// Signs a claim set; `type` becomes the `typ` header (`JWT`, or `at+jwt` for access tokens).
-    public func sign(claims: [String: JSONValue], type: String = "JWT") throws -> String {
+    package func sign(claims: [String: JSONValue], type: String = "JWT") throws -> String {
         try JWS.sign(payload: JSONValue.object(claims).serializedBytes, key: key, kid: kid, type: type)
     }
 }

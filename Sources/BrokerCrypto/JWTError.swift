@@ -1,6 +1,6 @@
 /// Why a JWT was rejected: one case per reason, so that logs and error descriptions say exactly which
 /// rule a token broke.
-public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Over the size limit (16 KiB by default); rejected before any parsing.
     case tooLarge(Int)
     /// Not three base64url segments, or a segment that is not strict base64url.
@@ -42,7 +42,7 @@ public enum JWTError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `aud` does not contain the expected audience.
     case audienceMismatch
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .tooLarge(let size): "token too large (\(size) bytes)"
         case .malformed(let why): "malformed token: \(why)"

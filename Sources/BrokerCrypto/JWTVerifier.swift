@@ -1,15 +1,15 @@
-public import BrokerCore
+package import BrokerCore
 
 /// The keys a verifier trusts, each under its `kid` and bound to its one algorithm.
 ///
 /// The collection is the algorithm allow-list: a token can only ever be checked with the algorithm its key
 /// was registered for, whatever its header says.
-public struct JWTKeySet: Sendable {
-    public private(set) var keys: [String: AsymmetricKey] = [:]
+package struct JWTKeySet: Sendable {
+    package private(set) var keys: [String: AsymmetricKey] = [:]
 
-    public init() {}
+    package init() {}
 
-    public init(jwks: JWKSet) throws {
+    package init(jwks: JWKSet) throws {
         for jwk in jwks.keys {
             guard let key = try? AsymmetricKey(jwk: jwk.publicOnly) else { continue }
             try add(key, kid: jwk.kid ?? key.thumbprint())
@@ -17,55 +17,55 @@ public struct JWTKeySet: Sendable {
     }
 
     /// Adds the public half of `key` under `kid` (its thumbprint when `nil`).
-    public mutating func add(_ key: AsymmetricKey, kid: String? = nil) throws {
+    package mutating func add(_ key: AsymmetricKey, kid: String? = nil) throws {
         let publicKey = try key.publicKey()
         keys[try kid ?? publicKey.thumbprint()] = publicKey
     }
 
-    public var isEmpty: Bool { keys.isEmpty }
+    package var isEmpty: Bool { keys.isEmpty }
 }
 
 /// A JWT whose signature and claims have been checked.
-public struct VerifiedJWT: Sendable {
-    public let header: [String: JSONValue]
-    public let claims: [String: JSONValue]
+package struct VerifiedJWT: Sendable {
+    package let header: [String: JSONValue]
+    package let claims: [String: JSONValue]
     /// The `kid` of the key that verified it.
-    public let kid: String
-    public let algorithm: JWSAlgorithm
+    package let kid: String
+    package let algorithm: JWSAlgorithm
 
-    public var subject: String? { claims["sub"]?.stringValue }
-    public var issuer: String? { claims["iss"]?.stringValue }
-    public var expiresAt: Int64? { claims["exp"]?.intValue }
-    public var issuedAt: Int64? { claims["iat"]?.intValue }
-    public var jwtID: String? { claims["jti"]?.stringValue }
+    package var subject: String? { claims["sub"]?.stringValue }
+    package var issuer: String? { claims["iss"]?.stringValue }
+    package var expiresAt: Int64? { claims["exp"]?.intValue }
+    package var issuedAt: Int64? { claims["iat"]?.intValue }
+    package var jwtID: String? { claims["jti"]?.stringValue }
 
-    public subscript(claim: String) -> JSONValue? { claims[claim] }
+    package subscript(claim: String) -> JSONValue? { claims[claim] }
 }
 
 /// A strict JWT verifier (RFC 7519, RFC 8725).
 ///
 /// The algorithm comes from the key, never from the header; `none`, `HS*`, unknown `crit` and unknown `kid`s
 /// are refused; `exp`, `nbf` and `iat` are checked with a leeway, and `iss`/`aud`/`typ` when configured.
-public struct JWTVerifier: Sendable {
-    public struct Options: Sendable {
+package struct JWTVerifier: Sendable {
+    package struct Options: Sendable {
         /// The required `iss`, or `nil` to accept any.
-        public var issuer: String?
+        package var issuer: String?
         /// An audience that `aud` must contain, or `nil` to accept any.
-        public var audience: String?
+        package var audience: String?
         /// Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
-        public var leeway: Int64 = 60
+        package var leeway: Int64 = 60
         /// Largest accepted compact token, in bytes.
-        public var maxTokenSize = 16 * 1024
+        package var maxTokenSize = 16 * 1024
         /// Whether `exp` must be present.
-        public var requireExpiry = true
+        package var requireExpiry = true
         /// Required claims besides `exp`.
-        public var requiredClaims: Set<String> = []
+        package var requiredClaims: Set<String> = []
         /// The required `typ` header (compared case-insensitively, with an optional `application/` prefix).
-        public var expectedType: String?
+        package var expectedType: String?
         /// Oldest accepted `iat`, as an age in seconds; `nil` for no limit.
-        public var maxAge: Int64?
+        package var maxAge: Int64?
 
-        public init(
+        package init(
             issuer: String? = nil, audience: String? = nil, leeway: Int64 = 60, expectedType: String? = nil
         ) {
             self.issuer = issuer
@@ -75,10 +75,10 @@ public struct JWTVerifier: Sendable {
         }
     }
 
-    public var keys: JWTKeySet
-    public var options: Options
+    package var keys: JWTKeySet
+    package var options: Options
 
-    public init(keys: JWTKeySet, options: Options = Options()) {
+    package init(keys: JWTKeySet, options: Options = Options()) {
         self.keys = keys
         self.options = options
     }
@@ -86,7 +86,7 @@ public struct JWTVerifier: Sendable {
     /// Verifies a compact JWT at time `now` (seconds since 1970).
     ///
     /// - Throws: ``JWTError``, one case per reason.
-    public func verify(_ token: String, now: Int64) throws(JWTError) -> VerifiedJWT {
+    package func verify(_ token: String, now: Int64) throws(JWTError) -> VerifiedJWT {
         let jws = try verifySignature(token)
         guard let claims = JSONValue.parse(jws.payload)?.objectValue else {
             throw .invalidPayload("not a JSON object")
@@ -96,17 +96,17 @@ public struct JWTVerifier: Sendable {
     }
 
     /// A JWS whose signature verified; the payload is not interpreted.
-    public struct VerifiedJWS: Sendable {
-        public let header: [String: JSONValue]
-        public let payload: [UInt8]
-        public let kid: String
-        public let algorithm: JWSAlgorithm
+    package struct VerifiedJWS: Sendable {
+        package let header: [String: JSONValue]
+        package let payload: [UInt8]
+        package let kid: String
+        package let algorithm: JWSAlgorithm
     }
 
     /// Checks the structure, header and signature of a compact JWS, without looking at the payload.
     ///
     /// - Throws: ``JWTError``, one case per reason.
-    public func verifySignature(_ token: String) throws(JWTError) -> VerifiedJWS {
+    package func verifySignature(_ token: String) throws(JWTError) -> VerifiedJWS {
         let bytes = Array(token.utf8)
         guard bytes.count <= options.maxTokenSize else { throw .tooLarge(bytes.count) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)

@@ -1,4 +1,4 @@
-import BrokerCore
+package import BrokerCore
 internal import COpenSSL
 
 /// scrypt password hashes (RFC 7914) through OpenSSL, stored as PHC-style strings:
@@ -7,48 +7,48 @@ internal import COpenSSL
 /// The default cost is OWASP's recommended minimum for scrypt (N = 2^17, r = 8, p = 1: 128 MiB, about a
 /// quarter of a second on one core of this class of machine). Parameters read back from a stored hash are
 /// bounded by ``Limits`` before use, so a hostile or corrupt row cannot make one verification take gigabytes.
-public struct PasswordHasher: Sendable {
-    public struct Parameters: Sendable, Hashable, CustomStringConvertible {
+package struct PasswordHasher: Sendable {
+    package struct Parameters: Sendable, Hashable, CustomStringConvertible {
         /// log2 of the CPU/memory cost N.
-        public var logN: Int
+        package var logN: Int
         /// Block size r.
-        public var r: Int
+        package var r: Int
         /// Parallelism p.
-        public var p: Int
+        package var p: Int
 
-        public init(logN: Int, r: Int, p: Int) {
+        package init(logN: Int, r: Int, p: Int) {
             self.logN = logN
             self.r = r
             self.p = p
         }
 
         /// OWASP Password Storage Cheat Sheet's scrypt minimum.
-        public static let owasp = Parameters(logN: 17, r: 8, p: 1)
+        package static let owasp = Parameters(logN: 17, r: 8, p: 1)
 
         /// Bytes of memory one hash needs: 128 · r · N (plus 128 · r · p, negligible at p = 1).
-        public var memoryBytes: Int { 128 * r * (1 << logN) + 128 * r * p }
+        package var memoryBytes: Int { 128 * r * (1 << logN) + 128 * r * p }
 
-        public var description: String { "ln=\(logN),r=\(r),p=\(p)" }
+        package var description: String { "ln=\(logN),r=\(r),p=\(p)" }
     }
 
     /// Bounds applied to parameters parsed from a stored hash.
-    public struct Limits: Sendable {
-        public var maxLogN = 20
-        public var maxR = 32
-        public var maxP = 16
+    package struct Limits: Sendable {
+        package var maxLogN = 20
+        package var maxR = 32
+        package var maxP = 16
         /// Largest memory one verification may use.
-        public var maxMemoryBytes = 256 * 1024 * 1024
+        package var maxMemoryBytes = 256 * 1024 * 1024
 
-        public init() {}
+        package init() {}
     }
 
-    public enum VerifyError: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum VerifyError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Not a `$scrypt$` PHC string we can read.
         case malformedHash
         /// Parameters outside ``Limits``: refused without hashing.
         case parametersOutOfBounds(String)
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .malformedHash: "stored password hash is malformed"
             case .parametersOutOfBounds(let params): "stored password hash parameters out of bounds (\(params))"
@@ -56,18 +56,18 @@ public struct PasswordHasher: Sendable {
         }
     }
 
-    public let parameters: Parameters
-    public let limits: Limits
+    package let parameters: Parameters
+    package let limits: Limits
     static let saltLength = 16
     static let hashLength = 32
 
-    public init(parameters: Parameters = .owasp, limits: Limits = Limits()) {
+    package init(parameters: Parameters = .owasp, limits: Limits = Limits()) {
         self.parameters = parameters
         self.limits = limits
     }
 
     /// Hashes `password` with a fresh 128-bit salt.
-    public func hash(_ password: Secret) throws -> String {
+    package func hash(_ password: Secret) throws -> String {
         let salt = try SecureRandom.bytes(PasswordHasher.saltLength)
         let derived = try PasswordHasher.scrypt(
             password: Array(password.exposed.utf8), salt: salt, parameters: parameters,
@@ -78,7 +78,7 @@ public struct PasswordHasher: Sendable {
     /// Checks `password` against a stored hash in constant time.
     ///
     /// - Throws: ``VerifyError`` when the stored string is unreadable or its parameters are out of bounds.
-    public func verify(_ password: Secret, against stored: String) throws -> Bool {
+    package func verify(_ password: Secret, against stored: String) throws -> Bool {
         let parsed = try PasswordHasher.parse(stored)
         try check(parsed.parameters)
         let derived = try PasswordHasher.scrypt(
@@ -88,7 +88,7 @@ public struct PasswordHasher: Sendable {
     }
 
     /// Whether a stored hash was made with weaker parameters than the current ones (rehash on next login).
-    public func needsRehash(_ stored: String) -> Bool {
+    package func needsRehash(_ stored: String) -> Bool {
         guard let parsed = try? PasswordHasher.parse(stored) else { return true }
         let old = parsed.parameters
         return old.logN < parameters.logN || old.r < parameters.r || old.p < parameters.p

@@ -14,15 +14,15 @@ import Synchronization
 /// once, and the client itself holds nothing but the pool behind a mutex, so it is `Sendable`.
 ///
 /// TLS verification is always on and cannot be switched off. Redirects are followed only when a request asks.
-public final class HTTPClient: Sendable {
+package final class HTTPClient: Sendable {
     /// A process-wide client.
-    public static let shared = HTTPClient()
+    package static let shared = HTTPClient()
 
     private let pool = Mutex<[HandleBox]>([])
     private let maxPooledHandles: Int
-    public let userAgent: String
+    package let userAgent: String
 
-    public init(maxPooledHandles: Int = 8, userAgent: String = "broker/1.0") {
+    package init(maxPooledHandles: Int = 8, userAgent: String = "broker/1.0") {
         _ = HTTPClient.globalInit
         self.maxPooledHandles = maxPooledHandles
         self.userAgent = userAgent
@@ -38,7 +38,7 @@ public final class HTTPClient: Sendable {
     ///
     /// - Throws: ``HTTPClientError`` for transport failures: bad URL, refused connection, timeout, TLS
     ///   failure, a body over ``HTTPClientRequest/maxResponseBytes``, or task cancellation.
-    public func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+    package func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         let handle = try takeHandle()
         let transfer = Transfer(request: request)
         let result: Result<HTTPClientResponse, HTTPClientError> = await withTaskCancellationHandler {

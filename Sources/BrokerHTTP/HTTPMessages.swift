@@ -1,22 +1,22 @@
-public import BrokerCore
+package import BrokerCore
 
 /// An outbound HTTP request, sent by an ``HTTPTransport``.
-public struct HTTPClientRequest: Sendable {
-    public var method: String
-    public var url: String
+package struct HTTPClientRequest: Sendable {
+    package var method: String
+    package var url: String
     /// Header fields in order; names are sent as given.
-    public var headers: [(name: String, value: String)]
-    public var body: [UInt8]?
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]?
     /// Longest wait for the TCP (and TLS) connection.
-    public var connectTimeout: Duration = .seconds(10)
+    package var connectTimeout: Duration = .seconds(10)
     /// Longest time for the whole exchange, connection included.
-    public var timeout: Duration = .seconds(30)
+    package var timeout: Duration = .seconds(30)
     /// Largest response body accepted; a larger one fails with ``HTTPClientError/responseTooLarge``.
-    public var maxResponseBytes = 4 * 1024 * 1024
+    package var maxResponseBytes = 4 * 1024 * 1024
     /// Follow 3xx redirects (at most 5, never from https down to http). Off unless asked for.
-    public var followRedirects = false
+    package var followRedirects = false
 
-    public init(
+    package init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil
     ) {
         self.method = method
@@ -26,7 +26,7 @@ public struct HTTPClientRequest: Sendable {
     }
 
     /// A POST of `application/x-www-form-urlencoded` fields (RFC 6749 §4.1.3 and friends).
-    public static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [])
+    package static func form(url: String, fields: [(String, String)], headers: [(name: String, value: String)] = [])
         -> HTTPClientRequest
     {
         var request = HTTPClientRequest(
@@ -38,32 +38,32 @@ public struct HTTPClientRequest: Sendable {
 }
 
 /// A complete HTTP response.
-public struct HTTPClientResponse: Sendable {
-    public var status: Int
+package struct HTTPClientResponse: Sendable {
+    package var status: Int
     /// Header fields of the final response, in order.
-    public var headers: [(name: String, value: String)]
-    public var body: [UInt8]
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]
 
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     /// The first value of the named header field (case-insensitive), if any.
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lower = name.lowercased()
         return headers.first { $0.name.lowercased() == lower }?.value
     }
 
-    public var bodyText: String { String(decoding: body, as: UTF8.self) }
+    package var bodyText: String { String(decoding: body, as: UTF8.self) }
 }
 
 /// Why an HTTP exchange failed; the transport's own message is kept in ``message``.
 ///
 /// These are transport failures, never protocol answers: a 4xx or 5xx is a normal ``HTTPClientResponse``.
-public struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+package struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    package enum Kind: String, Sendable {
         case invalidURL
         case resolveFailed
         case connectionFailed
@@ -75,19 +75,19 @@ public struct HTTPClientError: Error, Sendable, Equatable, CustomStringConvertib
         case transport
     }
 
-    public let kind: Kind
+    package let kind: Kind
     /// libcurl's message for the failure (from its error buffer when it has one).
-    public let message: String
+    package let message: String
     /// The CURLcode, for diagnostics.
-    public let curlCode: Int
+    package let curlCode: Int
 
-    public init(kind: Kind, message: String, curlCode: Int = 0) {
+    package init(kind: Kind, message: String, curlCode: Int = 0) {
         self.kind = kind
         self.message = message
         self.curlCode = curlCode
     }
 
-    public static func == (lhs: HTTPClientError, rhs: HTTPClientError) -> Bool { lhs.kind == rhs.kind }
+    package static func == (lhs: HTTPClientError, rhs: HTTPClientError) -> Bool { lhs.kind == rhs.kind }
 
-    public var description: String { message }
+    package var description: String { message }
 }

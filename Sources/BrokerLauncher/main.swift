@@ -98,8 +98,8 @@ enum FastToken {
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes {
-                Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset)
+            let written = bytes.withUnsafeMutableBytes { buffer in
+                buffer.baseAddress.map { Glibc.write(descriptor, $0 + offset, buffer.count - offset) } ?? 0
             }
             if written < 0 {
                 if errno == EINTR { continue }

@@ -1,47 +1,47 @@
-public import BrokerCore
+package import BrokerCore
 
 /// An error the API answers with: the contract's `{"error", "error_description"}` body, its status, and
 /// any header the error needs (`Retry-After`, `WWW-Authenticate`).
 ///
 /// The one place where errors become responses (STYLE.md 7): handlers throw these; anything else thrown is
 /// answered with a bare `server_error` and logged, never echoed.
-public struct APIError: Error, Sendable, CustomStringConvertible {
-    public let status: Int
-    public let code: String
-    public let detail: String
-    public let headers: [(String, String)]
+package struct APIError: Error, Sendable, CustomStringConvertible {
+    package let status: Int
+    package let code: String
+    package let detail: String
+    package let headers: [(String, String)]
 
-    public init(status: Int, code: String, detail: String, headers: [(String, String)] = []) {
+    package init(status: Int, code: String, detail: String, headers: [(String, String)] = []) {
         self.status = status
         self.code = code
         self.detail = detail
         self.headers = headers
     }
 
-    public var description: String { "\(status) \(code): \(detail)" }
+    package var description: String { "\(status) \(code): \(detail)" }
 
-    public var body: JSONValue { .object(["error": .string(code), "error_description": .string(detail)]) }
+    package var body: JSONValue { .object(["error": .string(code), "error_description": .string(detail)]) }
 
-    public static func invalidRequest(_ detail: String) -> APIError {
+    package static func invalidRequest(_ detail: String) -> APIError {
         APIError(status: 400, code: "invalid_request", detail: detail)
     }
-    public static func invalidGrant(_ detail: String) -> APIError {
+    package static func invalidGrant(_ detail: String) -> APIError {
         APIError(status: 400, code: "invalid_grant", detail: detail)
     }
-    public static func unsupportedGrantType(_ detail: String) -> APIError {
+    package static func unsupportedGrantType(_ detail: String) -> APIError {
         APIError(status: 400, code: "unsupported_grant_type", detail: detail)
     }
-    public static let invalidCredentials = APIError(
+    package static let invalidCredentials = APIError(
         status: 401,
         code: "invalid_credentials",
         detail: "the email or the password is not right"
     )
-    public static func invalidClient(_ detail: String) -> APIError {
+    package static func invalidClient(_ detail: String) -> APIError {
         APIError(
             status: 401, code: "invalid_client", detail: detail,
             headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
     }
-    public static func invalidToken(_ detail: String) -> APIError {
+    package static func invalidToken(_ detail: String) -> APIError {
         APIError(
             status: 401,
             code: "invalid_token",
@@ -49,27 +49,27 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
             headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]
         )
     }
-    public static func accessDenied(_ detail: String) -> APIError {
+    package static func accessDenied(_ detail: String) -> APIError {
         APIError(status: 403, code: "access_denied", detail: detail)
     }
-    public static func notFound(_ detail: String) -> APIError {
+    package static func notFound(_ detail: String) -> APIError {
         APIError(status: 404, code: "not_found", detail: detail)
     }
-    public static func methodNotAllowed(_ detail: String) -> APIError {
+    package static func methodNotAllowed(_ detail: String) -> APIError {
         APIError(status: 405, code: "invalid_request", detail: detail)
     }
-    public static let accountExists = APIError(
+    package static let accountExists = APIError(
         status: 409,
         code: "account_exists",
         detail: "an account with this email already exists"
     )
-    public static func payloadTooLarge(limit: Int) -> APIError {
+    package static func payloadTooLarge(limit: Int) -> APIError {
         APIError(status: 413, code: "payload_too_large", detail: "request bodies are limited to \(limit) bytes")
     }
-    public static func unsupportedMediaType(_ detail: String) -> APIError {
+    package static func unsupportedMediaType(_ detail: String) -> APIError {
         APIError(status: 415, code: "invalid_request", detail: detail)
     }
-    public static func tooManyRequests(retryAfter seconds: Int64, _ detail: String) -> APIError {
+    package static func tooManyRequests(retryAfter seconds: Int64, _ detail: String) -> APIError {
         APIError(
             status: 429,
             code: "too_many_requests",
@@ -77,8 +77,8 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
             headers: [("Retry-After", String(max(1, seconds)))]
         )
     }
-    public static let serverError = APIError(status: 500, code: "server_error", detail: "internal error")
-    public static func serviceUnavailable(_ detail: String) -> APIError {
+    package static let serverError = APIError(status: 500, code: "server_error", detail: "internal error")
+    package static func serviceUnavailable(_ detail: String) -> APIError {
         APIError(status: 503, code: "server_error", detail: detail)
     }
 }

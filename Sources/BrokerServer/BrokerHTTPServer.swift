@@ -3,7 +3,7 @@ import BrokerStore
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-public import Logging
+package import Logging
 import NIOCore
 import ServiceLifecycle
 
@@ -80,7 +80,7 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
 }
 
 /// The broker's HTTP surface on Hummingbird.
-public enum BrokerHTTPServer {
+package enum BrokerHTTPServer {
     static func response(_ error: APIError) -> Response {
         response(APIResponse(status: error.status, body: error.body, headers: error.headers))
     }
@@ -175,7 +175,7 @@ public enum BrokerHTTPServer {
     /// - Parameters:
     ///   - limits: the connection cap and the per-request deadline (``ConnectionLimits``).
     ///   - onReady: called once with the bound host and port, when connections are accepted.
-    public static func run(
+    package static func run(
         service: BrokerService,
         host: String,
         port: Int,

@@ -1,12 +1,8 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
-import Facebook
-import Google
 import Logging
-import MicrosoftAccount
-import OpenIDConnect
-import Twitter
+import ProviderSupport
 
 /// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
 /// `/auth/{provider}/callback`, and the `authorization_code` grant.
@@ -22,35 +18,24 @@ extension BrokerService {
     /// A one-time code must be redeemed within this many seconds.
     static let codeLifetime: Int64 = 60
 
-    /// Builds the provider modules this broker's configuration enables.
+    /// The name people know a provider by (its descriptor's), for messages.
+    func displayName(_ provider: ProviderID) -> String {
+        configuration.descriptor(provider)?.displayName ?? provider.rawValue
+    }
+
+    /// Builds the provider modules this broker's configuration enables, from the catalog's descriptors.
     static func makeProviders(
         _ configuration: ServerConfiguration,
-        directory: IssuerDirectory,
-        clock: any WallClock
+        context: ProviderContext
     ) throws -> [ProviderID: any IdentityProvider] {
-        func module(_ id: ProviderID, _ section: [String: JSONValue]) throws(ProviderError) -> any IdentityProvider {
-            switch id {
-            case .google:
-                return OpenIDConnectProvider(
-                    configuration: try Google.configuration(section), directory: directory, clock: clock)
-            case .microsoftaccount:
-                return OpenIDConnectProvider(
-                    configuration: try MicrosoftAccount.configuration(section), directory: directory, clock: clock)
-            case .facebook:
-                return try FacebookProvider(section)
-            case .twitter:
-                return section["mode"]?.stringValue == "oauth1"
-                    ? try TwitterOAuth1Provider(section, clock: clock) : try TwitterProvider(section)
-            case .custom:
-                throw .invalidResponse("custom accounts are not a browser provider")
-            }
-        }
         var modules: [ProviderID: any IdentityProvider] = [:]
-        for (id, section) in configuration.providers where id != .custom {
-            do {
-                modules[id] = try module(id, section)
+        for descriptor in configuration.catalog {
+            guard let section = configuration.providers[descriptor.id] else { continue }
+            do throws(ProviderError) {
+                modules[descriptor.id] = try descriptor.make(
+                    ProviderSection(id: descriptor.id, values: section), context)
             } catch {
-                throw ConfigurationError(source: "providers.\(id.rawValue)", key: nil, problem: error.description)
+                throw ConfigurationError(source: "providers.\(descriptor.id)", key: nil, problem: error.description)
             }
         }
         return modules
@@ -120,7 +105,7 @@ extension BrokerService {
             started = try await module.start(for: pending)
         } catch {
             logger.error("cannot start a sign-in", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
-            throw APIError.serviceUnavailable("\(provider.displayName) is not reachable: \(error)")
+            throw APIError.serviceUnavailable("\(displayName(provider)) is not reachable: \(error)")
         }
         var response = APIResponse.redirect(started.url)
         if !started.carry.isEmpty {
@@ -214,10 +199,10 @@ extension BrokerService {
                     !providerCode.isEmpty && providerCode.utf8.count <= 64
                     && providerCode.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || $0 == UInt8(ascii: "_") }
                 code = plain ? providerCode : "access_denied"
-                description = text.isEmpty ? "\(provider.displayName) said: \(providerCode)" : text
+                description = text.isEmpty ? "\(displayName(provider)) said: \(providerCode)" : text
             case .invalidResponse, .unavailable:
                 code = "server_error"
-                description = "\(provider.displayName) sign-in failed: \(error)"
+                description = "\(displayName(provider)) sign-in failed: \(error)"
             }
             return .redirect(
                 Self.loopback(
@@ -258,7 +243,7 @@ extension BrokerService {
             throw APIError.notFound("no browser sign-in provider \"\(name.prefix(64))\"")
         }
         guard let module = identityProviders[provider] else {
-            throw APIError.notFound("\(provider.displayName) is not enabled on this broker")
+            throw APIError.notFound("\(displayName(provider)) is not enabled on this broker")
         }
         return (provider, module)
     }

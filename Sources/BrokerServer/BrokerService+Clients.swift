@@ -2,7 +2,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import Logging
-import OpenIDConnect
+import ProviderSupport
 
 /// CI minting: the `client_credentials` grant (RFC 6749 §4.4) and OAuth 2.0 Token Exchange (RFC 8693) of a
 /// CI platform's OIDC token. Both issue a short-lived access token with `sub: client:<name>` and no refresh

@@ -1,11 +1,10 @@
-import BrokerCore
-public import BrokerCrypto
-import BrokerHTTP
-public import BrokerStore
-import Google
-public import Logging
-import OpenIDConnect
-import Synchronization
+package import BrokerCore
+package import BrokerCrypto
+package import BrokerHTTP
+package import BrokerStore
+package import Logging
+package import ProviderSupport
+package import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -29,9 +28,9 @@ struct APIResponse: Sendable {
 }
 
 /// The broker's behaviour, independent of HTTP: accounts, sessions, tokens, keys.
-public final class BrokerService: Sendable {
+package final class BrokerService: Sendable {
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
-    public static let cliClientID = "broker-cli"
+    package static let cliClientID = "broker-cli"
 
     let configuration: ServerConfiguration
     let store: any Store
@@ -59,14 +58,16 @@ public final class BrokerService: Sendable {
     ///   - keySource: generated keys in the data directory, or a key given with `--signing-key`.
     ///   - clientSecretHasher: the keyed hash of client secrets (default: the data directory's key).
     ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
-    public init(
+    ///   - http: the outbound transport of provider modules and the token exchange (scripted in tests).
+    package init(
         configuration: ServerConfiguration,
         store: any Store,
         keySource: KeySource,
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
         clientSecretHasher: ClientSecretHasher? = nil,
-        clock: any WallClock
+        clock: any WallClock,
+        http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
     ) throws {
         self.configuration = configuration
         self.store = store
@@ -90,26 +91,27 @@ public final class BrokerService: Sendable {
             ?? ClientSecretHasher.load(
                 dataDirectory: configuration.expandedDataDirectory)
         dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
-        trustedKeys = IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger)
+        trustedKeys = IssuerDirectory(http: http, clock: clock, logger: logger)
         identityProviders = try Self.makeProviders(
             configuration,
-            directory: IssuerDirectory(http: { HTTPClient.shared }, clock: clock, logger: logger, freshFor: 3600),
-            clock: clock)
+            context: ProviderContext(
+                http: http, clock: clock,
+                directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600)))
         flowKey = try DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key")
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
 
     /// Where the signing keys come from.
-    public enum KeySource: Sendable {
+    package enum KeySource: Sendable {
         case dataDirectory(String)
         case key(AsymmetricKey)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
-    public var issuer: String { issuerValue.withLock { $0 } }
+    package var issuer: String { issuerValue.withLock { $0 } }
 
     /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
-    public func serverStarted(host: String, port: Int) {
+    package func serverStarted(host: String, port: Int) {
         guard configuration.issuer == nil else { return }
         let shownHost = host.contains(":") ? "[\(host)]" : host
         issuerValue.withLock { $0 = "http://\(shownHost):\(port)" }
@@ -118,7 +120,7 @@ public final class BrokerService: Sendable {
     var now: Int64 { clock.seconds() }
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
-    public func maintain() async {
+    package func maintain() async {
         do {
             if try keys.refresh(now: now) {
                 logger.info("signing keys changed", metadata: ["broker.kid": "\(keys.current.ring.current.kid)"])
@@ -128,7 +130,7 @@ public final class BrokerService: Sendable {
         }
     }
 
-    public func purgeExpired() async {
+    package func purgeExpired() async {
         do {
             try await store.purge(expiredBefore: now - 86_400)
         } catch {
@@ -172,18 +174,16 @@ public final class BrokerService: Sendable {
     func providers() -> APIResponse {
         let list: [JSONValue] = configuration.enabledProviders.filter {
             $0 == .custom || identityProviders[$0] != nil
-        }.map {
-            .object([
-                "id": .string($0.rawValue),
-                "name": .string($0 == .custom ? "Email and password" : $0.displayName),
-                "flow": .string($0 == .custom ? "password" : "browser"),
+        }.map { id in
+            let descriptor = configuration.descriptor(id)
+            return .object([
+                "id": .string(id.rawValue),
+                "name": .string(descriptor?.displayName ?? "Email and password"),
+                "flow": .string((descriptor?.flow ?? .password).rawValue),
             ])
         }
         return APIResponse(status: 200, body: .object(["providers": .array(list)]))
     }
-
-    /// Providers this build has a module for (the others are accepted in the configuration, not offered).
-    static let availableProviders: Set<ProviderID> = [.custom, .google, .microsoftaccount, .facebook, .twitter]
 
     func health() async -> APIResponse {
         do {

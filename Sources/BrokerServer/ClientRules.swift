@@ -1,6 +1,7 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import BrokerSystem
+import ProviderSupport
 
 /// Client secrets are 256-bit random values; the store keeps only `HMAC-SHA256(key, secret)`.
 ///
@@ -8,34 +9,34 @@ import BrokerSystem
 /// `client_credentials` request cost as much as a login. The HMAC key lives beside the signing keys
 /// (`keys/client-secrets.key`, 0600), not in the database, so a copy of the database alone does not even let
 /// an attacker test a guessed secret.
-public struct ClientSecretHasher: Sendable {
+package struct ClientSecretHasher: Sendable {
     private let key: [UInt8]
     static let prefix = "hmac-sha256$"
 
-    public init(key: [UInt8]) { self.key = key }
+    package init(key: [UInt8]) { self.key = key }
 
     /// The key of the data directory's broker, created (under the key directory's lock) on first use.
-    public static func load(dataDirectory: String) throws -> ClientSecretHasher {
+    package static func load(dataDirectory: String) throws -> ClientSecretHasher {
         ClientSecretHasher(key: try DataDirectoryKey.load(dataDirectory: dataDirectory, name: "client-secrets.key"))
     }
 
     /// A new secret: 32 random bytes, base64url (43 characters).
-    public static func newSecret() throws -> Secret { Secret(try SecureRandom.token(byteCount: 32)) }
+    package static func newSecret() throws -> Secret { Secret(try SecureRandom.token(byteCount: 32)) }
 
-    public func hash(_ secret: Secret) -> String {
+    package func hash(_ secret: Secret) -> String {
         Self.prefix + Base64URL.encode(HMAC.authenticate(.sha256, key: key, data: Array(secret.exposed.utf8)))
     }
 
     /// Compares in constant time; `false` for a stored value of another scheme.
-    public func verify(_ secret: Secret, against stored: String) -> Bool {
+    package func verify(_ secret: Secret, against stored: String) -> Bool {
         ConstantTime.equals(hash(secret), stored)
     }
 }
 
 /// A 256-bit secret key kept in the data directory's key folder (`keys/<name>`, 0600, base64url), created
 /// under the folder's lock on first use: the client-secret hash key, the sign-in state sealing key.
-public enum DataDirectoryKey {
-    public static func load(dataDirectory: String, name: String) throws -> [UInt8] {
+package enum DataDirectoryKey {
+    package static func load(dataDirectory: String, name: String) throws -> [UInt8] {
         let directory = KeyRingStore.directory(dataDirectory: dataDirectory)
         let path = directory + "/" + name
         do {
@@ -61,10 +62,10 @@ public enum DataDirectoryKey {
 }
 
 /// Rules for client names, scopes and subject patterns, shared by `broker client add` and the grants.
-public enum ClientRules {
+package enum ClientRules {
     /// 1–64 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit: safe in a URL, a form body, Basic
     /// authentication (no `:`), a log line and a `sub` claim.
-    public static func validName(_ name: String) -> Bool {
+    package static func validName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard (1...64).contains(bytes.count), isAlphanumeric(bytes[0]) else { return false }
         return bytes.allSatisfy {
@@ -77,7 +78,7 @@ public enum ClientRules {
     }
 
     /// RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.
-    public static func validScope(_ scope: String) -> Bool {
+    package static func validScope(_ scope: String) -> Bool {
         !scope.isEmpty && scope.utf8.count <= 128
             && scope.utf8.allSatisfy { $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) }
     }
@@ -86,7 +87,7 @@ public enum ClientRules {
     /// and `/`), `?` exactly one character, `\` makes the next character literal. Anchored at both ends.
     ///
     /// Linear backtracking over the last `*` only, so a hostile subject cannot make it slow.
-    public static func subject(_ subject: String, matches pattern: String) -> Bool {
+    package static func subject(_ subject: String, matches pattern: String) -> Bool {
         enum Token: Equatable {
             case literal(Character)
             case one
@@ -145,8 +146,8 @@ public enum ClientRules {
 
     /// Why a trusted-issuer URL cannot be used (`nil` when it can): the contract's endpoint rule (`https`,
     /// or `http` on a loopback host), and no query or fragment (discovery is appended to it).
-    public static func issuerProblem(_ issuer: String) -> String? {
-        if let problem = ServerConfiguration.endpointProblem(issuer) { return problem }
+    package static func issuerProblem(_ issuer: String) -> String? {
+        if let problem = Endpoint.problem(issuer) { return problem }
         guard !issuer.contains("?"), !issuer.contains("#") else { return "must not have a query or fragment" }
         return nil
     }

@@ -17,40 +17,40 @@ import NIOHTTPTypes
 /// answered `503` with `Connection: close` as soon as its request head arrives (or closed after a short
 /// grace if it never comes); the listener stops accepting altogether at ``acceptLimit`` so that descriptors
 /// never run out (issue "Proof under fire", finding 1).
-public struct ConnectionLimits: Sendable, Hashable {
-    public var maxConnections: Int
+package struct ConnectionLimits: Sendable, Hashable {
+    package var maxConnections: Int
     /// Seconds a connection may take to send one whole request (head and body), idle time included.
-    public var requestTimeout: Int64
+    package var requestTimeout: Int64
     /// Seconds an over-the-cap connection gets to send its request head before it is closed unanswered.
-    public var overflowGrace: Int64 = 2
+    package var overflowGrace: Int64 = 2
 
-    public init(maxConnections: Int, requestTimeout: Int64) {
+    package init(maxConnections: Int, requestTimeout: Int64) {
         self.maxConnections = maxConnections
         self.requestTimeout = requestTimeout
     }
 
     /// Descriptors kept back from connections: the store, key files, outbound HTTP, logs.
-    public static let reservedDescriptors = 128
+    package static let reservedDescriptors = 128
     /// Connections accepted above the cap only to be told 503 and closed.
-    public static let overflowConnections = 64
+    package static let overflowConnections = 64
 
     /// Where accepting stops: the cap plus room for quick 503s, and never closer than
     /// ``reservedDescriptors`` to the descriptor limit.
-    public func acceptLimit(descriptorLimit: Int) -> Int {
+    package func acceptLimit(descriptorLimit: Int) -> Int {
         max(1, min(maxConnections + Self.overflowConnections, descriptorLimit - Self.reservedDescriptors))
     }
 
     /// The cap actually enforced: `maxConnections`, lowered to fit the descriptor limit.
-    public func effectiveMaxConnections(descriptorLimit: Int) -> Int {
+    package func effectiveMaxConnections(descriptorLimit: Int) -> Int {
         max(1, min(maxConnections, acceptLimit(descriptorLimit: descriptorLimit)))
     }
 }
 
 /// The process's descriptor limit.
-public enum DescriptorLimit {
+package enum DescriptorLimit {
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit now in force.
     @discardableResult
-    public static func raiseToHardLimit() -> Int {
+    package static func raiseToHardLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         if limit.rlim_cur < limit.rlim_max {

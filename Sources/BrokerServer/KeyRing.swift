@@ -1,5 +1,5 @@
-public import BrokerCore
-public import BrokerCrypto
+package import BrokerCore
+package import BrokerCrypto
 import BrokerSystem
 
 #if canImport(Glibc)
@@ -7,42 +7,42 @@ import BrokerSystem
 #endif
 
 /// One signing key of the broker and its place in the rotation.
-public struct SigningKeyEntry: Sendable {
-    public let kid: String
-    public let key: AsymmetricKey
-    public let createdAt: Int64
+package struct SigningKeyEntry: Sendable {
+    package let kid: String
+    package let key: AsymmetricKey
+    package let createdAt: Int64
     /// When a newer key took over; `nil` for the current key.
-    public let retiredAt: Int64?
+    package let retiredAt: Int64?
 }
 
 /// The broker's signing keys: one current key that signs, and retired keys that still verify.
-public struct KeyRing: Sendable {
-    public let current: SigningKeyEntry
-    public let retired: [SigningKeyEntry]
+package struct KeyRing: Sendable {
+    package let current: SigningKeyEntry
+    package let retired: [SigningKeyEntry]
 
     /// The keys to publish and accept at `now`: the current key, and each retired key until every token it
     /// can have signed has expired (`retention` after its retirement).
-    public func published(now: Int64, retention: Int64) -> [SigningKeyEntry] {
+    package func published(now: Int64, retention: Int64) -> [SigningKeyEntry] {
         [current] + retired.filter { ($0.retiredAt ?? now) + retention > now }
     }
 }
 
 /// The generated keys in the data directory: `keys/keyring.json` lists them, `keys/<kid>.pem` holds each
 /// private key (0600, in a 0700 directory). Changes are made under `keys/.lock` and written atomically.
-public enum KeyRingStore {
-    public struct Failure: Error, Sendable, CustomStringConvertible {
-        public let description: String
+package enum KeyRingStore {
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        package let description: String
     }
 
     static let format = 1
 
-    public static func directory(dataDirectory: String) -> String { dataDirectory + "/keys" }
-    public static func indexPath(dataDirectory: String) -> String {
+    package static func directory(dataDirectory: String) -> String { dataDirectory + "/keys" }
+    package static func indexPath(dataDirectory: String) -> String {
         directory(dataDirectory: dataDirectory) + "/keyring.json"
     }
 
     /// Loads the key ring, generating a first ES256 key when there is none yet.
-    public static func loadOrCreate(dataDirectory: String, now: Int64) throws(Failure) -> KeyRing {
+    package static func loadOrCreate(dataDirectory: String, now: Int64) throws(Failure) -> KeyRing {
         let directory = directory(dataDirectory: dataDirectory)
         do {
             try PosixFile.ensurePrivateDirectory(directory)
@@ -62,7 +62,7 @@ public enum KeyRingStore {
     }
 
     /// Reads the key ring; a missing, corrupt or inconsistent index is an error naming the file.
-    public static func load(dataDirectory: String) throws(Failure) -> KeyRing {
+    package static func load(dataDirectory: String) throws(Failure) -> KeyRing {
         let path = indexPath(dataDirectory: dataDirectory)
         let bytes: [UInt8]
         do {
@@ -107,7 +107,7 @@ public enum KeyRingStore {
 
     /// Makes a new key current and retires the previous one; keys retired longer than `retention` ago are
     /// removed. Returns the new ring.
-    public static func rotate(
+    package static func rotate(
         dataDirectory: String,
         kind: KeyKind,
         now: Int64,

@@ -1,66 +1,76 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerSystem
-import OpenIDConnect
+package import ProviderSupport
 
 /// `broker serve`'s settings: defaults, then the JSON file, then `BROKER_…` environment variables; the
 /// command's flags are applied last by the caller.
 ///
 /// Environment names: `BROKER_SERVER_<KEY>` for a `server` key (`BROKER_SERVER_ACCESS_TOKEN_TTL=600`) and
 /// `BROKER_PROVIDERS_<PROVIDER>_<KEY>` for a provider key (`BROKER_PROVIDERS_GOOGLE_CLIENT_SECRET=…`).
-public struct ServerConfiguration: Sendable {
-    public var host = "127.0.0.1"
-    public var port = 8787
+package struct ServerConfiguration: Sendable {
+    package var host = "127.0.0.1"
+    package var port = 8787
     /// `iss` and the discovery base; `http://host:port` when `nil`.
-    public var issuer: String?
-    public var dataDirectory = "~/.local/share/broker"
-    public var database: String?
-    public var signingKeyFile: String?
-    public var audience = "broker"
-    public var accessTokenTTL: Int64 = 3600
-    public var refreshTokenTTL: Int64 = 2_592_000
-    public var mintMaxTTL: Int64 = 3600
+    package var issuer: String?
+    package var dataDirectory = "~/.local/share/broker"
+    package var database: String?
+    package var signingKeyFile: String?
+    package var audience = "broker"
+    package var accessTokenTTL: Int64 = 3600
+    package var refreshTokenTTL: Int64 = 2_592_000
+    package var mintMaxTTL: Int64 = 3600
     /// Per-account and per-address back-off after failed logins.
-    public var loginThrottle = true
+    package var loginThrottle = true
     /// Threads that hash passwords; `nil`: one per core.
-    public var passwordHashWorkers: Int?
+    package var passwordHashWorkers: Int?
     /// Hash jobs allowed to wait for a thread before logins get 429; `nil`: four per worker.
-    public var passwordHashQueue: Int?
+    package var passwordHashQueue: Int?
     /// Open connections served at once; above it a new connection is answered 503 (lowered at start to fit
     /// the descriptor limit).
-    public var maxConnections = 4096
+    package var maxConnections = 4096
     /// Seconds a connection may take to deliver one whole request, idle time before it included.
-    public var requestTimeout: Int64 = 30
+    package var requestTimeout: Int64 = 30
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
-    public var providers: [ProviderID: [String: JSONValue]] = [:]
-    public var customEnabled = true
+    package var providers: [ProviderID: [String: JSONValue]] = [:]
+    package var customEnabled = true
+    /// The provider modules this build offers (the executable's list); sections for others are refused.
+    package var catalog: [ProviderDescriptor] = []
 
-    public init() {}
-
-    /// The smallest lifetime accepted anywhere (CONTRACT.md "Configuration file").
-    public static let minimumTTL: Int64 = 5
-
-    /// The providers this broker offers, in the contract's order.
-    public var enabledProviders: [ProviderID] {
-        ProviderID.allCases.filter { $0 == .custom ? customEnabled : providers[$0] != nil }
+    package init(catalog: [ProviderDescriptor] = []) {
+        self.catalog = catalog
     }
 
+    /// The smallest lifetime accepted anywhere (CONTRACT.md "Configuration file").
+    package static let minimumTTL: Int64 = 5
+
+    /// The providers this broker offers, in the catalog's order, then `custom`.
+    package var enabledProviders: [ProviderID] {
+        catalog.map(\.id).filter { providers[$0] != nil } + (customEnabled ? [.custom] : [])
+    }
+
+    /// The descriptor of a provider this build offers.
+    package func descriptor(_ id: ProviderID) -> ProviderDescriptor? { catalog.first { $0.id == id } }
+
+    /// Every provider id a configuration may name: the catalog's and `custom`.
+    var knownProviders: [ProviderID] { catalog.map(\.id) + [.custom] }
+
     /// Where the SQLite store and the generated signing keys live (`~` expanded).
-    public var expandedDataDirectory: String { PosixFile.expandingTilde(dataDirectory) }
+    package var expandedDataDirectory: String { PosixFile.expandingTilde(dataDirectory) }
 }
 
 /// A configuration that cannot be used: the file (or variable) and the key, and what is wrong.
-public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let source: String
-    public let key: String?
-    public let problem: String
+package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    package let source: String
+    package let key: String?
+    package let problem: String
 
-    public init(source: String, key: String?, problem: String) {
+    package init(source: String, key: String?, problem: String) {
         self.source = source
         self.key = key
         self.problem = problem
     }
 
-    public var description: String {
+    package var description: String {
         if let key { return "\(source): \(key): \(problem)" }
         return "\(source): \(problem)"
     }
@@ -73,32 +83,11 @@ extension ServerConfiguration {
         "max_connections", "request_timeout",
     ]
 
-    static let endpointKeys = ["authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint"]
-
-    static func providerKeys(_ provider: ProviderID) -> Set<String> {
-        switch provider {
-        case .google: Set(["client_id", "client_secret", "issuer"] + endpointKeys)
-        case .microsoftaccount: Set(["client_id", "client_secret", "tenant", "issuer"] + endpointKeys)
-        case .facebook:
-            [
-                "client_id", "client_secret", "authorization_endpoint", "token_endpoint", "userinfo_endpoint",
-                "graph_version",
-            ]
-        case .twitter:
-            [
-                "client_id", "client_secret", "mode", "consumer_key", "consumer_secret", "authorization_endpoint",
-                "token_endpoint", "userinfo_endpoint", "request_token_endpoint", "authorize_endpoint",
-                "access_token_endpoint", "verify_credentials_endpoint",
-            ]
-        case .custom: ["enabled"]
-        }
-    }
-
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
-    public static func load(path: String?, environment: [String: String]) throws(ConfigurationError)
-        -> ServerConfiguration
-    {
-        var configuration = ServerConfiguration()
+    package static func load(
+        catalog: [ProviderDescriptor], path: String?, environment: [String: String]
+    ) throws(ConfigurationError) -> ServerConfiguration {
+        var configuration = ServerConfiguration(catalog: catalog)
         if let path {
             let bytes: [UInt8]
             do {
@@ -130,12 +119,11 @@ extension ServerConfiguration {
             guard let members = server.objectValue else {
                 throw ConfigurationError(source: source, key: "server", problem: "must be an object")
             }
-            for key in members.keys.sorted() {
+            for (key, value) in members.sorted(by: { $0.key < $1.key }) {
                 guard Self.serverKeys.contains(key) else {
                     throw ConfigurationError(source: source, key: "server.\(key)", problem: "unknown key")
                 }
-                // swift-format-ignore: NeverForceUnwrap
-                try setServerKey(key, value: members[key]!, source: source, name: "server.\(key)")
+                try setServerKey(key, value: value, source: source, name: "server.\(key)")
             }
         }
         if let providersValue = root["providers"] {
@@ -145,8 +133,8 @@ extension ServerConfiguration {
             // With a `providers` key, only what it lists is enabled — custom included.
             customEnabled = false
             for name in members.keys.sorted() {
-                guard let provider = ProviderID(rawValue: name) else {
-                    let known = ProviderID.allCases.map(\.rawValue).joined(separator: ", ")
+                guard let provider = ProviderID(rawValue: name), knownProviders.contains(provider) else {
+                    let known = knownProviders.map(\.rawValue).joined(separator: ", ")
                     throw ConfigurationError(
                         source: source,
                         key: "providers.\(name)",
@@ -179,7 +167,9 @@ extension ServerConfiguration {
                 try setServerKey(key, value: Self.environmentValue(text), source: "environment", name: variable)
             } else if variable.hasPrefix("BROKER_PROVIDERS_") {
                 let rest = variable.dropFirst("BROKER_PROVIDERS_".count).lowercased()
-                guard let provider = ProviderID.allCases.first(where: { rest.hasPrefix($0.rawValue + "_") }) else {
+                // The longest matching id wins, so that an id that prefixes another cannot capture its keys.
+                let matching = knownProviders.filter { rest.hasPrefix($0.rawValue + "_") }
+                guard let provider = matching.max(by: { $0.rawValue.count < $1.rawValue.count }) else {
                     throw ConfigurationError(source: "environment", key: variable, problem: "unknown provider")
                 }
                 let key = String(rest.dropFirst(provider.rawValue.count + 1))
@@ -274,35 +264,27 @@ extension ServerConfiguration {
         source: String,
         name: String
     ) throws(ConfigurationError) {
-        guard Self.providerKeys(provider).contains(key) else {
-            let known = Self.providerKeys(provider).sorted().joined(separator: ", ")
-            throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
-        }
-        if key == "enabled" {
+        if provider == .custom {
+            guard key == "enabled" else {
+                throw ConfigurationError(source: source, key: name, problem: "unknown key (known: enabled)")
+            }
             guard case .bool = value else {
                 throw ConfigurationError(source: source, key: name, problem: "must be true or false")
             }
         } else {
-            guard case .string(let text) = value, !text.isEmpty else {
-                throw ConfigurationError(source: source, key: name, problem: "must be a non-empty string")
+            guard let descriptor = descriptor(provider), let accepted = descriptor.key(key) else {
+                let known = descriptor(provider)?.keys.map(\.name).sorted().joined(separator: ", ") ?? ""
+                throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
             }
-            if key.hasSuffix("_endpoint") || key == "jwks_uri" || key == "issuer" {
-                if let problem = Self.endpointProblem(text) {
-                    throw ConfigurationError(source: source, key: name, problem: problem)
-                }
-            }
-            if key == "mode" && text != "oauth2" && text != "oauth1" {
-                throw ConfigurationError(source: source, key: name, problem: "must be \"oauth2\" or \"oauth1\"")
+            if let problem = accepted.problem(with: value) {
+                throw ConfigurationError(source: source, key: name, problem: problem)
             }
         }
         providers[provider, default: [:]][key] = value
     }
 
-    /// Endpoint URLs must be https, except on a loopback host (CONTRACT.md).
-    static func endpointProblem(_ url: String) -> String? { Endpoint.problem(url) }
-
     /// Checks values that depend on each other or on ranges.
-    public func validate(source: String) throws(ConfigurationError) {
+    package func validate(source: String) throws(ConfigurationError) {
         for (key, value) in [
             ("server.access_token_ttl", accessTokenTTL), ("server.refresh_token_ttl", refreshTokenTTL),
             ("server.mint_max_ttl", mintMaxTTL),
@@ -337,13 +319,10 @@ extension ServerConfiguration {
                 )
             }
         }
-        if providers[.twitter]?["mode"]?.stringValue == "oauth1" {
-            for key in ["consumer_key", "consumer_secret"] where providers[.twitter]?[key] == nil {
-                throw ConfigurationError(
-                    source: source,
-                    key: "providers.twitter.\(key)",
-                    problem: "is required with \"mode\": \"oauth1\""
-                )
+        for id in enabledProviders where id != .custom {
+            guard let descriptor = descriptor(id) else { continue }
+            if let (key, problem) = descriptor.check(ProviderSection(id: id, values: providers[id] ?? [:])) {
+                throw ConfigurationError(source: source, key: "providers.\(id).\(key)", problem: problem)
             }
         }
     }

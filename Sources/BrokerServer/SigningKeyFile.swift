@@ -1,16 +1,16 @@
-public import BrokerCrypto
+package import BrokerCrypto
 import BrokerSystem
 
 /// Loads a PEM private key from a file, with errors that name the file and say what is wrong.
-public enum SigningKeyFile {
-    public struct LoadError: Error, CustomStringConvertible {
-        public let description: String
+package enum SigningKeyFile {
+    package struct LoadError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// Largest key file read: a PEM RSA-8192 private key is under 7 KiB.
     static let maxSize = 64 * 1024
 
-    public static func load(path: String) throws -> AsymmetricKey {
+    package static func load(path: String) throws -> AsymmetricKey {
         let bytes: [UInt8]
         do {
             bytes = try PosixFile.read(path: path, maxSize: maxSize)

@@ -1,17 +1,17 @@
-public import BrokerCore
+package import BrokerCore
 
 /// The claim rules under which a CI client may exchange an OIDC token from its CI platform (RFC 8693).
-public struct TrustPolicy: Sendable, Hashable {
+package struct TrustPolicy: Sendable, Hashable {
     /// The issuer the subject token must come from (`iss`, exactly), and where its discovery lives.
-    public var issuer: String
+    package var issuer: String
     /// A glob the whole `sub` must match: `*` any run of characters, `?` one character, `\` escapes.
-    public var subjectPattern: String
+    package var subjectPattern: String
     /// An audience the subject token's `aud` must contain.
-    public var audience: String
+    package var audience: String
     /// The oldest subject token accepted, in seconds since its `iat`.
-    public var maxAge: Int64
+    package var maxAge: Int64
 
-    public init(issuer: String, subjectPattern: String, audience: String, maxAge: Int64) {
+    package init(issuer: String, subjectPattern: String, audience: String, maxAge: Int64) {
         self.issuer = issuer
         self.subjectPattern = subjectPattern
         self.audience = audience
@@ -22,16 +22,16 @@ public struct TrustPolicy: Sendable, Hashable {
 /// A CI client: mints tokens with `client_credentials`, or by exchanging a trusted issuer's token.
 ///
 /// The secret is kept only as a keyed hash (``secretHash``); it is shown once, when the client is added.
-public struct ClientRecord: Sendable, Hashable {
+package struct ClientRecord: Sendable, Hashable {
     /// The client id; tokens minted for it have `sub: client:<name>`.
-    public var name: String
-    public var secretHash: String
+    package var name: String
+    package var secretHash: String
     /// The scopes the client may request; a request gets the intersection.
-    public var scopes: [String]
-    public var trust: TrustPolicy?
-    public var createdAt: Int64
+    package var scopes: [String]
+    package var trust: TrustPolicy?
+    package var createdAt: Int64
 
-    public init(name: String, secretHash: String, scopes: [String], trust: TrustPolicy?, createdAt: Int64) {
+    package init(name: String, secretHash: String, scopes: [String], trust: TrustPolicy?, createdAt: Int64) {
         self.name = name
         self.secretHash = secretHash
         self.scopes = scopes
@@ -41,7 +41,7 @@ public struct ClientRecord: Sendable, Hashable {
 }
 
 /// The CI-client half of the store: clients, and the `jti`s of subject tokens already exchanged.
-public protocol ClientStore: Sendable {
+package protocol ClientStore: Sendable {
     /// - Throws: ``StoreError/conflict(_:)`` when a client with that name exists.
     func createClient(_ client: ClientRecord) async throws
 
@@ -61,14 +61,14 @@ public protocol ClientStore: Sendable {
 
 /// A one-time code of the browser flow, as stored: its SHA-256, never the code. Bound to the CLI's PKCE
 /// challenge and loopback redirect URI; single use; short-lived.
-public struct AuthorizationCodeRecord: Sendable, Hashable {
-    public var hash: [UInt8]
-    public var userID: UserID
-    public var codeChallenge: String
-    public var redirectURI: String
-    public var expiresAt: Int64
+package struct AuthorizationCodeRecord: Sendable, Hashable {
+    package var hash: [UInt8]
+    package var userID: UserID
+    package var codeChallenge: String
+    package var redirectURI: String
+    package var expiresAt: Int64
 
-    public init(hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64) {
+    package init(hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64) {
         self.hash = hash
         self.userID = userID
         self.codeChallenge = codeChallenge
@@ -78,7 +78,7 @@ public struct AuthorizationCodeRecord: Sendable, Hashable {
 }
 
 /// What presenting a one-time code came to.
-public enum CodeRedemption: Sendable, Hashable {
+package enum CodeRedemption: Sendable, Hashable {
     /// First use: the code is now spent.
     case redeemed(AuthorizationCodeRecord)
     case unknown
@@ -87,7 +87,7 @@ public enum CodeRedemption: Sendable, Hashable {
 }
 
 /// The browser flow's state in the store: one-time codes and the single-use markers of sealed states.
-public protocol BrowserFlowStore: Sendable {
+package protocol BrowserFlowStore: Sendable {
     func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws
     func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption
     /// Records the session a redeemed code started.

@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerSystem
 import GRDB
 
@@ -6,13 +6,13 @@ import GRDB
 ///
 /// WAL mode (a `DatabasePool`) lets `/auth/me` and the JWKS read while a login writes; a busy timeout
 /// lets `broker client add` write from another process while the server runs.
-public final class SQLiteStore: Store {
+package final class SQLiteStore: Store {
     private let pool: DatabasePool
     private let lookup: SessionLookup
-    public let path: String
+    package let path: String
 
     /// Opens (creating, mode 0600) the database at `path` and migrates it to the current schema.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         lookup = SessionLookup(path: path)
         do {
@@ -120,11 +120,11 @@ public final class SQLiteStore: Store {
         return migrator
     }
 
-    public func ping() async throws {
+    package func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
-    public func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
         do {
             try await pool.write { db in
                 try Self.insert(user, db)
@@ -139,7 +139,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func passwordAccount(email: String) async throws -> PasswordAccount? {
+    package func passwordAccount(email: String) async throws -> PasswordAccount? {
         try await pool.read { db in
             guard
                 let row = try Row.fetchOne(
@@ -156,7 +156,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func updatePasswordHash(email: String, from old: String, to new: String) async throws {
+    package func updatePasswordHash(email: String, from old: String, to new: String) async throws {
         try await pool.write { db in
             // Compare-and-set: a concurrent password change wins over a rehash.
             try db.execute(
@@ -167,7 +167,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+    package func upsertUser(_ user: UserRecord) async throws -> UserRecord {
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -188,7 +188,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func user(id: UserID) async throws -> UserRecord? {
+    package func user(id: UserID) async throws -> UserRecord? {
         try await pool.read { db in
             try Row.fetchOne(
                 db,
@@ -198,7 +198,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
+    package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT INTO sessions (id, user_id, client_id, scope, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -213,7 +213,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func rotateRefreshToken(
+    package func rotateRefreshToken(
         hash: [UInt8],
         nextHash: [UInt8],
         nextExpiresAt: Int64,
@@ -255,7 +255,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
+    package func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
         try await pool.write { db in
             guard
                 let sessionID = try String.fetchOne(
@@ -272,7 +272,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func revokeSession(id: String, now: Int64) async throws -> Bool {
+    package func revokeSession(id: String, now: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
@@ -282,7 +282,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func session(id: String) async throws -> SessionRecord? {
+    package func session(id: String) async throws -> SessionRecord? {
         try await pool.read { db in
             try Row.fetchOne(
                 db,
@@ -293,11 +293,11 @@ public final class SQLiteStore: Store {
     }
 
     /// Answered by ``SessionLookup`` on the caller's thread: the hot path of every `/auth/me`.
-    public func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+    package func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
         try lookup.sessionWithUser(id: id)
     }
 
-    public func purge(expiredBefore before: Int64) async throws {
+    package func purge(expiredBefore before: Int64) async throws {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
@@ -315,7 +315,7 @@ public final class SQLiteStore: Store {
 
     // MARK: Browser flow
 
-    public func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
+    package func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -329,7 +329,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
+    package func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
@@ -359,7 +359,7 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
+    package func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
         try await pool.write { db in
             try db.execute(
                 sql: "UPDATE authorization_codes SET session_id = ? WHERE hash = ?",
@@ -368,13 +368,13 @@ public final class SQLiteStore: Store {
         }
     }
 
-    public func isStateMarkerSpent(_ marker: String) async throws -> Bool {
+    package func isStateMarkerSpent(_ marker: String) async throws -> Bool {
         try await pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT 1 FROM state_markers WHERE marker = ?", arguments: [marker]) ?? false
         }
     }
 
-    public func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
+    package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT INTO state_markers (marker, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -386,7 +386,7 @@ public final class SQLiteStore: Store {
 
     // MARK: CI clients
 
-    public func createClient(_ client: ClientRecord) async throws {
+    package func createClient(_ client: ClientRecord) async throws {
         do {
             try await pool.write { db in
                 try db.execute(
@@ -410,24 +410,24 @@ public final class SQLiteStore: Store {
         "name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at"
 
     /// Answered by ``SessionLookup`` on the caller's thread: read on every CI mint.
-    public func client(name: String) async throws -> ClientRecord? {
+    package func client(name: String) async throws -> ClientRecord? {
         try lookup.client(name: name)
     }
 
-    public func clients() async throws -> [ClientRecord] {
+    package func clients() async throws -> [ClientRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT \(Self.clientColumns) FROM clients ORDER BY name").map(Self.client)
         }
     }
 
-    public func deleteClient(name: String) async throws -> Bool {
+    package func deleteClient(name: String) async throws -> Bool {
         try await pool.write { db in
             try db.execute(sql: "DELETE FROM clients WHERE name = ?", arguments: [name])
             return db.changesCount == 1
         }
     }
 
-    public func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
+    package func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
                 sql: "INSERT INTO exchanged_tokens (issuer, jti, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",

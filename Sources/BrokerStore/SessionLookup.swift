@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import GRDBSQLite
 import Synchronization
 

@@ -1,14 +1,14 @@
-public import BrokerCore
+package import BrokerCore
 
 /// A broker user: one per provider account, keyed by ``UserID``.
-public struct UserRecord: Sendable, Hashable {
-    public var id: UserID
-    public var email: String?
-    public var name: String?
+package struct UserRecord: Sendable, Hashable {
+    package var id: UserID
+    package var email: String?
+    package var name: String?
     /// Seconds since the epoch.
-    public var createdAt: Int64
+    package var createdAt: Int64
 
-    public init(id: UserID, email: String?, name: String?, createdAt: Int64) {
+    package init(id: UserID, email: String?, name: String?, createdAt: Int64) {
         self.id = id
         self.email = email
         self.name = name
@@ -17,13 +17,13 @@ public struct UserRecord: Sendable, Hashable {
 }
 
 /// A custom (email + password) account: the login name and the password's PHC hash string.
-public struct PasswordAccount: Sendable, Hashable {
-    public var user: UserRecord
+package struct PasswordAccount: Sendable, Hashable {
+    package var user: UserRecord
     /// Trimmed, lowercased.
-    public var email: String
-    public var passwordHash: String
+    package var email: String
+    package var passwordHash: String
 
-    public init(user: UserRecord, email: String, passwordHash: String) {
+    package init(user: UserRecord, email: String, passwordHash: String) {
         self.user = user
         self.email = email
         self.passwordHash = passwordHash
@@ -33,15 +33,15 @@ public struct PasswordAccount: Sendable, Hashable {
 /// A sign-in session: the family of refresh tokens one login starts (RFC 9700 §4.14.2).
 ///
 /// Access tokens carry the session id (`sid`), so revoking the session also ends its access tokens.
-public struct SessionRecord: Sendable, Hashable {
-    public var id: String
-    public var userID: UserID
-    public var clientID: String
-    public var scope: String?
-    public var createdAt: Int64
-    public var revokedAt: Int64?
+package struct SessionRecord: Sendable, Hashable {
+    package var id: String
+    package var userID: UserID
+    package var clientID: String
+    package var scope: String?
+    package var createdAt: Int64
+    package var revokedAt: Int64?
 
-    public init(id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?) {
+    package init(id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?) {
         self.id = id
         self.userID = userID
         self.clientID = clientID
@@ -52,13 +52,13 @@ public struct SessionRecord: Sendable, Hashable {
 }
 
 /// A refresh token as stored: only its SHA-256 hash, never the token.
-public struct RefreshTokenRecord: Sendable, Hashable {
-    public var hash: [UInt8]
-    public var sessionID: String
-    public var createdAt: Int64
-    public var expiresAt: Int64
+package struct RefreshTokenRecord: Sendable, Hashable {
+    package var hash: [UInt8]
+    package var sessionID: String
+    package var createdAt: Int64
+    package var expiresAt: Int64
 
-    public init(hash: [UInt8], sessionID: String, createdAt: Int64, expiresAt: Int64) {
+    package init(hash: [UInt8], sessionID: String, createdAt: Int64, expiresAt: Int64) {
         self.hash = hash
         self.sessionID = sessionID
         self.createdAt = createdAt
@@ -67,7 +67,7 @@ public struct RefreshTokenRecord: Sendable, Hashable {
 }
 
 /// What presenting a refresh token for rotation came to.
-public enum RotationOutcome: Sendable, Hashable {
+package enum RotationOutcome: Sendable, Hashable {
     /// The token was current: it is now used, `next` replaces it, and the session continues.
     case rotated(SessionRecord)
     /// No such token.
@@ -81,27 +81,27 @@ public enum RotationOutcome: Sendable, Hashable {
 }
 
 /// Why a store operation failed.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public enum Code: Sendable, Hashable {
+package struct StoreError: Error, Sendable, CustomStringConvertible {
+    package enum Code: Sendable, Hashable {
         /// A unique constraint refused the write (an account with that email exists).
         case conflict
         /// The store could not be opened or answered with an error.
         case unavailable
     }
 
-    public let code: Code
-    public let reason: String
+    package let code: Code
+    package let reason: String
 
-    public static func conflict(_ reason: String) -> StoreError { StoreError(code: .conflict, reason: reason) }
-    public static func unavailable(_ reason: String) -> StoreError { StoreError(code: .unavailable, reason: reason) }
+    package static func conflict(_ reason: String) -> StoreError { StoreError(code: .conflict, reason: reason) }
+    package static func unavailable(_ reason: String) -> StoreError { StoreError(code: .unavailable, reason: reason) }
 
-    public var description: String { reason }
+    package var description: String { reason }
 }
 
 /// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
 ///
 /// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
-public protocol Store: ClientStore, BrowserFlowStore {
+package protocol Store: ClientStore, BrowserFlowStore {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 

@@ -9,7 +9,7 @@
 /// For calls that hold their thread for a long time (`curl_easy_perform`, `poll` on a loopback listener, a
 /// terminal read): Dispatch's pools and Swift's cooperative pool are sized to the core count (two threads on a
 /// small CI machine), so a few such calls there would hold up everything else.
-public enum DetachedThread {
+package enum DetachedThread {
     private final class Work {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -17,7 +17,7 @@ public enum DetachedThread {
 
     /// Starts `body` on a new thread with `stackSize` bytes of stack (the system's default when `nil`). If no
     /// thread can be had, runs it inline rather than lose it.
-    public static func start(stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) {
+    package static func start(stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) {
         let work = Unmanaged.passRetained(Work(body)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)

@@ -8,12 +8,12 @@
 ///
 /// `flock` locks belong to the open file description, so they exclude other processes and other opens in
 /// this process alike, and the kernel drops them when a process dies — a crashed holder never wedges others.
-public final class FileLock {
+package final class FileLock {
     private var fd: Int32
-    public let path: String
+    package let path: String
 
     /// Opens (creating, 0600) `path` and waits for the exclusive lock.
-    public init(path: String) throws(PosixFile.Failure) {
+    package init(path: String) throws(PosixFile.Failure) {
         self.path = path
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw PosixFile.Failure(path: path, reason: PosixFile.systemReason()) }
@@ -31,7 +31,7 @@ public final class FileLock {
     }
 
     /// The lock if it is free now, else `nil` (another holder has it); the file is created 0600.
-    public static func attempt(path: String) throws(PosixFile.Failure) -> FileLock? {
+    package static func attempt(path: String) throws(PosixFile.Failure) -> FileLock? {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw PosixFile.Failure(path: path, reason: PosixFile.systemReason()) }
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -45,7 +45,7 @@ public final class FileLock {
         return FileLock(path: path, fd: fd)
     }
 
-    public func unlock() {
+    package func unlock() {
         guard fd >= 0 else { return }
         flock(fd, LOCK_UN)
         close(fd)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-    import Glibc
+    package import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+    package import Darwin
 #endif
 
 /// Files that hold secrets or shared state, through POSIX calls with `strerror` messages.
@@ -9,24 +9,24 @@
 /// Written against POSIX rather than `FileManager` because every step matters here: the mode a file is
 /// created with (never a window where it is world-readable), `fsync` before `rename`, `flock`, and refusing
 /// FIFOs and devices where a regular file is expected.
-public enum PosixFile {
+package enum PosixFile {
     /// A failed file operation: what was attempted, on which path, and the system's reason.
-    public struct Failure: Error, Sendable, CustomStringConvertible {
-        public let path: String
-        public let reason: String
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        package let path: String
+        package let reason: String
 
-        public init(path: String, reason: String) {
+        package init(path: String, reason: String) {
             self.path = path
             self.reason = reason
         }
 
-        public var description: String { "\(path): \(reason)" }
+        package var description: String { "\(path): \(reason)" }
     }
 
     static func systemReason() -> String { String(cString: strerror(errno)) }
 
     /// Reads a whole regular file of at most `maxSize` bytes.
-    public static func read(path: String, maxSize: Int) throws(Failure) -> [UInt8] {
+    package static func read(path: String, maxSize: Int) throws(Failure) -> [UInt8] {
         // O_NONBLOCK: opening a FIFO must not hang; regular files ignore it.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw Failure(path: path, reason: systemReason()) }
@@ -53,20 +53,20 @@ public enum PosixFile {
     }
 
     /// Whether something exists at `path` (without following a final symlink).
-    public static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0
     }
 
     /// Modification time of `path` in nanoseconds since the epoch, or `nil` when it does not exist.
-    public static func modificationTime(_ path: String) -> Int64? {
+    package static func modificationTime(_ path: String) -> Int64? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
     }
 
     /// The permission bits of `path`, or `nil` when it does not exist.
-    public static func mode(_ path: String) -> mode_t? {
+    package static func mode(_ path: String) -> mode_t? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return info.st_mode & 0o7777
@@ -76,7 +76,7 @@ public enum PosixFile {
     ///
     /// An existing directory that others can read or write is tightened to 0700 when we own it, refused
     /// otherwise: secrets are about to be written into it.
-    public static func ensurePrivateDirectory(_ path: String) throws(Failure) {
+    package static func ensurePrivateDirectory(_ path: String) throws(Failure) {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
@@ -100,7 +100,7 @@ public enum PosixFile {
     ///
     /// A reader sees the old content or the new one, never a mix, and a crash at any moment leaves one of
     /// the two on disk.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws(Failure) {
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws(Failure) {
         let directory = parentDirectory(of: path)
         let random = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 36) }.joined()
         let temporary = "\(path).tmp-\(getpid())-\(random)"
@@ -116,7 +116,9 @@ public enum PosixFile {
             guard fchmod(fd, mode) == 0 else { throw Failure(path: temporary, reason: systemReason()) }
             var offset = 0
             while offset < bytes.count {
-                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+                let written = bytes.withUnsafeBytes { buffer in
+                    buffer.baseAddress.map { write(fd, $0 + offset, buffer.count - offset) } ?? 0
+                }
                 if written < 0 {
                     if errno == EINTR { continue }
                     throw Failure(path: temporary, reason: systemReason())
@@ -136,28 +138,28 @@ public enum PosixFile {
 
     /// Creates `path` empty with `mode` if it does not exist yet (so that a library opening it later
     /// cannot create it with wider permissions).
-    public static func createIfMissing(_ path: String, mode: mode_t = 0o600) throws(Failure) {
+    package static func createIfMissing(_ path: String, mode: mode_t = 0o600) throws(Failure) {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw Failure(path: path, reason: systemReason()) }
         close(fd)
     }
 
     /// Renames `path` aside to `path.<suffix>` and returns the new path.
-    public static func moveAside(_ path: String, suffix: String) throws(Failure) -> String {
+    package static func moveAside(_ path: String, suffix: String) throws(Failure) -> String {
         let target = "\(path).\(suffix)"
         guard rename(path, target) == 0 else { throw Failure(path: path, reason: systemReason()) }
         return target
     }
 
     /// The directory part of `path` (`.` when there is none).
-    public static func parentDirectory(of path: String) -> String {
+    package static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         let parent = String(path[..<slash])
         return parent.isEmpty ? "/" : parent
     }
 
     /// Expands a leading `~/` with `$HOME`.
-    public static func expandingTilde(_ path: String) -> String {
+    package static func expandingTilde(_ path: String) -> String {
         guard path == "~" || path.hasPrefix("~/") else { return path }
         let home = getenv("HOME").map { String(cString: $0) } ?? ""
         return home + path.dropFirst()

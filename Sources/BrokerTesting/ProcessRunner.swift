@@ -1,35 +1,35 @@
 import BrokerSystem
-public import Foundation
+package import Foundation
 
 /// What a finished process left: its exit status and both output streams.
-public struct ProcessOutput: Sendable {
-    public var status: Int32
-    public var stdoutBytes: [UInt8]
-    public var stderr: String
+package struct ProcessOutput: Sendable {
+    package var status: Int32
+    package var stdoutBytes: [UInt8]
+    package var stderr: String
     /// The process was killed because it outlived its time limit.
-    public var timedOut: Bool
+    package var timedOut: Bool
 
-    public var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
+    package var stdout: String { String(decoding: stdoutBytes, as: UTF8.self) }
 }
 
 /// Why a test helper could not do its work.
-public struct TestSupportError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct TestSupportError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Runs programs for tests: the built `broker`, `openssl`, the Python interop scripts.
 ///
 /// Every wait happens on a thread of its own, never on Swift's cooperative pool: that pool has one thread
 /// per core (two on CI), and a test that blocks one stalls every other test's continuations.
-public enum ProcessRunner {
+package enum ProcessRunner {
     /// Runs `executable` with `arguments` to completion.
     ///
     /// - Parameters:
     ///   - stdin: bytes given on standard input (empty input when `nil`).
     ///   - environment: variables added to (or replacing) this process's environment.
     ///   - timeout: the process is killed (SIGKILL) after this long; ``ProcessOutput/timedOut`` says so.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String],
         stdin: [UInt8]? = nil,
@@ -45,7 +45,7 @@ public enum ProcessRunner {
     }
 
     /// ``run(_:_:stdin:environment:currentDirectory:timeout:)`` with text on standard input.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String],
         stdin text: String,
@@ -56,7 +56,7 @@ public enum ProcessRunner {
     }
 
     /// The blocking form, for code that already runs on a thread of its own.
-    public static func runBlocking(
+    package static func runBlocking(
         _ executable: String,
         _ arguments: [String],
         stdin: [UInt8]? = nil,
@@ -113,7 +113,7 @@ public enum ProcessRunner {
     }
 
     /// Runs `openssl` to make key files the way users make them; throws unless it exits 0.
-    public static func openssl(_ arguments: [String]) async throws {
+    package static func openssl(_ arguments: [String]) async throws {
         let result = try await run("openssl", arguments)
         guard result.status == 0 else {
             throw TestSupportError("openssl \(arguments.joined(separator: " ")) failed: \(result.stderr)")
@@ -121,7 +121,7 @@ public enum ProcessRunner {
     }
 
     /// Runs a Python script from `Tests/Interop/` with `python3`.
-    public static func python(
+    package static func python(
         _ script: String,
         _ arguments: [String],
         stdin: [UInt8]? = nil,
@@ -134,7 +134,7 @@ public enum ProcessRunner {
 
 /// Runs blocking work (waiting for a process, a pipe, a lock) on a thread of its own and awaits its result,
 /// leaving Swift's cooperative pool free.
-public func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DetachedThread.start { continuation.resume(with: Result { try body() }) }
     }

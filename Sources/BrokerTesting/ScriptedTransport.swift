@@ -1,13 +1,13 @@
-public import BrokerCore
-public import BrokerHTTP
+package import BrokerCore
+package import BrokerHTTP
 import Synchronization
 
 /// An ``HTTPTransport`` that answers from a script instead of the network, and records what was sent.
 ///
 /// Each route is a method and an exact URL (query included); its answers are served in order and the last
 /// one repeats. A request with no route fails as a refused connection would, naming what was asked.
-public final class ScriptedTransport: HTTPTransport {
-    public typealias Answer = @Sendable (HTTPClientRequest) throws -> HTTPClientResponse
+package final class ScriptedTransport: HTTPTransport {
+    package typealias Answer = @Sendable (HTTPClientRequest) throws -> HTTPClientResponse
 
     private struct Route {
         var answers: [Answer]
@@ -21,27 +21,27 @@ public final class ScriptedTransport: HTTPTransport {
 
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Adds answers for `method url`, served in order (the last repeats).
-    public func on(_ method: String, _ url: String, _ answers: Answer...) {
+    package func on(_ method: String, _ url: String, _ answers: Answer...) {
         state.withLock { $0.routes["\(method) \(url)", default: Route(answers: [])].answers += answers }
     }
 
     /// Answers `method url` with a JSON document.
-    public func onJSON(_ method: String, _ url: String, status: Int = 200, _ body: JSONValue) {
+    package func onJSON(_ method: String, _ url: String, status: Int = 200, _ body: JSONValue) {
         on(method, url) { _ in Self.json(body, status: status) }
     }
 
     /// Every request sent so far, in order.
-    public var sent: [HTTPClientRequest] { state.withLock { $0.sent } }
+    package var sent: [HTTPClientRequest] { state.withLock { $0.sent } }
 
     /// How many requests went to `method url`.
-    public func count(_ method: String, _ url: String) -> Int {
+    package func count(_ method: String, _ url: String) -> Int {
         state.withLock { $0.sent.filter { $0.method == method && $0.url == url }.count }
     }
 
-    public func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+    package func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         let answer: Answer? = state.withLock { state in
             state.sent.append(request)
             let key = "\(request.method) \(request.url)"
@@ -59,14 +59,14 @@ public final class ScriptedTransport: HTTPTransport {
     }
 
     /// A JSON response.
-    public static func json(_ body: JSONValue, status: Int = 200) -> HTTPClientResponse {
+    package static func json(_ body: JSONValue, status: Int = 200) -> HTTPClientResponse {
         HTTPClientResponse(
             status: status, headers: [(name: "Content-Type", value: "application/json")],
             body: Array(body.serialized().utf8))
     }
 
     /// A failure of the transport itself (timeout, refused connection, …).
-    public static func failure(_ kind: HTTPClientError.Kind, _ message: String) -> Answer {
+    package static func failure(_ kind: HTTPClientError.Kind, _ message: String) -> Answer {
         { _ in throw HTTPClientError(kind: kind, message: message) }
     }
 }

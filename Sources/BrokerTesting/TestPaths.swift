@@ -1,41 +1,41 @@
-public import Foundation
+package import Foundation
 
 /// Where things are when tests run: the repository, the built executables, the interop scripts.
-public enum TestPaths {
+package enum TestPaths {
     /// The repository's root (this file is `Sources/BrokerTesting/TestPaths.swift`).
-    public static let repositoryRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    package static let repositoryRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
     /// The built `broker` launcher, or `BROKER_BIN` when set.
-    public static var broker: String {
+    package static var broker: String {
         ProcessInfo.processInfo.environment["BROKER_BIN"] ?? built("broker")
     }
 
     /// `broker-full`, beside ``broker``.
-    public static var brokerFull: String {
+    package static var brokerFull: String {
         URL(fileURLWithPath: broker).deletingLastPathComponent().appendingPathComponent("broker-full").path
     }
 
     /// An executable of this package in the debug build folder.
-    public static func built(_ name: String) -> String {
+    package static func built(_ name: String) -> String {
         repositoryRoot.appendingPathComponent(".build/debug/\(name)").path
     }
 
     /// A script under `Tests/Interop/`.
-    public static func interop(_ script: String) -> String {
+    package static func interop(_ script: String) -> String {
         repositoryRoot.appendingPathComponent("Tests/Interop/\(script)").path
     }
 
     /// A path under the repository.
-    public static func repository(_ relative: String) -> String {
+    package static func repository(_ relative: String) -> String {
         repositoryRoot.appendingPathComponent(relative).path
     }
 }
 
 /// Fresh directories for a test's files.
-public enum TemporaryDirectory {
+package enum TemporaryDirectory {
     /// Creates a new empty directory under the system's temporary folder.
-    public static func make(prefix: String = "broker-test") throws -> URL {
+    package static func make(prefix: String = "broker-test") throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url

@@ -1,13 +1,13 @@
-public import BrokerCore
+package import BrokerCore
 import HTTPTypes
 import Hummingbird
-public import Logging
+package import Logging
 import NIOCore
 import Synchronization
 
 /// `broker emulate`: the provider emulators on one loopback port, each under its provider id.
-public enum EmulatorServer {
-    public static func run(
+package enum EmulatorServer {
+    package static func run(
         host: String,
         port: Int,
         approveAs: String? = nil,

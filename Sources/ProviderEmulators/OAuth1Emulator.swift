@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import Synchronization
 import Twitter
@@ -6,9 +6,9 @@ import Twitter
 /// X's OAuth 1.0a endpoints, emulated: every request's HMAC-SHA1 signature is checked (RFC 5849 §3.4 over
 /// the URL the client used), as are the consumer key, the timestamp window (±5 min) and nonce reuse; the
 /// request token must come back with its verifier, once.
-public final class OAuth1Emulator: Sendable {
-    public static let consumerKey = "emulated-consumer-key"
-    public static let consumerSecret = "emulated-consumer-secret"
+package final class OAuth1Emulator: Sendable {
+    package static let consumerKey = "emulated-consumer-key"
+    package static let consumerSecret = "emulated-consumer-secret"
 
     struct RequestToken {
         let secret: String
@@ -31,7 +31,7 @@ public final class OAuth1Emulator: Sendable {
 
     let approveAs: String?
 
-    public init(approveAs: String? = nil, clock: any WallClock) {
+    package init(approveAs: String? = nil, clock: any WallClock) {
         self.approveAs = approveAs
         self.clock = clock
     }
@@ -69,7 +69,7 @@ public final class OAuth1Emulator: Sendable {
     }
 
     /// `POST /twitter/oauth/request_token`.
-    public func requestToken(url: String, authorization: String?, body: [(String, String)]) throws
+    package func requestToken(url: String, authorization: String?, body: [(String, String)]) throws
         -> OpenIDEmulator.Reply
     {
         switch verify(method: "POST", url: url, authorization: authorization, body: body, tokenSecret: { _ in nil }) {
@@ -99,7 +99,7 @@ public final class OAuth1Emulator: Sendable {
 
     /// `GET /twitter/oauth/authorize?oauth_token=…`: the consent page; `approve_as=USER` (or
     /// `--approve-as`) approves at once.
-    public func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
+    package func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
         let page = consentPage(query)
         guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
         var form = query
@@ -118,7 +118,7 @@ public final class OAuth1Emulator: Sendable {
     }
 
     /// `POST /twitter/oauth/authorize`: back to the callback with the verifier, or `denied`.
-    public func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
+    package func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
         guard let token = form["oauth_token"], let pending = requestTokens.withLock({ $0[token] }) else {
             return consentPage(form)
         }
@@ -142,7 +142,7 @@ public final class OAuth1Emulator: Sendable {
     }
 
     /// `POST /twitter/oauth/access_token`.
-    public func accessToken(url: String, authorization: String?, body: [(String, String)]) throws
+    package func accessToken(url: String, authorization: String?, body: [(String, String)]) throws
         -> OpenIDEmulator.Reply
     {
         let result = verify(
@@ -173,7 +173,7 @@ public final class OAuth1Emulator: Sendable {
     }
 
     /// `GET /twitter/1.1/account/verify_credentials.json`.
-    public func verifyCredentials(url: String, authorization: String?) -> OpenIDEmulator.Reply {
+    package func verifyCredentials(url: String, authorization: String?) -> OpenIDEmulator.Reply {
         var account: OAuth2Emulator.Account?
         let result = verify(
             method: "GET", url: url, authorization: authorization, body: [],

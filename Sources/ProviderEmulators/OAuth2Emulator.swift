@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import Synchronization
 
@@ -6,25 +6,25 @@ import Synchronization
 /// `redirect_uri` and (for X, where it is mandatory) the PKCE challenge, and the profile endpoint each
 /// module reads. Facebook's Graph `me` insists on a correct `appsecret_proof`, as an app with "Require App
 /// Secret" does; X's token endpoint insists on HTTP Basic, as it does for confidential clients.
-public final class OAuth2Emulator: Sendable {
-    public enum Kind: Sendable { case facebook, twitter }
+package final class OAuth2Emulator: Sendable {
+    package enum Kind: Sendable { case facebook, twitter }
 
-    public struct Account: Sendable {
-        public let id: String
-        public let userID: String
-        public let name: String
-        public let email: String?
+    package struct Account: Sendable {
+        package let id: String
+        package let userID: String
+        package let name: String
+        package let email: String?
     }
 
-    public let kind: Kind
+    package let kind: Kind
     let clientID: String
     let clientSecret: String
     let accounts: [Account]
 
-    public static let facebookAppID = "1234567890123456"
-    public static let facebookAppSecret = "emulated-facebook-app-secret"
-    public static let twitterClientID = "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"
-    public static let twitterClientSecret = "emulated-twitter-client-secret"
+    package static let facebookAppID = "1234567890123456"
+    package static let facebookAppSecret = "emulated-facebook-app-secret"
+    package static let twitterClientID = "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"
+    package static let twitterClientSecret = "emulated-twitter-client-secret"
 
     struct Grant {
         let redirectURI: String
@@ -39,7 +39,7 @@ public final class OAuth2Emulator: Sendable {
 
     let approveAs: String?
 
-    public init(_ kind: Kind, approveAs: String? = nil, clock: any WallClock) {
+    package init(_ kind: Kind, approveAs: String? = nil, clock: any WallClock) {
         self.kind = kind
         self.approveAs = approveAs
         self.clock = clock
@@ -58,7 +58,7 @@ public final class OAuth2Emulator: Sendable {
     var name: String { kind == .facebook ? "Facebook" : "X" }
 
     /// `GET` the dialog / authorize endpoint; `approve_as=USER` (or `--approve-as`) approves at once.
-    public func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
+    package func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
         let page = consentPage(query)
         guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
         var form = query
@@ -114,7 +114,7 @@ public final class OAuth2Emulator: Sendable {
     }
 
     /// `POST` of the consent form.
-    public func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
+    package func consent(_ form: [String: String]) throws -> OpenIDEmulator.Reply {
         guard case .page(200, _) = consentPage(form), let redirect = form["redirect_uri"] else {
             return consentPage(form)
         }
@@ -143,7 +143,7 @@ public final class OAuth2Emulator: Sendable {
     }
 
     /// The token endpoint (Facebook: GET or POST `oauth/access_token`; X: POST `2/oauth2/token`).
-    public func token(_ form: [String: String], authorization: String?) throws -> OpenIDEmulator.Reply {
+    package func token(_ form: [String: String], authorization: String?) throws -> OpenIDEmulator.Reply {
         func error(_ status: Int, _ code: String, _ message: String) -> OpenIDEmulator.Reply {
             if kind == .facebook {
                 return .json(
@@ -194,7 +194,7 @@ public final class OAuth2Emulator: Sendable {
     }
 
     /// Facebook's Graph `me` (with `appsecret_proof`) or X's `2/users/me`.
-    public func me(_ query: [String: String], authorization: String?) -> OpenIDEmulator.Reply {
+    package func me(_ query: [String: String], authorization: String?) -> OpenIDEmulator.Reply {
         let bearer = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
         guard let token = bearer ?? query["access_token"], let account = tokens.withLock({ $0[token] }) else {
             if kind == .facebook {

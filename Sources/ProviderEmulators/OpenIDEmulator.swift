@@ -1,4 +1,4 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import Synchronization
 
@@ -10,26 +10,26 @@ import Synchronization
 /// Two flavours: Google (under `/google`) and the Microsoft identity platform v2 (under
 /// `/microsoft/{tenant}/…`, with Microsoft's tenant-templated issuer and `tid`/`oid` claims). Endpoints:
 /// discovery, keys, `authorize` (a consent page whose form posts back), `token`, `userinfo`.
-public final class OpenIDEmulator: Sendable {
-    public struct Account: Sendable {
-        public let id: String
-        public let subject: String
-        public let email: String
-        public let emailVerified: Bool
-        public let name: String
+package final class OpenIDEmulator: Sendable {
+    package struct Account: Sendable {
+        package let id: String
+        package let subject: String
+        package let email: String
+        package let emailVerified: Bool
+        package let name: String
         /// Microsoft: the account's tenant (`tid`) and object id (`oid`).
-        public var tenantID: String? = nil
-        public var objectID: String? = nil
+        package var tenantID: String? = nil
+        package var objectID: String? = nil
     }
 
-    public struct Flavor: Sendable {
-        public let name: String
-        public let clientID: String
-        public let clientSecret: String
-        public let accounts: [Account]
+    package struct Flavor: Sendable {
+        package let name: String
+        package let clientID: String
+        package let clientSecret: String
+        package let accounts: [Account]
     }
 
-    public static let google = Flavor(
+    package static let google = Flavor(
         name: "Google",
         clientID: "emulated-google-client.apps.googleusercontent.com",
         clientSecret: "emulated-google-secret",
@@ -43,9 +43,9 @@ public final class OpenIDEmulator: Sendable {
                 name: "Bob Unverified"),
         ])
 
-    public static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
+    package static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
 
-    public static let microsoft = Flavor(
+    package static let microsoft = Flavor(
         name: "Microsoft",
         clientID: "6731de76-14a6-49ae-97bc-6eba6914391e",
         clientSecret: "emulated-microsoft-secret",
@@ -60,7 +60,7 @@ public final class OpenIDEmulator: Sendable {
                 objectID: "4f5e6d7c-8b9a-4c3d-9e2f-1a0b9c8d7e6f"),
         ])
 
-    public let flavor: Flavor
+    package let flavor: Flavor
     var clientID: String { flavor.clientID }
 
     struct Grant {
@@ -84,7 +84,7 @@ public final class OpenIDEmulator: Sendable {
     /// Approves every sign-in as this test user without showing the page (`broker emulate --approve-as`).
     let approveAs: String?
 
-    public init(_ flavor: Flavor, approveAs: String? = nil, clock: any WallClock) throws {
+    package init(_ flavor: Flavor, approveAs: String? = nil, clock: any WallClock) throws {
         self.flavor = flavor
         self.approveAs = approveAs
         signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
@@ -93,7 +93,7 @@ public final class OpenIDEmulator: Sendable {
 
     /// Microsoft's issuer for a tenant segment: the consumer tenant's id for `consumers`, the literal
     /// `{tenantid}` template for `common` and `organizations`, the id itself otherwise.
-    public static func microsoftIssuer(base: String, tenant: String) -> String {
+    package static func microsoftIssuer(base: String, tenant: String) -> String {
         let tid: String
         switch tenant {
         case "consumers": tid = consumersTenantID
@@ -104,7 +104,7 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// Google: `base` is `…/google`. Microsoft: `base` is `…/microsoft/{tenant}`, `issuer` the templated one.
-    public func discovery(base: String, issuer: String) -> JSONValue {
+    package func discovery(base: String, issuer: String) -> JSONValue {
         let endpoints: (String, String, String) =
             flavor.name == "Google"
             ? (base + "/authorize", base + "/token", base + "/jwks")
@@ -123,7 +123,7 @@ public final class OpenIDEmulator: Sendable {
         ])
     }
 
-    public func jwks() throws -> JSONValue {
+    package func jwks() throws -> JSONValue {
         var jwk = try signer.key.jwk()
         jwk.kid = signer.kid
         let members: [String: JSONValue?] = [
@@ -134,7 +134,7 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// An answer: a status with a body, or a redirect.
-    public enum Reply: Error, Sendable {
+    package enum Reply: Error, Sendable {
         case page(status: Int, html: String)
         case json(status: Int, JSONValue)
         case redirect(String)
@@ -158,7 +158,7 @@ public final class OpenIDEmulator: Sendable {
 
     /// `GET …/authorize`: checks the request as the provider does, then shows the consent page — or, with
     /// `approve_as=USER` in the query (or `--approve-as`), approves at once as that test user.
-    public func authorize(_ query: [String: String], tenant: String? = nil) -> Reply {
+    package func authorize(_ query: [String: String], tenant: String? = nil) -> Reply {
         let page = consentPage(query, tenant: tenant)
         guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
         var form = query
@@ -226,7 +226,7 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// `POST …/authorize`: the consent form's answer.
-    public func consent(_ form: [String: String], tenant: String? = nil) throws -> Reply {
+    package func consent(_ form: [String: String], tenant: String? = nil) throws -> Reply {
         guard case .page(200, _) = consentPage(form, tenant: tenant), let redirect = form["redirect_uri"] else {
             return consentPage(form, tenant: tenant)
         }
@@ -252,7 +252,7 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// `POST …/token`. `issuer(account)` is the `iss` of the account's ID token.
-    public func token(_ form: [String: String], authorization: String?, issuer: (Account) -> String) throws -> Reply {
+    package func token(_ form: [String: String], authorization: String?, issuer: (Account) -> String) throws -> Reply {
         func error(_ status: Int, _ code: String, _ description: String) -> Reply {
             .json(status: status, .object(["error": .string(code), "error_description": .string(description)]))
         }
@@ -329,7 +329,7 @@ public final class OpenIDEmulator: Sendable {
     }
 
     /// `GET …/userinfo` with the access token.
-    public func userinfo(authorization: String?) -> Reply {
+    package func userinfo(authorization: String?) -> Reply {
         guard let authorization, authorization.hasPrefix("Bearer "),
             let account = accessTokens.withLock({ $0[String(authorization.dropFirst(7))] })
         else {

@@ -11,6 +11,8 @@ import Synchronization
 /// `broker login --provider P` for browser providers (CONTRACT.md "The loopback browser flow").
 struct BrowserLogin {
     let provider: ProviderID
+    /// The name people know the provider by (its descriptor's).
+    let displayName: String
     let settings: ClientSettings
     let api: BrokerAPI
     let noBrowser: Bool
@@ -27,7 +29,7 @@ struct BrowserLogin {
         guard offered.contains(where: { $0.id == provider.rawValue }) else {
             let names = offered.map(\.id).joined(separator: ", ")
             throw Console.fail(
-                "\(provider.displayName) is not enabled on \(settings.key.brokerURL) (it offers: \(names))")
+                "\(displayName) is not enabled on \(settings.key.brokerURL) (it offers: \(names))")
         }
         // One interactive sign-in per broker and profile at a time: never two browser tabs racing for one
         // session. The lock is the kernel's, so a crashed `broker login` does not leave it held.
@@ -48,7 +50,7 @@ struct BrowserLogin {
                 ("redirect_uri", redirectURI), ("state", state), ("code_challenge", pkce.challenge),
                 ("code_challenge_method", "S256"),
             ])
-        Console.note("Sign in with \(provider.displayName) in your browser:")
+        Console.note("Sign in with \(displayName) in your browser:")
         Console.note("  \(url)")
         if !noBrowser { openBrowser(url) }
         if Terminal.isInteractive {
@@ -108,7 +110,7 @@ struct BrowserLogin {
             let session = try service.store(response)
             callback.respond(
                 status: 200, title: "Signed in",
-                message: "Signed in to \(settings.key.brokerURL) as \(session.userID) with \(provider.displayName).")
+                message: "Signed in to \(settings.key.brokerURL) as \(session.userID) with \(displayName).")
             Console.note("Signed in as \(session.userID) (\(settings.key)).")
         } catch {
             callback.respond(status: 400, title: "Sign-in failed", message: "The session could not be saved.")

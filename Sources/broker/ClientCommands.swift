@@ -1,6 +1,8 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
+import BrokerProviders
+import ProviderSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -72,8 +74,10 @@ struct Credentials {
 
     static func gather(email: String?, passwordStdin: Bool, confirm: Bool) throws -> Credentials {
         let interactive = Terminal.isInteractive
-        var address = email
-        if address == nil {
+        let address: String
+        if let email {
+            address = email
+        } else {
             guard interactive, !passwordStdin else {
                 throw Console.fail(
                     "--email is required when there is no terminal to ask (or stdin carries the password)",
@@ -104,7 +108,7 @@ struct Credentials {
             Console.hint("pipe it in: printf '%s' \"$PASSWORD\" | broker … --password-stdin")
             throw BrokerExit.usage
         }
-        return Credentials(email: address!, password: password)
+        return Credentials(email: address, password: password)
     }
 }
 
@@ -184,10 +188,9 @@ extension Broker {
         var timeout = 300
 
         func validate() throws {
-            if let provider, ProviderID(rawValue: provider) == nil {
-                throw ValidationError(
-                    "unknown provider id \"\(provider)\" (known: \(ProviderID.allCases.map(\.rawValue).joined(separator: ", ")))"
-                )
+            if let provider, !Self.knownProviders.contains(where: { $0.rawValue == provider }) {
+                let known = Self.knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
             }
             guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         }
@@ -197,8 +200,10 @@ extension Broker {
             let api = BrokerAPI(baseURL: settings.key.brokerURL)
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
+                let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
                 return try await BrowserLogin(
-                    provider: chosen, settings: settings, api: api, noBrowser: noBrowser, timeout: Double(timeout)
+                    provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
+                    timeout: Double(timeout)
                 ).run()
             }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
@@ -219,6 +224,9 @@ extension Broker {
                 throw ClientFailure.exit(error, settings: settings)
             }
         }
+
+        /// The providers this build knows: the catalog's and `custom`.
+        static var knownProviders: [ProviderID] { BrokerProviders.all.map(\.id) + [.custom] }
 
         func chooseProvider(api: BrokerAPI) async throws -> ProviderID {
             if let provider, let id = ProviderID(rawValue: provider) { return id }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerProviders
 import BrokerServer
 import BrokerStore
 import BrokerSystem
@@ -27,6 +28,7 @@ struct ServerStoreOptions: ParsableArguments {
     /// The configuration file, then `BROKER_SERVER_…`/`BROKER_PROVIDERS_…`, then these flags.
     func loadConfiguration() throws(ConfigurationError) -> ServerConfiguration {
         var configuration = try ServerConfiguration.load(
+            catalog: BrokerProviders.all,
             path: config,
             environment: ProcessInfo.processInfo.environment
         )

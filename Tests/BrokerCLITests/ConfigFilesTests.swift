@@ -1,5 +1,7 @@
 import BrokerCore
+import BrokerProviders
 import Foundation
+import ProviderSupport
 import Testing
 
 @Suite("Config/ files")
@@ -46,6 +48,6 @@ struct ConfigFilesTests {
         }
         #expect(
             Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
-                == Set(ProviderID.allCases.map(\.rawValue)))
+                == Set(BrokerProviders.all.map(\.id.rawValue) + [ProviderID.custom.rawValue]))
     }
 }

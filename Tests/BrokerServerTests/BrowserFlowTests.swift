@@ -3,8 +3,10 @@ import BrokerCore
 import BrokerHTTP
 import Foundation
 import GRDB
+import Google
 import MicrosoftAccount
 import OpenIDConnect
+import ProviderSupport
 import Testing
 
 /// `broker emulate` as a process: the provider emulators on a free loopback port.
@@ -281,10 +283,12 @@ struct MicrosoftAccountFlowTests {
     }
 
     @Test func moduleRules() throws {
-        let configuration = try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s"])
+        let configuration = try MicrosoftAccount.configuration(
+            ProviderSection(id: MicrosoftAccount.id, values: ["client_id": "c", "client_secret": "s"]))
         #expect(
-            configuration.authorizationEndpoint == "https://login.microsoftonline.com/consumers/oauth2/v2.0/authorize")
-        #expect(configuration.jwksURI == "https://login.microsoftonline.com/consumers/discovery/v2.0/keys")
+            configuration.authorizationEndpoint?.url
+                == "https://login.microsoftonline.com/consumers/oauth2/v2.0/authorize")
+        #expect(configuration.jwksURI?.url == "https://login.microsoftonline.com/consumers/discovery/v2.0/keys")
         let check = try #require(configuration.issuerCheck)
         let msa = "9188040d-6c67-4c5b-b112-36a304b66dad"
         #expect(check("https://login.microsoftonline.com/\(msa)/v2.0", ["tid": .string(msa)]))
@@ -294,14 +298,19 @@ struct MicrosoftAccountFlowTests {
             !check("https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0", ["tid": .string(msa)])
         )
         #expect(!check("https://evil.example/\(msa)/v2.0", ["tid": .string(msa)]))
-        let organizations = try MicrosoftAccount.configuration([
-            "client_id": "c", "client_secret": "s", "tenant": "organizations",
-        ])
+        let organizations = try MicrosoftAccount.configuration(
+            ProviderSection(
+                id: MicrosoftAccount.id,
+                values: [
+                    "client_id": "c", "client_secret": "s", "tenant": "organizations",
+                ]))
         let orgCheck = try #require(organizations.issuerCheck)
         #expect(
             !orgCheck("https://login.microsoftonline.com/\(msa)/v2.0", ["tid": .string(msa)]), "not personal accounts")
         #expect(throws: ProviderError.self) {
-            try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s", "tenant": "contoso"])
+            try MicrosoftAccount.configuration(
+                ProviderSection(
+                    id: MicrosoftAccount.id, values: ["client_id": "c", "client_secret": "s", "tenant": "contoso"]))
         }
         #expect(configuration.subject(["tid": "t", "oid": "o", "sub": "s"]) == "t.o")
         #expect(configuration.subject(["sub": "s"]) == "s")
@@ -475,7 +484,7 @@ struct CLIBrowserLoginTests {
         #expect(browser?["cache_control"]?.stringValue == "no-store")
         #expect(browser?["page"]?.stringValue?.contains("Signed in") == true)
         let session = try #require(try client.cached())
-        #expect(session.userID.description == "google:104512345678901234567" && session.provider == .google)
+        #expect(session.userID.description == "google:104512345678901234567" && session.provider == Google.id)
         let token = try await client.run(["token"])
         #expect(token.status == 0 && token.stdout == session.accessToken.exposed + "\n")
     }
@@ -605,7 +614,7 @@ struct CLIBrowserLoginTests {
             ])
         #expect(result.status == 0, "\(result.stderr)")
         let session = try #require(try client.cached())
-        #expect(session.provider == .google && session.userID.subject.hasPrefix("1"))
+        #expect(session.provider == Google.id && session.userID.subject.hasPrefix("1"))
         // Chromium may still be writing the DOM when the CLI exits: wait for it.
         var page = ""
         for _ in 0..<100 {
@@ -654,7 +663,7 @@ struct CLIBrowserLoginTests {
         #expect(outcome?["status"]?.intValue == 0, "\(output)")
         #expect(output.contains("not an address starting with"), "a wrong paste is refused, not fatal")
         #expect(output.contains("Signed in as google:"), "\(output)")
-        #expect(try client.cached()?.provider == .google)
+        #expect(try client.cached()?.provider == Google.id)
     }
 
     @Test func oneInteractiveSignInPerProfileAtATime() async throws {

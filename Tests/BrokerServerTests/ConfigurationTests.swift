@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerProviders
 import Foundation
 import Testing
 
@@ -15,13 +16,13 @@ struct ConfigurationTests {
 
     @Test func theExampleConfigLoads() throws {
         let path = BrokerProcess.repositoryRoot.appendingPathComponent("Config/broker.example.json").path
-        let configuration = try ServerConfiguration.load(path: path, environment: [:])
+        let configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
         #expect(configuration.port == 8787 && configuration.audience == "broker")
-        #expect(configuration.enabledProviders == [.google, .facebook, .microsoftaccount, .twitter, .custom])
+        #expect(configuration.enabledProviders == ["google", "facebook", "microsoftaccount", "twitter", .custom])
     }
 
     @Test func defaultsWithoutAFile() throws {
-        let configuration = try ServerConfiguration.load(path: nil, environment: [:])
+        let configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: nil, environment: [:])
         #expect(configuration.host == "127.0.0.1" && configuration.port == 8787)
         #expect(configuration.accessTokenTTL == 3600 && configuration.refreshTokenTTL == 2_592_000)
         #expect(configuration.mintMaxTTL == 3600 && configuration.loginThrottle)
@@ -30,14 +31,19 @@ struct ConfigurationTests {
 
     @Test func providersKeyListsWhatIsEnabled() throws {
         let path = try Self.write(#"{"providers": {"google": {"client_id": "x", "client_secret": "y"}}}"#)
-        #expect(try ServerConfiguration.load(path: path, environment: [:]).enabledProviders == [.google])
+        #expect(
+            try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:]).enabledProviders
+                == ["google"])
         let withCustom = try Self.write(#"{"providers": {"custom": {"enabled": true}}}"#)
-        #expect(try ServerConfiguration.load(path: withCustom, environment: [:]).enabledProviders == [.custom])
+        #expect(
+            try ServerConfiguration.load(catalog: BrokerProviders.all, path: withCustom, environment: [:])
+                .enabledProviders == [.custom])
     }
 
     @Test func environmentOverridesTheFile() throws {
         let path = try Self.write(#"{"server": {"port": 9000, "audience": "a"}}"#)
         let configuration = try ServerConfiguration.load(
+            catalog: BrokerProviders.all,
             path: path,
             environment: [
                 "BROKER_SERVER_PORT": "9100", "BROKER_SERVER_LOGIN_THROTTLE": "false",
@@ -45,7 +51,7 @@ struct ConfigurationTests {
             ]
         )
         #expect(configuration.port == 9100 && configuration.audience == "a" && !configuration.loginThrottle)
-        #expect(configuration.providers[.google]?["client_secret"] == "from-env")
+        #expect(configuration.providers["google"]?["client_secret"] == "from-env")
     }
 
     @Test(
@@ -76,7 +82,7 @@ struct ConfigurationTests {
     func badFilesNameTheFileAndTheKey(text: String, key: String?, says: String) throws {
         let path = try Self.write(text)
         let error = try #require(throws: ConfigurationError.self) {
-            try ServerConfiguration.load(path: path, environment: [:])
+            try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
         }
         #expect(error.source == path)
         #expect(error.key == key)
@@ -85,11 +91,13 @@ struct ConfigurationTests {
 
     @Test func badEnvironmentNamesTheVariable() throws {
         let error = try #require(throws: ConfigurationError.self) {
-            try ServerConfiguration.load(path: nil, environment: ["BROKER_SERVER_PORT": "eighty"])
+            try ServerConfiguration.load(
+                catalog: BrokerProviders.all, path: nil, environment: ["BROKER_SERVER_PORT": "eighty"])
         }
         #expect(error.key == "BROKER_SERVER_PORT" && error.description.contains("integer"))
         let unknown = try #require(throws: ConfigurationError.self) {
-            try ServerConfiguration.load(path: nil, environment: ["BROKER_SERVER_PROT": "1"])
+            try ServerConfiguration.load(
+                catalog: BrokerProviders.all, path: nil, environment: ["BROKER_SERVER_PROT": "1"])
         }
         #expect(unknown.key == "BROKER_SERVER_PROT")
     }

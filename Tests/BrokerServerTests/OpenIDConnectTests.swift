@@ -7,6 +7,7 @@ import Google
 import Logging
 import MicrosoftAccount
 import OpenIDConnect
+import ProviderSupport
 import Testing
 import Twitter
 
@@ -20,13 +21,13 @@ struct OpenIDConnectTests {
         -> OpenIDConnectProvider
     {
         var configuration = OpenIDConnectConfiguration(
-            id: .google, clientID: "our-client", clientSecret: Secret("s"), issuer: issuer.issuer(tenant))
+            id: Google.id, clientID: "our-client", clientSecret: Secret("s"), issuer: issuer.issuer(tenant))
         configure(&configuration)
         return OpenIDConnectProvider(
             configuration: configuration,
             directory: IssuerDirectory(
                 http: { HTTPClient.shared }, clock: SystemClock(), logger: Logger(label: "test")),
-            clock: SystemClock())
+            http: { HTTPClient.shared }, clock: SystemClock())
     }
 
     static func claims(_ values: [String: JSONValue]) -> String {
@@ -71,15 +72,21 @@ struct OpenIDConnectTests {
     }
 
     @Test func googleAcceptsBothOfItsIssuerSpellingsOnlyForTheRealIssuer() throws {
-        let real = try Google.configuration(["client_id": "c", "client_secret": "s"])
+        let real = try Google.configuration(
+            ProviderSection(id: Google.id, values: ["client_id": "c", "client_secret": "s"]))
         #expect(real.acceptedIssuers == ["https://accounts.google.com", "accounts.google.com"])
-        #expect(real.tokenEndpoint == "https://oauth2.googleapis.com/token")
-        let emulated = try Google.configuration([
-            "client_id": "c", "client_secret": "s", "issuer": "http://127.0.0.1:1/google",
-        ])
+        #expect(real.tokenEndpoint?.url == "https://oauth2.googleapis.com/token")
+        let emulated = try Google.configuration(
+            ProviderSection(
+                id: Google.id,
+                values: [
+                    "client_id": "c", "client_secret": "s", "issuer": "http://127.0.0.1:1/google",
+                ]))
         #expect(emulated.acceptedIssuers == ["http://127.0.0.1:1/google"])
         #expect(emulated.tokenEndpoint == nil, "from the emulator's discovery")
-        #expect(throws: ProviderError.self) { try Google.configuration(["client_id": "c"]) }
+        #expect(throws: ProviderError.self) {
+            try Google.configuration(ProviderSection(id: Google.id, values: ["client_id": "c"]))
+        }
 
         // The module's defaults are the production endpoints in Config/providers/google.json.
         let file = BrokerProcess.repositoryRoot.appendingPathComponent("Config/providers/google.json")
@@ -98,7 +105,7 @@ struct ProviderDefaultsTests {
 
     @Test func facebookTwitterMicrosoft() throws {
         let facebook = try Self.json("facebook")
-        for (key, value) in FacebookProvider.defaults {
+        for (key, value) in Facebook.descriptor.defaults {
             #expect(facebook[key]?.stringValue == value, "facebook \(key)")
         }
         let twitter = try Self.json("twitter")
@@ -109,13 +116,14 @@ struct ProviderDefaultsTests {
             #expect(twitter["oauth1"]?[key]?.stringValue == value, "x oauth1 \(key)")
         }
         let microsoft = try Self.json("microsoftaccount")
-        let configuration = try MicrosoftAccount.configuration(["client_id": "c", "client_secret": "s"])
+        let configuration = try MicrosoftAccount.configuration(
+            ProviderSection(id: MicrosoftAccount.id, values: ["client_id": "c", "client_secret": "s"]))
         func templated(_ key: String) -> String? {
             microsoft[key]?.stringValue?.replacingOccurrences(of: "{tenant}", with: "consumers")
         }
-        #expect(configuration.authorizationEndpoint == templated("authorization_endpoint"))
-        #expect(configuration.tokenEndpoint == templated("token_endpoint"))
-        #expect(configuration.jwksURI == templated("jwks_uri"))
+        #expect(configuration.authorizationEndpoint?.url == templated("authorization_endpoint"))
+        #expect(configuration.tokenEndpoint?.url == templated("token_endpoint"))
+        #expect(configuration.jwksURI?.url == templated("jwks_uri"))
         #expect(microsoft["consumers_tenant_id"]?.stringValue == MicrosoftAccount.consumersTenantID)
     }
 }

@@ -55,7 +55,7 @@ enum Make {
     static func signedIn(_ store: any Store, lifetime: Int64 = 3600) async throws
         -> (user: UserRecord, session: SessionRecord, token: [UInt8])
     {
-        let user = try await store.upsertUser(Make.user(.google, email: "someone@example.com", name: "Someone"))
+        let user = try await store.upsertUser(Make.user("google", email: "someone@example.com", name: "Someone"))
         let session = Make.session(for: user)
         let token = Make.hash()
         try await store.createSession(session, firstToken: Make.token(token, session: session.id, lifetime: lifetime))

@@ -4,7 +4,7 @@ import BrokerHTTP
 import BrokerTesting
 import Foundation
 import Logging
-import OpenIDConnect
+import ProviderSupport
 import Testing
 
 /// The discovery + JWKS cache on a manual clock and a scripted transport: the refetch rules hold to the

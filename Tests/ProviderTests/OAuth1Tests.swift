@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerTesting
+import ProviderSupport
 import Testing
 import Twitter
 
@@ -102,7 +103,8 @@ struct TwitterOAuth1CallbackTests {
 
     init() throws {
         provider = try TwitterOAuth1Provider(
-            ["consumer_key": "k", "consumer_secret": "s"], clock: ManualClock(start: 1_795_400_000))
+            ProviderSection(id: Twitter.id, values: ["consumer_key": "k", "consumer_secret": "s"]),
+            http: { ScriptedTransport() }, clock: ManualClock(start: 1_795_400_000))
     }
 
     @Test func anotherRequestTokenIsRefusedBeforeAnyRequest() async {
@@ -131,7 +133,25 @@ struct TwitterOAuth1CallbackTests {
 
     @Test func configurationNeedsTheConsumerCredentials() {
         #expect(throws: ProviderError.self) {
-            try TwitterOAuth1Provider(["consumer_key": "k"], clock: ManualClock(start: 0))
+            try TwitterOAuth1Provider(
+                ProviderSection(id: Twitter.id, values: ["consumer_key": "k"]), http: { ScriptedTransport() },
+                clock: ManualClock(start: 0))
         }
+    }
+
+    @Test("a failed random generator fails the request instead of sending an empty nonce")
+    func nonceFailureFailsTheRequest() async throws {
+        struct NoRandom: Error {}
+        let transport = ScriptedTransport()
+        let provider = try TwitterOAuth1Provider(
+            ProviderSection(id: Twitter.id, values: ["consumer_key": "k", "consumer_secret": "s"]),
+            http: { transport }, clock: ManualClock(), nonce: { throw NoRandom() })
+        await #expect {
+            try await provider.start(for: pending)
+        } throws: { error in
+            guard case .unavailable(let reason) = error as? ProviderError else { return false }
+            return reason.contains("nonce")
+        }
+        #expect(transport.sent.isEmpty, "nothing was sent")
     }
 }

@@ -1,7 +1,7 @@
-public import BrokerCore
-public import BrokerCrypto
-public import BrokerHTTP
-public import Logging
+package import BrokerCore
+package import BrokerCrypto
+package import BrokerHTTP
+package import Logging
 import Synchronization
 
 /// OpenID issuers' discovery documents and signing keys, fetched with libcurl and cached: the CI platforms
@@ -14,17 +14,17 @@ import Synchronization
 ///   a request amplifier.
 /// - When a refetch fails, keys fetched within ``staleFor`` are still used: a CI platform's brief outage
 ///   does not stop every job; with nothing cached, the exchange fails.
-public final class IssuerDirectory: Sendable {
-    public struct Failure: Error, Sendable, CustomStringConvertible {
-        public let description: String
-        public init(description: String) { self.description = description }
+package final class IssuerDirectory: Sendable {
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        package let description: String
+        package init(description: String) { self.description = description }
     }
 
     /// What one fetch brings: the discovery document (empty when the keys came from a configured
     /// `jwks_uri`) and the keys.
-    public struct Metadata: Sendable {
-        public var document: [String: JSONValue]
-        public var keys: JWTKeySet
+    package struct Metadata: Sendable {
+        package var document: [String: JSONValue]
+        package var keys: JWTKeySet
     }
 
     private struct Entry {
@@ -44,7 +44,7 @@ public final class IssuerDirectory: Sendable {
     let refetchInterval: Double
     let staleFor: Double = 24 * 3600
 
-    public init(
+    package init(
         http: @escaping @Sendable () -> any HTTPTransport,
         clock: any WallClock,
         logger: Logger,
@@ -59,13 +59,13 @@ public final class IssuerDirectory: Sendable {
     }
 
     /// Keys of `issuer` that should include `kid` (when the token names one).
-    public func keys(issuer: String, kid: String?, jwksURI: String? = nil) async throws(Failure) -> JWTKeySet {
+    package func keys(issuer: String, kid: String?, jwksURI: String? = nil) async throws(Failure) -> JWTKeySet {
         try await metadata(issuer: issuer, kid: kid, jwksURI: jwksURI).keys
     }
 
     /// The discovery document and keys of `issuer`; with `jwksURI`, the keys come from there and discovery is
     /// not fetched (a provider configured with explicit endpoints).
-    public func metadata(issuer: String, kid: String? = nil, jwksURI: String? = nil) async throws(Failure)
+    package func metadata(issuer: String, kid: String? = nil, jwksURI: String? = nil) async throws(Failure)
         -> Metadata
     {
         let cacheKey = issuer + "\u{0}" + (jwksURI ?? "")
@@ -195,33 +195,5 @@ public final class IssuerDirectory: Sendable {
             throw Failure(description: "the \(what) at \(url) answered HTTP \(response.status)")
         }
         return response.body
-    }
-}
-
-/// The contract's rule for every URL a provider module or the broker fetches: `https`, or `http` on a
-/// loopback host (emulators, tests); never user information (`http://localhost@evil.example/`).
-public enum Endpoint {
-    public static func problem(_ url: String) -> String? {
-        let lower = url.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") {
-            rest = lower.dropFirst("https://".count)
-        } else if lower.hasPrefix("http://") {
-            rest = lower.dropFirst("http://".count)
-        } else {
-            return "must be an https URL"
-        }
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if authority.isEmpty { return "has no host" }
-        if authority.contains("@") { return "must not contain user information (@)" }
-        if lower.hasPrefix("https://") { return nil }
-        let host: Substring
-        if authority.hasPrefix("[") {
-            host = authority.prefix { $0 != "]" }.dropFirst()
-        } else {
-            host = authority.prefix { $0 != ":" }
-        }
-        if host == "127.0.0.1" || host == "::1" || host == "localhost" { return nil }
-        return "must be https (http only on 127.0.0.1, [::1] or localhost)"
     }
 }

@@ -1,11 +1,11 @@
-public import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-public import BrokerHTTP
+package import BrokerHTTP
 
 /// Plumbing shared by the plain OAuth 2.0 modules (Facebook, Twitter/X): form posts and JSON GETs with
 /// bounded sizes and timeouts, and the provider's error bodies turned into ``ProviderError``.
-public enum OAuth2Support {
-    public static func postForm(
+package enum OAuth2Support {
+    package static func postForm(
         _ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = [],
         http: any HTTPTransport
     ) async throws(ProviderError) -> [String: JSONValue] {
@@ -13,7 +13,7 @@ public enum OAuth2Support {
         return try await send(&request, http: http)
     }
 
-    public static func getJSON(
+    package static func getJSON(
         _ url: String, headers: [(name: String, value: String)] = [], http: any HTTPTransport
     ) async throws(ProviderError) -> [String: JSONValue] {
         var request = HTTPClientRequest(url: url, headers: headers + [(name: "Accept", value: "application/json")])
@@ -46,22 +46,8 @@ public enum OAuth2Support {
         return body
     }
 
-    /// A module's two secrets and its endpoints from its config section: `idKey`/`secretKey` required, each
-    /// endpoint the section's override or the production default.
-    public static func settings(
-        _ section: [String: JSONValue], provider: String, idKey: String = "client_id",
-        secretKey: String = "client_secret", defaults: [String: String]
-    ) throws(ProviderError) -> (id: String, secret: Secret, endpoints: [String: String]) {
-        guard let id = section[idKey]?.stringValue, !id.isEmpty,
-            let secret = section[secretKey]?.stringValue, !secret.isEmpty
-        else { throw .invalidResponse("providers.\(provider) needs \(idKey) and \(secretKey)") }
-        var endpoints = defaults
-        for key in defaults.keys { if let value = section[key]?.stringValue { endpoints[key] = value } }
-        return (id, Secret(secret), endpoints)
-    }
-
     /// The provider's `error` callback parameters as a refusal.
-    public static func deniedIfError(_ callback: [String: String]) throws(ProviderError) {
+    package static func deniedIfError(_ callback: [String: String]) throws(ProviderError) {
         if let error = callback["error"] {
             throw .denied(
                 code: error, description: callback["error_description"] ?? callback["error_reason"] ?? "")
