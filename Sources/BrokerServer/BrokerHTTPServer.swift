@@ -141,31 +141,32 @@ package enum BrokerHTTPServer {
         router.get("/auth/providers") { _, _ in response(service.providers()) }
         router.get("/healthz") { _, _ in response(await service.health()) }
         router.post("/auth/register") { request, _ in
-            try await response(service.register(input(request, allowForm: false)))
+            try await response(service.accounts.register(input(request, allowForm: false)))
         }
         router.post("/auth/login") { request, context in
-            try await response(service.login(input(request, allowForm: false), address: context.clientAddress))
+            try await response(
+                service.accounts.login(input(request, allowForm: false), address: context.clientAddress))
         }
         router.post("/auth/token") { request, _ in
             try await response(
-                service.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
+                service.grants.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
         }
         router.post("/auth/revoke") { request, _ in
-            try await response(service.revoke(input(request, allowForm: true)))
+            try await response(service.grants.revoke(input(request, allowForm: true)))
         }
         router.get("/auth/:provider/start") { request, context in
             try await response(
-                service.startBrowserSignIn(
+                service.signIn.startBrowserSignIn(
                     provider: context.parameters.get("provider") ?? "", query: try query(request)))
         }
         router.get("/auth/:provider/callback") { request, context in
             try await response(
-                service.completeBrowserSignIn(
+                service.signIn.completeBrowserSignIn(
                     provider: context.parameters.get("provider") ?? "", query: try query(request),
                     cookie: request.headers[.cookie]))
         }
         router.get("/auth/me") { request, _ in
-            try await response(service.me(authorization: request.headers[.authorization]))
+            try await response(service.grants.me(authorization: request.headers[.authorization]))
         }
         return router
     }

@@ -27,36 +27,27 @@ struct APIResponse: Sendable {
     }
 }
 
-/// The broker's behaviour, independent of HTTP: accounts, sessions, tokens, keys.
+/// The broker's behaviour, independent of HTTP, as services around one token issuer: browser sign-in
+/// (``SignInService``), grants, revocation and `/auth/me` (``GrantService``), custom accounts
+/// (``AccountService``) and CI minting (``ClientService``). This type builds them from the configuration and
+/// answers the documents that belong to no one service (discovery, JWKS, providers, health).
 package final class BrokerService: Sendable {
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
-    package static let cliClientID = "broker-cli"
+    package static let cliClientID = TokenIssuer.cliClientID
 
     let configuration: ServerConfiguration
     let store: any Store
     let logger: Logger
-    let keys: KeyManager
-    let hasher: PasswordHasher
-    let pool: HashingPool
-    let throttle: LoginThrottle?
-    /// A hash of a random password, verified against for unknown emails so that they cost the same time.
-    let dummyHash: String
-    /// Client secrets are stored as keyed hashes (``ClientSecretHasher``).
-    let clientSecrets: ClientSecretHasher
-    /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
-    let dummyClientSecretHash: String
-    /// The keys of the CI platforms that clients trust for token exchange.
-    let trustedKeys: IssuerDirectory
-    /// The sign-in provider modules this broker's configuration enables.
-    let identityProviders: [ProviderID: any IdentityProvider]
-    /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
-    let flowKey: [UInt8]
-    private let clock: any WallClock
-    private let issuerValue: Mutex<String>
+    let tokens: TokenIssuer
+    let accounts: AccountService
+    let signIn: SignInService
+    let grants: GrantService
+    let clients: ClientService
 
     /// - Parameters:
     ///   - keySource: generated keys in the data directory, or a key given with `--signing-key`.
     ///   - clientSecretHasher: the keyed hash of client secrets (default: the data directory's key).
+    ///   - flowKey: the key that seals pending browser sign-ins (default: the data directory's).
     ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
     ///   - http: the outbound transport of provider modules and the token exchange (scripted in tests).
     package init(
@@ -66,39 +57,42 @@ package final class BrokerService: Sendable {
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
         clientSecretHasher: ClientSecretHasher? = nil,
+        flowKey: [UInt8]? = nil,
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
     ) throws {
         self.configuration = configuration
         self.store = store
         self.logger = logger
-        self.hasher = hasher
-        self.clock = clock
         let now = clock.seconds()
         let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
+        let keys: KeyManager
         switch keySource {
         case .dataDirectory(let directory):
             keys = try KeyManager(source: .dataDirectory(directory), retention: retention, now: now)
         case .key(let key): keys = try KeyManager(source: .external(key), retention: retention, now: now)
         }
-        let cores = max(1, System.coreCount)
-        let workers = configuration.passwordHashWorkers ?? cores
-        pool = HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers)
-        throttle = configuration.loginThrottle ? LoginThrottle(clock: clock) : nil
-        dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
-        clientSecrets =
-            try clientSecretHasher
-            ?? ClientSecretHasher.load(
-                dataDirectory: configuration.expandedDataDirectory)
-        dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
-        trustedKeys = IssuerDirectory(http: http, clock: clock, logger: logger)
-        identityProviders = try Self.makeProviders(
-            configuration,
-            context: ProviderContext(
-                http: http, clock: clock,
-                directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600)))
-        flowKey = try DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key")
-        issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
+        tokens = TokenIssuer(configuration: configuration, store: store, keys: keys, clock: clock)
+        let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
+        accounts = try AccountService(
+            tokens: tokens, store: store, logger: logger, hasher: hasher,
+            pool: HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers),
+            throttle: configuration.loginThrottle ? LoginThrottle(clock: clock) : nil)
+        clients = try ClientService(
+            tokens: tokens, store: store, logger: logger,
+            clientSecrets: try clientSecretHasher
+                ?? ClientSecretHasher.load(dataDirectory: configuration.expandedDataDirectory),
+            trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
+        grants = GrantService(tokens: tokens, clients: clients, store: store, logger: logger)
+        signIn = SignInService(
+            tokens: tokens, store: store, logger: logger,
+            identityProviders: try SignInService.makeProviders(
+                configuration,
+                context: ProviderContext(
+                    http: http, clock: clock,
+                    directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
+            flowKey: try flowKey
+                ?? DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key"))
     }
 
     /// Where the signing keys come from.
@@ -108,16 +102,13 @@ package final class BrokerService: Sendable {
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
-    package var issuer: String { issuerValue.withLock { $0 } }
+    package var issuer: String { tokens.issuer }
 
     /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
-    package func serverStarted(host: String, port: Int) {
-        guard configuration.issuer == nil else { return }
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        issuerValue.withLock { $0 = "http://\(shownHost):\(port)" }
-    }
+    package func serverStarted(host: String, port: Int) { tokens.serverStarted(host: host, port: port) }
 
-    var now: Int64 { clock.seconds() }
+    var now: Int64 { tokens.now }
+    var keys: KeyManager { tokens.keys }
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {
@@ -164,7 +155,9 @@ package final class BrokerService: Sendable {
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
     }
 
-    static let grantTypes = ["authorization_code", "refresh_token", "client_credentials", tokenExchangeGrant]
+    static let grantTypes = [
+        "authorization_code", "refresh_token", "client_credentials", ClientService.tokenExchangeGrant,
+    ]
 
     func jwks() -> APIResponse {
         // Short caching: a verifier that meets an unknown kid refetches anyway.
@@ -173,7 +166,7 @@ package final class BrokerService: Sendable {
 
     func providers() -> APIResponse {
         let list: [JSONValue] = configuration.enabledProviders.filter {
-            $0 == .custom || identityProviders[$0] != nil
+            $0 == .custom || signIn.identityProviders[$0] != nil
         }.map { id in
             let descriptor = configuration.descriptor(id)
             return .object([

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 
 #if canImport(Glibc)
     import Glibc
@@ -6,11 +7,11 @@ import ArgumentParser
     import Darwin
 #endif
 
-/// The CLI's exit codes (CONTRACT.md "Exit codes").
+/// The CLI's exit codes (CONTRACT.md "Exit codes"), as ArgumentParser wants them: ``ExitStatus``'s values.
 enum BrokerExit {
-    static let failure = ExitCode(1)
-    static let authenticationRequired = ExitCode(4)
-    static let usage = ExitCode(64)
+    static let failure = ExitCode(ExitStatus.failure.rawValue)
+    static let authenticationRequired = ExitCode(ExitStatus.authenticationRequired.rawValue)
+    static let usage = ExitCode(ExitStatus.usage.rawValue)
 }
 
 /// Writes to the standard streams: data to stdout, every message to stderr.

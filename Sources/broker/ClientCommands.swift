@@ -29,27 +29,18 @@ struct ClientOptions: ParsableArguments {
         do {
             return try ClientSettings(broker: broker, profile: profile, environment: ClientSettings.processEnvironment)
         } catch {
-            throw Console.fail(error.description, code: error.isUsage ? BrokerExit.usage : BrokerExit.failure)
+            throw Console.fail(error.description, code: ExitCode(ExitStatus.of(error).rawValue))
         }
     }
 }
 
-/// Maps client-side failures to the contract's exit codes, with a next step for people.
+/// Reports client-side failures with a next step for people; the exit code is ``ExitStatus/of(_:signingIn:)``'s.
 enum ClientFailure {
     static func exit(_ error: SessionError, settings: ClientSettings) -> ExitCode {
-        switch error {
-        case .signedOut, .rejected:
-            Console.error(error.description)
-            Console.hint("run: \(loginCommand(settings))")
-            return BrokerExit.authenticationRequired
-        case .cache(.unreadable):
-            Console.error(error.description)
-            Console.hint("run: \(loginCommand(settings))")
-            return BrokerExit.authenticationRequired
-        case .cache(.io), .broker:
-            Console.error(error.description)
-            return BrokerExit.failure
-        }
+        Console.error(error.description)
+        let status = ExitStatus.of(error)
+        if status == .authenticationRequired { Console.hint("run: \(loginCommand(settings))") }
+        return ExitCode(status.rawValue)
     }
 
     /// `broker login` with the flags that select this session, so the hint can be pasted as it is.
@@ -59,11 +50,14 @@ enum ClientFailure {
         return command
     }
 
+    /// A failure while signing in or registering (`login`, `register`): never "authentication required".
     static func exit(_ error: BrokerAPIError, doing what: String) -> ExitCode {
-        if case .rejected(let status, "too_many_requests", let description) = error {
-            return Console.fail("\(what) refused for now: \(description.isEmpty ? "HTTP \(status)" : description)")
+        let code = ExitCode(ExitStatus.of(error, signingIn: true).rawValue)
+        if case .rejected(let status, _, let description) = error, error.isTooManyRequests {
+            return Console.fail(
+                "\(what) refused for now: \(description.isEmpty ? "HTTP \(status)" : description)", code: code)
         }
-        return Console.fail("\(what) failed: \(error)")
+        return Console.fail("\(what) failed: \(error)", code: code)
     }
 }
 
@@ -211,9 +205,7 @@ extension Broker {
             do {
                 response = try await api.login(email: credentials.email, password: credentials.password)
             } catch {
-                if case .rejected(_, "invalid_credentials", _) = error {
-                    throw Console.fail("wrong email or password")
-                }
+                if error.isWrongPassword { throw Console.fail("wrong email or password") }
                 throw ClientFailure.exit(error, doing: "sign-in")
             }
             let service = SessionService(cache: settings.cache, api: api, key: settings.key)

@@ -24,7 +24,7 @@ extension Broker.Mint {
         do {
             settings = try ClientSettings(broker: broker, profile: nil, environment: environment)
         } catch {
-            throw Console.fail(error.description, code: error.isUsage ? BrokerExit.usage : BrokerExit.failure)
+            throw Console.fail(error.description, code: ExitCode(ExitStatus.of(error).rawValue))
         }
 
         let subjectToken = try readSubjectToken(environment: environment)
@@ -54,12 +54,9 @@ extension Broker.Mint {
                 ttl: ttl.map(Int64.init)
             )
         } catch {
-            if case .rejected(let status, let code, let description) = error,
-                status == 401
-                    || ["invalid_client", "invalid_grant", "invalid_scope", "unauthorized_client"].contains(code)
-            {
+            if case .rejected(_, let code, let description) = error, error.refusesCredentials {
                 Console.error("the broker refused to mint a token: \(description.isEmpty ? code : description)")
-                throw BrokerExit.authenticationRequired
+                throw ExitCode(ExitStatus.of(error).rawValue)
             }
             throw ClientFailure.exit(error, doing: "minting")
         }

@@ -12,7 +12,29 @@ import ProviderSupport
 /// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, checks that its
 /// marker is unspent, asks the provider module for the identity, and only then spends the marker (once) and
 /// hands the CLI a one-time code.
-extension BrokerService {
+final class SignInService: Sendable {
+    let tokens: TokenIssuer
+    let store: any Store
+    let logger: Logger
+    /// The sign-in provider modules this broker's configuration enables.
+    let identityProviders: [ProviderID: any IdentityProvider]
+    /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
+    let flowKey: [UInt8]
+
+    init(
+        tokens: TokenIssuer, store: any Store, logger: Logger, identityProviders: [ProviderID: any IdentityProvider],
+        flowKey: [UInt8]
+    ) {
+        self.tokens = tokens
+        self.store = store
+        self.logger = logger
+        self.identityProviders = identityProviders
+        self.flowKey = flowKey
+    }
+
+    var now: Int64 { tokens.now }
+    var issuer: String { tokens.issuer }
+    var configuration: ServerConfiguration { tokens.configuration }
     /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
     static let pendingLifetime: Int64 = 600
     /// A one-time code must be redeemed within this many seconds.
@@ -92,12 +114,10 @@ extension BrokerService {
         let nonce = try SecureRandom.token(byteCount: 16)
         let verifier = try PKCE.generate().verifier
         let marker = try SecureRandom.token(byteCount: 16)
-        let sealed: JSONValue = .object([
-            "s": .string(cliState), "c": .string(challenge), "r": .string(redirectURI), "n": .string(nonce),
-            "v": .string(verifier), "e": .int(now + Self.pendingLifetime), "m": .string(marker),
-        ])
-        let state = Base64URL.encode(
-            try AESGCM.seal(sealed.serializedBytes, key: flowKey, associatedData: Array(provider.rawValue.utf8)))
+        let state = try SealedSignIn(
+            cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: nonce,
+            providerVerifier: verifier, expiresAt: now + Self.pendingLifetime, marker: marker
+        ).seal(key: flowKey, provider: provider)
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
         let started: AuthorizationStart
@@ -160,16 +180,12 @@ extension BrokerService {
         -> APIResponse
     {
         let (provider, module) = try browserProvider(name)
-        guard let state = query["state"], state.utf8.count <= 4096, let box = Base64URL.decode(state),
-            let opened = AESGCM.open(box, key: flowKey, associatedData: Array(provider.rawValue.utf8)),
-            let fields = JSONValue.parse(opened)?.objectValue,
-            let cliState = fields["s"]?.stringValue, let challenge = fields["c"]?.stringValue,
-            let redirectURI = fields["r"]?.stringValue, let nonce = fields["n"]?.stringValue,
-            let verifier = fields["v"]?.stringValue, let expiry = fields["e"]?.intValue,
-            let marker = fields["m"]?.stringValue
+        guard let state = query["state"], let sealed = SealedSignIn.open(state, key: flowKey, provider: provider)
         else {
             throw APIError.invalidRequest("this sign-in's state is missing or was not issued by this broker")
         }
+        let (cliState, challenge, redirectURI) = (sealed.cliState, sealed.codeChallenge, sealed.redirectURI)
+        let (nonce, verifier, expiry, marker) = (sealed.nonce, sealed.providerVerifier, sealed.expiresAt, sealed.marker)
         guard now <= expiry else {
             return .redirect(
                 Self.loopback(
@@ -246,41 +262,6 @@ extension BrokerService {
             throw APIError.notFound("\(displayName(provider)) is not enabled on this broker")
         }
         return (provider, module)
-    }
-
-    /// `grant_type=authorization_code`: the CLI redeems its one-time code with its PKCE verifier. A second
-    /// use of a code fails and revokes the session the first one started (RFC 6749 §4.1.2).
-    func authorizationCode(_ input: RequestInput) async throws -> APIResponse {
-        let code = try input.string("code")
-        let verifier = try input.string("code_verifier")
-        let redirectURI = try input.string("redirect_uri")
-        guard code.utf8.count == Self.refreshTokenLength, Base64URL.decode(code) != nil else {
-            throw APIError.invalidGrant("the code is not one this broker issued")
-        }
-        let hash = Digest.sha256(code)
-        switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
-        case .unknown:
-            throw APIError.invalidGrant("the code is not valid")
-        case .reused(let sessionID):
-            if let sessionID { try await store.revokeSession(id: sessionID, now: now) }
-            logger.warning("authorization code reused: its session revoked")
-            throw APIError.invalidGrant("the code was already used; the session it started has been revoked")
-        case .redeemed(let record):
-            guard now <= record.expiresAt else { throw APIError.invalidGrant("the code has expired; sign in again") }
-            guard record.redirectURI == redirectURI else {
-                throw APIError.invalidGrant("redirect_uri does not match the one the sign-in started with")
-            }
-            guard PKCE.verify(verifier: verifier, challenge: record.codeChallenge) else {
-                throw APIError.invalidGrant("code_verifier does not match the code_challenge")
-            }
-            guard let user = try await store.user(id: record.userID) else {
-                throw APIError.invalidGrant("the account of this code no longer exists")
-            }
-            let (body, sessionID) = try await startSessionReturningID(
-                user: user, clientID: Self.cliClientID, scope: nil)
-            try await store.attachSession(toCode: hash, sessionID: sessionID)
-            return .tokens(body)
-        }
     }
 }
 

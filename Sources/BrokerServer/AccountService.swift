@@ -9,7 +9,32 @@ import Logging
     import Foundation
 #endif
 
-extension BrokerService {
+/// Custom accounts: `POST /auth/register` and `POST /auth/login` (scrypt in a bounded pool, the login
+/// throttle, rehash on login).
+final class AccountService: Sendable {
+    let tokens: TokenIssuer
+    let store: any Store
+    let logger: Logger
+    let hasher: PasswordHasher
+    let pool: HashingPool
+    let throttle: LoginThrottle?
+    /// A hash of a random password, verified against for unknown emails so that they cost the same time.
+    let dummyHash: String
+
+    init(
+        tokens: TokenIssuer, store: any Store, logger: Logger, hasher: PasswordHasher, pool: HashingPool,
+        throttle: LoginThrottle?
+    ) throws {
+        self.tokens = tokens
+        self.store = store
+        self.logger = logger
+        self.hasher = hasher
+        self.pool = pool
+        self.throttle = throttle
+        dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
+    }
+
+    var now: Int64 { tokens.now }
     /// `POST /auth/register`: a custom account, then a session (201).
     func register(_ input: RequestInput) async throws -> APIResponse {
         let email: String
@@ -44,7 +69,8 @@ extension BrokerService {
             throw APIError.accountExists
         }
         logger.info("account created", metadata: ["broker.user": "\(user.id)"])
-        return .tokens(try await startSession(user: user, clientID: Self.cliClientID, scope: nil), status: 201)
+        return .tokens(
+            try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil), status: 201)
     }
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.
@@ -80,7 +106,7 @@ extension BrokerService {
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }
-        return .tokens(try await startSession(user: account.user, clientID: Self.cliClientID, scope: nil))
+        return .tokens(try await tokens.startSession(user: account.user, clientID: TokenIssuer.cliClientID, scope: nil))
     }
 
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best

@@ -7,7 +7,32 @@ import ProviderSupport
 /// CI minting: the `client_credentials` grant (RFC 6749 §4.4) and OAuth 2.0 Token Exchange (RFC 8693) of a
 /// CI platform's OIDC token. Both issue a short-lived access token with `sub: client:<name>` and no refresh
 /// token.
-extension BrokerService {
+final class ClientService: Sendable {
+    let tokens: TokenIssuer
+    let store: any Store
+    let logger: Logger
+    /// Client secrets are stored as keyed hashes (``ClientSecretHasher``).
+    let clientSecrets: ClientSecretHasher
+    /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
+    let dummyClientSecretHash: String
+    /// The keys of the CI platforms that clients trust for token exchange.
+    let trustedKeys: IssuerDirectory
+
+    init(
+        tokens: TokenIssuer, store: any Store, logger: Logger, clientSecrets: ClientSecretHasher,
+        trustedKeys: IssuerDirectory
+    ) throws {
+        self.tokens = tokens
+        self.store = store
+        self.logger = logger
+        self.clientSecrets = clientSecrets
+        self.trustedKeys = trustedKeys
+        dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
+    }
+
+    var now: Int64 { tokens.now }
+    var issuer: String { tokens.issuer }
+    var configuration: ServerConfiguration { tokens.configuration }
     static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
     static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
     static let subjectTokenTypes: Set<String> = [
@@ -231,7 +256,7 @@ extension BrokerService {
         ]
         if let scope { claims["scope"] = .string(scope) }
         if let federated { claims["federated"] = federated }
-        let token = try keys.current.signer.sign(claims: claims, type: "at+jwt")
+        let token = try tokens.keys.current.signer.sign(claims: claims, type: "at+jwt")
         var body: [String: JSONValue] = [
             "user_id": .string("client:\(client.name)"),
             "provider": "client",

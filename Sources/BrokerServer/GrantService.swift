@@ -3,85 +3,32 @@ import BrokerCrypto
 import BrokerStore
 import Logging
 
-extension BrokerService {
-    /// Refresh tokens are 256-bit random values, base64url: 43 characters.
-    static let refreshTokenLength = 43
+/// `POST /auth/token` (every grant), `POST /auth/revoke` and `GET /auth/me`: what the broker does with the
+/// tokens it issued, and the one-time codes of the browser flow.
+final class GrantService: Sendable {
+    let tokens: TokenIssuer
+    let clients: ClientService
+    let store: any Store
+    let logger: Logger
 
-    /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
-    /// access token. Returns the contract's session response.
-    func startSession(user: UserRecord, clientID: String, scope: String?) async throws -> JSONValue {
-        try await startSessionReturningID(user: user, clientID: clientID, scope: scope).body
+    init(tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger) {
+        self.tokens = tokens
+        self.clients = clients
+        self.store = store
+        self.logger = logger
     }
 
-    /// ``startSession(user:clientID:scope:)`` that also returns the new session's id.
-    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?) async throws
-        -> (body: JSONValue, sessionID: String)
-    {
-        let issuedAt = now
-        let sessionID = try SecureRandom.token(byteCount: 16)
-        let refreshToken = try SecureRandom.token(byteCount: 32)
-        try await store.createSession(
-            SessionRecord(
-                id: sessionID,
-                userID: user.id,
-                clientID: clientID,
-                scope: scope,
-                createdAt: issuedAt,
-                revokedAt: nil
-            ),
-            firstToken: RefreshTokenRecord(
-                hash: Digest.sha256(refreshToken),
-                sessionID: sessionID,
-                createdAt: issuedAt,
-                expiresAt: issuedAt + configuration.refreshTokenTTL
-            )
-        )
-        let access = try accessToken(user: user, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
-        return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
-    }
-
-    func sessionBody(user: UserRecord, accessToken: String, refreshToken: String?) -> JSONValue {
-        var body: [String: JSONValue] = [
-            "user_id": .string(user.id.description),
-            "provider": .string(user.id.provider.rawValue),
-            "access_token": .string(accessToken),
-            "token_type": "Bearer",
-            "expires_in": .int(configuration.accessTokenTTL),
-        ]
-        if let refreshToken { body["refresh_token"] = .string(refreshToken) }
-        return .object(body)
-    }
-
-    /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
-    /// session, so that revoking it ends its access tokens too).
-    func accessToken(user: UserRecord, sessionID: String?, clientID: String, scope: String?, now: Int64) throws
-        -> String
-    {
-        var claims: [String: JSONValue] = [
-            "iss": .string(issuer),
-            "sub": .string(user.id.description),
-            "aud": .string(configuration.audience),
-            "iat": .int(now),
-            "nbf": .int(now),
-            "exp": .int(now + configuration.accessTokenTTL),
-            "jti": .string(try SecureRandom.token(byteCount: 16)),
-            "idp": .string(user.id.provider.rawValue),
-            "client_id": .string(clientID),
-        ]
-        if let sessionID { claims["sid"] = .string(sessionID) }
-        if let email = user.email { claims["email"] = .string(email) }
-        if let name = user.name { claims["name"] = .string(name) }
-        if let scope { claims["scope"] = .string(scope) }
-        return try keys.current.signer.sign(claims: claims, type: "at+jwt")
-    }
+    var now: Int64 { tokens.now }
+    var configuration: ServerConfiguration { tokens.configuration }
 
     /// `POST /auth/token`.
     func token(_ input: RequestInput, authorization: String? = nil) async throws -> APIResponse {
         let grantType = try input.string("grant_type")
         switch grantType {
         case "refresh_token": return try await refresh(input)
-        case "client_credentials": return try await clientCredentials(input, authorization: authorization)
-        case Self.tokenExchangeGrant: return try await tokenExchange(input, authorization: authorization)
+        case "client_credentials": return try await clients.clientCredentials(input, authorization: authorization)
+        case ClientService.tokenExchangeGrant:
+            return try await clients.tokenExchange(input, authorization: authorization)
         case "authorization_code": return try await authorizationCode(input)
         case "urn:ietf:params:oauth:grant-type:device_code":
             throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
@@ -93,7 +40,7 @@ extension BrokerService {
     /// The refresh grant: rotation, and reuse detection that revokes the whole session (RFC 9700 §4.14.2).
     func refresh(_ input: RequestInput) async throws -> APIResponse {
         let presented = try input.string("refresh_token")
-        guard presented.utf8.count == Self.refreshTokenLength, Base64URL.decode(presented) != nil else {
+        guard presented.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(presented) != nil else {
             throw APIError.invalidGrant("the refresh token is not one this broker issued")
         }
         let next = try SecureRandom.token(byteCount: 32)
@@ -109,14 +56,14 @@ extension BrokerService {
             guard let user = try await store.user(id: session.userID) else {
                 throw APIError.invalidGrant("the account of this session no longer exists")
             }
-            let access = try accessToken(
+            let access = try tokens.accessToken(
                 user: user,
                 sessionID: session.id,
                 clientID: session.clientID,
                 scope: session.scope,
                 now: time
             )
-            return .tokens(sessionBody(user: user, accessToken: access, refreshToken: next))
+            return .tokens(tokens.sessionBody(user: user, accessToken: access, refreshToken: next))
         case .unknown:
             throw APIError.invalidGrant("the refresh token is not valid")
         case .expired:
@@ -141,22 +88,15 @@ extension BrokerService {
             // §2.2.1: an unknown hint is not an error; the server searches all types.
             logger.debug("unknown token_type_hint")
         }
-        if token.utf8.count == Self.refreshTokenLength && !token.contains(".") {
+        if token.utf8.count == TokenIssuer.refreshTokenLength && !token.contains(".") {
             try await store.revokeSession(byRefreshTokenHash: Digest.sha256(token), now: now)
         } else if token.contains("."),
-            let verified = try? verifier().verify(token, now: now),
+            let verified = try? tokens.verifier().verify(token, now: now),
             let sessionID = verified["sid"]?.stringValue
         {
             try await store.revokeSession(id: sessionID, now: now)
         }
         return APIResponse(status: 200, body: .object([:]), headers: [("Cache-Control", "no-store")])
-    }
-
-    func verifier() -> JWTVerifier {
-        JWTVerifier(
-            keys: keys.current.keySet,
-            options: JWTVerifier.Options(issuer: issuer, audience: configuration.audience, expectedType: "at+jwt")
-        )
     }
 
     /// `GET /auth/me`: who the bearer of a valid, unrevoked access token is.
@@ -171,12 +111,12 @@ extension BrokerService {
         let token = String(parts[1]).trimmingWhitespace()
         let verified: VerifiedJWT
         do {
-            verified = try verifier().verify(token, now: now)
+            verified = try tokens.verifier().verify(token, now: now)
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
         if let subject = verified.subject, subject.hasPrefix("client:") {
-            return try await clientIdentity(verified, subject: subject)
+            return try await clients.clientIdentity(verified, subject: subject)
         }
         guard let subject = verified.subject, let userID = UserID(subject) else {
             throw APIError.invalidToken("the access token has no valid subject")
@@ -195,5 +135,40 @@ extension BrokerService {
         if let email = user.email { body["email"] = .string(email) }
         if let name = user.name { body["name"] = .string(name) }
         return APIResponse(status: 200, body: .object(body), headers: [("Cache-Control", "no-store")])
+    }
+
+    /// `grant_type=authorization_code`: the CLI redeems its one-time code with its PKCE verifier. A second
+    /// use of a code fails and revokes the session the first one started (RFC 6749 §4.1.2).
+    func authorizationCode(_ input: RequestInput) async throws -> APIResponse {
+        let code = try input.string("code")
+        let verifier = try input.string("code_verifier")
+        let redirectURI = try input.string("redirect_uri")
+        guard code.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(code) != nil else {
+            throw APIError.invalidGrant("the code is not one this broker issued")
+        }
+        let hash = Digest.sha256(code)
+        switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
+        case .unknown:
+            throw APIError.invalidGrant("the code is not valid")
+        case .reused(let sessionID):
+            if let sessionID { try await store.revokeSession(id: sessionID, now: now) }
+            logger.warning("authorization code reused: its session revoked")
+            throw APIError.invalidGrant("the code was already used; the session it started has been revoked")
+        case .redeemed(let record):
+            guard now <= record.expiresAt else { throw APIError.invalidGrant("the code has expired; sign in again") }
+            guard record.redirectURI == redirectURI else {
+                throw APIError.invalidGrant("redirect_uri does not match the one the sign-in started with")
+            }
+            guard PKCE.verify(verifier: verifier, challenge: record.codeChallenge) else {
+                throw APIError.invalidGrant("code_verifier does not match the code_challenge")
+            }
+            guard let user = try await store.user(id: record.userID) else {
+                throw APIError.invalidGrant("the account of this code no longer exists")
+            }
+            let (body, sessionID) = try await tokens.startSessionReturningID(
+                user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+            try await store.attachSession(toCode: hash, sessionID: sessionID)
+            return .tokens(body)
+        }
     }
 }

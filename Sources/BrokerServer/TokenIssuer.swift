@@ -1,0 +1,116 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Synchronization
+
+/// The one place that issues the broker's tokens: sessions with their first refresh token, RFC 9068 access
+/// tokens for users and CI clients, and the verifier of the broker's own access tokens. Every service that
+/// ends in a token goes through it, so `iss`, `aud`, lifetimes and the signing key are decided once.
+final class TokenIssuer: Sendable {
+    /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
+    static let cliClientID = "broker-cli"
+
+    let configuration: ServerConfiguration
+    let store: any Store
+    let keys: KeyManager
+    let clock: any WallClock
+    private let issuerValue: Mutex<String>
+
+    init(configuration: ServerConfiguration, store: any Store, keys: KeyManager, clock: any WallClock) {
+        self.configuration = configuration
+        self.store = store
+        self.keys = keys
+        self.clock = clock
+        issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
+    }
+
+    /// The issuer (`iss`, and the base of every URL in discovery).
+    var issuer: String { issuerValue.withLock { $0 } }
+
+    /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
+    func serverStarted(host: String, port: Int) {
+        guard configuration.issuer == nil else { return }
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        issuerValue.withLock { $0 = "http://\(shownHost):\(port)" }
+    }
+
+    var now: Int64 { clock.seconds() }
+
+    /// Refresh tokens are 256-bit random values, base64url: 43 characters.
+    static let refreshTokenLength = 43
+
+    /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
+    /// access token. Returns the contract's session response.
+    func startSession(user: UserRecord, clientID: String, scope: String?) async throws -> JSONValue {
+        try await startSessionReturningID(user: user, clientID: clientID, scope: scope).body
+    }
+
+    /// ``startSession(user:clientID:scope:)`` that also returns the new session's id.
+    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?) async throws
+        -> (body: JSONValue, sessionID: String)
+    {
+        let issuedAt = now
+        let sessionID = try SecureRandom.token(byteCount: 16)
+        let refreshToken = try SecureRandom.token(byteCount: 32)
+        try await store.createSession(
+            SessionRecord(
+                id: sessionID,
+                userID: user.id,
+                clientID: clientID,
+                scope: scope,
+                createdAt: issuedAt,
+                revokedAt: nil
+            ),
+            firstToken: RefreshTokenRecord(
+                hash: Digest.sha256(refreshToken),
+                sessionID: sessionID,
+                createdAt: issuedAt,
+                expiresAt: issuedAt + configuration.refreshTokenTTL
+            )
+        )
+        let access = try accessToken(user: user, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
+        return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
+    }
+
+    func sessionBody(user: UserRecord, accessToken: String, refreshToken: String?) -> JSONValue {
+        var body: [String: JSONValue] = [
+            "user_id": .string(user.id.description),
+            "provider": .string(user.id.provider.rawValue),
+            "access_token": .string(accessToken),
+            "token_type": "Bearer",
+            "expires_in": .int(configuration.accessTokenTTL),
+        ]
+        if let refreshToken { body["refresh_token"] = .string(refreshToken) }
+        return .object(body)
+    }
+
+    /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
+    /// session, so that revoking it ends its access tokens too).
+    func accessToken(user: UserRecord, sessionID: String?, clientID: String, scope: String?, now: Int64) throws
+        -> String
+    {
+        var claims: [String: JSONValue] = [
+            "iss": .string(issuer),
+            "sub": .string(user.id.description),
+            "aud": .string(configuration.audience),
+            "iat": .int(now),
+            "nbf": .int(now),
+            "exp": .int(now + configuration.accessTokenTTL),
+            "jti": .string(try SecureRandom.token(byteCount: 16)),
+            "idp": .string(user.id.provider.rawValue),
+            "client_id": .string(clientID),
+        ]
+        if let sessionID { claims["sid"] = .string(sessionID) }
+        if let email = user.email { claims["email"] = .string(email) }
+        if let name = user.name { claims["name"] = .string(name) }
+        if let scope { claims["scope"] = .string(scope) }
+        return try keys.current.signer.sign(claims: claims, type: "at+jwt")
+    }
+
+    func verifier() -> JWTVerifier {
+        JWTVerifier(
+            keys: keys.current.keySet,
+            options: JWTVerifier.Options(issuer: issuer, audience: configuration.audience, expectedType: "at+jwt")
+        )
+    }
+}

@@ -1,0 +1,121 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerProviders
+import BrokerStore
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+
+@testable import BrokerServer
+
+/// The broker's application built in the test process: the real router, services and SQLite store, on a
+/// manual clock and a scripted outbound transport, driven through Hummingbird's in-memory test client.
+///
+/// For endpoint logic — errors, grants, rotation, revocation, throttling, the browser-flow state machine.
+/// What only a process shows (signals, files, the CLI, interop) stays with ``BrokerProcess``.
+struct InProcessBroker {
+    let clock: ManualClock
+    let transport: ScriptedTransport
+    let service: BrokerService
+    let store: SQLiteStore
+    let directory: URL
+
+    /// - Parameter config: a configuration file's JSON (providers, server keys); the data directory is the
+    ///   test's own.
+    init(config: String? = nil, clock: ManualClock = ManualClock(), transport: ScriptedTransport = ScriptedTransport())
+        throws
+    {
+        self.clock = clock
+        self.transport = transport
+        directory = try TemporaryDirectory.make(prefix: "broker-inprocess")
+        var path: String?
+        if let config {
+            let file = directory.appendingPathComponent("broker.json")
+            try Data(config.utf8).write(to: file)
+            path = file.path
+        }
+        var configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
+        configuration.dataDirectory = directory.appendingPathComponent("data").path
+        configuration.issuer = configuration.issuer ?? "http://broker.test"
+        try FileManager.default.createDirectory(
+            atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+        store = try SQLiteStore(path: configuration.dataDirectory + "/broker.sqlite3")
+        service = try BrokerService(
+            configuration: configuration,
+            store: store,
+            keySource: .dataDirectory(configuration.dataDirectory),
+            logger: Logger(label: "test"),
+            // Cheap scrypt: these tests are about the endpoints, not the hash's cost.
+            hasher: PasswordHasher(parameters: .init(logN: 10, r: 8, p: 1)),
+            clock: clock,
+            http: { [transport] in transport }
+        )
+    }
+
+    /// Runs `body` against the application through the in-memory test client.
+    func test(_ body: @escaping @Sendable (Client) async throws -> Void) async throws {
+        let app = Application(router: BrokerHTTPServer.router(service: service, logger: Logger(label: "test")))
+        try await app.test(.router) { client in try await body(Client(client: client)) }
+    }
+
+    /// A thin client over the test client, answering the contract's JSON.
+    struct Client: Sendable {
+        let client: any TestClientProtocol
+
+        struct Reply: Sendable {
+            let status: Int
+            let json: JSONValue?
+            let headers: HTTPFields
+
+            subscript(key: String) -> JSONValue? { json?[key] }
+            var error: String? { json?["error"]?.stringValue }
+            func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { headers[$0] } }
+        }
+
+        func send(_ method: HTTPRequest.Method, _ uri: String, headers: HTTPFields = [:], body: [UInt8]? = nil)
+            async throws -> Reply
+        {
+            try await client.execute(
+                uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0) }
+            ) { response in
+                Reply(
+                    status: Int(response.status.code),
+                    json: response.body.flatMap { JSONValue.parse(Array($0.readableBytesView)) },
+                    headers: response.headers)
+            }
+        }
+
+        func get(_ uri: String, bearer: String? = nil) async throws -> Reply {
+            var headers = HTTPFields()
+            if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+            return try await send(.get, uri, headers: headers)
+        }
+
+        func post(_ uri: String, json: JSONValue) async throws -> Reply {
+            try await send(.post, uri, headers: [.contentType: "application/json"], body: Array(json.serialized().utf8))
+        }
+
+        func form(_ uri: String, _ fields: [(String, String)]) async throws -> Reply {
+            try await send(
+                .post, uri, headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: Array(FormEncoding.encode(fields).utf8))
+        }
+
+        func register(_ email: String, _ password: String) async throws -> Reply {
+            try await post("/auth/register", json: ["email": .string(email), "password": .string(password)])
+        }
+
+        func login(_ email: String, _ password: String) async throws -> Reply {
+            try await post("/auth/login", json: ["email": .string(email), "password": .string(password)])
+        }
+
+        func refresh(_ token: String) async throws -> Reply {
+            try await form("/auth/token", [("grant_type", "refresh_token"), ("refresh_token", token)])
+        }
+    }
+}

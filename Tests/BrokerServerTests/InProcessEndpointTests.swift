@@ -1,0 +1,111 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerTesting
+import Foundation
+import Testing
+
+@testable import BrokerServer
+
+/// Endpoint logic in the test process (``InProcessBroker``): errors, grants, rotation, revocation, throttling
+/// and expiry — time windows crossed by advancing the manual clock, never by sleeping.
+@Suite("broker endpoints in process")
+struct InProcessEndpointTests {
+    static let password = "correct horse battery staple"
+
+    @Test func malformedRequestsGetTheContractsErrors() async throws {
+        let broker = try InProcessBroker()
+        try await broker.test { client in
+            let missing = try await client.get("/no/such/endpoint")
+            #expect(missing.status == 404 && missing.error == "not_found")
+            let badJSON = try await client.send(
+                .post, "/auth/login", headers: [.contentType: "application/json"], body: Array("{\"email\":".utf8))
+            #expect(badJSON.status == 400 && badJSON.error == "invalid_request")
+            let repeated = try await client.get("/auth/google/start?state=a&state=b")
+            #expect(repeated.status == 400 && repeated.error == "invalid_request")
+            let grant = try await client.form("/auth/token", [("grant_type", "password")])
+            #expect(grant.status == 400 && grant.error == "unsupported_grant_type")
+            let noGrant = try await client.form("/auth/token", [])
+            #expect(noGrant.status == 400 && noGrant.error == "invalid_request")
+            let big = try await client.send(
+                .post, "/auth/register", headers: [.contentType: "application/json"],
+                body: Array(repeating: UInt8(ascii: " "), count: RequestInput.maxBodySize + 1))
+            #expect(big.status == 413)
+            let me = try await client.get("/auth/me", bearer: "not.a.token")
+            #expect(me.status == 401 && me.error == "invalid_token")
+        }
+        #expect(try await broker.store.passwordAccount(email: "a@example.com") == nil, "nothing was written")
+    }
+
+    @Test func rotationReuseAndRevocation() async throws {
+        let broker = try InProcessBroker()
+        try await broker.test { client in
+            let registered = try await client.register("ada@example.com", Self.password)
+            #expect(registered.status == 201)
+            #expect(try await client.register("ADA@example.com ", Self.password).status == 409)
+            let first = try #require(registered["refresh_token"]?.stringValue)
+            let access = try #require(registered["access_token"]?.stringValue)
+            #expect(try await client.get("/auth/me", bearer: access)["email"]?.stringValue == "ada@example.com")
+
+            let rotated = try await client.refresh(first)
+            #expect(rotated.status == 200 && rotated.header("Cache-Control") == "no-store")
+            let second = try #require(rotated["refresh_token"]?.stringValue)
+            #expect(second != first)
+
+            // Replaying the spent token revokes the family: the live successor and the access tokens die too.
+            let replay = try await client.refresh(first)
+            #expect(replay.status == 400 && replay.error == "invalid_grant")
+            #expect(try await client.refresh(second).error == "invalid_grant")
+            #expect(try await client.get("/auth/me", bearer: access).status == 401)
+
+            // Revocation (RFC 7009) of a fresh session by its refresh token; 200 for unknown tokens too.
+            let login = try await client.login("ada@example.com", Self.password)
+            let token = try #require(login["refresh_token"]?.stringValue)
+            #expect(try await client.form("/auth/revoke", [("token", token)]).status == 200)
+            #expect(try await client.refresh(token).error == "invalid_grant")
+            #expect(try await client.form("/auth/revoke", [("token", "unknown")]).status == 200)
+        }
+    }
+
+    @Test func tokensExpireOnTheClock() async throws {
+        let broker = try InProcessBroker(
+            config: #"{"server": {"access_token_ttl": 300, "refresh_token_ttl": 600}}"#)
+        try await broker.test { client in
+            let session = try await client.register("clock@example.com", Self.password)
+            let access = try #require(session["access_token"]?.stringValue)
+            let refresh = try #require(session["refresh_token"]?.stringValue)
+            broker.clock.advance(by: 299)
+            #expect(try await client.get("/auth/me", bearer: access).status == 200)
+            // The verifier's leeway (60 s) is part of the rule: the token is refused once it has passed.
+            broker.clock.advance(by: 62)
+            #expect(try await client.get("/auth/me", bearer: access).status == 401)
+            broker.clock.advance(by: 600 - 361)
+            let expired = try await client.refresh(refresh)
+            #expect(expired.error == "invalid_grant")
+            #expect(expired["error_description"]?.stringValue?.contains("expired") == true)
+        }
+    }
+
+    @Test func failedLoginsBackOffExactlyAsTheRuleSays() async throws {
+        let broker = try InProcessBroker()
+        try await broker.test { client in
+            #expect(try await client.register("victim@example.com", Self.password).status == 201)
+            for attempt in 1...5 {
+                let reply = try await client.login("victim@example.com", "wrong password \(attempt)")
+                #expect(reply.status == 401 && reply.error == "invalid_credentials")
+            }
+            #expect(try await client.login("victim@example.com", "wrong password 6").status == 401)
+            let blocked = try await client.login("victim@example.com", Self.password)
+            #expect(blocked.status == 429 && blocked.error == "too_many_requests")
+            #expect(blocked.header("Retry-After") == "1", "the first block is one second")
+            broker.clock.advance(by: 0.5)
+            #expect(try await client.login("victim@example.com", Self.password).status == 429)
+            broker.clock.advance(by: 0.5)
+            // The next failure doubles the block.
+            #expect(try await client.login("victim@example.com", "wrong again").status == 401)
+            #expect(try await client.login("victim@example.com", Self.password).header("Retry-After") == "2")
+            broker.clock.advance(by: 2)
+            #expect(try await client.login("victim@example.com", Self.password).status == 200)
+        }
+    }
+}
