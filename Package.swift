@@ -212,7 +212,11 @@ let package = Package(
                 "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

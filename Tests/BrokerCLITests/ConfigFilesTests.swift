@@ -1,12 +1,13 @@
 import BrokerCore
 import BrokerProviders
+import BrokerTesting
 import Foundation
 import ProviderSupport
 import Testing
 
 @Suite("Config/ files")
 struct ConfigFilesTests {
-    static let configDirectory = CLIRunner.repositoryRoot.appendingPathComponent("Config")
+    static let configDirectory = TestPaths.repositoryRoot.appendingPathComponent("Config")
 
     static func jsonFiles() throws -> [URL] {
         let enumerator = FileManager.default.enumerator(at: configDirectory, includingPropertiesForKeys: nil)
@@ -46,8 +47,8 @@ struct ConfigFilesTests {
         ] {
             #expect(value["server"]?[key] != nil, "server.\(key)")
         }
-        #expect(
-            Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
-                == Set(BrokerProviders.all.map(\.id.rawValue) + [ProviderID.custom.rawValue]))
+        let listed = Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
+        let known: Set<String> = Set(BrokerProviders.all.map { $0.id.rawValue }).union([ProviderID.custom.rawValue])
+        #expect(listed == known)
     }
 }

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerTesting
 import Foundation
 import Testing
 
@@ -13,12 +14,12 @@ struct MintOfflineTests {
     ]
 
     @Test("OpenSSL-made keys give ES256, RS256 and EdDSA tokens with every claim", arguments: 0..<4)
-    func mintsEachAlgorithm(index: Int) throws {
+    func mintsEachAlgorithm(index: Int) async throws {
         let (name, args, algorithm) = MintOfflineTests.keyKinds[index]
-        let dir = try CLIRunner.temporaryDirectory()
+        let dir = try await CLIRunner.temporaryDirectory()
         let keyPath = dir.appendingPathComponent(name).path
-        try CLIRunner.openssl(args + ["-out", keyPath])
-        let result = try CLIRunner.run([
+        try await CLIRunner.openssl(args + ["-out", keyPath])
+        let result = try await CLIRunner.run([
             "mint", "--signing-key", keyPath, "--subject", "ci:job-42", "--issuer", "https://ci.example", "--audience",
             "api", "--ttl", "120", "--claim", "team=infra", "--claim", "level=3", "--claim", "tags=[\"a\"]",
         ])
@@ -44,35 +45,37 @@ struct MintOfflineTests {
         #expect((verified.jwtID?.count ?? 0) >= 16)
     }
 
-    @Test func formats() throws {
-        let dir = try CLIRunner.temporaryDirectory()
+    @Test func formats() async throws {
+        let dir = try await CLIRunner.temporaryDirectory()
         let keyPath = dir.appendingPathComponent("k.pem").path
-        try CLIRunner.openssl(["genpkey", "-algorithm", "ed25519", "-out", keyPath])
-        let header = try CLIRunner.run(["mint", "--signing-key", keyPath, "--subject", "s", "--format", "header"])
+        try await CLIRunner.openssl(["genpkey", "-algorithm", "ed25519", "-out", keyPath])
+        let header = try await CLIRunner.run(["mint", "--signing-key", keyPath, "--subject", "s", "--format", "header"])
         #expect(header.status == 0 && header.stdout.hasPrefix("Authorization: Bearer ey"))
-        let json = try CLIRunner.run(["mint", "--signing-key", keyPath, "--subject", "s", "--format", "json"])
+        let json = try await CLIRunner.run(["mint", "--signing-key", keyPath, "--subject", "s", "--format", "json"])
         let document = try #require(JSONValue.parse(Array(json.stdout.utf8)))
         #expect(document["token_type"] == "Bearer" && document["expires_in"] == .int(600))
         #expect(document["claims"]?["sub"] == "s" && document["header"]?["alg"] == "EdDSA")
         #expect(document["access_token"]?.stringValue?.split(separator: ".").count == 3)
     }
 
-    @Test func unusableKeysExitOneNamingTheFile() throws {
-        let dir = try CLIRunner.temporaryDirectory()
+    @Test func unusableKeysExitOneNamingTheFile() async throws {
+        let dir = try await CLIRunner.temporaryDirectory()
         let weak = dir.appendingPathComponent("weak.pem").path
-        try CLIRunner.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", weak])
+        try await CLIRunner.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", weak])
         let garbage = dir.appendingPathComponent("garbage.pem")
         try Data("this is not a key\n".utf8).write(to: garbage)
         let binary = dir.appendingPathComponent("binary.pem")
         try Data([0xff, 0xfe, 0x00, 0x80]).write(to: binary)
         let publicOnly = dir.appendingPathComponent("public.pem").path
         let ec = dir.appendingPathComponent("ec.pem").path
-        try CLIRunner.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", ec])
-        try CLIRunner.openssl(["pkey", "-in", ec, "-pubout", "-out", publicOnly])
+        try await CLIRunner.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", ec])
+        try await CLIRunner.openssl(["pkey", "-in", ec, "-pubout", "-out", publicOnly])
         let p384 = dir.appendingPathComponent("p384.pem").path
-        try CLIRunner.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384])
+        try await CLIRunner.openssl([
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384", "-out", p384,
+        ])
         let encrypted = dir.appendingPathComponent("enc.pem").path
-        try CLIRunner.openssl([
+        try await CLIRunner.openssl([
             "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-aes256", "-pass", "pass:x", "-out",
             encrypted,
         ])
@@ -86,7 +89,7 @@ struct MintOfflineTests {
             (dir.appendingPathComponent("missing.pem").path, "No such file"), (dir.path, "not a regular file"),
         ]
         for (path, words) in cases {
-            let result = try CLIRunner.run(["mint", "--signing-key", path, "--subject", "s"])
+            let result = try await CLIRunner.run(["mint", "--signing-key", path, "--subject", "s"])
             #expect(result.status == 1, "\(path): \(result.status) \(result.stderr)")
             #expect(result.stdout.isEmpty)
             #expect(result.stderr.contains(path), "names the file: \(result.stderr)")
@@ -105,8 +108,8 @@ struct MintOfflineTests {
             ["mint", "--signing-key", "k.pem", "--subject", "s", "--format", "yaml"],
             ["no-such-command"],
         ])
-    func usageErrors(arguments: [String]) throws {
-        let result = try CLIRunner.run(arguments)
+    func usageErrors(arguments: [String]) async throws {
+        let result = try await CLIRunner.run(arguments)
         #expect(result.status == 64, "\(arguments): \(result.status) \(result.stderr)")
         #expect(result.stdout.isEmpty)
     }

@@ -1,3 +1,4 @@
+import BrokerTesting
 import Testing
 
 @testable import BrokerCrypto

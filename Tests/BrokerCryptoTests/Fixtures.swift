@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerTesting
 import Foundation
 
 /// Test fixtures: this target's own files and the shared vector files beside the repository.

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerTesting
 import Foundation
 import Testing
 
@@ -16,7 +17,7 @@ struct InteropTests {
         var theirs: JSONValue
     }
 
-    static func runPython() throws -> Exchange {
+    static func runPython() async throws -> Exchange {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "broker-interop-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -46,27 +47,17 @@ struct InteropTests {
         ])
         try Data(ours.serialized().utf8).write(to: folder.appendingPathComponent("ours.json"))
 
-        let python = ProcessInfo.processInfo.environment["BROKER_PYTHON"] ?? "python3"
-        let script = Fixtures.repositoryRoot.appendingPathComponent("Tests/Interop/jose_interop.py").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [python, script, folder.path]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw FixtureError(
-                "jose_interop.py failed (\(process.terminationStatus)): \(String(decoding: stderr, as: UTF8.self))")
+        let result = try await ProcessRunner.python("jose_interop.py", [folder.path])
+        guard result.status == 0 else {
+            throw FixtureError("jose_interop.py failed (\(result.status)): \(result.stderr)")
         }
         let theirs = try Data(contentsOf: folder.appendingPathComponent("theirs.json"))
         return Exchange(ours: keys, theirs: try #require(JSONValue.parse(Array(theirs))))
     }
 
     @Test("joserfc verifies our ES256, RS256 and EdDSA tokens; we verify its tokens; we reject its forgeries")
-    func roundTrip() throws {
-        let exchange = try InteropTests.runPython()
+    func roundTrip() async throws {
+        let exchange = try await InteropTests.runPython()
         let theirs = exchange.theirs
 
         // 1. Python verified each of ours (it exits non-zero otherwise); check it saw all three.

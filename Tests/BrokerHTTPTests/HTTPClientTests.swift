@@ -1,23 +1,23 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerTesting
 import Foundation
 import Synchronization
 import Testing
 
-/// A real HTTP server on 127.0.0.1 (Tests/Interop/http_fixture_server.py), started once per suite.
+/// A real HTTP server on 127.0.0.1 (Tests/Interop/http_fixture_server.py), started once for the process,
+/// off Swift's cooperative pool.
 final class FixtureServer: @unchecked Sendable {
     let process = Process()
     let input = Pipe()
     let port: Int
 
-    init() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
+    private init() throws {
         let output = Pipe()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             ProcessInfo.processInfo.environment["BROKER_PYTHON"] ?? "python3",
-            root.appendingPathComponent("Tests/Interop/http_fixture_server.py").path,
+            TestPaths.interop("http_fixture_server.py"),
         ]
         process.standardInput = input
         process.standardOutput = output
@@ -37,14 +37,18 @@ final class FixtureServer: @unchecked Sendable {
 
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    deinit {
-        try? input.fileHandleForWriting.close()
-        process.terminate()
-    }
+    private static let started = Mutex<Task<FixtureServer, any Error>?>(nil)
 
-    static let shared: FixtureServer = {
-        do { return try FixtureServer() } catch { fatalError("\(error)") }
-    }()
+    /// The one server, started on a thread of its own the first time it is asked for.
+    static func shared() async throws -> FixtureServer {
+        let task = started.withLock { task in
+            if let task { return task }
+            let created = Task { try await offThread { try FixtureServer() } }
+            task = created
+            return created
+        }
+        return try await task.value
+    }
 }
 
 struct HTTPTestError: Error, CustomStringConvertible {
@@ -54,8 +58,12 @@ struct HTTPTestError: Error, CustomStringConvertible {
 
 @Suite("HTTPClient on libcurl against a real loopback server")
 struct HTTPClientTests {
-    let server = FixtureServer.shared
+    let server: FixtureServer
     let client = HTTPClient()
+
+    init() async throws {
+        server = try await FixtureServer.shared()
+    }
 
     @Test("statuses come back as responses, not errors", arguments: [200, 201, 204, 400, 401, 404, 429, 500, 503])
     func statuses(status: Int) async throws {
@@ -107,14 +115,18 @@ struct HTTPClientTests {
     }
 
     @Test func timeout() async throws {
-        // The server answers after 30 s; a 300 ms timeout must end the transfer before that, with a timeout
-        // error (an answer would mean no timeout). The bound says only "before the server answered": the
-        // whole suite runs in parallel on 2 cores, and the await's resumption can wait behind other tests.
-        var request = HTTPClientRequest(url: server.url("/slow/30000"))
+        // The server never answers (it holds the request until released, long after the test): only curl's
+        // own timeout can end the transfer, so the error proves the timeout without timing anything here.
+        let name = "timeout-\(UUID().uuidString)"
+        var request = HTTPClientRequest(url: server.url("/hold/\(name)"))
         request.timeout = .milliseconds(300)
-        let started = ContinuousClock.now
-        await #expect(throws: HTTPClientError(kind: .timeout, message: "")) { try await client.send(request) }
-        #expect(ContinuousClock.now - started < .seconds(29))
+        await #expect {
+            try await client.send(request)
+        } throws: { error in
+            guard let error = error as? HTTPClientError else { return false }
+            return error.kind == .timeout && error.message.contains("timed out")
+        }
+        _ = try await client.send(HTTPClientRequest(url: server.url("/release/\(name)")))
     }
 
     @Test func refusedConnection() async throws {
@@ -199,18 +211,27 @@ struct HTTPClientTests {
     func slowTransfersDoNotBlockOthers() async throws {
         let client = self.client
         let server = self.server
+        let name = "slow-\(UUID().uuidString)"
         let finishedSlow = Counter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    _ = try await client.send(HTTPClientRequest(url: server.url("/slow/10000")))
+                    var request = HTTPClientRequest(url: server.url("/hold/\(name)"))
+                    request.timeout = .seconds(300)
+                    let status = try await client.send(request).status
+                    #expect(status == 200)
                     finishedSlow.value.add(1, ordering: .relaxed)
                 }
             }
-            try await Task.sleep(for: .milliseconds(200))
+            // Ordering, not time: all eight are in flight, held by the server until released; the fast
+            // request must complete meanwhile (it would never complete if slow transfers held every thread).
+            while try await client.send(HTTPClientRequest(url: server.url("/held/\(name)"))).bodyText != "8" {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             let fast = try await client.send(HTTPClientRequest(url: server.url("/status/200")))
             #expect(fast.status == 200)
-            #expect(finishedSlow.value.load(ordering: .relaxed) == 0, "the fast request waited for slow ones")
+            #expect(finishedSlow.value.load(ordering: .relaxed) == 0, "the slow ones are still held")
+            _ = try await client.send(HTTPClientRequest(url: server.url("/release/\(name)")))
             try await group.waitForAll()
         }
         #expect(finishedSlow.value.load(ordering: .relaxed) == 8)
@@ -218,14 +239,16 @@ struct HTTPClientTests {
 
     @Test func cancellationStopsATransfer() async throws {
         let client = self.client
-        // The server answers after 30 s; cancelling must end the transfer long before (loose bound, as above).
-        let url = server.url("/slow/30000")
+        // The server never answers until released: only the cancellation can end the transfer.
+        let name = "cancel-\(UUID().uuidString)"
+        let url = server.url("/hold/\(name)")
         let task = Task { try await client.send(HTTPClientRequest(url: url)) }
-        try await Task.sleep(for: .milliseconds(200))
-        let started = ContinuousClock.now
+        while try await client.send(HTTPClientRequest(url: server.url("/held/\(name)"))).bodyText != "1" {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         task.cancel()
         await #expect(throws: HTTPClientError(kind: .cancelled, message: "")) { try await task.value }
-        #expect(ContinuousClock.now - started < .seconds(29))
+        _ = try await client.send(HTTPClientRequest(url: server.url("/release/\(name)")))
     }
 }
 

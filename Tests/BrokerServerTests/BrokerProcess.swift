@@ -1,17 +1,14 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerTesting
 import Foundation
 
 /// A real `broker serve` process on a free loopback port with its own data directory.
 final class BrokerProcess: @unchecked Sendable {
-    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    static var repositoryRoot: URL { TestPaths.repositoryRoot }
 
-    static var binary: String {
-        ProcessInfo.processInfo.environment["BROKER_BIN"]
-            ?? repositoryRoot.appendingPathComponent(".build/debug/broker").path
-    }
+    static var binary: String { TestPaths.broker }
 
     let directory: URL
     let dataDirectory: String
@@ -99,26 +96,28 @@ final class BrokerProcess: @unchecked Sendable {
     var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
     var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
-    /// Sends SIGTERM and waits for the exit status.
-    @discardableResult
-    func stop(signal: Int32 = SIGTERM) -> Int32 {
+    /// Sends `signal` (SIGTERM) without waiting: for `defer`, which cannot await. The process is reaped by
+    /// Foundation's own child monitoring; nothing here blocks a cooperative thread.
+    func stop(signal: Int32 = SIGTERM) {
         if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
-        return process.terminationStatus
     }
 
-    deinit {
-        if process.isRunning {
-            process.terminate()
+    /// Sends `signal` and waits — on a thread of its own — for the exit status.
+    func terminate(signal: Int32 = SIGTERM) async throws -> Int32 {
+        stop(signal: signal)
+        let process = self.process
+        return try await offThread {
             process.waitUntilExit()
+            return process.terminationStatus
         }
     }
 
-    static func temporaryDirectory() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("broker-server-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
+    deinit {
+        // Never wait here: a deinit runs on whatever thread released the last reference.
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
+
+    static func temporaryDirectory() throws -> URL { try TemporaryDirectory.make(prefix: "broker-server") }
 
     // MARK: HTTP
 
@@ -203,13 +202,4 @@ func jwtParts(_ token: String) -> (header: JSONValue?, claims: JSONValue?) {
 struct ServerTestError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Runs blocking work (waiting for a process) on a thread of its own: Swift's cooperative pool has one
-/// thread per core, and a test that blocks it stalls every other test's continuations (seen: HTTP client
-/// timeouts measured 10 s late while server tests waited for processes).
-func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
 }

@@ -1,5 +1,6 @@
 import BrokerClient
 import BrokerCore
+import BrokerTesting
 import Foundation
 import Testing
 

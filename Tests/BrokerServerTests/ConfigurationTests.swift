@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerProviders
+import BrokerTesting
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerTesting
 import Foundation
 import Testing
 
@@ -11,7 +12,7 @@ struct EndpointTests {
 
     @Test func discoveryJWKSProvidersAndHealth() async throws {
         let server = try await BrokerProcess.start()
-        defer { #expect(server.stop() == 0) }
+        defer { server.stop() }
         #expect(server.stdout == "broker listening on \(server.url)\n", "exactly one ready line on stdout")
 
         let discovery = try await server.get("/.well-known/openid-configuration")
@@ -36,11 +37,12 @@ struct EndpointTests {
         )
         let health = try await server.get("/healthz")
         #expect(health.status == 200 && health.json == ["status": "ok"])
+        #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
 
     @Test func registerLoginAndMe() async throws {
         let server = try await BrokerProcess.start()
-        defer { #expect(server.stop() == 0) }
+        defer { server.stop() }
         let registered = try await server.register("  Ada@Example.COM ", Self.password, name: "Ada Lovelace")
         #expect(registered.status == 201)
         let userID = try #require(registered["user_id"]?.stringValue)
@@ -86,6 +88,7 @@ struct EndpointTests {
         // Nothing secret reached the log.
         let log = server.stderr
         for secret in [Self.password, access, refresh, String(parts[2])] { #expect(!log.contains(secret)) }
+        #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
 
     @Test(arguments: [
@@ -124,7 +127,7 @@ struct EndpointTests {
 
     @Test func malformedRequestsGetClearErrorsAndChangeNothing() async throws {
         let server = try await BrokerProcess.start()
-        defer { #expect(server.stop() == 0) }
+        defer { server.stop() }
         #expect(try await server.register("keep@example.com", Self.password).status == 201)
 
         let truncated = try await server.post(
@@ -183,6 +186,7 @@ struct EndpointTests {
         #expect(try await server.get("/healthz").status == 200)
         #expect(try await server.login("keep@example.com", Self.password).status == 200)
         #expect(!server.stderr.contains("Fatal error"))
+        #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
 
     @Test func tokenGrantErrors() async throws {
@@ -212,34 +216,11 @@ struct EndpointTests {
 }
 
 /// Runs the Python cross-checks in Tests/Interop.
+/// The Python interop scripts (Tests/Interop/), run through BrokerTesting's process runner.
 enum Interop {
-    struct Result: Sendable {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-    }
+    typealias Result = ProcessOutput
 
     static func run(_ arguments: [String]) async throws -> Result {
-        try await offThread { try runBlocking(arguments) }
-    }
-
-    static func runBlocking(_ arguments: [String]) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/\(arguments[0])").path
-        process.arguments = ["python3", script] + arguments.dropFirst()
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus,
-            stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData, as: UTF8.self)
-        )
+        try await ProcessRunner.python(arguments[0], Array(arguments.dropFirst()))
     }
 }

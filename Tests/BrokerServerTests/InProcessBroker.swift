@@ -85,7 +85,7 @@ struct InProcessBroker {
             ) { response in
                 Reply(
                     status: Int(response.status.code),
-                    json: response.body.flatMap { JSONValue.parse(Array($0.readableBytesView)) },
+                    json: JSONValue.parse(Array(response.body.readableBytesView)),
                     headers: response.headers)
             }
         }

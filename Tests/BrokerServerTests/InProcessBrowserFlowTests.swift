@@ -1,8 +1,10 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerStore
 import BrokerTesting
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import BrokerServer
@@ -63,7 +65,8 @@ struct InProcessBrowserFlowTests {
 
     /// The query of a URL as a dictionary.
     static func query(_ url: String) -> [String: String] {
-        guard let mark = url.firstIndex(of: "?"), let pairs = FormEncoding.decode(String(url[url.index(after: mark)...]))
+        guard let mark = url.firstIndex(of: "?"),
+            let pairs = FormEncoding.decode(String(url[url.index(after: mark)...]))
         else { return [:] }
         return Dictionary(pairs, uniquingKeysWith: { first, _ in first })
     }
@@ -142,7 +145,9 @@ struct InProcessBrowserFlowTests {
         let broker = try InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
-            for (change, expected) in [("verifier", "code_verifier"), ("redirect", "redirect_uri"), ("late", "expired")] {
+            for (change, expected) in [
+                ("verifier", "code_verifier"), ("redirect", "redirect_uri"), ("late", "expired"),
+            ] {
                 let pkce = try PKCE.generate()
                 let (state, nonce) = try await Self.start(client, pkce: pkce)
                 google.answerTokens(subject: "1045", nonce: nonce)
@@ -177,5 +182,25 @@ struct InProcessBrowserFlowTests {
             #expect(back["error_description"]?.contains("nonce") == true)
         }
         #expect(try await broker.store.user(id: UserID(provider: "google", subject: "1045")) == nil)
+    }
+
+    @Test func madeUpCodesWithARealStateWriteNothing() async throws {
+        let broker = try InProcessBroker(config: Self.config)
+        let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
+            google.answerTokens(subject: "1045", nonce: nonce)
+            // Anyone can get a sealed state from /start; made-up codes are refused by the provider.
+            for attempt in 0..<3 {
+                let forged = try await client.get(
+                    "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "made-up-\(attempt)")]))
+                #expect(forged.status == 302 && forged.header("Location")?.contains("error=server_error") == true)
+            }
+            let sealed = try #require(SealedSignIn.open(state, key: broker.service.signIn.flowKey, provider: "google"))
+            #expect(try await !broker.store.isStateMarkerSpent(sealed.marker), "the marker is still unspent")
+            // …so the real callback still completes.
+            #expect(try await Self.callback(client, state: state)["code"] != nil)
+            #expect(try await broker.store.isStateMarkerSpent(sealed.marker))
+        }
     }
 }

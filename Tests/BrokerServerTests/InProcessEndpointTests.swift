@@ -1,8 +1,10 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerStore
 import BrokerTesting
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import BrokerServer

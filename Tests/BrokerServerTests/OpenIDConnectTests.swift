@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerTesting
 import Facebook
 import Foundation
 import Google

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerTesting
 import Foundation
 import Testing
 

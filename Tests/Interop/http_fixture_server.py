@@ -8,6 +8,9 @@ Prints "port N" on stdout once listening, serves until stdin closes (so it dies 
   /bytes/N           N bytes of 'x' with Content-Length
   /chunked/N         N bytes of 'x' in chunks, no Content-Length
   /slow/MS           waits MS milliseconds, then 200
+  /hold/NAME         waits until /release/NAME (at most 120 s), then 200
+  /release/NAME      releases every request held under NAME
+  /held/NAME         how many requests are held under NAME now (text)
   /redirect          302 to /status/200
   /redirect-loop     302 to itself
   /headers           several response headers, one repeated
@@ -17,6 +20,16 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+GATES = {}
+HELD = {}
+LOCK = threading.Lock()
+
+
+def gate(name):
+    with LOCK:
+        return GATES.setdefault(name, threading.Event())
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -62,6 +75,20 @@ class Handler(BaseHTTPRequestHandler):
         elif name == "slow":
             time.sleep(int(arg) / 1000)
             self.send_body(200, b"slow")
+        elif name == "hold":
+            with LOCK:
+                HELD[arg] = HELD.get(arg, 0) + 1
+            released = gate(arg).wait(120)
+            with LOCK:
+                HELD[arg] -= 1
+            self.send_body(200 if released else 504, b"released" if released else b"never released")
+        elif name == "release":
+            gate(arg).set()
+            self.send_body(200, b"ok")
+        elif name == "held":
+            with LOCK:
+                count = HELD.get(arg, 0)
+            self.send_body(200, str(count).encode())
         elif name == "redirect":
             self.send_body(302, b"", extra=[("Location", "/status/200")])
         elif name == "redirect-loop":
