@@ -7,7 +7,9 @@ package import ProviderSupport
 /// `/oauth/access_token`, then `GET /me?fields=id,name,email` with `appsecret_proof` (hex HMAC-SHA256 of
 /// the access token under the app secret), which Graph requires of server-side calls when the app enables
 /// "Require App Secret". The subject is the app-scoped numeric `id`. Graph returns `email` only when the
-/// address is confirmed, so it counts as verified.
+/// address is confirmed, so it counts as verified. The dialog carries a PKCE S256 challenge and the exchange
+/// its verifier, so that a code is bound to the sign-in that asked for it: a victim's unused code pasted into
+/// someone else's sign-in fails at Facebook.
 package enum Facebook {
     package static let id: ProviderID = "facebook"
     package static let defaultGraphVersion = "v19.0"
@@ -65,6 +67,7 @@ package final class FacebookProvider: IdentityProvider {
         authorizationEndpoint.with(query: [
             ("client_id", appID), ("redirect_uri", pending.callbackURL), ("state", pending.state),
             ("response_type", "code"), ("scope", "public_profile,email"),
+            ("code_challenge", PKCE.challenge(for: pending.codeVerifier)), ("code_challenge_method", "S256"),
         ])
     }
 
@@ -78,7 +81,7 @@ package final class FacebookProvider: IdentityProvider {
             tokenEndpoint.url,
             [
                 ("client_id", appID), ("client_secret", appSecret.exposed), ("redirect_uri", pending.callbackURL),
-                ("code", code),
+                ("code", code), ("code_verifier", pending.codeVerifier),
             ], http: http())
         guard let accessToken = tokens["access_token"]?.stringValue, !accessToken.isEmpty else {
             throw .invalidResponse("the token response has no access_token")

@@ -81,8 +81,11 @@ package final class LoopbackListener: @unchecked Sendable {
 
     deinit { close(socket) }
 
-    /// Waits (blocking this thread) at most `timeout` seconds for `GET /callback`.
-    package func waitForCallback(timeout: Double) throws(Failure) -> Callback {
+    /// Waits (blocking this thread) at most `timeout` seconds for `GET /callback` whose query `belongs`
+    /// accepts. Any other callback (a stray request, a guess at the port) is answered 400 and waited past.
+    package func waitForCallback(timeout: Double, belongs: ([String: String]) -> Bool = { _ in true }) throws(Failure)
+        -> Callback
+    {
         let deadline = Self.monotonic() + timeout
         var buffers: [Int32: [UInt8]] = [:]
         defer {
@@ -143,6 +146,10 @@ package final class LoopbackListener: @unchecked Sendable {
                         continue
                     }
                     for (name, value) in pairs where query[name] == nil { query[name] = value }
+                }
+                guard belongs(query) else {
+                    Self.reply(entry.fd, status: "400 Bad Request")
+                    continue
                 }
                 return Callback(query: query, connection: entry.fd)
             }

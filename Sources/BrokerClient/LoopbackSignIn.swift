@@ -126,7 +126,7 @@ package struct LoopbackSignIn: Sendable {
         }
         let arrival: Arrival
         do {
-            arrival = try await waitForArrival(listener: listener, redirectURI: redirectURI)
+            arrival = try await waitForArrival(listener: listener, redirectURI: redirectURI, state: state)
         } catch let error as LoopbackListener.Failure {
             throw .refused("sign-in \(error)")
         } catch {
@@ -198,14 +198,20 @@ package struct LoopbackSignIn: Sendable {
 
     /// The first of: the browser reaching the listener, or (with ``acceptPaste``) a pasted final address. Each
     /// waits on a thread of its own and the first answer wins; the loser is abandoned.
-    func waitForArrival(listener: LoopbackListener, redirectURI: String) async throws -> Arrival {
+    ///
+    /// Only a callback carrying this sign-in's `state` counts: one stray request to the port (a wrong or
+    /// missing state) is answered 400 and the wait goes on until the timeout.
+    func waitForArrival(listener: LoopbackListener, redirectURI: String, state: String) async throws -> Arrival {
         let timeout = self.timeout
         let presenter = self.presenter
         return try await withCheckedThrowingContinuation { continuation in
             let once = Once(continuation)
             DetachedThread.start {
                 do {
-                    once.resume(.success(.browser(try listener.waitForCallback(timeout: timeout))))
+                    let callback = try listener.waitForCallback(timeout: timeout) { query in
+                        query["state"].map { ConstantTime.equals($0, state) } ?? false
+                    }
+                    once.resume(.success(.browser(callback)))
                 } catch {
                     once.resume(.failure(error))
                 }

@@ -34,7 +34,8 @@ package struct ClientSettings: Sendable {
         environment: [String: String]
     ) throws(Problem) {
         home = Self.home(environment: environment)
-        let configured = try Self.configuredBrokerURL(home: home)
+        let file = try Self.configFile(home: home)
+        let configured = file.brokerURL
         let url: String
         let source: String
         if let broker {
@@ -49,6 +50,14 @@ package struct ClientSettings: Sendable {
         guard let normalized = Self.normalize(url) else {
             throw Problem(
                 "\(source): \"\(url)\" is not an http(s) URL like https://broker.example.com",
+                isUsage: source == "--broker" || source == "BROKER_URL"
+            )
+        }
+        if normalized.hasPrefix("http://"), !Self.isLoopback(normalized), !file.insecureHTTP {
+            throw Problem(
+                "\(source): \(normalized) is plain http to another machine: passwords and tokens would cross the "
+                    + "network readable by anyone on the way; use https, or set \"insecure_http\": true in "
+                    + "\(home)/config.json if you really mean it",
                 isUsage: source == "--broker" || source == "BROKER_URL"
             )
         }
@@ -83,10 +92,32 @@ package struct ClientSettings: Sendable {
         return userHome + "/.config/broker"
     }
 
-    /// `broker_url` from the client's config file; no file is fine, a bad one is an error naming it.
-    static func configuredBrokerURL(home: String) throws(Problem) -> String? {
+    /// The client's config file (`$BROKER_HOME/config.json`): `broker_url`, and `insecure_http` (allow plain
+    /// http to a broker that is not on this machine).
+    struct ConfigFile {
+        var brokerURL: String?
+        var insecureHTTP = false
+    }
+
+    /// Whether a normalized `http://` URL's host is this machine (127.0.0.0/8, `localhost`, `[::1]`).
+    static func isLoopback(_ url: String) -> Bool {
+        let authority = url.drop { $0 != "/" }.dropFirst(2).prefix { $0 != "/" }
+        let host: Substring
+        if authority.hasPrefix("[") {
+            host = authority.prefix { $0 != "]" } + "]"
+        } else {
+            host = authority.prefix { $0 != ":" }
+        }
+        if host == "localhost" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127"
+            && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && (Int($0) ?? 256) < 256 }
+    }
+
+    /// The client's config file; no file is fine, a bad one is an error naming it.
+    static func configFile(home: String) throws(Problem) -> ConfigFile {
         let path = home + "/config.json"
-        guard PosixFile.exists(path) else { return nil }
+        guard PosixFile.exists(path) else { return ConfigFile() }
         let bytes: [UInt8]
         do {
             bytes = try PosixFile.read(path: path, maxSize: 1024 * 1024)
@@ -99,14 +130,22 @@ package struct ClientSettings: Sendable {
         case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
         }
         guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
-        for key in fields.keys where key != "broker_url" {
-            throw Problem("\(path): unknown key \"\(key)\" (the client config knows \"broker_url\")")
+        for key in fields.keys.sorted() where key != "broker_url" && key != "insecure_http" {
+            throw Problem(
+                "\(path): unknown key \"\(key)\" (the client config knows \"broker_url\" and \"insecure_http\")")
         }
+        var file = ConfigFile()
         switch fields["broker_url"] {
-        case nil: return nil
-        case .string(let url)?: return url
+        case nil: break
+        case .string(let url)?: file.brokerURL = url
         default: throw Problem("\(path): \"broker_url\" must be a string")
         }
+        switch fields["insecure_http"] {
+        case nil: break
+        case .bool(let flag)?: file.insecureHTTP = flag
+        default: throw Problem("\(path): \"insecure_http\" must be true or false")
+        }
+        return file
     }
 
     /// `scheme://host[:port][/path]` with the trailing slash removed; `nil` unless http or https with a host.

@@ -182,7 +182,9 @@ package struct JWTVerifier: Sendable {
         if let iat, iat > now &+ options.leeway { throw .issuedInFuture }
         if let maxAge = options.maxAge {
             guard let iat else { throw .missingClaim("iat") }
-            guard now &- iat <= maxAge &+ options.leeway else { throw .tooOld }
+            // Checked arithmetic: with `iat` near Int64.min a wrapping subtraction made any age look young.
+            let (age, overflow) = now.subtractingReportingOverflow(iat)
+            guard !overflow, age <= maxAge &+ options.leeway else { throw .tooOld }
         }
 
         if let issuer = options.issuer {

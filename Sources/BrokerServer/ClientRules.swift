@@ -88,14 +88,16 @@ package enum ClientRules {
     ///
     /// Linear backtracking over the last `*` only, so a hostile subject cannot make it slow.
     package static func subject(_ subject: String, matches pattern: String) -> Bool {
+        // Unicode scalars, not Characters: Character equality is canonical equivalence, under which KELVIN
+        // SIGN matches "K" and GREEK QUESTION MARK matches ";" — a subject must match exactly as sent.
         enum Token: Equatable {
-            case literal(Character)
+            case literal(Unicode.Scalar)
             case one
             case any
         }
         var tokens: [Token] = []
         var escaped = false
-        for character in pattern {
+        for character in pattern.unicodeScalars {
             if escaped {
                 tokens.append(.literal(character))
                 escaped = false
@@ -110,7 +112,7 @@ package enum ClientRules {
             }
         }
         if escaped { tokens.append(.literal("\\")) }
-        let text = Array(subject)
+        let text = Array(subject.unicodeScalars)
         var t = 0
         var p = 0
         var star: Int?

@@ -84,8 +84,9 @@ final class ClientService: Sendable {
             throw APIError.invalidClient("client_credentials needs the client secret")
         }
         let record = ClientRules.validName(presented.id) ? try await store.client(name: presented.id) : nil
+        // A client without a secret (token exchange only) answers like an unknown one, after the same work.
         let matches = clientSecrets.verify(secret, against: record?.secretHash ?? dummyClientSecretHash)
-        guard let record, matches else {
+        guard let record, record.secretHash != nil, matches else {
             logger.info("client authentication failed", metadata: ["broker.client": "\(presented.id.prefix(64))"])
             throw APIError.invalidClient("the client id or secret is not right")
         }
@@ -268,13 +269,17 @@ final class ClientService: Sendable {
         return .tokens(.object(body))
     }
 
-    /// `/auth/me` for a minted token: valid while its client is still registered.
+    /// `/auth/me` for a minted token: valid while its client is still registered — the very client that
+    /// minted it, not a later one of the same name (tokens issued before the client was created are refused).
     func clientIdentity(_ verified: VerifiedJWT, subject: String) async throws -> APIResponse {
         let name = String(subject.dropFirst("client:".count))
         guard verified["sid"] == nil, verified["client_id"]?.stringValue == name, ClientRules.validName(name),
-            try await store.client(name: name) != nil
+            let client = try await store.client(name: name)
         else {
             throw APIError.invalidToken("the access token's client is not registered")
+        }
+        guard let issuedAt = verified.issuedAt, issuedAt >= client.createdAt else {
+            throw APIError.invalidToken("the access token was issued before its client was (re)created")
         }
         var body: [String: JSONValue] = [
             "user_id": .string(subject),

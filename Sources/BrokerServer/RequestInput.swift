@@ -14,7 +14,13 @@ struct RequestInput: Sendable {
             String($0).trimmingWhitespace().lowercased()
         }
         switch mediaType {
-        case nil, "application/json":
+        case nil:
+            // A body without a type is what a cross-site form or fetch can send without a preflight; reading
+            // it as JSON let any web page post to /auth/login.
+            throw APIError.unsupportedMediaType(
+                "Content-Type is required: application/json"
+                    + (allowForm ? " or application/x-www-form-urlencoded" : ""))
+        case "application/json":
             guard !body.isEmpty else { throw APIError.invalidRequest("the request body is empty; send a JSON object") }
             switch JSONValue.parseReportingError(body) {
             case .success(.object(let members)): return RequestInput(fields: members)

@@ -21,17 +21,18 @@ package struct TrustPolicy: Sendable, Hashable {
 
 /// A CI client: mints tokens with `client_credentials`, or by exchanging a trusted issuer's token.
 ///
-/// The secret is kept only as a keyed hash (``secretHash``); it is shown once, when the client is added.
+/// The secret is kept only as a keyed hash (``secretHash``); it is shown once, when the client is added. A
+/// client that only exchanges its CI platform's tokens has no secret at all (`nil`).
 package struct ClientRecord: Sendable, Hashable {
     /// The client id; tokens minted for it have `sub: client:<name>`.
     package var name: String
-    package var secretHash: String
+    package var secretHash: String?
     /// The scopes the client may request; a request gets the intersection.
     package var scopes: [String]
     package var trust: TrustPolicy?
     package var createdAt: Int64
 
-    package init(name: String, secretHash: String, scopes: [String], trust: TrustPolicy?, createdAt: Int64) {
+    package init(name: String, secretHash: String?, scopes: [String], trust: TrustPolicy?, createdAt: Int64) {
         self.name = name
         self.secretHash = secretHash
         self.scopes = scopes

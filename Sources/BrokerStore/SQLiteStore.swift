@@ -396,7 +396,10 @@ package final class SQLiteStore: Store {
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
-                        client.name, client.secretHash, client.scopes.joined(separator: " "), client.trust?.issuer,
+                        // "" stands for "no secret" (the column predates secretless clients; a keyed hash is
+                        // never empty).
+                        client.name, client.secretHash ?? "", client.scopes.joined(separator: " "),
+                        client.trust?.issuer,
                         client.trust?.subjectPattern, client.trust?.audience, client.trust?.maxAge, client.createdAt,
                     ]
                 )
@@ -450,7 +453,7 @@ package final class SQLiteStore: Store {
         let scopes: String = row["scopes"]
         return ClientRecord(
             name: row["name"],
-            secretHash: row["secret_hash"],
+            secretHash: (row["secret_hash"] as String?).flatMap { $0.isEmpty ? nil : $0 },
             scopes: scopes.split(separator: " ").map(String.init),
             trust: trust,
             createdAt: row["created_at"]

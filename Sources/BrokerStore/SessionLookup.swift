@@ -125,7 +125,7 @@ final class SessionLookup: Sendable {
                 }
                 return ClientRecord(
                     name: name,
-                    secretHash: hash,
+                    secretHash: hash.isEmpty ? nil : hash,
                     scopes: scopes.split(separator: " ").map(String.init),
                     trust: trust,
                     createdAt: sqlite3_column_int64(row, 7)

@@ -101,6 +101,10 @@ package final class OAuth2Emulator: Sendable {
         }
         guard let redirect = query["redirect_uri"], redirect.hasPrefix("http://") || redirect.hasPrefix("https://")
         else { return .page(status: 400, html: OpenIDEmulator.page("\(name): URL blocked", "Invalid redirect_uri.")) }
+        if kind == .facebook, query["code_challenge"] != nil, query["code_challenge_method"] != "S256" {
+            return .page(
+                status: 400, html: OpenIDEmulator.page("Facebook: invalid request", "Unsupported PKCE method."))
+        }
         if kind == .twitter {
             guard query["response_type"] == "code", query["code_challenge_method"] == "S256",
                 let challenge = query["code_challenge"], (43...128).contains(challenge.utf8.count)

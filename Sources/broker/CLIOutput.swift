@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerClient
+import BrokerCore
 
 #if canImport(Glibc)
     import Glibc
@@ -16,30 +17,35 @@ enum BrokerExit {
 
 /// Writes to the standard streams: data to stdout, every message to stderr.
 enum Console {
+    // Everything printed goes through VisibleText: a broker's or provider's error_description, a user's name
+    // or a pasted line cannot carry escape sequences to the terminal. Only our own styling is raw.
+
     static func out(_ text: String) {
-        writeAll(STDOUT_FILENO, text + "\n")
+        writeAll(STDOUT_FILENO, VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
     static func error(_ text: String) {
-        writeAll(STDERR_FILENO, styled("broker:", code: "1;31") + " " + text + "\n")
+        writeAll(
+            STDERR_FILENO, styled("broker:", code: "1;31") + " " + VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
     static func warning(_ text: String) {
-        writeAll(STDERR_FILENO, styled("broker:", code: "1;33") + " " + text + "\n")
+        writeAll(
+            STDERR_FILENO, styled("broker:", code: "1;33") + " " + VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
     /// A message for people (progress, confirmations): stderr, never stdout.
     static func note(_ text: String) {
-        writeAll(STDERR_FILENO, text + "\n")
+        writeAll(STDERR_FILENO, VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
     static func prompt(_ text: String) {
-        writeAll(STDERR_FILENO, text)
+        writeAll(STDERR_FILENO, VisibleText.escape(text, keepingLines: true))
     }
 
     /// A hint line under an error: what to run next.
     static func hint(_ text: String) {
-        writeAll(STDERR_FILENO, styled("hint:", code: "2") + " " + text + "\n")
+        writeAll(STDERR_FILENO, styled("hint:", code: "2") + " " + VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
     /// Colour only for a person at a terminal: not when stderr is a pipe or a file, not with `NO_COLOR`

@@ -79,7 +79,12 @@ extension Broker {
                     "The oldest token accepted, in seconds since its iat (default 600).", valueName: "SECONDS"))
             var trustMaxAge: Int?
 
-            @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"}.")
+            @Flag(
+                name: .customLong("with-secret"),
+                help: "With --trust-issuer: also give the client a secret for client_credentials (off by default).")
+            var withSecret = false
+
+            @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
 
             func validate() throws {
@@ -89,6 +94,9 @@ extension Broker {
                 }
                 for item in scope where !ClientRules.validScope(item) {
                     throw ValidationError("--scope '\(item)' is not a scope token (no spaces, quotes or backslashes)")
+                }
+                if withSecret && trustIssuer == nil {
+                    throw ValidationError("--with-secret is for --trust-issuer clients; other clients always get one")
                 }
                 if trustIssuer == nil {
                     let orphans = [
@@ -123,7 +131,9 @@ extension Broker {
 
             func run() async throws {
                 let (store, hasher) = try Client.open(self.store)
-                let secret = try ClientSecretHasher.newSecret()
+                // A client that trusts an issuer exchanges that issuer's tokens: it gets a secret only when
+                // asked, so that "token exchange only" really is (a printed secret would mint on its own).
+                let secret = trustIssuer == nil || withSecret ? try ClientSecretHasher.newSecret() : nil
                 var trust: TrustPolicy?
                 if let trustIssuer, let trustSubject {
                     trust = TrustPolicy(
@@ -137,7 +147,7 @@ extension Broker {
                 for item in scope where !unique.contains(item) { unique.append(item) }
                 let record = ClientRecord(
                     name: name,
-                    secretHash: hasher.hash(secret),
+                    secretHash: secret.map(hasher.hash),
                     scopes: unique,
                     trust: trust,
                     createdAt: SystemClock().seconds()
@@ -150,14 +160,18 @@ extension Broker {
                     throw Console.fail("cannot add the client: \(error)")
                 }
                 if json {
-                    Console.out(
-                        JSONValue.object(["client_id": .string(name), "client_secret": .string(secret.exposed)])
-                            .serialized())
+                    var document: [String: JSONValue] = ["client_id": .string(name)]
+                    if let secret { document["client_secret"] = .string(secret.exposed) }
+                    Console.out(JSONValue.object(document).serialized())
                 } else {
                     Console.out("client_id: \(name)")
-                    Console.out("client_secret: \(secret.exposed)")
+                    if let secret { Console.out("client_secret: \(secret.exposed)") }
                 }
-                Console.note("the secret is shown only this once; the broker keeps only a hash of it")
+                if secret != nil {
+                    Console.note("the secret is shown only this once; the broker keeps only a hash of it")
+                } else {
+                    Console.note("no secret: this client mints only by exchanging tokens from \(trustIssuer ?? "")")
+                }
             }
         }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerCore
+import BrokerServer
 import Logging
 import ProviderEmulators
 
@@ -45,7 +46,7 @@ extension Broker {
 
         func run() async throws {
             LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
+                var handler = VisibleLogHandler(StreamLogHandler.standardError(label: label))
                 handler.logLevel = .warning
                 return handler
             }

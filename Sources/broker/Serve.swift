@@ -66,7 +66,7 @@ extension Broker {
                 ?? ProcessInfo.processInfo.environment["BROKER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
                 ?? .info
             LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
+                var handler = VisibleLogHandler(StreamLogHandler.standardError(label: label))
                 handler.logLevel = level
                 return handler
             }

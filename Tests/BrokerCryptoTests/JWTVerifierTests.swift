@@ -102,6 +102,17 @@ struct JWTVerifierTests {
         rejects(try signer.sign(claims: claims(["iat": .int(now - 400)])), .tooOld, options: aged)
     }
 
+    @Test(
+        "the age check does not wrap around for an iat at the bottom of Int64",
+        .bug(id: 18, "finding 12: now &- iat with iat = -2^63 passed the max-age check"))
+    func ageCheckDoesNotWrap() throws {
+        var aged = verifier.options
+        aged.maxAge = 300
+        for iat in [Int64.min, Int64.min + 1, Int64.min / 2] {
+            rejects(try signer.sign(claims: claims(["iat": .int(iat)])), .tooOld, options: aged)
+        }
+    }
+
     @Test func structuralRejections() throws {
         let good = try signer.sign(claims: claims())
         let parts = good.split(separator: ".").map(String.init)

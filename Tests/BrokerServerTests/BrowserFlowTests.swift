@@ -1,5 +1,6 @@
 import BrokerClient
 import BrokerCore
+import BrokerCrypto
 import BrokerHTTP
 import BrokerStore
 import BrokerTesting
@@ -317,6 +318,82 @@ struct MicrosoftAccountFlowTests {
 
 @Suite("Facebook and X (OAuth 2.0) through the broker and their emulators")
 struct OAuth2ProviderFlowTests {
+    /// One browser step without following redirects: the Location of a 302.
+    static func location(_ url: String, form: [(String, String)]? = nil) async throws -> String {
+        let request = form.map { HTTPClientRequest.form(url: url, fields: $0) } ?? HTTPClientRequest(url: url)
+        let response = try await HTTPClient.shared.send(request)
+        guard response.status == 302, let location = response.header("Location") else {
+            throw ServerTestError("\(url): HTTP \(response.status) \(response.bodyText.prefix(200))")
+        }
+        return location
+    }
+
+    static func query(_ url: String) -> [(String, String)] {
+        guard let mark = url.firstIndex(of: "?") else { return [] }
+        return FormEncoding.decode(String(url[url.index(after: mark)...])) ?? []
+    }
+
+    @Test(
+        "a provider's error_description cannot forge a log line",
+        .bug(id: 18, "finding 5: the callback's error_description reached the logs raw"))
+    func callbackErrorsAreLoggedVisibly() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig())
+        defer { server.stop() }
+        let pkce = try PKCE.generate()
+        let dialog = try await Self.location(
+            server.url + "/auth/facebook/start?"
+                + FormEncoding.encode([
+                    ("redirect_uri", "http://127.0.0.1:5/callback"), ("state", "cli"),
+                    ("code_challenge", pkce.challenge), ("code_challenge_method", "S256"),
+                ]))
+        let state = try #require(Self.query(dialog).first { $0.0 == "state" }?.1)
+        let forged = "denied\u{1B}[2J\n2026-11-24T00:00:00+0000 info broker : forged=yes [broker] request"
+        let answer = try await Self.location(
+            server.url + "/auth/facebook/callback?"
+                + FormEncoding.encode([("state", state), ("error", "access_denied"), ("error_description", forged)]))
+        #expect(Self.query(answer).contains { $0 == ("error", "access_denied") })
+        let log = server.stderr
+        #expect(log.contains("forged=yes"), "the description was logged")
+        #expect(!log.unicodeScalars.contains { $0.value == 0x1B }, "no escape sequence reached the log")
+        #expect(!log.split(separator: "\n").contains { $0.hasPrefix("2026-11-24T00:00:00+0000 info broker : forged") })
+    }
+
+    @Test(
+        "a victim's unused Facebook code pasted into another sign-in gives no session",
+        .bug(id: 18, "finding 2: Facebook code injection (no PKCE, no nonce)"))
+    func facebookCodeInjectionIsRefused() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig())
+        defer { server.stop() }
+        func start() async throws -> String {
+            let pkce = try PKCE.generate()
+            return try await Self.location(
+                server.url + "/auth/facebook/start?"
+                    + FormEncoding.encode([
+                        ("redirect_uri", "http://127.0.0.1:5/callback"), ("state", "cli"),
+                        ("code_challenge", pkce.challenge), ("code_challenge_method", "S256"),
+                    ]))
+        }
+        // The victim's sign-in reaches Facebook's dialog with a PKCE challenge and is approved there; the
+        // code it comes back with is never delivered.
+        let victimDialog = try await start()
+        let dialogQuery = Self.query(victimDialog)
+        #expect(
+            dialogQuery.contains { $0.0 == "code_challenge" }
+                && dialogQuery.contains { $0 == ("code_challenge_method", "S256") })
+        let approved = try await Self.location(
+            String(victimDialog.prefix { $0 != "?" }), form: dialogQuery + [("decision", "allow"), ("account", "erin")])
+        let victimCode = try #require(Self.query(approved).first { $0.0 == "code" }?.1)
+        // The attacker starts a sign-in of their own and sends its callback with the victim's code.
+        let attackerState = try #require(Self.query(try await start()).first { $0.0 == "state" }?.1)
+        let injected = try await Self.location(
+            server.url + "/auth/facebook/callback?"
+                + FormEncoding.encode([("state", attackerState), ("code", victimCode)]))
+        let answer = Self.query(injected)
+        #expect(answer.contains { $0 == ("error", "server_error") }, "\(answer)")
+        #expect(!answer.contains { $0.0 == "code" }, "no one-time code for the attacker")
+    }
     @Test func facebookSignsInWithAppSecretProofAndKeysOnTheNumericID() async throws {
         let emulator = try await EmulatorProcess.start()
         let server = try await BrokerProcess.start(config: emulator.brokerConfig())
@@ -454,14 +531,14 @@ struct CLIBrowserLoginTests {
     /// browser saw.
     static func login(
         _ server: BrokerProcess, _ client: ClientHome, provider: String = "google", browser: [String: String] = [:],
-        extra: [String] = []
+        extra: [String] = [], timeout: Int = 60
     ) async throws -> (CLI.Result, JSONValue?) {
         let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path
         var environment = ["BROWSER": "python3 \(script) --open", "BROWSER_RESULT": resultFile]
         environment.merge(browser) { $1 }
         let result = try await client.run(
-            ["login", "--provider", provider, "--timeout", "60"] + extra, environment: environment)
+            ["login", "--provider", provider, "--timeout", "\(timeout)"] + extra, environment: environment)
         let seen = (try? Data(contentsOf: URL(fileURLWithPath: resultFile))).flatMap { JSONValue.parse(Array($0)) }
         return (result, seen)
     }
@@ -487,6 +564,22 @@ struct CLIBrowserLoginTests {
         #expect(token.status == 0 && token.stdout == session.accessToken.exposed + "\n")
     }
 
+    @Test(
+        "a stray request to the CLI's port is answered 400 and the sign-in goes on",
+        .bug(id: 18, "finding 10: one request with a wrong state aborted broker login"))
+    func strayRequestsDoNotAbortTheSignIn() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let (result, browser) = try await Self.login(server, client, browser: ["BROWSER_STRAY_FIRST": "1"])
+        #expect(browser?["stray_status"]?.intValue == 400)
+        #expect(browser?["stateless_status"]?.intValue == 400)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(browser?["page_status"]?.intValue == 200)
+        #expect(try client.cached()?.provider == Google.id)
+    }
+
     @Test func failuresExitOneAndTellTheBrowserWhy() async throws {
         let emulator = try await EmulatorProcess.start()
         let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
@@ -498,8 +591,11 @@ struct CLIBrowserLoginTests {
         #expect(deniedPage?["page_status"]?.intValue == 400)
         #expect(deniedPage?["page"]?.stringValue?.contains("Sign-in failed") == true)
 
-        let (tampered, tamperedPage) = try await Self.login(server, client, browser: ["BROWSER_TAMPER_STATE": "1"])
-        #expect(tampered.status == 1 && tampered.stderr.contains("state"), "\(tampered.stderr)")
+        // An answer with another state is not this sign-in's: the browser gets 400 and the CLI keeps waiting
+        // for its own (here it never comes, so the sign-in ends at its timeout).
+        let (tampered, tamperedPage) = try await Self.login(
+            server, client, browser: ["BROWSER_TAMPER_STATE": "1"], timeout: 5)
+        #expect(tampered.status == 1 && tampered.stderr.contains("in time"), "\(tampered.stderr)")
         #expect(tamperedPage?["page_status"]?.intValue == 400)
         #expect(try client.cached() == nil, "nothing was stored")
 

@@ -479,6 +479,41 @@ struct CLITerminalTests {
     }
 }
 
+@Suite("the CLI and plain http")
+struct PlainHTTPTests {
+    @Test(
+        "passwords and tokens never go over plain http to another machine without an explicit opt-in",
+        .bug(id: 18, "finding 12: the CLI sent passwords and refresh tokens over plain http without a word"))
+    func plainHTTPToAnotherMachineIsRefused() async throws {
+        let home = try BrokerProcess.temporaryDirectory().appendingPathComponent("home").path
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let base = ["BROKER_HOME": home, "BROKER_PROFILE": "", "NO_COLOR": "1"]
+        // From a flag or the environment: a usage error, before anything is sent.
+        let flag = try await CLI.run(["token", "--broker", "http://broker.example.com"], environment: base)
+        #expect(flag.status == 64 && flag.stderr.contains("plain http"), "\(flag.stderr)")
+        let env = try await CLI.run(
+            ["register", "--email", "a@example.com", "--password-stdin"],
+            environment: base.merging(["BROKER_URL": "http://broker.example.com:8787"]) { $1 }, stdin: "secret pw")
+        #expect(env.status == 64 && env.stderr.contains("plain http"), "\(env.stderr)")
+        // Loopback stays allowed (http://127.0.0.2 is this machine too): "not signed in" means it got that far.
+        for url in ["http://127.0.0.2:1", "http://localhost:1", "http://[::1]:1"] {
+            let local = try await CLI.run(["token", "--broker", url], environment: base)
+            #expect(local.status == 4, "\(url): \(local.stderr)")
+        }
+        // From the config file: an error naming the file; with the opt-in, accepted.
+        try Data(#"{"broker_url": "http://broker.example.com"}"#.utf8).write(
+            to: URL(fileURLWithPath: home + "/config.json"))
+        let configured = try await CLI.run(["token"], environment: base)
+        #expect(configured.status == 1 && configured.stderr.contains("config.json"), "\(configured.stderr)")
+        try Data(#"{"broker_url": "http://broker.example.com", "insecure_http": true}"#.utf8).write(
+            to: URL(fileURLWithPath: home + "/config.json"))
+        let optedIn = try await CLI.run(["token"], environment: base)
+        #expect(optedIn.status == 4 && optedIn.stderr.contains("not signed in"), "\(optedIn.stderr)")
+        let https = try await CLI.run(["token", "--broker", "https://broker.example.com"], environment: base)
+        #expect(https.status == 4, "\(https.stderr)")
+    }
+}
+
 @Suite("client-side pieces")
 struct ClientPieceTests {
     @Test func rfc3339MatchesFoundation() throws {

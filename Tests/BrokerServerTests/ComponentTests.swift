@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerTesting
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -150,5 +151,74 @@ struct ComponentTests {
                 body: Array("a=b".utf8), contentType: "application/x-www-form-urlencoded", allowForm: false)
         }
         #expect(throws: APIError.self) { try json.string("missing") }
+    }
+
+    @Test(
+        "a body without Content-Type is refused, so a web page cannot post it cross-site",
+        .bug(id: 18, "finding 12: a body without Content-Type was parsed as JSON"))
+    func bodiesNeedAContentType() throws {
+        for allowForm in [false, true] {
+            #expect {
+                try RequestInput.parse(
+                    body: Array(#"{"email": "a@example.com", "password": "p"}"#.utf8), contentType: nil,
+                    allowForm: allowForm)
+            } throws: { error in
+                (error as? APIError)?.status == 415 && (error as? APIError)?.code == "invalid_request"
+            }
+            #expect(throws: APIError.self) {
+                try RequestInput.parse(body: Array("{}".utf8), contentType: "text/plain", allowForm: allowForm)
+            }
+        }
+    }
+}
+
+@Suite("log lines and terminal output cannot be forged", .bug(id: 18, "finding 5: log forging and terminal escapes"))
+struct VisibleTextTests {
+    @Test func controlCharactersBecomeVisible() {
+        #expect(VisibleText.escape("ok \u{1B}[2Jcleared") == "ok \\u{1B}[2Jcleared")
+        #expect(VisibleText.escape("a\r\nb") == "a\\u{D}\\u{A}b")
+        #expect(VisibleText.escape("a\r\nb", keepingLines: true) == "a\\u{D}\nb")
+        #expect(VisibleText.escape("tab\there", keepingLines: true) == "tab\there")
+        #expect(VisibleText.escape("c1 \u{9B}31m") == "c1 \\u{9B}31m")
+        #expect(VisibleText.escape("rtl \u{202E}gnp.exe") == "rtl \\u{202E}gnp.exe")
+        #expect(VisibleText.escape("bell\u{07} del\u{7F}") == "bell\\u{7} del\\u{7F}")
+        #expect(VisibleText.escape("plain ascii, ünïcödé and 日本語") == "plain ascii, ünïcödé and 日本語")
+    }
+
+    /// Captures what reaches the wrapped handler.
+    final class Capture: @unchecked Sendable {
+        var lines: [String] = []
+    }
+
+    struct CapturingHandler: LogHandler {
+        let capture: Capture
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(
+            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+            function: String, line: UInt
+        ) {
+            let all = self.metadata.merging(metadata ?? [:]) { $1 }
+            capture.lines.append("\(message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
+        }
+    }
+
+    @Test func theLogHandlerEscapesMessagesAndEveryMetadataValue() {
+        let capture = Capture()
+        var logger = Logger(label: "test") { _ in VisibleLogHandler(CapturingHandler(capture: capture)) }
+        logger[metadataKey: "peer"] = "evil\n2026-01-01 broker: forged"
+        logger.info(
+            "sign-in failed \u{1B}[8m",
+            metadata: [
+                "error": "\u{1B}]0;title\u{07}\nnext line",
+                "list": .array(["\r", .dictionary(["k": "\u{1B}"])]),
+            ])
+        let line = capture.lines.joined()
+        #expect(!line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(line)")
+        #expect(line.contains("\\u{1B}") && line.contains("\\u{A}"))
     }
 }

@@ -110,4 +110,39 @@ struct InProcessEndpointTests {
             #expect(try await client.login("victim@example.com", Self.password).status == 200)
         }
     }
+
+    @Test(
+        "a removed client's tokens do not come back with a new client of the same name",
+        .bug(id: 18, "finding 9: tokens issued before a client's creation were accepted"))
+    func tokensOfARemovedClientStayDead() async throws {
+        let broker = try InProcessBroker()
+        let secret = try ClientSecretHasher.newSecret()
+        @Sendable func add() async throws {
+            try await broker.store.createClient(
+                ClientRecord(
+                    name: "deploy", secretHash: broker.service.clients.clientSecrets.hash(secret), scopes: ["deploy"],
+                    trust: nil, createdAt: broker.clock.seconds()))
+        }
+        try await add()
+        try await broker.test { client in
+            let minted = try await client.form(
+                "/auth/token",
+                [("grant_type", "client_credentials"), ("client_id", "deploy"), ("client_secret", secret.exposed)])
+            let token = try #require(minted["access_token"]?.stringValue)
+            #expect(try await client.get("/auth/me", bearer: token).status == 200)
+            #expect(try await broker.store.deleteClient(name: "deploy"))
+            #expect(try await client.get("/auth/me", bearer: token).status == 401)
+            broker.clock.advance(by: 1)
+            try await add()
+            let reply = try await client.get("/auth/me", bearer: token)
+            #expect(reply.status == 401)
+            #expect(reply["error_description"]?.stringValue?.contains("before its client") == true)
+            let fresh = try await client.form(
+                "/auth/token",
+                [("grant_type", "client_credentials"), ("client_id", "deploy"), ("client_secret", secret.exposed)])
+            #expect(
+                try await client.get("/auth/me", bearer: try #require(fresh["access_token"]?.stringValue)).status == 200
+            )
+        }
+    }
 }

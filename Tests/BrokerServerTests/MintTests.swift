@@ -84,14 +84,22 @@ struct MintFixture {
         return secret
     }
 
+    /// A "token exchange only" client: no secret is made or printed.
     func addTrusting(
         _ name: String, subject: String = "repo:acme/api:ref:refs/heads/*", tenant: String = "gha",
         _ extra: [String] = []
     )
         async throws
     {
-        try await addClient(
-            name, ["--trust-issuer", issuer.issuer(tenant), "--trust-subject", subject, "--scope", "deploy"] + extra)
+        let result = try await CLI.run(
+            [
+                "client", "add", name, "--json", "--data-dir", server.dataDirectory, "--trust-issuer",
+                issuer.issuer(tenant), "--trust-subject", subject, "--scope", "deploy",
+            ] + extra)
+        guard result.status == 0, let document = JSONValue.parse(Array(result.stdout.utf8)),
+            document["client_id"]?.stringValue == name
+        else { throw ServerTestError("client add \(name): \(result.status) \(result.stderr)") }
+        #expect(document["client_secret"] == nil, "a trust client has no secret unless asked for one")
     }
 
     func mint(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) async throws
@@ -303,6 +311,31 @@ struct ClientCredentialsTests {
 
 @Suite("token exchange (RFC 8693) with a loopback CI issuer")
 struct TokenExchangeTests {
+    @Test(
+        "a token-exchange-only client has no secret, and client_credentials is refused for it",
+        .bug(id: 18, "finding 3: a --trust-issuer client got a working secret"))
+    func trustClientsHaveNoSecretUnlessAsked() async throws {
+        let fixture = try await MintFixture.start()
+        try await fixture.addTrusting("gh")
+        // Whatever secret is presented, a client without one cannot use client_credentials.
+        for guess in ["", "x", String(repeating: "A", count: 43)] {
+            let minted = try await fixture.mint(["--client-id", "gh", "--client-secret-stdin"], stdin: guess)
+            #expect(minted.status == 4 || minted.status == 64, "\(minted.stderr)")
+            #expect(minted.stdout.isEmpty)
+        }
+        let exchanged = try await fixture.exchange("gh", token: try await fixture.issuer.token())
+        #expect(exchanged.status == 0, "exchange still works: \(exchanged.stderr)")
+        // Asked for explicitly, the secret is made, shown once, and mints.
+        let secret = try await fixture.addClient(
+            "gh-both",
+            ["--trust-issuer", fixture.issuer.issuer("gha"), "--trust-subject", "repo:*", "--with-secret"])
+        let both = try await fixture.mint(["--client-id", "gh-both", "--client-secret-stdin"], stdin: secret)
+        #expect(both.status == 0, "\(both.stderr)")
+        let misuse = try await CLI.run(
+            ["client", "add", "plain", "--with-secret", "--data-dir", fixture.server.dataDirectory])
+        #expect(misuse.status == 64 && misuse.stderr.contains("--with-secret"))
+    }
+
     @Test func acceptedFromFileAndEnvironmentOnceEach() async throws {
         let fixture = try await MintFixture.start()
         try await fixture.addTrusting("gh")
@@ -439,6 +472,18 @@ struct TokenExchangeTests {
 
 @Suite("client rules")
 struct ClientRuleTests {
+    @Test(
+        "subjects match by Unicode scalars, not canonical equivalence",
+        .bug(id: 18, "finding 4: KELVIN SIGN matched K and GREEK QUESTION MARK matched ;"))
+    func subjectGlobComparesScalars() {
+        #expect(!ClientRules.subject("repo:\u{212A}ube:ref", matches: "repo:Kube:ref"), "KELVIN SIGN is not K")
+        #expect(!ClientRules.subject("repo:Kube:ref", matches: "repo:\u{212A}ube:ref"))
+        #expect(!ClientRules.subject("a\u{037E}b", matches: "a;b"), "GREEK QUESTION MARK is not ;")
+        #expect(!ClientRules.subject("caf\u{0065}\u{0301}", matches: "caf\u{00E9}"), "no normalisation either")
+        #expect(ClientRules.subject("caf\u{00E9}", matches: "caf?"), "? is one scalar")
+        #expect(!ClientRules.subject("caf\u{0065}\u{0301}", matches: "caf?"))
+    }
+
     @Test func subjectGlobIsAnchoredAndLinear() {
         let pattern = "repo:acme/api:ref:refs/heads/*"
         #expect(ClientRules.subject("repo:acme/api:ref:refs/heads/main", matches: pattern))

@@ -90,6 +90,11 @@ def open_mode(start):
             target = target.replace("state=", "state=x")
         if os.environ.get("BROWSER_TAMPER_ISS"):
             target = target.replace("iss=http", "iss=https%3A%2F%2Fevil.example%2F")
+        if os.environ.get("BROWSER_STRAY_FIRST"):
+            # Someone else's request reaches the CLI's port first: a wrong state, then none at all.
+            stray = target.replace("state=", "state=stray")
+            result["stray_status"] = get(stray)[0]
+            result["stateless_status"] = get(f"http://{loopback.hostname}:{loopback.port}/callback?code=x")[0]
         status, headers, body = get(target)
         result.update({"page_status": status, "page": body.decode(), "cache_control": headers.get("Cache-Control")})
     finally:
