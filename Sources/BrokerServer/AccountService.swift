@@ -18,6 +18,8 @@ final class AccountService: Sendable {
     let hasher: PasswordHasher
     let pool: HashingPool
     let throttle: LoginThrottle?
+    /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
+    let registrations: RateLimiter
     /// A hash of a random password, verified against for unknown emails so that they cost the same time.
     let dummyHash: String
 
@@ -31,12 +33,19 @@ final class AccountService: Sendable {
         self.hasher = hasher
         self.pool = pool
         self.throttle = throttle
+        registrations = RateLimiter(
+            capacity: tokens.configuration.registrationsPerHour, per: 3600, clock: tokens.clock)
         dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
     }
 
     var now: Int64 { tokens.now }
-    /// `POST /auth/register`: a custom account, then a session (201).
-    func register(_ input: RequestInput) async throws -> APIResponse {
+    /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
+    /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
+    func register(_ input: RequestInput, address: String? = nil) async throws -> APIResponse {
+        if let address, let wait = registrations.take(address) {
+            throw APIError.tooManyRequests(
+                retryAfter: Int64(wait.rounded(.up)), "too many registrations from this address; try again later")
+        }
         let email: String
         switch AccountRules.normalizedEmail(try input.string("email")) {
         case .success(let value): email = value
@@ -56,7 +65,14 @@ final class AccountService: Sendable {
         // Cheap check first, so that a taken email costs no hash; the unique index still decides races.
         if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
         let secret = Secret(password)
-        let hash = try await hashInPool { [hasher] in try hasher.hash(secret) }
+        let hash: String
+        do {
+            hash = try await hashInPool { [hasher] in try hasher.hash(secret) }
+        } catch {
+            // A full hashing pool served nothing: the attempt does not count against the address.
+            if let address { registrations.giveBack(address) }
+            throw error
+        }
         let user = UserRecord(
             id: UserID(provider: .custom, subject: UUID().uuidString.lowercased()),
             email: email,
@@ -78,11 +94,19 @@ final class AccountService: Sendable {
         let rawEmail = try input.string("email")
         let password = Secret(try input.string("password"))
         let email = (try? AccountRules.normalizedEmail(rawEmail).get()) ?? rawEmail.trimmingWhitespace().lowercased()
-        if let wait = throttle?.retryAfter(account: email, address: address) {
+        // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
+        let admission = throttle?.admit(account: email, address: address) ?? .open
+        switch admission {
+        case .blocked(let wait):
             throw APIError.tooManyRequests(
                 retryAfter: Int64(wait.rounded(.up)),
                 "too many failed sign-ins; try again later"
             )
+        case .busy:
+            throw APIError.tooManyRequests(
+                retryAfter: 1, "the server is busy with sign-ins to this account; retry shortly")
+        case .open, .correctPasswordOnly:
+            break
         }
         let account = try await store.passwordAccount(email: email)
         let stored = account?.passwordHash ?? dummyHash
@@ -90,19 +114,24 @@ final class AccountService: Sendable {
         do {
             verified = try await hashInPool { [hasher] in try hasher.verify(password, against: stored) }
         } catch let error as PasswordHasher.VerifyError {
+            throttle?.refund(account: email, address: address, admission: admission)
             // A corrupt or hostile row: refused before any memory is spent on it.
             logger.error(
                 "stored password hash cannot be used",
                 metadata: ["broker.user": "\(account?.user.id.description ?? "-")", "error": "\(error)"]
             )
             throw APIError.serverError
+        } catch {
+            // The pool was full: no verdict, so the attempt does not count.
+            throttle?.refund(account: email, address: address, admission: admission)
+            throw error
         }
         guard verified, let account else {
-            throttle?.recordFailure(account: email, address: address)
+            throttle?.settle(account: email, address: address, admission: admission, succeeded: false)
             logger.info("login refused", metadata: ["broker.address": "\(address ?? "-")"])
             throw APIError.invalidCredentials
         }
-        throttle?.recordSuccess(account: email)
+        throttle?.settle(account: email, address: address, admission: admission, succeeded: true)
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }

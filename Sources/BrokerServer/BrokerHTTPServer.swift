@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdCore
 package import Logging
 import NIOCore
+import NIOHTTP1
 import ServiceLifecycle
 
 #if canImport(FoundationEssentials)
@@ -47,6 +48,11 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
             response = BrokerHTTPServer.response(error)
         } catch let error as any HTTPResponseError {
             response = BrokerHTTPServer.response(Self.apiError(status: error.status))
+        } catch let error as HTTPParserError {
+            // A malformed body (a bad or overflowing chunk size, an unknown transfer coding) is the client's
+            // mistake: 400, and not worth more than a debug line.
+            logger.debug("malformed request", metadata: ["http.path": "\(request.uri.path)", "error": "\(error)"])
+            response = BrokerHTTPServer.response(APIError.invalidRequest("malformed HTTP request body"))
         } catch {
             logger.error(
                 "request failed",
@@ -140,8 +146,9 @@ package enum BrokerHTTPServer {
         router.get("/.well-known/jwks.json") { _, _ in response(service.jwks()) }
         router.get("/auth/providers") { _, _ in response(service.providers()) }
         router.get("/healthz") { _, _ in response(await service.health()) }
-        router.post("/auth/register") { request, _ in
-            try await response(service.accounts.register(input(request, allowForm: false)))
+        router.post("/auth/register") { request, context in
+            try await response(
+                service.accounts.register(input(request, allowForm: false), address: context.clientAddress))
         }
         router.post("/auth/login") { request, context in
             try await response(
@@ -157,13 +164,14 @@ package enum BrokerHTTPServer {
         router.get("/auth/:provider/start") { request, context in
             try await response(
                 service.signIn.startBrowserSignIn(
-                    provider: context.parameters.get("provider") ?? "", query: try query(request)))
+                    provider: context.parameters.get("provider") ?? "", query: try query(request),
+                    address: context.clientAddress))
         }
         router.get("/auth/:provider/callback") { request, context in
             try await response(
                 service.signIn.completeBrowserSignIn(
                     provider: context.parameters.get("provider") ?? "", query: try query(request),
-                    cookie: request.headers[.cookie]))
+                    cookie: request.headers[.cookie], address: context.clientAddress))
         }
         router.get("/auth/me") { request, _ in
             try await response(service.grants.me(authorization: request.headers[.authorization]))

@@ -1,12 +1,21 @@
 import BrokerCore
 import Synchronization
 
-/// Growing back-off after failed logins, per account and per client address (on by default).
+/// Growing back-off after failed logins, per account, per client address, and per account *and* address
+/// (on by default).
 ///
 /// After `freeFailures` failures in a row each further failure blocks the key for twice as long as the
 /// previous one (1 s, 2 s, 4 s … up to `maxDelay`); a key with no failure for `forgetAfter` starts over.
-/// A successful login clears its account but not its address, so a valid account cannot be used to reset
-/// an address that is guessing at others. The table is bounded: when full, the oldest entries go first.
+///
+/// - An attempt is **admitted and counted before the password is hashed** (``admit(account:address:)``), and
+///   settled afterwards: a burst of parallel guesses cannot outrun the count (each one sees the ones before
+///   it), so a burst gets what a sequence gets — the free failures and the one that starts the block.
+/// - A blocked account still lets a **correct password from an address with no recent failure on it**
+///   through: someone guessing at an account slows it down for everyone, but cannot lock its owner out.
+///   A wrong password from that address is counted and refused like any other.
+/// - A successful login clears its account (and the account-and-address pair) and refunds its address's
+///   reservation, but never clears the address: a valid account cannot launder an address that guesses at
+///   others. The table is bounded: when full, the oldest entries go first.
 final class LoginThrottle: Sendable {
     struct Policy: Sendable {
         var freeFailures: Int
@@ -15,10 +24,24 @@ final class LoginThrottle: Sendable {
         var forgetAfter: Double = 900
     }
 
+    /// What an attempt may do.
+    enum Admission: Equatable {
+        /// Refused for `seconds` more (429).
+        case blocked(seconds: Double)
+        /// Go ahead; counted as a failure until settled.
+        case open
+        /// The account is blocked, but this address has no failure on it: only a correct password counts.
+        case correctPasswordOnly
+        /// As many attempts are in flight as there are failures left before a block: retry shortly (429).
+        case busy
+    }
+
     private struct Entry {
         var failures = 0
         var lastFailure = 0.0
         var blockedUntil = 0.0
+        /// Admitted attempts not settled yet.
+        var inFlight = 0
     }
 
     let accountPolicy: Policy
@@ -39,53 +62,160 @@ final class LoginThrottle: Sendable {
         self.clock = clock
     }
 
-    /// Seconds until `account` or `address` may try again, or `nil` when both may try now.
+    private static func accountKey(_ account: String) -> String { "a:" + account }
+    private static func addressKey(_ address: String) -> String { "i:" + address }
+    private static func pairKey(_ account: String, _ address: String) -> String { "p:" + address + "\u{0}" + account }
+
+    /// Seconds until `account` or `address` may try again, or `nil` when both may try now (no reservation).
     func retryAfter(account: String, address: String?) -> Double? {
         let time = clock.now()
         return entries.withLock { entries in
             var wait = 0.0
-            for key in Self.keys(account: account, address: address) {
+            for key in [Self.accountKey(account)] + (address.map { [Self.addressKey($0)] } ?? []) {
                 if let entry = entries[key], entry.blockedUntil > time { wait = max(wait, entry.blockedUntil - time) }
             }
             return wait > 0 ? wait : nil
         }
     }
 
-    func recordFailure(account: String, address: String?) {
+    /// Decides whether an attempt may go on and, when it may, holds its place until
+    /// ``settle(account:address:succeeded:)``: attempts in flight count against the free failures, so a burst
+    /// of parallel guesses gets what a sequence gets.
+    func admit(account: String, address: String?) -> Admission {
+        let time = clock.now()
+        return entries.withLock { entries in
+            func current(_ key: String, _ policy: Policy) -> Entry {
+                var entry = entries[key] ?? Entry()
+                if time - entry.lastFailure > policy.forgetAfter && entry.blockedUntil <= time { entry.failures = 0 }
+                return entry
+            }
+            func wait(_ entry: Entry) -> Double { entry.blockedUntil > time ? entry.blockedUntil - time : 0 }
+            let accountEntry = current(Self.accountKey(account), accountPolicy)
+            var keys: [(String, Policy)] = []
+            var admission = Admission.open
+            if let address {
+                let addressEntry = current(Self.addressKey(address), addressPolicy)
+                let pairEntry = current(Self.pairKey(account, address), accountPolicy)
+                let longest = max(wait(addressEntry), wait(pairEntry))
+                if longest > 0 { return .blocked(seconds: longest) }
+                keys = [(Self.addressKey(address), addressPolicy), (Self.pairKey(account, address), accountPolicy)]
+                if wait(accountEntry) > 0 {
+                    // Only an address with no recent failure on this account is let through, and only for a
+                    // correct password (settle decides).
+                    guard pairEntry.failures == 0 else { return .blocked(seconds: wait(accountEntry)) }
+                    admission = .correctPasswordOnly
+                }
+            } else if wait(accountEntry) > 0 {
+                return .blocked(seconds: wait(accountEntry))
+            }
+            if admission == .open { keys.append((Self.accountKey(account), accountPolicy)) }
+            // Attempts in flight could all be failures: no more may be outstanding than would reach a block
+            // (and past the free failures, one at a time).
+            for (key, policy) in keys {
+                let entry = current(key, policy)
+                if entry.inFlight >= max(1, policy.freeFailures + 1 - entry.failures) { return .busy }
+            }
+            for (key, policy) in keys {
+                var entry = current(key, policy)
+                entry.inFlight += 1
+                entries[key] = entry
+            }
+            return admission
+        }
+    }
+
+    /// The keys an admission holds a place in.
+    private func keys(account: String, address: String?, admission: Admission) -> [(String, Policy)] {
+        var keys: [(String, Policy)] = admission == .open ? [(Self.accountKey(account), accountPolicy)] : []
+        if let address {
+            keys += [(Self.addressKey(address), addressPolicy), (Self.pairKey(account, address), accountPolicy)]
+        }
+        return keys
+    }
+
+    /// Settles an admitted attempt: a failure is counted on every key it held (a block it starts runs from
+    /// now); a success clears the account and the pair. The address is never cleared by a success.
+    func settle(account: String, address: String?, admission: Admission, succeeded: Bool) {
         let time = clock.now()
         entries.withLock { entries in
-            if entries.count >= maxEntries {
-                Self.evict(
-                    &entries, now: time, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
-                    keep: maxEntries / 2)
-            }
-            for key in Self.keys(account: account, address: address) {
-                let policy = key.hasPrefix("a:") ? accountPolicy : addressPolicy
+            for (key, policy) in keys(account: account, address: address, admission: admission) {
                 var entry = entries[key] ?? Entry()
-                if time - entry.lastFailure > policy.forgetAfter { entry.failures = 0 }
-                entry.failures += 1
-                entry.lastFailure = time
-                if entry.failures > policy.freeFailures {
-                    let exponent = Double(min(entry.failures - policy.freeFailures - 1, 30))
-                    let delay = min(policy.baseDelay * pow2(exponent), policy.maxDelay)
-                    entry.blockedUntil = time + delay
+                entry.inFlight = max(0, entry.inFlight - 1)
+                if !succeeded {
+                    if time - entry.lastFailure > policy.forgetAfter { entry.failures = 0 }
+                    entry.failures += 1
+                    entry.lastFailure = time
+                    if entry.failures > policy.freeFailures {
+                        entry.blockedUntil = time + Self.delay(entry.failures, policy)
+                    }
                 }
+                entries[key] = entry
+            }
+            if succeeded {
+                entries[Self.accountKey(account)] = nil
+                if let address { entries[Self.pairKey(account, address)] = nil }
+            }
+        }
+    }
+
+    /// Gives an admitted attempt's place back without a verdict (the server was too busy to check it).
+    func refund(account: String, address: String?, admission: Admission) {
+        entries.withLock { entries in
+            for (key, _) in keys(account: account, address: address, admission: admission) {
+                guard var entry = entries[key] else { continue }
+                entry.inFlight = max(0, entry.inFlight - 1)
                 entries[key] = entry
             }
         }
     }
 
-    func recordSuccess(account: String) {
-        _ = entries.withLock { $0.removeValue(forKey: "a:" + account) }
+    /// Counts a failure without an admission (kept for callers that check and record separately).
+    func recordFailure(account: String, address: String?) {
+        let time = clock.now()
+        entries.withLock { record(&$0, account: account, address: address, at: time, countAccount: true) }
     }
 
-    private static func keys(account: String, address: String?) -> [String] {
-        ["a:" + account] + (address.map { ["i:" + $0] } ?? [])
+    func recordSuccess(account: String) {
+        _ = entries.withLock { $0.removeValue(forKey: Self.accountKey(account)) }
+    }
+
+    private func record(
+        _ entries: inout [String: Entry], account: String, address: String?, at time: Double, countAccount: Bool
+    ) {
+        if entries.count >= maxEntries {
+            Self.evict(
+                &entries, now: time, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
+                keep: maxEntries / 2)
+        }
+        var keys: [(String, Policy)] = []
+        // A correct-password-only attempt does not extend the account's block; if it fails, settle leaves the
+        // pair and the address counted, so that this address is no longer "clean".
+        if countAccount { keys.append((Self.accountKey(account), accountPolicy)) }
+        if let address {
+            keys.append((Self.addressKey(address), addressPolicy))
+            keys.append((Self.pairKey(account, address), accountPolicy))
+        }
+        for (key, policy) in keys {
+            var entry = entries[key] ?? Entry()
+            if time - entry.lastFailure > policy.forgetAfter { entry.failures = 0 }
+            entry.failures += 1
+            entry.lastFailure = time
+            if entry.failures > policy.freeFailures { entry.blockedUntil = time + Self.delay(entry.failures, policy) }
+            entries[key] = entry
+        }
+    }
+
+    /// The block after `failures` failures: doubling from `baseDelay`, capped at `maxDelay`.
+    private static func delay(_ failures: Int, _ policy: Policy) -> Double {
+        let exponent = Double(min(failures - policy.freeFailures - 1, 30))
+        return min(policy.baseDelay * pow2(exponent), policy.maxDelay)
     }
 
     /// Forgets what no longer matters, then, if still too many, keeps the most recently failing keys.
     private static func evict(_ entries: inout [String: Entry], now: Double, forgetAfter: Double, keep: Int) {
-        entries = entries.filter { $0.value.blockedUntil > now || now - $0.value.lastFailure <= forgetAfter }
+        entries = entries.filter {
+            $0.value.inFlight > 0 || $0.value.blockedUntil > now || now - $0.value.lastFailure <= forgetAfter
+        }
         if entries.count > keep {
             let newest = entries.sorted { $0.value.lastFailure > $1.value.lastFailure }.prefix(keep)
             entries = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })

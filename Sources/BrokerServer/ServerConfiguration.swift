@@ -30,6 +30,8 @@ package struct ServerConfiguration: Sendable {
     package var maxConnections = 4096
     /// Seconds a connection may take to deliver one whole request, idle time before it included.
     package var requestTimeout: Int64 = 30
+    /// New accounts a client address may register per hour (a burst of as many at once).
+    package var registrationsPerHour = 10
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
@@ -80,7 +82,7 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
-        "max_connections", "request_timeout",
+        "max_connections", "request_timeout", "registrations_per_hour",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -246,6 +248,12 @@ extension ServerConfiguration {
                 throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000000")
             }
             maxConnections = Int(number)
+        case "registrations_per_hour":
+            let number = try integer()
+            guard (1...1_000_000).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000000")
+            }
+            registrationsPerHour = Int(number)
         case "request_timeout":
             let number = try integer()
             guard (1...3600).contains(number) else {

@@ -20,6 +20,10 @@ final class SignInService: Sendable {
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
     let flowKey: [UInt8]
+    /// Starts and callbacks per client address: 120 at once, 120 more a minute (each may cost a provider call).
+    let perAddress: RateLimiter
+    /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
+    let perState: RateLimiter
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, identityProviders: [ProviderID: any IdentityProvider],
@@ -30,6 +34,16 @@ final class SignInService: Sendable {
         self.logger = logger
         self.identityProviders = identityProviders
         self.flowKey = flowKey
+        perAddress = RateLimiter(capacity: 120, per: 60, clock: tokens.clock)
+        perState = RateLimiter(capacity: 5, per: Double(Self.pendingLifetime), clock: tokens.clock)
+    }
+
+    /// 429 when `address` has started or completed too many sign-ins lately.
+    func limit(_ address: String?) throws {
+        if let address, let wait = perAddress.take(address) {
+            throw APIError.tooManyRequests(
+                retryAfter: Int64(wait.rounded(.up)), "too many sign-ins from this address; try again later")
+        }
     }
 
     var now: Int64 { tokens.now }
@@ -96,8 +110,11 @@ final class SignInService: Sendable {
     func callbackURL(_ provider: ProviderID) -> String { issuer + "/auth/\(provider.rawValue)/callback" }
 
     /// `GET /auth/{provider}/start`.
-    func startBrowserSignIn(provider name: String, query: [String: String]) async throws -> APIResponse {
+    func startBrowserSignIn(provider name: String, query: [String: String], address: String? = nil) async throws
+        -> APIResponse
+    {
         let (provider, module) = try browserProvider(name)
+        try limit(address)
         guard let redirectURI = query["redirect_uri"], Self.isLoopbackRedirect(redirectURI) else {
             throw APIError.invalidRequest(
                 "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
@@ -165,9 +182,10 @@ final class SignInService: Sendable {
     }
 
     /// `GET /auth/{provider}/callback`.
-    func completeBrowserSignIn(provider name: String, query: [String: String], cookie: String? = nil) async throws
-        -> APIResponse
-    {
+    func completeBrowserSignIn(
+        provider name: String, query: [String: String], cookie: String? = nil, address: String? = nil
+    ) async throws -> APIResponse {
+        try limit(address)
         var response = try await completeSignIn(provider: name, query: query, cookie: cookie)
         // The carried state has served its purpose (or is stale): drop it from the browser.
         if let provider = ProviderID(rawValue: name), cookie?.contains("broker_flow_\(name)=") == true {
@@ -197,6 +215,9 @@ final class SignInService: Sendable {
         // with a state from /start (any visitor can get one) writes nothing.
         guard try await !store.isStateMarkerSpent(marker) else {
             throw APIError.invalidRequest("this sign-in has already been completed")
+        }
+        guard perState.take(marker) == nil else {
+            throw APIError.invalidRequest("too many attempts to complete this sign-in; start again")
         }
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))

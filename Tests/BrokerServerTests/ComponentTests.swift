@@ -43,6 +43,83 @@ struct ComponentTests {
         #expect(throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
     }
 
+    @Test(
+        "attempts are counted when admitted, before any hashing",
+        .bug(id: 18, "finding 6: a burst of parallel wrong passwords got about 5 guesses per core"))
+    func admissionCountsBeforeTheVerdict() {
+        let throttle = LoginThrottle(clock: ManualClock(start: 1_800_000_000))
+        // Twenty attempts admitted before any of them is settled, as a parallel burst would be.
+        let admissions = (0..<20).map { _ in throttle.admit(account: "a", address: "198.51.100.1") }
+        #expect(admissions.filter { $0 == .open }.count == 6, "five free failures and the one that starts the block")
+        #expect(admissions.dropFirst(6).allSatisfy { $0 == .busy }, "the rest wait for those in flight")
+        for admission in admissions.prefix(6) {
+            throttle.settle(account: "a", address: "198.51.100.1", admission: admission, succeeded: false)
+        }
+        guard case .blocked(let seconds) = throttle.admit(account: "a", address: "198.51.100.1") else {
+            Issue.record("six failures block the account")
+            return
+        }
+        #expect(seconds == 1)
+    }
+
+    @Test(
+        "a blocked account still lets its owner in from a clean address, with the right password only",
+        .bug(id: 18, "finding 6: anyone could lock any account for up to 15 minutes"))
+    func cleanAddressesGetThroughALockout() {
+        let clock = ManualClock(start: 1_800_000_000)
+        let throttle = LoginThrottle(clock: clock)
+        for _ in 0..<6 {
+            #expect(throttle.admit(account: "victim", address: "203.0.113.9") == .open)
+            throttle.settle(account: "victim", address: "203.0.113.9", admission: .open, succeeded: false)
+        }
+        guard case .blocked = throttle.admit(account: "victim", address: "203.0.113.9") else {
+            Issue.record("the guessing address is blocked")
+            return
+        }
+        guard case .blocked = throttle.admit(account: "victim", address: nil) else {
+            Issue.record("an unknown address is not clean")
+            return
+        }
+        // The owner, from an address that never failed on this account: a correct password clears the block.
+        #expect(throttle.admit(account: "victim", address: "192.0.2.1") == .correctPasswordOnly)
+        throttle.settle(account: "victim", address: "192.0.2.1", admission: .correctPasswordOnly, succeeded: true)
+        #expect(throttle.admit(account: "victim", address: "192.0.2.1") == .open)
+        throttle.settle(account: "victim", address: "192.0.2.1", admission: .open, succeeded: true)
+        // A wrong password from a clean address during a block makes that address unclean.
+        for _ in 0..<6 {
+            let admission = throttle.admit(account: "victim", address: "203.0.113.10")
+            throttle.settle(account: "victim", address: "203.0.113.10", admission: admission, succeeded: false)
+        }
+        #expect(throttle.admit(account: "victim", address: "192.0.2.2") == .correctPasswordOnly)
+        throttle.settle(account: "victim", address: "192.0.2.2", admission: .correctPasswordOnly, succeeded: false)
+        guard case .blocked = throttle.admit(account: "victim", address: "192.0.2.2") else {
+            Issue.record("a clean address that guessed wrong is no longer clean")
+            return
+        }
+    }
+
+    @Test func aRefundedAttemptDoesNotCount() {
+        let throttle = LoginThrottle(clock: ManualClock(start: 1_800_000_000))
+        for _ in 0..<6 { #expect(throttle.admit(account: "a", address: "198.51.100.2") == .open) }
+        #expect(throttle.admit(account: "a", address: "198.51.100.2") == .busy)
+        throttle.refund(account: "a", address: "198.51.100.2", admission: .open)
+        #expect(
+            throttle.admit(account: "a", address: "198.51.100.2") == .open, "the busy server's attempt was given back")
+    }
+
+    @Test func rateLimiterRefillsOnTheClock() {
+        let clock = ManualClock(start: 1_800_000_000)
+        let limiter = RateLimiter(capacity: 3, per: 60, clock: clock)
+        for _ in 0..<3 { #expect(limiter.take("198.51.100.7") == nil) }
+        #expect(limiter.take("198.51.100.7") == 20, "one token comes back every 20 s")
+        #expect(limiter.take("198.51.100.8") == nil, "other keys are untouched")
+        clock.advance(by: 20)
+        #expect(limiter.take("198.51.100.7") == nil)
+        #expect(limiter.take("198.51.100.7") != nil)
+        limiter.giveBack("198.51.100.7")
+        #expect(limiter.take("198.51.100.7") == nil, "a token given back can be taken again")
+    }
+
     @Test func throttleTableIsBounded() {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(maxEntries: 100, clock: clock)

@@ -216,6 +216,28 @@ struct EndpointTests {
 }
 
 /// Runs the Python cross-checks in Tests/Interop.
+@Suite("malformed HTTP reaches the broker as a client error")
+struct MalformedHTTPTests {
+    @Test(
+        "bad chunked bodies answer 400 and log at debug, not 500 at error",
+        .bug(id: 18, "finding 8: malformed chunked bodies answered 500 and logged at error level"),
+        arguments: [
+            "POST /auth/login HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+            "POST /auth/login HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n{}\r\n0\r\n\r\n",
+            "POST /auth/login HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nTransfer-Encoding: xchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        ])
+    func malformedChunkedBodies(request: String) async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let result = try await ProcessRunner.python("raw_request.py", [server.url], stdin: Array(request.utf8))
+        let status = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(status == "400", "a client error, never a 500: \(status) \(result.stderr)")
+        #expect(!server.stderr.contains("error :"), "nothing logged at error level: \(server.stderr.suffix(500))")
+        #expect(!server.stderr.contains("request failed"))
+        #expect(try await server.get("/healthz").status == 200)
+    }
+}
+
 /// The Python interop scripts (Tests/Interop/), run through BrokerTesting's process runner.
 enum Interop {
     typealias Result = ProcessOutput

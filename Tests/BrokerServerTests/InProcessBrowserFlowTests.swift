@@ -203,4 +203,26 @@ struct InProcessBrowserFlowTests {
             #expect(try await broker.store.isStateMarkerSpent(sealed.marker))
         }
     }
+
+    @Test(
+        "a sealed state buys at most five provider calls",
+        .bug(id: 18, "finding 11: a state could be replayed to /callback with junk codes for 10 minutes"))
+    func aStatesCallbackTriesAreBounded() async throws {
+        let broker = try InProcessBroker(config: Self.config)
+        let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
+            google.answerTokens(subject: "1045", nonce: nonce)
+            for attempt in 0..<5 {
+                let forged = try await client.get(
+                    "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "junk-\(attempt)")]))
+                #expect(forged.status == 302)
+            }
+            let sixth = try await client.get(
+                "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "provider-code")]))
+            #expect(sixth.status == 400 && sixth.error == "invalid_request")
+            #expect(sixth["error_description"]?.stringValue?.contains("too many attempts") == true)
+        }
+        #expect(google.transport.count("POST", "\(Self.issuer)/token") == 5, "five provider calls, not six")
+    }
 }

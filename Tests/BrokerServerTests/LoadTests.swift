@@ -14,7 +14,7 @@ struct LoadTests {
     static let password = "correct horse battery staple"
 
     @Test func thirtyConcurrentRegistrationsOfOneEmailMakeOneAccount() async throws {
-        let server = try await BrokerProcess.start()
+        let server = try await BrokerProcess.start(config: #"{"server": {"registrations_per_hour": 100}}"#)
         defer { server.stop() }
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<30 {
@@ -49,6 +49,37 @@ struct LoadTests {
         let refreshTokens = Set(replies.compactMap { $0["refresh_token"]?.stringValue })
         #expect(refreshTokens.count == 40, "every login is its own session")
         #expect(try await server.get("/healthz").status == 200)
+    }
+
+    @Test(
+        "a burst of parallel wrong passwords gets what a sequence gets",
+        .bug(id: 18, "finding 6: the throttle was checked before hashing and recorded after"))
+    func parallelGuessesAreCountedBeforeHashing() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        #expect(try await server.register("burst@example.com", Self.password).status == 201)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for attempt in 0..<20 {
+                group.addTask { try await server.login("burst@example.com", "wrong password \(attempt)").status }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 401 }.count == 6, "five free failures and the one that starts the block")
+        #expect(statuses.filter { $0 == 429 }.count == 14, "\(statuses)")
+    }
+
+    @Test(
+        "registrations are limited per address",
+        .bug(id: 18, "finding 7: registration answered 409 for a taken email with no rate limit"))
+    func registrationsAreLimitedPerAddress() async throws {
+        let server = try await BrokerProcess.start(config: #"{"server": {"registrations_per_hour": 3}}"#)
+        defer { server.stop() }
+        for index in 0..<3 { #expect(try await server.register("r\(index)@example.com", Self.password).status == 201) }
+        let limited = try await server.register("r3@example.com", Self.password)
+        #expect(limited.status == 429 && limited.error == "too_many_requests")
+        #expect(Int(limited.header("Retry-After") ?? "") ?? 0 >= 1)
+        let probe = try await server.register("r0@example.com", Self.password)
+        #expect(probe.status == 429, "a taken email cannot be probed past the limit either")
     }
 
     @Test func failedLoginsBackOffPerAccount() async throws {

@@ -1,0 +1,63 @@
+import BrokerCore
+import Synchronization
+
+/// Token buckets per key (a client address, a sign-in's marker) on the injected clock: `capacity` requests
+/// at once, refilled at `capacity / period` per second. Bounded: when the table is full, full buckets (which
+/// hold no information) are dropped first, then the oldest.
+final class RateLimiter: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: Double
+    }
+
+    let capacity: Double
+    let period: Double
+    private let clock: any WallClock
+    private let maxKeys: Int
+    private let buckets = Mutex([String: Bucket]())
+
+    /// - Parameters:
+    ///   - capacity: requests a key may make at once.
+    ///   - period: seconds in which a spent bucket fills up again.
+    init(capacity: Int, per period: Double, clock: any WallClock, maxKeys: Int = 100_000) {
+        self.capacity = Double(capacity)
+        self.period = period
+        self.clock = clock
+        self.maxKeys = maxKeys
+    }
+
+    /// Takes one token for `key`: `nil` when the request may go on, else the seconds until it may.
+    func take(_ key: String) -> Double? {
+        let now = clock.now()
+        let rate = capacity / period
+        return buckets.withLock { buckets in
+            if buckets.count >= maxKeys, buckets[key] == nil {
+                Self.evict(&buckets, now: now, rate: rate, capacity: capacity)
+            }
+            var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: now)
+            bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
+            bucket.updated = now
+            defer { buckets[key] = bucket }
+            guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / rate }
+            bucket.tokens -= 1
+            return nil
+        }
+    }
+
+    /// Returns a token taken for a request that was not served after all (the server was busy).
+    func giveBack(_ key: String) {
+        buckets.withLock { buckets in
+            guard var bucket = buckets[key] else { return }
+            bucket.tokens = min(capacity, bucket.tokens + 1)
+            buckets[key] = bucket
+        }
+    }
+
+    private static func evict(_ buckets: inout [String: Bucket], now: Double, rate: Double, capacity: Double) {
+        buckets = buckets.filter { $0.value.tokens + (now - $0.value.updated) * rate < capacity }
+        if buckets.count > 0 {
+            let newest = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(buckets.count / 2)
+            buckets = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
+        }
+    }
+}
