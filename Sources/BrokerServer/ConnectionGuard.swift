@@ -119,23 +119,21 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        deadline = nil
-        if counted {
-            counted = false
-            counter.release()
-        }
-    }
+    func handlerRemoved(context: ChannelHandlerContext) { finish() }
 
     func channelInactive(context: ChannelHandlerContext) {
+        finish()
+        context.fireChannelInactive()
+    }
+
+    /// Stops the deadline and gives the connection's place under the cap back (once).
+    private func finish() {
         deadline?.cancel()
         deadline = nil
         if counted {
             counted = false
             counter.release()
         }
-        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -184,6 +184,14 @@ struct InProcessBrowserFlowTests {
         #expect(try await broker.store.user(id: UserID(provider: "google", subject: "1045")) == nil)
     }
 
+    /// A callback with a real state and a made-up code (the scripted provider refuses it).
+    static func forgedCallback(_ client: InProcessBroker.Client, state: String, attempt: Int) async throws
+        -> InProcessBroker.Client.Reply
+    {
+        try await client.get(
+            "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "made-up-\(attempt)")]))
+    }
+
     @Test func madeUpCodesWithARealStateWriteNothing() async throws {
         let broker = try InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
@@ -192,8 +200,7 @@ struct InProcessBrowserFlowTests {
             google.answerTokens(subject: "1045", nonce: nonce)
             // Anyone can get a sealed state from /start; made-up codes are refused by the provider.
             for attempt in 0..<3 {
-                let forged = try await client.get(
-                    "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "made-up-\(attempt)")]))
+                let forged = try await Self.forgedCallback(client, state: state, attempt: attempt)
                 #expect(forged.status == 302 && forged.header("Location")?.contains("error=server_error") == true)
             }
             let sealed = try #require(SealedSignIn.open(state, key: broker.service.signIn.flowKey, provider: "google"))
@@ -214,9 +221,7 @@ struct InProcessBrowserFlowTests {
             let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
             google.answerTokens(subject: "1045", nonce: nonce)
             for attempt in 0..<5 {
-                let forged = try await client.get(
-                    "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "junk-\(attempt)")]))
-                #expect(forged.status == 302)
+                #expect(try await Self.forgedCallback(client, state: state, attempt: attempt).status == 302)
             }
             let sixth = try await client.get(
                 "/auth/google/callback?" + FormEncoding.encode([("state", state), ("code", "provider-code")]))
