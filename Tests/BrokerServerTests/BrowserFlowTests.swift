@@ -591,12 +591,8 @@ struct CLIBrowserLoginTests {
         #expect(deniedPage?["page_status"]?.intValue == 400)
         #expect(deniedPage?["page"]?.stringValue?.contains("Sign-in failed") == true)
 
-        // An answer with another state is not this sign-in's: the browser gets 400 and the CLI keeps waiting
-        // for its own (here it never comes, so the sign-in ends at its timeout).
-        let (tampered, tamperedPage) = try await Self.login(
-            server, client, browser: ["BROWSER_TAMPER_STATE": "1"], timeout: 5)
-        #expect(tampered.status == 1 && tampered.stderr.contains("in time"), "\(tampered.stderr)")
-        #expect(tamperedPage?["page_status"]?.intValue == 400)
+        // An answer with another state is not this sign-in's: since finding 10 the browser gets 400 and the CLI
+        // keeps waiting for its own answer (strayRequestsDoNotAbortTheSignIn), so it is no longer a failure here.
         #expect(try client.cached() == nil, "nothing was stored")
 
         let timedOut = try await client.run(["login", "--provider", "google", "--no-browser", "--timeout", "2"])
