@@ -91,14 +91,12 @@ final class LoginThrottle: Sendable {
             }
             func wait(_ entry: Entry) -> Double { entry.blockedUntil > time ? entry.blockedUntil - time : 0 }
             let accountEntry = current(Self.accountKey(account), accountPolicy)
-            var keys: [(String, Policy)] = []
             var admission = Admission.open
             if let address {
                 let addressEntry = current(Self.addressKey(address), addressPolicy)
                 let pairEntry = current(Self.pairKey(account, address), accountPolicy)
                 let longest = max(wait(addressEntry), wait(pairEntry))
                 if longest > 0 { return .blocked(seconds: longest) }
-                keys = [(Self.addressKey(address), addressPolicy), (Self.pairKey(account, address), accountPolicy)]
                 if wait(accountEntry) > 0 {
                     // Only an address with no recent failure on this account is let through, and only for a
                     // correct password (settle decides).
@@ -108,14 +106,15 @@ final class LoginThrottle: Sendable {
             } else if wait(accountEntry) > 0 {
                 return .blocked(seconds: wait(accountEntry))
             }
-            if admission == .open { keys.append((Self.accountKey(account), accountPolicy)) }
+            let held = keys(account: account, address: address, admission: admission)
             // Attempts in flight could all be failures: no more may be outstanding than would reach a block
             // (and past the free failures, one at a time).
-            for (key, policy) in keys {
+            for (key, policy) in held {
                 let entry = current(key, policy)
                 if entry.inFlight >= max(1, policy.freeFailures + 1 - entry.failures) { return .busy }
             }
-            for (key, policy) in keys {
+            makeRoom(&entries, now: time)
+            for (key, policy) in held {
                 var entry = current(key, policy)
                 entry.inFlight += 1
                 entries[key] = entry
@@ -124,7 +123,8 @@ final class LoginThrottle: Sendable {
         }
     }
 
-    /// The keys an admission holds a place in.
+    /// The keys an admission holds a place in: a correct-password-only attempt does not touch the account
+    /// (its block is not extended), only the address and the account-and-address pair.
     private func keys(account: String, address: String?, admission: Admission) -> [(String, Policy)] {
         var keys: [(String, Policy)] = admission == .open ? [(Self.accountKey(account), accountPolicy)] : []
         if let address {
@@ -135,9 +135,13 @@ final class LoginThrottle: Sendable {
 
     /// Settles an admitted attempt: a failure is counted on every key it held (a block it starts runs from
     /// now); a success clears the account and the pair. The address is never cleared by a success.
+    ///
+    /// Settling an `.open` attempt that was never admitted simply counts the verdict: that is how a failure
+    /// or a success is recorded directly.
     func settle(account: String, address: String?, admission: Admission, succeeded: Bool) {
         let time = clock.now()
         entries.withLock { entries in
+            makeRoom(&entries, now: time)
             for (key, policy) in keys(account: account, address: address, admission: admission) {
                 var entry = entries[key] ?? Entry()
                 entry.inFlight = max(0, entry.inFlight - 1)
@@ -169,40 +173,12 @@ final class LoginThrottle: Sendable {
         }
     }
 
-    /// Counts a failure without an admission (kept for callers that check and record separately).
-    func recordFailure(account: String, address: String?) {
-        let time = clock.now()
-        entries.withLock { record(&$0, account: account, address: address, at: time, countAccount: true) }
-    }
-
-    func recordSuccess(account: String) {
-        _ = entries.withLock { $0.removeValue(forKey: Self.accountKey(account)) }
-    }
-
-    private func record(
-        _ entries: inout [String: Entry], account: String, address: String?, at time: Double, countAccount: Bool
-    ) {
-        if entries.count >= maxEntries {
-            Self.evict(
-                &entries, now: time, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
-                keep: maxEntries / 2)
-        }
-        var keys: [(String, Policy)] = []
-        // A correct-password-only attempt does not extend the account's block; if it fails, settle leaves the
-        // pair and the address counted, so that this address is no longer "clean".
-        if countAccount { keys.append((Self.accountKey(account), accountPolicy)) }
-        if let address {
-            keys.append((Self.addressKey(address), addressPolicy))
-            keys.append((Self.pairKey(account, address), accountPolicy))
-        }
-        for (key, policy) in keys {
-            var entry = entries[key] ?? Entry()
-            if time - entry.lastFailure > policy.forgetAfter { entry.failures = 0 }
-            entry.failures += 1
-            entry.lastFailure = time
-            if entry.failures > policy.freeFailures { entry.blockedUntil = time + Self.delay(entry.failures, policy) }
-            entries[key] = entry
-        }
+    /// Keeps the table bounded before keys are added: when full, what no longer matters goes, then the oldest.
+    private func makeRoom(_ entries: inout [String: Entry], now: Double) {
+        guard entries.count >= maxEntries else { return }
+        Self.evict(
+            &entries, now: now, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
+            keep: maxEntries / 2)
     }
 
     /// The block after `failures` failures: doubling from `baseDelay`, capped at `maxDelay`.

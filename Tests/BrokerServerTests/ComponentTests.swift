@@ -8,24 +8,34 @@ import Testing
 
 @testable import BrokerServer
 
+extension LoginThrottle {
+    /// A failure recorded directly, as a settled attempt that was never admitted.
+    func fail(_ account: String, address: String?) {
+        settle(account: account, address: address, admission: .open, succeeded: false)
+    }
+
+    /// A success recorded directly (no address: only the account is cleared).
+    func succeed(_ account: String) { settle(account: account, address: nil, admission: .open, succeeded: true) }
+}
+
 @Suite("server components")
 struct ComponentTests {
     @Test func throttleBacksOffAndDoubles() {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(clock: clock)
-        for _ in 0..<5 { throttle.recordFailure(account: "a", address: "10.0.0.1") }
+        for _ in 0..<5 { throttle.fail("a", address: "10.0.0.1") }
         #expect(throttle.retryAfter(account: "a", address: "10.0.0.1") == nil, "five failures are free")
-        throttle.recordFailure(account: "a", address: "10.0.0.1")
+        throttle.fail("a", address: "10.0.0.1")
         #expect(throttle.retryAfter(account: "a", address: "10.0.0.9") == 1)
         clock.advance(by: 1)
         #expect(throttle.retryAfter(account: "a", address: nil) == nil)
-        throttle.recordFailure(account: "a", address: nil)
+        throttle.fail("a", address: nil)
         #expect(throttle.retryAfter(account: "a", address: nil) == 2)
-        throttle.recordFailure(account: "a", address: nil)
+        throttle.fail("a", address: nil)
         #expect(throttle.retryAfter(account: "a", address: nil) == 4)
-        for _ in 0..<20 { throttle.recordFailure(account: "a", address: nil) }
+        for _ in 0..<20 { throttle.fail("a", address: nil) }
         #expect(throttle.retryAfter(account: "a", address: nil) == 900, "capped at 15 minutes")
-        throttle.recordSuccess(account: "a")
+        throttle.succeed("a")
         #expect(throttle.retryAfter(account: "a", address: nil) == nil)
         #expect(throttle.retryAfter(account: "b", address: nil) == nil, "other accounts are untouched")
     }
@@ -33,13 +43,13 @@ struct ComponentTests {
     @Test func throttleCountsAddressesAcrossAccountsAndForgets() {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(clock: clock)
-        for index in 0..<31 { throttle.recordFailure(account: "user\(index)", address: "192.0.2.7") }
+        for index in 0..<31 { throttle.fail("user\(index)", address: "192.0.2.7") }
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "the address is blocked")
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.8") == nil)
-        throttle.recordSuccess(account: "user0")
+        throttle.succeed("user0")
         #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "a success does not clear an address")
         clock.advance(by: 901)
-        throttle.recordFailure(account: "user1", address: "192.0.2.7")
+        throttle.fail("user1", address: "192.0.2.7")
         #expect(throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
     }
 
@@ -124,11 +134,11 @@ struct ComponentTests {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(maxEntries: 100, clock: clock)
         for index in 0..<1000 {
-            throttle.recordFailure(account: "user\(index)", address: nil)
+            throttle.fail("user\(index)", address: nil)
             clock.advance(by: 0.001)
         }
         // Nothing to observe but that it stayed correct for recent keys and did not grow without bound.
-        for _ in 0..<5 { throttle.recordFailure(account: "user999", address: nil) }
+        for _ in 0..<5 { throttle.fail("user999", address: nil) }
         #expect(throttle.retryAfter(account: "user999", address: nil) != nil)
     }
 
