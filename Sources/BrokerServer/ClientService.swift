@@ -31,7 +31,6 @@ final class ClientService: Sendable {
     }
 
     var now: Int64 { tokens.now }
-    var issuer: String { tokens.issuer }
     var configuration: ServerConfiguration { tokens.configuration }
     static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
     static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
@@ -243,21 +242,8 @@ final class ClientService: Sendable {
             throw APIError.invalidRequest("audience must be 1–256 characters")
         }
 
-        let issuedAt = now
-        var claims: [String: JSONValue] = [
-            "iss": .string(issuer),
-            "sub": .string("client:\(client.name)"),
-            "aud": .string(audience),
-            "iat": .int(issuedAt),
-            "nbf": .int(issuedAt),
-            "exp": .int(issuedAt + ttl),
-            "jti": .string(try SecureRandom.token(byteCount: 16)),
-            "idp": "client",
-            "client_id": .string(client.name),
-        ]
-        if let scope { claims["scope"] = .string(scope) }
-        if let federated { claims["federated"] = federated }
-        let token = try tokens.keys.current.signer.sign(claims: claims, type: "at+jwt")
+        let token = try tokens.clientAccessToken(
+            client: client.name, audience: audience, lifetime: ttl, scope: scope, federated: federated, now: now)
         var body: [String: JSONValue] = [
             "user_id": .string("client:\(client.name)"),
             "provider": "client",

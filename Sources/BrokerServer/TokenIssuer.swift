@@ -89,21 +89,47 @@ final class TokenIssuer: Sendable {
     func accessToken(user: UserRecord, sessionID: String?, clientID: String, scope: String?, now: Int64) throws
         -> String
     {
+        var extra: [String: JSONValue] = [:]
+        if let sessionID { extra["sid"] = .string(sessionID) }
+        if let email = user.email { extra["email"] = .string(email) }
+        if let name = user.name { extra["name"] = .string(name) }
+        if let scope { extra["scope"] = .string(scope) }
+        return try sign(
+            subject: user.id.description, audience: configuration.audience, lifetime: configuration.accessTokenTTL,
+            idp: user.id.provider.rawValue, clientID: clientID, now: now, extra: extra)
+    }
+
+    /// A CI client's access token (`sub: client:<name>`, `idp: client`, no session): minted by
+    /// `client_credentials` or token exchange, with the audience and lifetime the request chose.
+    func clientAccessToken(
+        client: String, audience: String, lifetime: Int64, scope: String?, federated: JSONValue?, now: Int64
+    ) throws -> String {
+        var extra: [String: JSONValue] = [:]
+        if let scope { extra["scope"] = .string(scope) }
+        if let federated { extra["federated"] = federated }
+        return try sign(
+            subject: "client:\(client)", audience: audience, lifetime: lifetime, idp: "client", clientID: client,
+            now: now, extra: extra)
+    }
+
+    /// The claims every access token carries (RFC 9068 §2.2 and the contract's), plus `extra`, signed with
+    /// the current key under `typ: at+jwt`.
+    private func sign(
+        subject: String, audience: String, lifetime: Int64, idp: String, clientID: String, now: Int64,
+        extra: [String: JSONValue]
+    ) throws -> String {
         var claims: [String: JSONValue] = [
             "iss": .string(issuer),
-            "sub": .string(user.id.description),
-            "aud": .string(configuration.audience),
+            "sub": .string(subject),
+            "aud": .string(audience),
             "iat": .int(now),
             "nbf": .int(now),
-            "exp": .int(now + configuration.accessTokenTTL),
+            "exp": .int(now + lifetime),
             "jti": .string(try SecureRandom.token(byteCount: 16)),
-            "idp": .string(user.id.provider.rawValue),
+            "idp": .string(idp),
             "client_id": .string(clientID),
         ]
-        if let sessionID { claims["sid"] = .string(sessionID) }
-        if let email = user.email { claims["email"] = .string(email) }
-        if let name = user.name { claims["name"] = .string(name) }
-        if let scope { claims["scope"] = .string(scope) }
+        claims.merge(extra) { _, added in added }
         return try keys.current.signer.sign(claims: claims, type: "at+jwt")
     }
 
