@@ -32,7 +32,7 @@ final class RateLimiter: Sendable {
         let rate = capacity / period
         return buckets.withLock { buckets in
             if buckets.count >= maxKeys, buckets[key] == nil {
-                Self.evict(&buckets, now: now, rate: rate, capacity: capacity)
+                Self.evict(&buckets, now: now, rate: rate, capacity: capacity, keep: maxKeys / 2)
             }
             var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
@@ -53,10 +53,13 @@ final class RateLimiter: Sendable {
         }
     }
 
-    private static func evict(_ buckets: inout [String: Bucket], now: Double, rate: Double, capacity: Double) {
+    /// Drops full buckets (they hold no information), then, if still more than `keep`, the oldest.
+    private static func evict(
+        _ buckets: inout [String: Bucket], now: Double, rate: Double, capacity: Double, keep: Int
+    ) {
         buckets = buckets.filter { $0.value.tokens + (now - $0.value.updated) * rate < capacity }
-        if buckets.count > 0 {
-            let newest = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(buckets.count / 2)
+        if buckets.count > keep {
+            let newest = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(keep)
             buckets = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
         }
     }
