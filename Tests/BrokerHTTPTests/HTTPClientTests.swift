@@ -225,9 +225,9 @@ struct HTTPClientTests {
             }
             // Ordering, not time: all eight are in flight, held by the server until released; the fast
             // request must complete meanwhile (it would never complete if slow transfers held every thread).
-            while try await client.send(HTTPClientRequest(url: server.url("/held/\(name)"))).bodyText != "8" {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            var held = HTTPClientRequest(url: server.url("/held/\(name)/8"))
+            held.timeout = .seconds(300)
+            #expect(try await client.send(held).status == 200, "the server holds all eight")
             let fast = try await client.send(HTTPClientRequest(url: server.url("/status/200")))
             #expect(fast.status == 200)
             #expect(finishedSlow.value.load(ordering: .relaxed) == 0, "the slow ones are still held")
@@ -243,9 +243,9 @@ struct HTTPClientTests {
         let name = "cancel-\(UUID().uuidString)"
         let url = server.url("/hold/\(name)")
         let task = Task { try await client.send(HTTPClientRequest(url: url)) }
-        while try await client.send(HTTPClientRequest(url: server.url("/held/\(name)"))).bodyText != "1" {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        var held = HTTPClientRequest(url: server.url("/held/\(name)/1"))
+        held.timeout = .seconds(300)
+        #expect(try await client.send(held).status == 200, "the transfer is in flight")
         task.cancel()
         await #expect(throws: HTTPClientError(kind: .cancelled, message: "")) { try await task.value }
         _ = try await client.send(HTTPClientRequest(url: server.url("/release/\(name)")))

@@ -10,7 +10,7 @@ Prints "port N" on stdout once listening, serves until stdin closes (so it dies 
   /slow/MS           waits MS milliseconds, then 200
   /hold/NAME         waits until /release/NAME (at most 120 s), then 200
   /release/NAME      releases every request held under NAME
-  /held/NAME         how many requests are held under NAME now (text)
+  /held/NAME/N       answers once N requests are held under NAME (at most 120 s; 200, or 504)
   /redirect          302 to /status/200
   /redirect-loop     302 to itself
   /headers           several response headers, one repeated
@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 GATES = {}
 HELD = {}
 LOCK = threading.Lock()
+CHANGED = threading.Condition(LOCK)
 
 
 def gate(name):
@@ -78,17 +79,20 @@ class Handler(BaseHTTPRequestHandler):
         elif name == "hold":
             with LOCK:
                 HELD[arg] = HELD.get(arg, 0) + 1
+                CHANGED.notify_all()
             released = gate(arg).wait(120)
             with LOCK:
                 HELD[arg] -= 1
+                CHANGED.notify_all()
             self.send_body(200 if released else 504, b"released" if released else b"never released")
         elif name == "release":
             gate(arg).set()
             self.send_body(200, b"ok")
         elif name == "held":
+            wanted = int(parts[2]) if len(parts) > 2 else 1
             with LOCK:
-                count = HELD.get(arg, 0)
-            self.send_body(200, str(count).encode())
+                reached = CHANGED.wait_for(lambda: HELD.get(arg, 0) >= wanted, timeout=120)
+            self.send_body(200 if reached else 504, str(HELD.get(arg, 0)).encode())
         elif name == "redirect":
             self.send_body(302, b"", extra=[("Location", "/status/200")])
         elif name == "redirect-loop":
