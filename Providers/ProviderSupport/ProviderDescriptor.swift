@@ -138,12 +138,6 @@ package struct ProviderSection: Sendable {
         return value
     }
 
-    /// The key's text; a missing one is a configuration error naming it.
-    package func required(_ key: String) throws(ProviderError) -> String {
-        guard let value = text(key) else { throw .invalidResponse("providers.\(id) needs \(key)") }
-        return value
-    }
-
     /// Two keys that must both be set (an id and its secret), with the contract's message.
     package func credentials(_ idKey: String, _ secretKey: String, label: String? = nil) throws(ProviderError)
         -> (id: String, secret: Secret)

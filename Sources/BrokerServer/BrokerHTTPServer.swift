@@ -202,11 +202,10 @@ package enum BrokerHTTPServer {
             )
         }
         let counter = ConnectionCounter(limit: cap)
-        let guardLogger = logger
         let server = HTTPServerBuilder.http1(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [
-                    ConnectionGuardHandler(counter: counter, limits: limits, logger: guardLogger)
+                    ConnectionGuardHandler(counter: counter, limits: limits, logger: logger)
                 ]
             )
         )

@@ -78,8 +78,6 @@ final class ConnectionCounter: Sendable {
     }
 
     func release() { open.withLockedValue { $0 -= 1 } }
-
-    var current: Int { open.withLockedValue { $0 } }
 }
 
 /// One connection's request deadline and its place under the connection cap.

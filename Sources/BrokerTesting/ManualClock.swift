@@ -17,9 +17,4 @@ package final class ManualClock: WallClock {
     package func advance(by seconds: Double) {
         current.withLock { $0 += seconds }
     }
-
-    /// Sets the clock to `seconds` since the epoch.
-    package func set(_ seconds: Double) {
-        current.withLock { $0 = seconds }
-    }
 }

@@ -44,17 +44,6 @@ package enum ProcessRunner {
         }
     }
 
-    /// ``run(_:_:stdin:environment:currentDirectory:timeout:)`` with text on standard input.
-    package static func run(
-        _ executable: String,
-        _ arguments: [String],
-        stdin text: String,
-        environment: [String: String] = [:],
-        timeout: Duration = .seconds(600)
-    ) async throws -> ProcessOutput {
-        try await run(executable, arguments, stdin: Array(text.utf8), environment: environment, timeout: timeout)
-    }
-
     /// The blocking form, for code that already runs on a thread of its own.
     package static func runBlocking(
         _ executable: String,

@@ -11,11 +11,6 @@ package enum TestPaths {
         ProcessInfo.processInfo.environment["BROKER_BIN"] ?? built("broker")
     }
 
-    /// `broker-full`, beside ``broker``.
-    package static var brokerFull: String {
-        URL(fileURLWithPath: broker).deletingLastPathComponent().appendingPathComponent("broker-full").path
-    }
-
     /// An executable of this package in the debug build folder.
     package static func built(_ name: String) -> String {
         repositoryRoot.appendingPathComponent(".build/debug/\(name)").path
@@ -24,11 +19,6 @@ package enum TestPaths {
     /// A script under `Tests/Interop/`.
     package static func interop(_ script: String) -> String {
         repositoryRoot.appendingPathComponent("Tests/Interop/\(script)").path
-    }
-
-    /// A path under the repository.
-    package static func repository(_ relative: String) -> String {
-        repositoryRoot.appendingPathComponent(relative).path
     }
 }
 
