@@ -19,12 +19,14 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.34.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
     ],
     targets: [
         // C libraries: system-library shims, reached only through BrokerCrypto / BrokerHTTP.
@@ -62,13 +64,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // The Store protocol and its SQLite implementation (GRDB).
+        // The Store protocol, its SQLite (GRDB) and PostgreSQL (PostgresNIO) implementations, and the schema
+        // both share.
         .target(
             name: "BrokerStore",
             dependencies: [
                 "BrokerCore", "BrokerSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -204,7 +210,9 @@ let package = Package(
         // The store contract: every promise of the Store protocol, run against each store.
         .testTarget(
             name: "BrokerStoreTests",
-            dependencies: ["BrokerStore", "BrokerCore", "BrokerTesting"],
+            dependencies: [
+                "BrokerStore", "BrokerCore", "BrokerTesting", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

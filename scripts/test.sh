@@ -14,7 +14,9 @@ swift build
 # The load suite saturates every core with scrypt for tens of seconds; on a 2-core CI machine it would starve
 # the other suites' servers (a single registration then misses the CLI's 30 s timeout). It runs on its own,
 # after everything else has run in parallel.
+# Every suite runs beside one throw-away PostgreSQL cluster (scripts/with-postgres.sh): the store contract and
+# the scale-out tests use it. The PostgreSQL tests alone: scripts/with-postgres.sh swift test --filter Postgres
 echo "== swift test (all but the load suite, in parallel)" >&2
-swift test --skip LoadTests
+scripts/with-postgres.sh swift test --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
-swift test --skip-build --filter LoadTests
+scripts/with-postgres.sh swift test --skip-build --filter LoadTests

@@ -24,13 +24,11 @@ package struct VisibleLogHandler: LogHandler {
         set { inner[metadataKey: key] = newValue.map(Self.visible) }
     }
 
-    package func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        inner.log(
-            level: level, message: "\(VisibleText.escape(message.description))",
-            metadata: metadata?.mapValues(Self.visible), source: source, file: file, function: function, line: line)
+    package func log(event: LogEvent) {
+        var event = event
+        event.message = "\(VisibleText.escape(event.message.description))"
+        event.metadata = event.metadata?.mapValues(Self.visible)
+        inner.log(event: event)
     }
 
     static func visible(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {

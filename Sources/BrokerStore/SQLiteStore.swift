@@ -26,102 +26,44 @@ package final class SQLiteStore: Store {
         configuration.label = "broker"
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            try Self.migrate(pool)
+        } catch let error as StoreError {
+            throw error
         } catch {
             throw StoreError.unavailable("cannot open the database \(path): \(error)")
         }
     }
 
-    /// Versioned migrations; applied in order, each once, recorded in `grdb_migrations`.
+    /// ``Schema/migrations`` in SQLite's dialect, recorded in `grdb_migrations` by identifier.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: users, password accounts, sessions, refresh tokens") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE users (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        provider TEXT NOT NULL,
-                        subject TEXT NOT NULL,
-                        email TEXT,
-                        name TEXT,
-                        created_at INTEGER NOT NULL
-                    );
-                    CREATE TABLE password_accounts (
-                        email TEXT PRIMARY KEY NOT NULL,
-                        user_id TEXT NOT NULL UNIQUE REFERENCES users(id) ON DELETE CASCADE,
-                        password_hash TEXT NOT NULL,
-                        updated_at INTEGER NOT NULL
-                    );
-                    CREATE TABLE sessions (
-                        id TEXT PRIMARY KEY NOT NULL,
-                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-                        client_id TEXT NOT NULL,
-                        scope TEXT,
-                        created_at INTEGER NOT NULL,
-                        revoked_at INTEGER
-                    );
-                    CREATE INDEX sessions_user ON sessions(user_id);
-                    CREATE TABLE refresh_tokens (
-                        hash TEXT PRIMARY KEY NOT NULL,
-                        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-                        created_at INTEGER NOT NULL,
-                        expires_at INTEGER NOT NULL,
-                        used_at INTEGER
-                    );
-                    CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id);
-                    CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
-                    """
-            )
-        }
-        migrator.registerMigration("v2: CI clients, exchanged subject tokens") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE clients (
-                        name TEXT PRIMARY KEY NOT NULL,
-                        secret_hash TEXT NOT NULL,
-                        scopes TEXT NOT NULL,
-                        trust_issuer TEXT,
-                        trust_subject TEXT,
-                        trust_audience TEXT,
-                        trust_max_age INTEGER,
-                        created_at INTEGER NOT NULL
-                    );
-                    CREATE TABLE exchanged_tokens (
-                        issuer TEXT NOT NULL,
-                        jti TEXT NOT NULL,
-                        expires_at INTEGER NOT NULL,
-                        PRIMARY KEY (issuer, jti)
-                    );
-                    CREATE INDEX exchanged_tokens_expiry ON exchanged_tokens(expires_at);
-                    """
-            )
-        }
-        migrator.registerMigration("v3: browser flow codes and state markers") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE authorization_codes (
-                        hash TEXT PRIMARY KEY NOT NULL,
-                        user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-                        code_challenge TEXT NOT NULL,
-                        redirect_uri TEXT NOT NULL,
-                        expires_at INTEGER NOT NULL,
-                        used_at INTEGER,
-                        session_id TEXT
-                    );
-                    CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
-                    CREATE TABLE state_markers (
-                        marker TEXT PRIMARY KEY NOT NULL,
-                        expires_at INTEGER NOT NULL
-                    );
-                    CREATE INDEX state_markers_expiry ON state_markers(expires_at);
-                    """
-            )
+        for migration in Schema.migrations {
+            migrator.registerMigration(migration.identifier) { db in try db.execute(sql: migration.sqlite) }
         }
         return migrator
     }
 
+    /// Applies pending migrations; refuses a database a newer broker migrated. Returns the versions applied.
+    @discardableResult
+    static func migrate(_ pool: DatabasePool) throws -> [Int] {
+        let migrator = migrator
+        let known = Set(Schema.migrations.map(\.identifier))
+        let applied = try pool.read { db in try migrator.appliedIdentifiers(db) }
+        let unknown = applied.subtracting(known)
+        if !unknown.isEmpty {
+            throw Schema.newerThanBinary(unknown.compactMap { Int($0.dropFirst().prefix { $0.isNumber }) })
+        }
+        try migrator.migrate(pool)
+        return Schema.migrations.filter { !applied.contains($0.identifier) }.map(\.version)
+    }
+
     package func ping() async throws {
         _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    package func schemaVersion() async throws -> Int {
+        let applied = try await pool.read { db in try Self.migrator.appliedIdentifiers(db) }
+        return Schema.migrations.filter { applied.contains($0.identifier) }.map(\.version).max() ?? 0
     }
 
     package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
@@ -304,6 +246,9 @@ package final class SQLiteStore: Store {
             try db.execute(sql: "DELETE FROM authorization_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
             try db.execute(
+                sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",
+                arguments: [Double(before), Double(before)])
+            try db.execute(
                 sql: """
                     DELETE FROM sessions WHERE created_at < ?
                     AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = sessions.id)
@@ -437,6 +382,106 @@ package final class SQLiteStore: Store {
                 arguments: [issuer, jti, expiresAt]
             )
             return db.changesCount == 1
+        }
+    }
+
+    // MARK: Shared state
+
+    package func signingKeys() async throws -> [StoredSigningKey] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT kid, algorithm, sealed_key, created_at, retired_at FROM signing_keys "
+                    + "ORDER BY created_at DESC, kid"
+            ).map {
+                StoredSigningKey(
+                    kid: $0["kid"], algorithm: $0["algorithm"], sealedKey: $0["sealed_key"],
+                    createdAt: $0["created_at"], retiredAt: $0["retired_at"])
+            }
+        }
+    }
+
+    package func addFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        try await pool.write { db in
+            guard try Int.fetchOne(db, sql: "SELECT 1 FROM signing_keys WHERE retired_at IS NULL") == nil else {
+                return false
+            }
+            try Self.insert(key, db)
+            return true
+        }
+    }
+
+    package func rotateSigningKey(to key: StoredSigningKey, now: Int64, dropRetiredBefore: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL", arguments: [now])
+            try db.execute(sql: "DELETE FROM signing_keys WHERE retired_at < ?", arguments: [dropRetiredBefore])
+            try Self.insert(key, db)
+        }
+    }
+
+    private static func insert(_ key: StoredSigningKey, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO signing_keys (kid, algorithm, sealed_key, created_at, retired_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [key.kid, key.algorithm, key.sealedKey, key.createdAt, key.retiredAt]
+        )
+    }
+
+    package func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO secret_keys (name, sealed_key, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [name, sealed, now]
+            )
+            return try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
+                ?? sealed
+        }
+    }
+
+    package func secretKey(name: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
+        }
+    }
+
+    package func updateThrottle<T: Sendable>(
+        keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
+    ) async throws -> T {
+        try await pool.write { db in
+            var entries: [String: ThrottleEntry] = [:]
+            for key in keys {
+                if let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT failures, last_failure, blocked_until, in_flight, in_flight_since "
+                        + "FROM login_throttle WHERE key = ?",
+                    arguments: [key])
+                {
+                    entries[key] = ThrottleEntry(
+                        failures: row["failures"], lastFailure: row["last_failure"],
+                        blockedUntil: row["blocked_until"], inFlight: row["in_flight"],
+                        inFlightSince: row["in_flight_since"])
+                }
+            }
+            let result = body(&entries)
+            for key in keys {
+                if let entry = entries[key] {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO login_throttle
+                                (key, failures, last_failure, blocked_until, in_flight, in_flight_since)
+                            VALUES (?, ?, ?, ?, ?, ?)
+                            ON CONFLICT(key) DO UPDATE SET failures = excluded.failures,
+                                last_failure = excluded.last_failure, blocked_until = excluded.blocked_until,
+                                in_flight = excluded.in_flight, in_flight_since = excluded.in_flight_since
+                            """,
+                        arguments: [
+                            key, entry.failures, entry.lastFailure, entry.blockedUntil, entry.inFlight,
+                            entry.inFlightSince,
+                        ])
+                } else {
+                    try db.execute(sql: "DELETE FROM login_throttle WHERE key = ?", arguments: [key])
+                }
+            }
+            return result
         }
     }
 

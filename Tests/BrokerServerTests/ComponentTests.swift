@@ -285,12 +285,9 @@ struct VisibleTextTests {
             get { metadata[key] }
             set { metadata[key] = newValue }
         }
-        func log(
-            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-            function: String, line: UInt
-        ) {
-            let all = self.metadata.merging(metadata ?? [:]) { $1 }
-            capture.lines.append("\(message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
+        func log(event: LogEvent) {
+            let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
+            capture.lines.append("\(event.message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
         }
     }
 

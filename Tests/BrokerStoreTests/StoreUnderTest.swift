@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerStore
 import BrokerTesting
 import Foundation
+import Logging
 import Testing
 
 /// A kind of store the contract suite runs against; each test gets a fresh, empty one.
@@ -9,10 +10,12 @@ import Testing
 /// A new store joins the suite by adding a case here: every test of ``StoreContract`` then runs against it.
 enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite
+    case postgres
 
     var testDescription: String { rawValue }
 
-    /// Every store this machine can run (the PostgreSQL store joins when it exists and a server is given).
+    /// Both stores: the PostgreSQL cases need the server `scripts/with-postgres.sh` starts (scripts/test.sh
+    /// runs every suite inside it) and fail, saying so, without one.
     static var available: [StoreUnderTest] { allCases }
 
     func make() async throws -> any Store {
@@ -20,7 +23,18 @@ enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable
         case .sqlite:
             let directory = try TemporaryDirectory.make(prefix: "broker-store")
             return try SQLiteStore(path: directory.appendingPathComponent("broker.sqlite3").path)
+        case .postgres:
+            return try await Self.openPostgres(try await TestPostgres.freshDatabase())
         }
+    }
+
+    /// A PostgreSQL store on `url`, with the test cluster's password.
+    static func openPostgres(_ url: String, poolSize: Int = 10) async throws -> PostgresStore {
+        guard case .postgres(let location) = try DatabaseLocation.parse(url) else {
+            throw TestSupportError("not a PostgreSQL URL: \(url)")
+        }
+        return try await PostgresStore.open(
+            location, password: TestPostgres.password, poolSize: poolSize, logger: Logger(label: "test"))
     }
 }
 

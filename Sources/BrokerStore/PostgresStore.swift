@@ -1,0 +1,837 @@
+package import BrokerCore
+package import Logging
+import NIOSSL
+import PostgresNIO
+
+/// The store several brokers share: PostgreSQL through PostgresNIO's connection pool.
+///
+/// What the SQLite store gets from its single writer, this one gets from row locks: a refresh token is read
+/// `FOR UPDATE` before it is spent, so two brokers presenting it at once are served one after the other and
+/// the second sees it used (reuse, the family is revoked); one-time values (codes, state markers, exchanged
+/// `jti`s, accounts by email) are decided by primary keys and unique indexes. Every call has a deadline: a
+/// database that does not answer is a ``StoreError/unavailable(_:)`` (HTTP 503), never a hang.
+///
+/// PostgreSQL features relied on (what a port to a compatible database must replace): `SELECT … FOR UPDATE`,
+/// `INSERT … ON CONFLICT … DO NOTHING / DO UPDATE`, `RETURNING`, partial unique indexes, transactional DDL and
+/// `pg_advisory_xact_lock` (migrations), `LOCK TABLE` (key rotation), READ COMMITTED isolation.
+package final class PostgresStore: Store {
+    package let location: PostgresLocation
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let logger: Logger
+    /// The longest one call may take before it is given up (and answered 503).
+    private let deadline: Duration
+
+    package var isShared: Bool { true }
+
+    /// Connects, checks the database answers, and applies pending migrations under an advisory lock (ten
+    /// brokers starting at once migrate once).
+    /// - Parameters:
+    ///   - password: from `BROKER_DATABASE_PASSWORD` or `server.database_password_file`; the URL's if `nil`.
+    ///   - poolSize: the most connections this broker opens.
+    ///   - migrate: `false` to refuse a database that is not at this binary's version instead of migrating it.
+    package static func open(
+        _ location: PostgresLocation,
+        password: String?,
+        poolSize: Int = 10,
+        deadline: Duration = .seconds(5),
+        migrate: Bool = true,
+        logger: Logger
+    ) async throws -> PostgresStore {
+        let store = try PostgresStore(
+            location: location, password: password, poolSize: poolSize, deadline: deadline, logger: logger)
+        do {
+            try await store.ping()
+            if migrate {
+                try await store.migrate()
+            } else {
+                let version = try await store.schemaVersion()
+                if version > Schema.current { throw Schema.newerThanBinary([version]) }
+            }
+        } catch {
+            await store.close()
+            throw error
+        }
+        return store
+    }
+
+    private init(
+        location: PostgresLocation, password: String?, poolSize: Int, deadline: Duration, logger: Logger
+    ) throws {
+        self.location = location
+        self.logger = logger
+        self.deadline = deadline
+        let tls: PostgresClient.Configuration.TLS
+        switch location.tls {
+        case .disable:
+            tls = .disable
+        case .verifyFull:
+            // NIOSSL's client default: full verification (chain and host name) against the system's roots.
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.certificateVerification = .fullVerification
+            do {
+                tls = .require(try NIOSSLContext(configuration: configuration).configuration)
+            } catch {
+                throw StoreError.unavailable("cannot set up TLS for PostgreSQL: \(error)")
+            }
+        }
+        var configuration = PostgresClient.Configuration(
+            host: location.host, port: location.port, username: location.user,
+            password: password ?? location.passwordInURL, database: location.database, tls: tls)
+        configuration.options.maximumConnections = max(1, poolSize)
+        configuration.options.minimumConnections = 0
+        configuration.options.connectTimeout = deadline
+        configuration.options.connectionIdleTimeout = .seconds(60)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.client = client
+        runner = Task.detached { await client.run() }
+    }
+
+    deinit { runner.cancel() }
+
+    package func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    // MARK: Plumbing
+
+    private enum Outcome<T: Sendable>: Sendable {
+        case value(T)
+        case timedOut
+    }
+
+    /// Runs `operation` with the store's deadline, mapping PostgreSQL's errors to ``StoreError``.
+    private func run<T: Sendable>(
+        _ what: String, _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let deadline = deadline
+        let outcome: Outcome<T>
+        do {
+            outcome = try await withThrowingTaskGroup(of: Outcome<T>.self) { group in
+                group.addTask { .value(try await operation()) }
+                group.addTask {
+                    try await Task.sleep(for: deadline)
+                    return .timedOut
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next() else { return .timedOut }
+                return first
+            }
+        } catch let error as PSQLError {
+            throw Self.storeError(error, location: location, what: what)
+        } catch let error as StoreError {
+            throw error
+        } catch let error as PostgresTransactionError {
+            // The first thing that went wrong decides: the closure's error, else BEGIN's or COMMIT's.
+            let cause = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
+            if let cause = cause as? PSQLError { throw Self.storeError(cause, location: location, what: what) }
+            if let cause = cause as? StoreError { throw cause }
+            throw StoreError.unavailable("\(what) failed: \(cause.map { "\($0)" } ?? "transaction error")")
+        } catch is CancellationError {
+            throw StoreError.unavailable("\(what): cancelled")
+        } catch {
+            throw StoreError.unavailable("\(what) failed: \(error)")
+        }
+        switch outcome {
+        case .value(let value): return value
+        case .timedOut:
+            throw StoreError.unavailable(
+                "PostgreSQL at \(location.address) did not answer within \(deadline) (\(what))")
+        }
+    }
+
+    /// A unique violation is a conflict; anything else means the database could not do it (503).
+    static func storeError(_ error: PSQLError, location: PostgresLocation, what: String) -> StoreError {
+        if let state = error.serverInfo?[.sqlState], state == "23505" {
+            return .conflict(error.serverInfo?[.message] ?? "duplicate key")
+        }
+        if let message = error.serverInfo?[.message] {
+            return .unavailable("PostgreSQL at \(location.address) refused \(what): \(message)")
+        }
+        var reason = "\(error.code)"
+        if let underlying = error.underlying { reason += ": \(underlying)" }
+        return .unavailable("cannot reach PostgreSQL at \(location.address) (\(what)): \(reason)")
+    }
+
+    private func transaction<T: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let client = client
+        let logger = logger
+        return try await run(what) {
+            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    private func query(_ what: String, _ query: PostgresQuery) async throws {
+        let client = client
+        try await run(what) { try await client.query(query).drain() }
+    }
+
+    // MARK: Migrations
+
+    static let migrationLock: Int64 = 0x6272_6f6b_6572  // "broker"
+
+    /// Applies pending migrations in one transaction under an advisory lock; returns the versions applied.
+    @discardableResult
+    package func migrate() async throws -> [Int] {
+        let logger = logger
+        return try await transaction("migration") { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                .drain()
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS broker_schema_migrations (
+                    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)
+                """, logger: logger
+            ).drain()
+            var applied: [Int] = []
+            for try await version in try await connection.query(
+                "SELECT version FROM broker_schema_migrations", logger: logger
+            ).decode(Int.self) {
+                applied.append(version)
+            }
+            let known = Set(Schema.migrations.map(\.version))
+            let unknown = applied.filter { !known.contains($0) }
+            if !unknown.isEmpty { throw Schema.newerThanBinary(unknown) }
+            var done: [Int] = []
+            for migration in Schema.migrations where !applied.contains(migration.version) {
+                for statement in Self.statements(migration.postgres) {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).drain()
+                }
+                try await connection.query(
+                    """
+                    INSERT INTO broker_schema_migrations (version, name, applied_at)
+                    VALUES (\(migration.version), \(migration.name), EXTRACT(EPOCH FROM now())::BIGINT)
+                    """, logger: logger
+                ).drain()
+                done.append(migration.version)
+            }
+            return done
+        }
+    }
+
+    /// The statements of a migration's script (no `;` inside literals in ours).
+    static func statements(_ script: String) -> [String] {
+        script.split(separator: ";").map { $0.trimmingCharacters(in: " \n\t") }.filter { !$0.isEmpty }
+    }
+
+    package func schemaVersion() async throws -> Int {
+        let client = client
+        return try await run("schema version") {
+            let exists = try await client.query("SELECT to_regclass('broker_schema_migrations') IS NOT NULL")
+                .decode(Bool.self).first { _ in true }
+            guard exists == true else { return 0 }
+            return try await client.query("SELECT COALESCE(MAX(version), 0) FROM broker_schema_migrations")
+                .decode(Int.self).first { _ in true } ?? 0
+        }
+    }
+
+    package func ping() async throws {
+        try await query("ping", "SELECT 1")
+    }
+
+    // MARK: Accounts and users
+
+    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+        let logger = logger
+        do {
+            try await transaction("registration") { connection in
+                try await Self.insert(user, connection, logger)
+                try await connection.query(
+                    """
+                    INSERT INTO password_accounts (email, user_id, password_hash, updated_at)
+                    VALUES (\(email), \(user.id.description), \(passwordHash), \(user.createdAt))
+                    """, logger: logger
+                ).drain()
+            }
+        } catch let error as StoreError where error.code == .conflict {
+            throw StoreError.conflict("an account with this email exists")
+        }
+    }
+
+    package func passwordAccount(email: String) async throws -> PasswordAccount? {
+        let client = client
+        return try await run("account lookup") {
+            let rows = try await client.query(
+                """
+                SELECT a.email, a.password_hash, u.id, u.email, u.name, u.created_at
+                FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.email = \(email)
+                """
+            ).decode((String, String, String, String?, String?, Int64).self)
+            for try await (email, hash, id, userEmail, name, created) in rows {
+                guard let userID = UserID(id) else { return nil }
+                return PasswordAccount(
+                    user: UserRecord(id: userID, email: userEmail, name: name, createdAt: created),
+                    email: email, passwordHash: hash)
+            }
+            return nil
+        }
+    }
+
+    package func updatePasswordHash(email: String, from old: String, to new: String) async throws {
+        try await query(
+            "password rehash",
+            """
+            UPDATE password_accounts SET password_hash = \(new), updated_at = EXTRACT(EPOCH FROM now())::BIGINT
+            WHERE email = \(email) AND password_hash = \(old)
+            """)
+    }
+
+    package func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+        let client = client
+        return try await run("user upsert") {
+            let rows = try await client.query(
+                """
+                INSERT INTO users (id, provider, subject, email, name, created_at)
+                VALUES (\(user.id.description), \(user.id.provider.rawValue), \(user.id.subject), \(user.email),
+                        \(user.name), \(user.createdAt))
+                ON CONFLICT (id) DO UPDATE SET email = excluded.email, name = excluded.name
+                RETURNING email, name, created_at
+                """
+            ).decode((String?, String?, Int64).self)
+            for try await (email, name, created) in rows {
+                return UserRecord(id: user.id, email: email, name: name, createdAt: created)
+            }
+            return user
+        }
+    }
+
+    package func user(id: UserID) async throws -> UserRecord? {
+        let client = client
+        return try await run("user lookup") {
+            let rows = try await client.query(
+                "SELECT email, name, created_at FROM users WHERE id = \(id.description)"
+            ).decode((String?, String?, Int64).self)
+            for try await (email, name, created) in rows {
+                return UserRecord(id: id, email: email, name: name, createdAt: created)
+            }
+            return nil
+        }
+    }
+
+    private static func insert(_ user: UserRecord, _ connection: PostgresConnection, _ logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO users (id, provider, subject, email, name, created_at)
+            VALUES (\(user.id.description), \(user.id.provider.rawValue), \(user.id.subject), \(user.email),
+                    \(user.name), \(user.createdAt))
+            """, logger: logger
+        ).drain()
+    }
+
+    // MARK: Sessions and refresh tokens
+
+    package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
+        let logger = logger
+        try await transaction("session start") { connection in
+            try await connection.query(
+                """
+                INSERT INTO sessions (id, user_id, client_id, scope, created_at)
+                VALUES (\(session.id), \(session.userID.description), \(session.clientID), \(session.scope),
+                        \(session.createdAt))
+                """, logger: logger
+            ).drain()
+            for try await _ in try await connection.execute(
+                InsertRefreshToken(
+                    hash: firstToken.hash.hex, sessionID: session.id, createdAt: firstToken.createdAt,
+                    expiresAt: firstToken.expiresAt),
+                logger: logger)
+            {}
+        }
+    }
+
+    package func rotateRefreshToken(
+        hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64
+    ) async throws -> RotationOutcome {
+        let logger = logger
+        return try await transaction("refresh token rotation") { connection in
+            // FOR UPDATE: a second broker presenting the same token waits here, then reads it used.
+            var found: (Int64, Int64?, SessionRecord)?
+            for try await row in try await connection.execute(LockRefreshToken(hash: hash.hex), logger: logger) {
+                let (expires, used, id, user, clientID, scope, created, revoked) = row
+                guard let userID = UserID(user) else { break }
+                found = (
+                    expires, used,
+                    SessionRecord(
+                        id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
+                        revokedAt: revoked)
+                )
+            }
+            guard let (expiresAt, usedAt, session) = found else { return .unknown }
+            if session.revokedAt != nil { return .revoked }
+            if usedAt != nil {
+                try await connection.query(
+                    "UPDATE sessions SET revoked_at = \(now) WHERE id = \(session.id) AND revoked_at IS NULL",
+                    logger: logger
+                ).drain()
+                return .reused(sessionID: session.id)
+            }
+            if expiresAt <= now { return .expired }
+            var spent = 0
+            for try await _ in try await connection.execute(SpendRefreshToken(hash: hash.hex, now: now), logger: logger)
+            {
+                spent += 1
+            }
+            guard spent == 1 else { return .reused(sessionID: session.id) }
+            for try await _ in try await connection.execute(
+                InsertRefreshToken(hash: nextHash.hex, sessionID: session.id, createdAt: now, expiresAt: nextExpiresAt),
+                logger: logger)
+            {}
+            return .rotated(session)
+        }
+    }
+
+    package func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
+        let client = client
+        return try await run("revocation") {
+            let rows = try await client.query(
+                """
+                WITH token AS (SELECT session_id FROM refresh_tokens WHERE hash = \(hash.hex)),
+                     revoked AS (UPDATE sessions SET revoked_at = \(now)
+                                 WHERE id IN (SELECT session_id FROM token) AND revoked_at IS NULL)
+                SELECT count(*) FROM token
+                """
+            ).decode(Int64.self)
+            for try await count in rows { return count > 0 }
+            return false
+        }
+    }
+
+    package func revokeSession(id: String, now: Int64) async throws -> Bool {
+        let client = client
+        return try await run("revocation") {
+            let rows = try await client.query(
+                "UPDATE sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL RETURNING 1"
+            ).decode(Int.self)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    package func session(id: String) async throws -> SessionRecord? {
+        let client = client
+        return try await run("session lookup") {
+            let rows = try await client.query(
+                "SELECT user_id, client_id, scope, created_at, revoked_at FROM sessions WHERE id = \(id)"
+            ).decode((String, String, String?, Int64, Int64?).self)
+            for try await (user, clientID, scope, created, revoked) in rows {
+                guard let userID = UserID(user) else { return nil }
+                return SessionRecord(
+                    id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked)
+            }
+            return nil
+        }
+    }
+
+    package func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+        let client = client
+        let found = try await run("session lookup") { () -> SessionAndUser? in
+            for try await row in try await client.execute(SessionWithUser(id: id)) {
+                let (user, clientID, scope, created, revoked, email, name, userCreated) = row
+                guard let userID = UserID(user) else { return nil }
+                return SessionAndUser(
+                    session: SessionRecord(
+                        id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
+                        revokedAt: revoked),
+                    user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated))
+            }
+            return nil
+        }
+        return found.map { ($0.session, $0.user) }
+    }
+
+    private struct SessionAndUser: Sendable {
+        let session: SessionRecord
+        let user: UserRecord
+    }
+
+    package func purge(expiredBefore before: Int64) async throws {
+        let logger = logger
+        try await transaction("purge") { connection in
+            for statement: PostgresQuery in [
+                "DELETE FROM refresh_tokens WHERE expires_at < \(before)",
+                "DELETE FROM exchanged_tokens WHERE expires_at < \(before)",
+                "DELETE FROM authorization_codes WHERE expires_at < \(before)",
+                "DELETE FROM state_markers WHERE expires_at < \(before)",
+                """
+                DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
+                AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))
+                """,
+                """
+                DELETE FROM sessions WHERE created_at < \(before)
+                AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = sessions.id)
+                """,
+            ] {
+                try await connection.query(statement, logger: logger).drain()
+            }
+        }
+    }
+
+    // MARK: Browser flow
+
+    package func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
+        try await query(
+            "code issue",
+            """
+            INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at)
+            VALUES (\(code.hash.hex), \(code.userID.description), \(code.codeChallenge), \(code.redirectURI),
+                    \(code.expiresAt))
+            """)
+    }
+
+    package func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
+        let client = client
+        return try await run("code redemption") {
+            let spent = try await client.query(
+                """
+                UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex) AND used_at IS NULL
+                RETURNING user_id, code_challenge, redirect_uri, expires_at
+                """
+            ).decode((String, String, String, Int64).self)
+            for try await (user, challenge, redirect, expires) in spent {
+                guard let userID = UserID(user) else { return .unknown }
+                return .redeemed(
+                    AuthorizationCodeRecord(
+                        hash: hash, userID: userID, codeChallenge: challenge, redirectURI: redirect,
+                        expiresAt: expires))
+            }
+            let earlier = try await client.query(
+                "SELECT session_id FROM authorization_codes WHERE hash = \(hash.hex)"
+            ).decode(String?.self)
+            for try await session in earlier { return .reused(sessionID: session) }
+            return .unknown
+        }
+    }
+
+    package func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
+        try await query(
+            "code session", "UPDATE authorization_codes SET session_id = \(sessionID) WHERE hash = \(hash.hex)")
+    }
+
+    package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
+        try await insertedOne(
+            "state marker",
+            """
+            INSERT INTO state_markers (marker, expires_at) VALUES (\(marker), \(expiresAt))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """)
+    }
+
+    package func isStateMarkerSpent(_ marker: String) async throws -> Bool {
+        try await insertedOne("state marker", "SELECT 1 FROM state_markers WHERE marker = \(marker)")
+    }
+
+    /// Whether `query` returned a row.
+    private func insertedOne(_ what: String, _ query: PostgresQuery) async throws -> Bool {
+        let client = client
+        return try await run(what) {
+            for try await _ in try await client.query(query).decode(Int.self) { return true }
+            return false
+        }
+    }
+
+    // MARK: CI clients
+
+    package func createClient(_ record: ClientRecord) async throws {
+        do {
+            try await query(
+                "client creation",
+                """
+                INSERT INTO clients (name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience,
+                                     trust_max_age, created_at)
+                VALUES (\(record.name), \(record.secretHash ?? ""), \(record.scopes.joined(separator: " ")),
+                        \(record.trust?.issuer), \(record.trust?.subjectPattern), \(record.trust?.audience),
+                        \(record.trust?.maxAge), \(record.createdAt))
+                """)
+        } catch let error as StoreError where error.code == .conflict {
+            throw StoreError.conflict("a client named \(record.name) exists")
+        }
+    }
+
+    package func client(name: String) async throws -> ClientRecord? {
+        let client = client
+        return try await run("client lookup") {
+            for try await row in try await client.execute(ClientByName(name: name)) { return Self.client(row) }
+            return nil
+        }
+    }
+
+    package func clients() async throws -> [ClientRecord] {
+        let client = client
+        return try await run("client list") {
+            var records: [ClientRecord] = []
+            let rows = try await client.query(
+                """
+                SELECT name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age,
+                       created_at
+                FROM clients ORDER BY name
+                """
+            ).decode(ClientByName.Row.self)
+            for try await row in rows { records.append(Self.client(row)) }
+            return records
+        }
+    }
+
+    package func deleteClient(name: String) async throws -> Bool {
+        try await insertedOne("client deletion", "DELETE FROM clients WHERE name = \(name) RETURNING 1")
+    }
+
+    package func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
+        try await insertedOne(
+            "token exchange",
+            """
+            INSERT INTO exchanged_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(expiresAt))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """)
+    }
+
+    private static func client(_ row: ClientByName.Row) -> ClientRecord {
+        let (name, hash, scopes, issuer, subject, audience, maxAge, created) = row
+        var trust: TrustPolicy?
+        if let issuer, let subject {
+            trust = TrustPolicy(
+                issuer: issuer, subjectPattern: subject, audience: audience ?? "broker", maxAge: maxAge ?? 600)
+        }
+        return ClientRecord(
+            name: name, secretHash: hash.isEmpty ? nil : hash, scopes: scopes.split(separator: " ").map(String.init),
+            trust: trust, createdAt: created)
+    }
+
+    // MARK: Shared state
+
+    package func signingKeys() async throws -> [StoredSigningKey] {
+        let client = client
+        return try await run("signing keys") {
+            var keys: [StoredSigningKey] = []
+            let rows = try await client.query(
+                "SELECT kid, algorithm, sealed_key, created_at, retired_at FROM signing_keys ORDER BY created_at DESC, kid"
+            ).decode((String, String, String, Int64, Int64?).self)
+            for try await (kid, algorithm, sealed, created, retired) in rows {
+                keys.append(
+                    StoredSigningKey(
+                        kid: kid, algorithm: algorithm, sealedKey: sealed, createdAt: created, retiredAt: retired))
+            }
+            return keys
+        }
+    }
+
+    package func addFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        // The partial unique index on current keys decides between brokers starting at once.
+        try await insertedOne(
+            "signing key",
+            """
+            INSERT INTO signing_keys (kid, algorithm, sealed_key, created_at, retired_at)
+            VALUES (\(key.kid), \(key.algorithm), \(key.sealedKey), \(key.createdAt), \(key.retiredAt))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """)
+    }
+
+    package func rotateSigningKey(to key: StoredSigningKey, now: Int64, dropRetiredBefore: Int64) async throws {
+        let logger = logger
+        try await transaction("key rotation") { connection in
+            try await connection.query("LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger)
+                .drain()
+            try await connection.query(
+                "UPDATE signing_keys SET retired_at = \(now) WHERE retired_at IS NULL", logger: logger
+            ).drain()
+            try await connection.query(
+                "DELETE FROM signing_keys WHERE retired_at < \(dropRetiredBefore)", logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                INSERT INTO signing_keys (kid, algorithm, sealed_key, created_at, retired_at)
+                VALUES (\(key.kid), \(key.algorithm), \(key.sealedKey), \(key.createdAt), \(key.retiredAt))
+                """, logger: logger
+            ).drain()
+        }
+    }
+
+    package func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
+        let client = client
+        return try await run("secret key") {
+            try await client.query(
+                """
+                INSERT INTO secret_keys (name, sealed_key, created_at) VALUES (\(name), \(sealed), \(now))
+                ON CONFLICT (name) DO NOTHING
+                """
+            ).drain()
+            for try await stored in try await client.query(
+                "SELECT sealed_key FROM secret_keys WHERE name = \(name)"
+            ).decode(String.self) {
+                return stored
+            }
+            return sealed
+        }
+    }
+
+    package func secretKey(name: String) async throws -> String? {
+        let client = client
+        return try await run("secret key") {
+            for try await stored in try await client.query(
+                "SELECT sealed_key FROM secret_keys WHERE name = \(name)"
+            ).decode(String.self) {
+                return stored
+            }
+            return nil
+        }
+    }
+
+    package func updateThrottle<T: Sendable>(
+        keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
+    ) async throws -> T {
+        let logger = logger
+        let sorted = Array(Set(keys)).sorted()
+        return try await transaction("login throttle") { connection in
+            // Rows are created (empty) and then locked in key order, so brokers never deadlock on them.
+            for key in sorted {
+                try await connection.query(
+                    """
+                    INSERT INTO login_throttle (key, failures, last_failure, blocked_until, in_flight, in_flight_since)
+                    VALUES (\(key), 0, 0, 0, 0, 0) ON CONFLICT (key) DO NOTHING
+                    """, logger: logger
+                ).drain()
+            }
+            var entries: [String: ThrottleEntry] = [:]
+            let rows = try await connection.query(
+                """
+                SELECT key, failures, last_failure, blocked_until, in_flight, in_flight_since FROM login_throttle
+                WHERE key = ANY(\(sorted)) ORDER BY key FOR UPDATE
+                """, logger: logger
+            ).decode((String, Int, Double, Double, Int, Double).self)
+            for try await (key, failures, last, blocked, inFlight, since) in rows {
+                let entry = ThrottleEntry(
+                    failures: failures, lastFailure: last, blockedUntil: blocked, inFlight: inFlight,
+                    inFlightSince: since)
+                if entry != ThrottleEntry() { entries[key] = entry }
+            }
+            let result = body(&entries)
+            for key in sorted {
+                if let entry = entries[key], entry != ThrottleEntry() {
+                    try await connection.query(
+                        """
+                        UPDATE login_throttle SET failures = \(entry.failures), last_failure = \(entry.lastFailure),
+                            blocked_until = \(entry.blockedUntil), in_flight = \(entry.inFlight),
+                            in_flight_since = \(entry.inFlightSince)
+                        WHERE key = \(key)
+                        """, logger: logger
+                    ).drain()
+                } else {
+                    try await connection.query("DELETE FROM login_throttle WHERE key = \(key)", logger: logger)
+                        .drain()
+                }
+            }
+            return result
+        }
+    }
+}
+
+extension PostgresRowSequence {
+    /// Reads the response to its end (so that an error after the first row still surfaces).
+    func drain() async throws {
+        for try await _ in self {}
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+}
+
+// MARK: Prepared statements (the hot paths)
+
+struct SessionWithUser: PostgresPreparedStatement {
+    static let name = "broker_session_with_user"
+    static let sql = """
+        SELECT s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at
+        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1
+        """
+    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64)
+    var id: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(id)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+struct ClientByName: PostgresPreparedStatement {
+    static let name = "broker_client_by_name"
+    static let sql = """
+        SELECT name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at
+        FROM clients WHERE name = $1
+        """
+    typealias Row = (String, String, String, String?, String?, String?, Int64?, Int64)
+    var name: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(name)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+struct LockRefreshToken: PostgresPreparedStatement {
+    static let name = "broker_lock_refresh_token"
+    static let sql = """
+        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = $1 FOR UPDATE
+        """
+    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?)
+    var hash: String
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(hash)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+struct SpendRefreshToken: PostgresPreparedStatement {
+    static let name = "broker_spend_refresh_token"
+    static let sql = "UPDATE refresh_tokens SET used_at = $1 WHERE hash = $2 AND used_at IS NULL RETURNING 1"
+    typealias Row = Int32
+    var hash: String
+    var now: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(now)
+        bindings.append(hash)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+struct InsertRefreshToken: PostgresPreparedStatement {
+    static let name = "broker_insert_refresh_token"
+    static let sql = """
+        INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES ($1, $2, $3, $4) RETURNING 1
+        """
+    typealias Row = Int32
+    var hash: String
+    var sessionID: String
+    var createdAt: Int64
+    var expiresAt: Int64
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(hash)
+        bindings.append(sessionID)
+        bindings.append(createdAt)
+        bindings.append(expiresAt)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}

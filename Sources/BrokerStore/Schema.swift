@@ -1,0 +1,236 @@
+/// The broker's schema as one versioned list of migrations, each written once per dialect, so that the
+/// SQLite and PostgreSQL stores can never drift apart in what they hold: version N means the same tables on
+/// both. A store applies the versions it lacks in order, each once, and refuses a database that records a
+/// version this binary does not know (a newer broker migrated it; running an older one would write rows the
+/// newer schema does not expect).
+///
+/// Rules for adding one: append (never edit or reorder a released migration), keep both dialects' tables and
+/// columns identical in name and meaning, and keep `BrokerStore.copy` (`broker db copy`) in step.
+package enum Schema {
+    package struct Migration: Sendable {
+        package let version: Int
+        package let name: String
+        let sqlite: String
+        let postgres: String
+
+        /// The identifier SQLite's GRDB migrator records (the first three predate this list and keep theirs).
+        var identifier: String { "v\(version): \(name)" }
+    }
+
+    /// The newest version this binary knows.
+    package static var current: Int { migrations.last?.version ?? 0 }
+
+    package static let migrations: [Migration] = [
+        Migration(
+            version: 1,
+            name: "users, password accounts, sessions, refresh tokens",
+            sqlite: """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    provider TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    email TEXT,
+                    name TEXT,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE password_accounts (
+                    email TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL UNIQUE REFERENCES users(id) ON DELETE CASCADE,
+                    password_hash TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL,
+                    scope TEXT,
+                    created_at INTEGER NOT NULL,
+                    revoked_at INTEGER
+                );
+                CREATE INDEX sessions_user ON sessions(user_id);
+                CREATE TABLE refresh_tokens (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER
+                );
+                CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id);
+                CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE users (
+                    id TEXT PRIMARY KEY,
+                    provider TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    email TEXT,
+                    name TEXT,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE password_accounts (
+                    email TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL UNIQUE REFERENCES users(id) ON DELETE CASCADE,
+                    password_hash TEXT NOT NULL,
+                    updated_at BIGINT NOT NULL
+                );
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL,
+                    scope TEXT,
+                    created_at BIGINT NOT NULL,
+                    revoked_at BIGINT
+                );
+                CREATE INDEX sessions_user ON sessions(user_id);
+                CREATE TABLE refresh_tokens (
+                    hash TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                );
+                CREATE INDEX refresh_tokens_session ON refresh_tokens(session_id);
+                CREATE INDEX refresh_tokens_expiry ON refresh_tokens(expires_at);
+                """
+        ),
+        Migration(
+            version: 2,
+            name: "CI clients, exchanged subject tokens",
+            sqlite: """
+                CREATE TABLE clients (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    secret_hash TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    trust_issuer TEXT,
+                    trust_subject TEXT,
+                    trust_audience TEXT,
+                    trust_max_age INTEGER,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE exchanged_tokens (
+                    issuer TEXT NOT NULL,
+                    jti TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    PRIMARY KEY (issuer, jti)
+                );
+                CREATE INDEX exchanged_tokens_expiry ON exchanged_tokens(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE clients (
+                    name TEXT PRIMARY KEY,
+                    secret_hash TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    trust_issuer TEXT,
+                    trust_subject TEXT,
+                    trust_audience TEXT,
+                    trust_max_age BIGINT,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE exchanged_tokens (
+                    issuer TEXT NOT NULL,
+                    jti TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    PRIMARY KEY (issuer, jti)
+                );
+                CREATE INDEX exchanged_tokens_expiry ON exchanged_tokens(expires_at);
+                """
+        ),
+        Migration(
+            version: 3,
+            name: "browser flow codes and state markers",
+            sqlite: """
+                CREATE TABLE authorization_codes (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    code_challenge TEXT NOT NULL,
+                    redirect_uri TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER,
+                    session_id TEXT
+                );
+                CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
+                CREATE TABLE state_markers (
+                    marker TEXT PRIMARY KEY NOT NULL,
+                    expires_at INTEGER NOT NULL
+                );
+                CREATE INDEX state_markers_expiry ON state_markers(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE authorization_codes (
+                    hash TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    code_challenge TEXT NOT NULL,
+                    redirect_uri TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    session_id TEXT
+                );
+                CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
+                CREATE TABLE state_markers (
+                    marker TEXT PRIMARY KEY,
+                    expires_at BIGINT NOT NULL
+                );
+                CREATE INDEX state_markers_expiry ON state_markers(expires_at);
+                """
+        ),
+        Migration(
+            version: 4,
+            name: "sealed signing and secret keys, shared login throttle",
+            sqlite: """
+                CREATE TABLE signing_keys (
+                    kid TEXT PRIMARY KEY NOT NULL,
+                    algorithm TEXT NOT NULL,
+                    sealed_key TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    retired_at INTEGER
+                );
+                CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys((retired_at IS NULL))
+                    WHERE retired_at IS NULL;
+                CREATE TABLE secret_keys (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    sealed_key TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE login_throttle (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    failures INTEGER NOT NULL,
+                    last_failure REAL NOT NULL,
+                    blocked_until REAL NOT NULL,
+                    in_flight INTEGER NOT NULL,
+                    in_flight_since REAL NOT NULL
+                );
+                """,
+            postgres: """
+                CREATE TABLE signing_keys (
+                    kid TEXT PRIMARY KEY,
+                    algorithm TEXT NOT NULL,
+                    sealed_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    retired_at BIGINT
+                );
+                CREATE UNIQUE INDEX signing_keys_one_current ON signing_keys((retired_at IS NULL))
+                    WHERE retired_at IS NULL;
+                CREATE TABLE secret_keys (
+                    name TEXT PRIMARY KEY,
+                    sealed_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE login_throttle (
+                    key TEXT PRIMARY KEY,
+                    failures INTEGER NOT NULL,
+                    last_failure DOUBLE PRECISION NOT NULL,
+                    blocked_until DOUBLE PRECISION NOT NULL,
+                    in_flight INTEGER NOT NULL,
+                    in_flight_since DOUBLE PRECISION NOT NULL
+                );
+                """
+        ),
+    ]
+
+    /// The refusal for a database that a newer broker migrated.
+    static func newerThanBinary(_ versions: [Int]) -> StoreError {
+        .unavailable(
+            "the database has schema version \(versions.max() ?? 0), newer than this broker's \(current); "
+                + "run the broker version that migrated it (or newer)")
+    }
+}
