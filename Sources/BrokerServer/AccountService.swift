@@ -95,7 +95,7 @@ final class AccountService: Sendable {
         let password = Secret(try input.string("password"))
         let email = (try? AccountRules.normalizedEmail(rawEmail).get()) ?? rawEmail.trimmingWhitespace().lowercased()
         // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
-        let admission = throttle?.admit(account: email, address: address) ?? .open
+        let admission = try await throttle?.admit(account: email, address: address) ?? .open
         switch admission {
         case .blocked(let wait):
             throw APIError.tooManyRequests(
@@ -108,13 +108,20 @@ final class AccountService: Sendable {
         case .open, .correctPasswordOnly:
             break
         }
-        let account = try await store.passwordAccount(email: email)
+        let account: PasswordAccount?
+        do {
+            account = try await store.passwordAccount(email: email)
+        } catch {
+            try? await throttle?.refund(account: email, address: address, admission: admission)
+            throw error
+        }
         let stored = account?.passwordHash ?? dummyHash
         let verified: Bool
         do {
             verified = try await hashInPool { [hasher] in try hasher.verify(password, against: stored) }
         } catch let error as PasswordHasher.VerifyError {
-            throttle?.refund(account: email, address: address, admission: admission)
+            // Best effort: a reservation that cannot be given back lapses after a minute.
+            try? await throttle?.refund(account: email, address: address, admission: admission)
             // A corrupt or hostile row: refused before any memory is spent on it.
             logger.error(
                 "stored password hash cannot be used",
@@ -123,15 +130,16 @@ final class AccountService: Sendable {
             throw APIError.serverError
         } catch {
             // The pool was full: no verdict, so the attempt does not count.
-            throttle?.refund(account: email, address: address, admission: admission)
+            // Best effort: a reservation that cannot be given back lapses after a minute.
+            try? await throttle?.refund(account: email, address: address, admission: admission)
             throw error
         }
         guard verified, let account else {
-            throttle?.settle(account: email, address: address, admission: admission, succeeded: false)
+            try await throttle?.settle(account: email, address: address, admission: admission, succeeded: false)
             logger.info("login refused", metadata: ["broker.address": "\(address ?? "-")"])
             throw APIError.invalidCredentials
         }
-        throttle?.settle(account: email, address: address, admission: admission, succeeded: true)
+        try await throttle?.settle(account: email, address: address, admission: admission, succeeded: true)
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }

@@ -48,6 +48,14 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
             response = BrokerHTTPServer.response(error)
         } catch let error as any HTTPResponseError {
             response = BrokerHTTPServer.response(Self.apiError(status: error.status))
+        } catch let error as StoreError where error.code == .unavailable {
+            // The database is down or slow: the client may retry; the reason goes to the log only.
+            logger.error("store unavailable", metadata: ["http.path": "\(request.uri.path)", "error": "\(error)"])
+            response = BrokerHTTPServer.response(
+                APIError(
+                    status: 503, code: "server_error",
+                    detail: "the broker's database is unavailable; try again shortly",
+                    headers: [("Retry-After", "1")]))
         } catch let error as HTTPParserError {
             // A malformed body (a bad or overflowing chunk size, an unknown transfer coding) is the client's
             // mistake: 400, and not worth more than a debug line.
@@ -239,11 +247,12 @@ struct MaintenanceService: Service {
         await cancelWhenGracefulShutdown {
             var ticks = 0
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(2))
+                // Once a second: a key rotated on the shared store is served by every broker within two.
+                try? await Task.sleep(for: .seconds(1))
                 if Task.isCancelled { break }
                 await service.maintain()
                 ticks += 1
-                if ticks % 1800 == 1 { await service.purgeExpired() }
+                if ticks % 3600 == 1 { await service.purgeExpired() }
             }
         }
     }

@@ -44,44 +44,59 @@ package final class BrokerService: Sendable {
     let grants: GrantService
     let clients: ClientService
 
+    /// Builds the broker on `store`: loads (or creates, or imports from the data directory) the keys sealed
+    /// under the master key, and the services around them.
     /// - Parameters:
-    ///   - keySource: generated keys in the data directory, or a key given with `--signing-key`.
-    ///   - clientSecretHasher: the keyed hash of client secrets (default: the data directory's key).
-    ///   - flowKey: the key that seals pending browser sign-ins (default: the data directory's).
+    ///   - signingKey: a key given with `--signing-key` (the only key), else the store's key ring.
+    ///   - master: the key that seals the store's keys (``MasterKey/load(configuration:environment:store:)``).
     ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
     ///   - http: the outbound transport of provider modules and the token exchange (scripted in tests).
-    package init(
+    package static func open(
         configuration: ServerConfiguration,
         store: any Store,
-        keySource: KeySource,
+        signingKey: AsymmetricKey? = nil,
+        master: MasterKey,
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
-        clientSecretHasher: ClientSecretHasher? = nil,
-        flowKey: [UInt8]? = nil,
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
+    ) async throws -> BrokerService {
+        let now = clock.seconds()
+        let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
+        let vault = KeyVault(
+            store: store, master: master,
+            legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
+        let keys = try await KeyManager.make(
+            source: signingKey.map { .external($0) } ?? .vault(vault), retention: retention, now: now)
+        return try BrokerService(
+            configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
+            clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
+            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http)
+    }
+
+    private init(
+        configuration: ServerConfiguration,
+        store: any Store,
+        keys: KeyManager,
+        logger: Logger,
+        hasher: PasswordHasher,
+        clientSecretHasher: ClientSecretHasher,
+        flowKey: [UInt8],
+        clock: any WallClock,
+        http: @escaping @Sendable () -> any HTTPTransport
     ) throws {
         self.configuration = configuration
         self.store = store
         self.logger = logger
-        let now = clock.seconds()
-        let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
-        let keys: KeyManager
-        switch keySource {
-        case .dataDirectory(let directory):
-            keys = try KeyManager(source: .dataDirectory(directory), retention: retention, now: now)
-        case .key(let key): keys = try KeyManager(source: .external(key), retention: retention, now: now)
-        }
         tokens = TokenIssuer(configuration: configuration, store: store, keys: keys, clock: clock)
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         accounts = try AccountService(
             tokens: tokens, store: store, logger: logger, hasher: hasher,
             pool: HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers),
-            throttle: configuration.loginThrottle ? LoginThrottle(clock: clock) : nil)
+            throttle: configuration.loginThrottle
+                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil)
         clients = try ClientService(
-            tokens: tokens, store: store, logger: logger,
-            clientSecrets: try clientSecretHasher
-                ?? ClientSecretHasher.load(dataDirectory: configuration.expandedDataDirectory),
+            tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
         grants = GrantService(tokens: tokens, clients: clients, store: store, logger: logger)
         signIn = SignInService(
@@ -91,14 +106,7 @@ package final class BrokerService: Sendable {
                 context: ProviderContext(
                     http: http, clock: clock,
                     directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
-            flowKey: try flowKey
-                ?? DataDirectoryKey.load(dataDirectory: configuration.expandedDataDirectory, name: "flow-state.key"))
-    }
-
-    /// Where the signing keys come from.
-    package enum KeySource: Sendable {
-        case dataDirectory(String)
-        case key(AsymmetricKey)
+            flowKey: flowKey)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
@@ -113,7 +121,7 @@ package final class BrokerService: Sendable {
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {
         do {
-            if try keys.refresh(now: now) {
+            if try await keys.refresh(now: now) {
                 logger.info("signing keys changed", metadata: ["broker.kid": "\(keys.current.ring.current.kid)"])
             }
         } catch {

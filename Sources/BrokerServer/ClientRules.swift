@@ -6,19 +6,14 @@ import ProviderSupport
 /// Client secrets are 256-bit random values; the store keeps only `HMAC-SHA256(key, secret)`.
 ///
 /// A slow password hash buys nothing for a secret with 256 bits of entropy, and would make every
-/// `client_credentials` request cost as much as a login. The HMAC key lives beside the signing keys
-/// (`keys/client-secrets.key`, 0600), not in the database, so a copy of the database alone does not even let
+/// `client_credentials` request cost as much as a login. The HMAC key is kept in the store sealed under the
+/// master key (``KeyVault``), which is not in the database, so a copy of the database alone does not even let
 /// an attacker test a guessed secret.
 package struct ClientSecretHasher: Sendable {
     private let key: [UInt8]
     static let prefix = "hmac-sha256$"
 
     package init(key: [UInt8]) { self.key = key }
-
-    /// The key of the data directory's broker, created (under the key directory's lock) on first use.
-    package static func load(dataDirectory: String) throws -> ClientSecretHasher {
-        ClientSecretHasher(key: try DataDirectoryKey.load(dataDirectory: dataDirectory, name: "client-secrets.key"))
-    }
 
     /// A new secret: 32 random bytes, base64url (43 characters).
     package static func newSecret() throws -> Secret { Secret(try SecureRandom.token(byteCount: 32)) }
@@ -34,7 +29,8 @@ package struct ClientSecretHasher: Sendable {
 }
 
 /// A 256-bit secret key kept in the data directory's key folder (`keys/<name>`, 0600, base64url), created
-/// under the folder's lock on first use: the client-secret hash key, the sign-in state sealing key.
+/// under the folder's lock on first use: a single broker's master key (and, read once to import them into the
+/// store, the client-secret and sign-in keys of data directories from before).
 package enum DataDirectoryKey {
     package static func load(dataDirectory: String, name: String) throws -> [UInt8] {
         let directory = KeyRingStore.directory(dataDirectory: dataDirectory)

@@ -1,16 +1,17 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerStore
 import BrokerSystem
 import Synchronization
 
 /// The signing keys as the running server sees them: who signs now, which keys verify, and the JWKS.
 ///
-/// Keys generated in the data directory are re-read when `keys/keyring.json` changes (so `broker keys
-/// rotate` takes effect without a restart) and retired keys leave the JWKS once every token they signed
-/// has expired. A key given with `--signing-key` is the only key.
+/// Keys in the store (``KeyVault``) are re-read when the stored ring changes (so `broker keys rotate`, run
+/// against the same store, reaches every broker within a second or two without a restart), and retired keys
+/// leave the JWKS once every token they signed has expired. A key given with `--signing-key` is the only key.
 final class KeyManager: Sendable {
     enum Source: Sendable {
-        case dataDirectory(String)
+        case vault(KeyVault)
         case external(AsymmetricKey)
     }
 
@@ -21,7 +22,8 @@ final class KeyManager: Sendable {
         let jwks: JSONValue
         let algorithms: [String]
         let publishedKIDs: [String]
-        let indexModified: Int64?
+        /// The stored ring this state was built from (``KeyVault/fingerprint(_:)``); empty for an external key.
+        let fingerprint: [String]
     }
 
     let source: Source
@@ -29,54 +31,58 @@ final class KeyManager: Sendable {
     let retention: Int64
     private let state: Mutex<State>
 
-    init(source: Source, retention: Int64, now: Int64) throws {
+    private init(source: Source, retention: Int64, state: State) {
         self.source = source
         self.retention = retention
+        self.state = Mutex(state)
+    }
+
+    /// Loads the keys (creating or importing the first one for a vault).
+    static func make(source: Source, retention: Int64, now: Int64) async throws -> KeyManager {
         let ring: KeyRing
-        var modified: Int64?
+        var fingerprint: [String] = []
         switch source {
         case .external(let key):
             ring = KeyRing(
                 current: SigningKeyEntry(kid: try key.thumbprint(), key: key, createdAt: now, retiredAt: nil),
                 retired: []
             )
-        case .dataDirectory(let directory):
-            ring = try KeyRingStore.loadOrCreate(dataDirectory: directory, now: now)
-            modified = PosixFile.modificationTime(KeyRingStore.indexPath(dataDirectory: directory))
+        case .vault(let vault):
+            ring = try await vault.ring(now: now)
+            fingerprint = KeyVault.fingerprint(try await vault.store.signingKeys())
         }
-        state = Mutex(try Self.makeState(ring: ring, now: now, retention: retention, modified: modified))
+        return KeyManager(
+            source: source, retention: retention,
+            state: try makeState(ring: ring, now: now, retention: retention, fingerprint: fingerprint))
     }
 
     var current: State { state.withLock { $0 } }
 
-    /// Re-reads the key ring if its file changed, and drops retired keys whose tokens have all expired.
+    /// Re-reads the key ring if the store's changed, and drops retired keys whose tokens have all expired.
     /// Returns whether the published set changed; an unreadable ring keeps the keys in use (and throws).
     @discardableResult
-    func refresh(now: Int64) throws -> Bool {
+    func refresh(now: Int64) async throws -> Bool {
         let old = current
         var ring = old.ring
-        var modified = old.indexModified
-        if case .dataDirectory(let directory) = source {
-            let stamp = PosixFile.modificationTime(KeyRingStore.indexPath(dataDirectory: directory))
-            if stamp != old.indexModified {
-                ring = try KeyRingStore.load(dataDirectory: directory)
-                modified = stamp
+        var fingerprint = old.fingerprint
+        if case .vault(let vault) = source {
+            let stored = try await vault.store.signingKeys()
+            let stamp = KeyVault.fingerprint(stored)
+            if stamp != old.fingerprint {
+                ring = try vault.open(stored)
+                fingerprint = stamp
             }
         }
         let published = ring.published(now: now, retention: retention).map(\.kid)
-        guard published != old.publishedKIDs || ring.current.kid != old.ring.current.kid else {
-            if modified != old.indexModified {
-                let updated = try Self.makeState(ring: ring, now: now, retention: retention, modified: modified)
-                state.withLock { $0 = updated }
-            }
-            return false
+        let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
+        if changed || fingerprint != old.fingerprint {
+            let updated = try Self.makeState(ring: ring, now: now, retention: retention, fingerprint: fingerprint)
+            state.withLock { $0 = updated }
         }
-        let updated = try Self.makeState(ring: ring, now: now, retention: retention, modified: modified)
-        state.withLock { $0 = updated }
-        return true
+        return changed
     }
 
-    private static func makeState(ring: KeyRing, now: Int64, retention: Int64, modified: Int64?) throws -> State {
+    private static func makeState(ring: KeyRing, now: Int64, retention: Int64, fingerprint: [String]) throws -> State {
         let published = ring.published(now: now, retention: retention)
         var keySet = JWTKeySet()
         var jwks: [JSONValue] = []
@@ -97,7 +103,7 @@ final class KeyManager: Sendable {
             jwks: .object(["keys": .array(jwks)]),
             algorithms: algorithms,
             publishedKIDs: published.map(\.kid),
-            indexModified: modified
+            fingerprint: fingerprint
         )
     }
 }

@@ -27,8 +27,8 @@ package struct KeyRing: Sendable {
     }
 }
 
-/// The generated keys in the data directory: `keys/keyring.json` lists them, `keys/<kid>.pem` holds each
-/// private key (0600, in a 0700 directory). Changes are made under `keys/.lock` and written atomically.
+/// The keys a data directory held before they moved into the store (``KeyVault``): `keys/keyring.json` lists
+/// them, `keys/<kid>.pem` holds each private key. Read once, to import them; never written.
 package enum KeyRingStore {
     package struct Failure: Error, Sendable, CustomStringConvertible {
         package let description: String
@@ -39,26 +39,6 @@ package enum KeyRingStore {
     package static func directory(dataDirectory: String) -> String { dataDirectory + "/keys" }
     package static func indexPath(dataDirectory: String) -> String {
         directory(dataDirectory: dataDirectory) + "/keyring.json"
-    }
-
-    /// Loads the key ring, generating a first ES256 key when there is none yet.
-    package static func loadOrCreate(dataDirectory: String, now: Int64) throws(Failure) -> KeyRing {
-        let directory = directory(dataDirectory: dataDirectory)
-        do {
-            try PosixFile.ensurePrivateDirectory(directory)
-            let lock = try FileLock(path: directory + "/.lock")
-            defer { lock.unlock() }
-            if PosixFile.exists(indexPath(dataDirectory: dataDirectory)) {
-                return try load(dataDirectory: dataDirectory)
-            }
-            let entry = try generate(kind: .ecP256, directory: directory, now: now)
-            try writeIndex([entry], dataDirectory: dataDirectory)
-            return KeyRing(current: entry, retired: [])
-        } catch let failure as Failure {
-            throw failure
-        } catch {
-            throw Failure(description: "signing keys in \(directory): \(error)")
-        }
     }
 
     /// Reads the key ring; a missing, corrupt or inconsistent index is an error naming the file.
@@ -103,64 +83,5 @@ package enum KeyRingStore {
         }
         guard let current else { throw Failure(description: "\(path): no current key") }
         return KeyRing(current: current, retired: retired)
-    }
-
-    /// Makes a new key current and retires the previous one; keys retired longer than `retention` ago are
-    /// removed. Returns the new ring.
-    package static func rotate(
-        dataDirectory: String,
-        kind: KeyKind,
-        now: Int64,
-        retention: Int64
-    ) throws(Failure) -> KeyRing {
-        let directory = directory(dataDirectory: dataDirectory)
-        do {
-            try PosixFile.ensurePrivateDirectory(directory)
-            let lock = try FileLock(path: directory + "/.lock")
-            defer { lock.unlock() }
-            var entries: [SigningKeyEntry] = []
-            if PosixFile.exists(indexPath(dataDirectory: dataDirectory)) {
-                let ring = try load(dataDirectory: dataDirectory)
-                let previous = SigningKeyEntry(
-                    kid: ring.current.kid,
-                    key: ring.current.key,
-                    createdAt: ring.current.createdAt,
-                    retiredAt: now
-                )
-                let kept = ring.retired.filter { ($0.retiredAt ?? now) + retention > now }
-                for gone in ring.retired where !kept.contains(where: { $0.kid == gone.kid }) {
-                    unlink(directory + "/\(gone.kid).pem")
-                }
-                entries = [previous] + kept
-            }
-            let fresh = try generate(kind: kind, directory: directory, now: now)
-            try writeIndex([fresh] + entries, dataDirectory: dataDirectory)
-            return KeyRing(current: fresh, retired: entries)
-        } catch let failure as Failure {
-            throw failure
-        } catch {
-            throw Failure(description: "signing keys in \(directory): \(error)")
-        }
-    }
-
-    private static func generate(kind: KeyKind, directory: String, now: Int64) throws -> SigningKeyEntry {
-        let key = try AsymmetricKey.generate(kind)
-        let kid = try key.thumbprint()
-        try PosixFile.writeAtomically(Array(try key.privateKeyPEM().utf8), to: directory + "/\(kid).pem", mode: 0o600)
-        return SigningKeyEntry(kid: kid, key: key, createdAt: now, retiredAt: nil)
-    }
-
-    private static func writeIndex(_ entries: [SigningKeyEntry], dataDirectory: String) throws {
-        let keys: [JSONValue] = entries.map { entry in
-            var item: [String: JSONValue] = [
-                "kid": .string(entry.kid), "alg": .string(entry.key.algorithm.rawValue),
-                "created_at": .int(entry.createdAt),
-            ]
-            if let retired = entry.retiredAt { item["retired_at"] = .int(retired) }
-            return .object(item)
-        }
-        let document = JSONValue.object(["format": .int(Int64(format)), "keys": .array(keys)])
-        try PosixFile.writeAtomically(
-            Array((document.serialized() + "\n").utf8), to: indexPath(dataDirectory: dataDirectory))
     }
 }

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 import Synchronization
 
 /// Growing back-off after failed logins, per account, per client address, and per account *and* address
@@ -16,7 +17,17 @@ import Synchronization
 /// - A successful login clears its account (and the account-and-address pair) and refunds its address's
 ///   reservation, but never clears the address: a valid account cannot launder an address that guesses at
 ///   others. The table is bounded: when full, the oldest entries go first.
+/// - The table lives in memory for a broker of its own, and **in the store when brokers share one**
+///   (``Table/store(_:)``): each decision reads and writes its keys' rows in one transaction that holds them,
+///   so a guesser spread over brokers is slowed as if there were one. A reservation older than a minute is
+///   dropped (its broker died mid-attempt).
 final class LoginThrottle: Sendable {
+    /// Where the counters live.
+    enum Table: Sendable {
+        case memory
+        case store(any Store)
+    }
+
     struct Policy: Sendable {
         var freeFailures: Int
         var baseDelay: Double = 1
@@ -36,30 +47,44 @@ final class LoginThrottle: Sendable {
         case busy
     }
 
-    private struct Entry {
-        var failures = 0
-        var lastFailure = 0.0
-        var blockedUntil = 0.0
-        /// Admitted attempts not settled yet.
-        var inFlight = 0
-    }
+    private typealias Entry = ThrottleEntry
+
+    /// How long an admitted attempt may stay unsettled before its reservation is dropped.
+    static let reservationLifetime = 60.0
 
     let accountPolicy: Policy
     let addressPolicy: Policy
     private let clock: any WallClock
     private let maxEntries: Int
+    private let table: Table
     private let entries = Mutex([String: Entry]())
 
     init(
         account: Policy = Policy(freeFailures: 5),
         address: Policy = Policy(freeFailures: 30),
         maxEntries: Int = 100_000,
+        table: Table = .memory,
         clock: any WallClock
     ) {
         self.accountPolicy = account
         self.addressPolicy = address
         self.maxEntries = maxEntries
+        self.table = table
         self.clock = clock
+    }
+
+    /// Runs `body` on the entries of `keys` (all of them, in memory), atomically.
+    private func update<T: Sendable>(
+        _ keys: [String], _ body: @escaping @Sendable (inout [String: Entry]) -> T
+    ) async throws -> T {
+        switch table {
+        case .memory: return entries.withLock { body(&$0) }
+        case .store(let store): return try await store.updateThrottle(keys: keys, body)
+        }
+    }
+
+    private static func allKeys(account: String, address: String?) -> [String] {
+        [accountKey(account)] + (address.map { [addressKey($0), pairKey(account, $0)] } ?? [])
     }
 
     private static func accountKey(_ account: String) -> String { "a:" + account }
@@ -67,9 +92,9 @@ final class LoginThrottle: Sendable {
     private static func pairKey(_ account: String, _ address: String) -> String { "p:" + address + "\u{0}" + account }
 
     /// Seconds until `account` or `address` may try again, or `nil` when both may try now (no reservation).
-    func retryAfter(account: String, address: String?) -> Double? {
+    func retryAfter(account: String, address: String?) async throws -> Double? {
         let time = clock.now()
-        return entries.withLock { entries in
+        return try await update(Self.allKeys(account: account, address: address)) { entries in
             var wait = 0.0
             for key in [Self.accountKey(account)] + (address.map { [Self.addressKey($0)] } ?? []) {
                 if let entry = entries[key], entry.blockedUntil > time { wait = max(wait, entry.blockedUntil - time) }
@@ -81,12 +106,15 @@ final class LoginThrottle: Sendable {
     /// Decides whether an attempt may go on and, when it may, holds its place until
     /// ``settle(account:address:succeeded:)``: attempts in flight count against the free failures, so a burst
     /// of parallel guesses gets what a sequence gets.
-    func admit(account: String, address: String?) -> Admission {
+    func admit(account: String, address: String?) async throws -> Admission {
         let time = clock.now()
-        return entries.withLock { entries in
+        let accountPolicy = accountPolicy
+        let addressPolicy = addressPolicy
+        return try await update(Self.allKeys(account: account, address: address)) { [self] entries in
             func current(_ key: String, _ policy: Policy) -> Entry {
                 var entry = entries[key] ?? Entry()
                 if time - entry.lastFailure > policy.forgetAfter && entry.blockedUntil <= time { entry.failures = 0 }
+                if entry.inFlight > 0 && time - entry.inFlightSince > Self.reservationLifetime { entry.inFlight = 0 }
                 return entry
             }
             func wait(_ entry: Entry) -> Double { entry.blockedUntil > time ? entry.blockedUntil - time : 0 }
@@ -117,6 +145,7 @@ final class LoginThrottle: Sendable {
             for (key, policy) in held {
                 var entry = current(key, policy)
                 entry.inFlight += 1
+                entry.inFlightSince = time
                 entries[key] = entry
             }
             return admission
@@ -126,6 +155,14 @@ final class LoginThrottle: Sendable {
     /// The keys an admission holds a place in: a correct-password-only attempt does not touch the account
     /// (its block is not extended), only the address and the account-and-address pair.
     private func keys(account: String, address: String?, admission: Admission) -> [(String, Policy)] {
+        Self.keys(
+            account: account, address: address, admission: admission, accountPolicy: accountPolicy,
+            addressPolicy: addressPolicy)
+    }
+
+    private static func keys(
+        account: String, address: String?, admission: Admission, accountPolicy: Policy, addressPolicy: Policy
+    ) -> [(String, Policy)] {
         var keys: [(String, Policy)] = admission == .open ? [(Self.accountKey(account), accountPolicy)] : []
         if let address {
             keys += [(Self.addressKey(address), addressPolicy), (Self.pairKey(account, address), accountPolicy)]
@@ -138,9 +175,9 @@ final class LoginThrottle: Sendable {
     ///
     /// Settling an `.open` attempt that was never admitted simply counts the verdict: that is how a failure
     /// or a success is recorded directly.
-    func settle(account: String, address: String?, admission: Admission, succeeded: Bool) {
+    func settle(account: String, address: String?, admission: Admission, succeeded: Bool) async throws {
         let time = clock.now()
-        entries.withLock { entries in
+        try await update(Self.allKeys(account: account, address: address)) { [self] entries in
             makeRoom(&entries, now: time)
             for (key, policy) in keys(account: account, address: address, admission: admission) {
                 var entry = entries[key] ?? Entry()
@@ -163,8 +200,8 @@ final class LoginThrottle: Sendable {
     }
 
     /// Gives an admitted attempt's place back without a verdict (the server was too busy to check it).
-    func refund(account: String, address: String?, admission: Admission) {
-        entries.withLock { entries in
+    func refund(account: String, address: String?, admission: Admission) async throws {
+        try await update(Self.allKeys(account: account, address: address)) { [self] entries in
             for (key, _) in keys(account: account, address: address, admission: admission) {
                 guard var entry = entries[key] else { continue }
                 entry.inFlight = max(0, entry.inFlight - 1)
@@ -175,7 +212,8 @@ final class LoginThrottle: Sendable {
 
     /// Keeps the table bounded before keys are added: when full, what no longer matters goes, then the oldest.
     private func makeRoom(_ entries: inout [String: Entry], now: Double) {
-        guard entries.count >= maxEntries else { return }
+        // The store's table is kept small by purging (entries the store holds are only this call's keys).
+        guard case .memory = table, entries.count >= maxEntries else { return }
         Self.evict(
             &entries, now: now, forgetAfter: max(accountPolicy.forgetAfter, addressPolicy.forgetAfter),
             keep: maxEntries / 2)

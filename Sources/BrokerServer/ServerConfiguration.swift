@@ -1,4 +1,5 @@
 package import BrokerCore
+import BrokerStore
 import BrokerSystem
 package import ProviderSupport
 
@@ -15,6 +16,14 @@ package struct ServerConfiguration: Sendable {
     package var dataDirectory = "~/.local/share/broker"
     package var database: String?
     package var signingKeyFile: String?
+    /// The file holding the master key that seals signing and secret keys in the store (base64, 32 bytes).
+    package var masterKeyFile: String?
+    /// A file holding the PostgreSQL password (instead of `BROKER_DATABASE_PASSWORD`).
+    package var databasePasswordFile: String?
+    /// The most PostgreSQL connections one broker opens.
+    package var databasePoolSize = 10
+    /// Seconds one store call may take before the request is answered 503.
+    package var databaseTimeout: Int64 = 5
     package var audience = "broker"
     package var accessTokenTTL: Int64 = 3600
     package var refreshTokenTTL: Int64 = 2_592_000
@@ -82,7 +91,8 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
-        "max_connections", "request_timeout", "registrations_per_hour",
+        "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
+        "database_pool_size", "database_timeout",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -223,6 +233,20 @@ extension ServerConfiguration {
         case "data_dir": dataDirectory = try string()
         case "database": database = try string()
         case "signing_key_file": signingKeyFile = try string()
+        case "master_key_file": masterKeyFile = try string()
+        case "database_password_file": databasePasswordFile = try string()
+        case "database_pool_size":
+            let number = try integer()
+            guard (1...1000).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000")
+            }
+            databasePoolSize = Int(number)
+        case "database_timeout":
+            let number = try integer()
+            guard (1...300).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 300 seconds")
+            }
+            databaseTimeout = number
         case "audience": audience = try string()
         case "access_token_ttl": accessTokenTTL = try integer()
         case "refresh_token_ttl": refreshTokenTTL = try integer()
@@ -316,15 +340,10 @@ extension ServerConfiguration {
             }
         }
         if let database {
-            let lower = database.lowercased()
-            if lower.hasPrefix("postgres://") || lower.hasPrefix("postgresql://") {
-                // Accepted by the contract; the PostgreSQL store is its own piece of work (see README).
-            } else if !lower.hasPrefix("sqlite:") {
-                throw ConfigurationError(
-                    source: source,
-                    key: "server.database",
-                    problem: "must be a postgres:// URL or sqlite:PATH"
-                )
+            do {
+                _ = try DatabaseLocation.parse(database)
+            } catch {
+                throw ConfigurationError(source: source, key: "server.database", problem: error.description)
             }
         }
         for id in enabledProviders where id != .custom {

@@ -18,8 +18,10 @@ extension Broker {
             subcommands: [Add.self, List.self, Remove.self]
         )
 
-        /// Opens the store and the client-secret key the configuration names.
-        static func open(_ options: ServerStoreOptions) throws -> (store: any Store, hasher: ClientSecretHasher) {
+        /// Opens the store the configuration names.
+        static func open(_ options: ServerStoreOptions) async throws -> (
+            store: any Store, configuration: ServerConfiguration
+        ) {
             let configuration: ServerConfiguration
             do {
                 configuration = try options.loadConfiguration()
@@ -28,11 +30,26 @@ extension Broker {
                 throw Console.fail("config: \(error)")
             }
             do {
-                let store = try StoreOpener.open(configuration)
-                let hasher = try ClientSecretHasher.load(dataDirectory: configuration.expandedDataDirectory)
-                return (store, hasher)
+                return (try await StoreOpener.open(configuration, logger: StoreOpener.quietLogger), configuration)
             } catch {
                 throw Console.fail("cannot open the broker's store: \(error)")
+            }
+        }
+
+        /// The client-secret key, sealed in the store under the master key.
+        static func secretHasher(_ configuration: ServerConfiguration, store: any Store) async throws
+            -> ClientSecretHasher
+        {
+            do {
+                let master = try await MasterKey.load(
+                    configuration: configuration, environment: ProcessInfo.processInfo.environment, store: store)
+                let vault = KeyVault(
+                    store: store, master: master,
+                    legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
+                return ClientSecretHasher(
+                    key: try await vault.secretKey("client-secrets", now: SystemClock().seconds()))
+            } catch {
+                throw Console.fail("cannot open the client-secret key: \(error)")
             }
         }
 
@@ -130,7 +147,8 @@ extension Broker {
             }
 
             func run() async throws {
-                let (store, hasher) = try Client.open(self.store)
+                let (store, configuration) = try await Client.open(self.store)
+                let hasher = try await Client.secretHasher(configuration, store: store)
                 // A client that trusts an issuer exchanges that issuer's tokens: it gets a secret only when
                 // asked, so that "token exchange only" really is (a printed secret would mint on its own).
                 let secret = trustIssuer == nil || withSecret ? try ClientSecretHasher.newSecret() : nil
@@ -184,7 +202,7 @@ extension Broker {
             var json = false
 
             func run() async throws {
-                let (store, _) = try Client.open(self.store)
+                let (store, _) = try await Client.open(self.store)
                 let clients: [ClientRecord]
                 do {
                     clients = try await store.clients()
@@ -237,7 +255,7 @@ extension Broker {
             var name: String
 
             func run() async throws {
-                let (store, _) = try Client.open(self.store)
+                let (store, _) = try await Client.open(self.store)
                 let removed: Bool
                 do {
                     removed = try await store.deleteClient(name: name)

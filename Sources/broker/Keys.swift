@@ -2,6 +2,7 @@ import ArgumentParser
 import BrokerCore
 import BrokerCrypto
 import BrokerServer
+import BrokerStore
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -20,8 +21,8 @@ extension Broker {
             static let configuration = CommandConfiguration(
                 abstract: "Make a new signing key current.",
                 discussion: """
-                    The previous key stays in the JWKS until every token it signed has expired; a running
-                    broker picks the change up within seconds. Prints the new key id on stdout.
+                    The previous key stays in the JWKS until every token it signed has expired; every broker
+                    on the store (--database) serves the new key within two seconds. Prints the new key id.
                     """
             )
 
@@ -52,12 +53,14 @@ extension Broker {
                 let now = SystemClock().seconds()
                 let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
                 do {
-                    let ring = try KeyRingStore.rotate(
-                        dataDirectory: configuration.expandedDataDirectory,
-                        kind: kind,
-                        now: now,
-                        retention: retention
-                    )
+                    let store = try await StoreOpener.open(configuration, logger: StoreOpener.quietLogger)
+                    let master = try await MasterKey.load(
+                        configuration: configuration, environment: ProcessInfo.processInfo.environment, store: store)
+                    let vault = KeyVault(
+                        store: store, master: master,
+                        legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
+                    let ring = try await vault.rotate(kind: kind, now: now, retention: retention)
+                    await store.close()
                     if let previous = ring.retired.first {
                         Console.error(
                             "key \(ring.current.kid) is now current; \(previous.kid) stays published for \(retention) s"

@@ -74,17 +74,18 @@ extension Broker {
 
             let service: BrokerService
             do {
-                let brokerStore = try StoreOpener.open(configuration)
-                let keySource: BrokerService.KeySource
-                if let file = configuration.signingKeyFile {
-                    keySource = .key(try SigningKeyFile.load(path: PosixFile.expandingTilde(file)))
-                } else {
-                    keySource = .dataDirectory(configuration.expandedDataDirectory)
+                let brokerStore = try await StoreOpener.open(configuration, logger: logger)
+                let signingKey = try configuration.signingKeyFile.map {
+                    try SigningKeyFile.load(path: PosixFile.expandingTilde($0))
                 }
-                service = try BrokerService(
+                let master = try await MasterKey.load(
+                    configuration: configuration, environment: ProcessInfo.processInfo.environment,
+                    store: brokerStore)
+                service = try await BrokerService.open(
                     configuration: configuration,
                     store: brokerStore,
-                    keySource: keySource,
+                    signingKey: signingKey,
+                    master: master,
                     logger: logger,
                     clock: SystemClock()
                 )

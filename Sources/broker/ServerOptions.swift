@@ -3,6 +3,7 @@ import BrokerProviders
 import BrokerServer
 import BrokerStore
 import BrokerSystem
+import Logging
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -25,6 +26,13 @@ struct ServerStoreOptions: ParsableArguments {
         help: ArgumentHelp("postgres://… or sqlite:PATH instead of the data dir's SQLite file.", valueName: "URL"))
     var database: String?
 
+    @Option(
+        name: .customLong("master-key-file"),
+        help: ArgumentHelp(
+            "The master key sealing the store's keys (default: server.master_key_file, BROKER_MASTER_KEY).",
+            valueName: "FILE"))
+    var masterKeyFile: String?
+
     /// The configuration file, then `BROKER_SERVER_…`/`BROKER_PROVIDERS_…`, then these flags.
     func loadConfiguration() throws(ConfigurationError) -> ServerConfiguration {
         var configuration = try ServerConfiguration.load(
@@ -34,31 +42,59 @@ struct ServerStoreOptions: ParsableArguments {
         )
         if let dataDirectory { configuration.dataDirectory = dataDirectory }
         if let database { configuration.database = database }
+        if let masterKeyFile { configuration.masterKeyFile = masterKeyFile }
         return configuration
     }
 }
 
-/// Opens the store the configuration names.
+/// Opens the store the configuration names: the data directory's SQLite file, `sqlite:PATH`, or PostgreSQL
+/// (password from `BROKER_DATABASE_PASSWORD`, else `server.database_password_file`, else the URL's, which is
+/// warned about). Pending migrations are applied.
 enum StoreOpener {
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
 
-    static func open(_ configuration: ServerConfiguration) throws -> any Store {
-        if let database = configuration.database {
-            let lower = database.lowercased()
-            if lower.hasPrefix("sqlite:") {
-                var path = String(database.dropFirst("sqlite:".count))
-                if path.hasPrefix("//") { path = String(path.dropFirst(2)) }
-                return try SQLiteStore(path: PosixFile.expandingTilde(path))
-            }
-            throw Failure(
-                description: "the PostgreSQL store is not part of this build yet; "
-                    + "use the default SQLite store (omit --database) or sqlite:PATH"
-            )
+    static func open(_ configuration: ServerConfiguration, logger: Logger) async throws -> any Store {
+        guard let database = configuration.database else {
+            let directory = configuration.expandedDataDirectory
+            try PosixFile.ensurePrivateDirectory(directory)
+            return try SQLiteStore(path: directory + "/broker.sqlite3")
         }
-        let directory = configuration.expandedDataDirectory
-        try PosixFile.ensurePrivateDirectory(directory)
-        return try SQLiteStore(path: directory + "/broker.sqlite3")
+        switch try DatabaseLocation.parse(database) {
+        case .sqlite(let path):
+            return try SQLiteStore(path: PosixFile.expandingTilde(path))
+        case .postgres(let location):
+            let environment = ProcessInfo.processInfo.environment
+            var password = environment["BROKER_DATABASE_PASSWORD"]
+            if password == nil, let file = configuration.databasePasswordFile {
+                let path = PosixFile.expandingTilde(file)
+                do {
+                    let bytes = try PosixFile.read(path: path, maxSize: 4096)
+                    var text = String(decoding: bytes, as: UTF8.self)
+                    while let last = text.unicodeScalars.last, last == "\n" || last == "\r" {
+                        text.unicodeScalars.removeLast()
+                    }
+                    password = text
+                } catch {
+                    throw Failure(description: "cannot read the database password file \(path): \(error.reason)")
+                }
+            }
+            if location.passwordInURL != nil {
+                Console.error(
+                    "warning: the database URL carries a password (it shows in shell history and process lists); "
+                        + "use BROKER_DATABASE_PASSWORD or server.database_password_file")
+            }
+            return try await PostgresStore.open(
+                location, password: password, poolSize: configuration.databasePoolSize,
+                deadline: .seconds(configuration.databaseTimeout), logger: logger)
+        }
+    }
+
+    /// A logger for the store's own messages from commands other than `serve` (errors only, to stderr).
+    static var quietLogger: Logger {
+        var logger = Logger(label: "broker") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .error
+        return logger
     }
 }

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerStore
 import BrokerTesting
 import Foundation
 import Logging
@@ -10,62 +11,77 @@ import Testing
 
 extension LoginThrottle {
     /// A failure recorded directly, as a settled attempt that was never admitted.
-    func fail(_ account: String, address: String?) {
-        settle(account: account, address: address, admission: .open, succeeded: false)
+    func fail(_ account: String, address: String?) async throws {
+        try await settle(account: account, address: address, admission: .open, succeeded: false)
     }
 
     /// A success recorded directly (no address: only the account is cleared).
-    func succeed(_ account: String) { settle(account: account, address: nil, admission: .open, succeeded: true) }
+    func succeed(_ account: String) async throws {
+        try await settle(account: account, address: nil, admission: .open, succeeded: true)
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for element in self { out.append(try await transform(element)) }
+        return out
+    }
 }
 
 @Suite("server components")
 struct ComponentTests {
-    @Test func throttleBacksOffAndDoubles() {
+    @Test func throttleBacksOffAndDoubles() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(clock: clock)
-        for _ in 0..<5 { throttle.fail("a", address: "10.0.0.1") }
-        #expect(throttle.retryAfter(account: "a", address: "10.0.0.1") == nil, "five failures are free")
-        throttle.fail("a", address: "10.0.0.1")
-        #expect(throttle.retryAfter(account: "a", address: "10.0.0.9") == 1)
+        for _ in 0..<5 { try await throttle.fail("a", address: "10.0.0.1") }
+        #expect(try await throttle.retryAfter(account: "a", address: "10.0.0.1") == nil, "five failures are free")
+        try await throttle.fail("a", address: "10.0.0.1")
+        #expect(try await throttle.retryAfter(account: "a", address: "10.0.0.9") == 1)
         clock.advance(by: 1)
-        #expect(throttle.retryAfter(account: "a", address: nil) == nil)
-        throttle.fail("a", address: nil)
-        #expect(throttle.retryAfter(account: "a", address: nil) == 2)
-        throttle.fail("a", address: nil)
-        #expect(throttle.retryAfter(account: "a", address: nil) == 4)
-        for _ in 0..<20 { throttle.fail("a", address: nil) }
-        #expect(throttle.retryAfter(account: "a", address: nil) == 900, "capped at 15 minutes")
-        throttle.succeed("a")
-        #expect(throttle.retryAfter(account: "a", address: nil) == nil)
-        #expect(throttle.retryAfter(account: "b", address: nil) == nil, "other accounts are untouched")
+        #expect(try await throttle.retryAfter(account: "a", address: nil) == nil)
+        try await throttle.fail("a", address: nil)
+        #expect(try await throttle.retryAfter(account: "a", address: nil) == 2)
+        try await throttle.fail("a", address: nil)
+        #expect(try await throttle.retryAfter(account: "a", address: nil) == 4)
+        for _ in 0..<20 { try await throttle.fail("a", address: nil) }
+        #expect(try await throttle.retryAfter(account: "a", address: nil) == 900, "capped at 15 minutes")
+        try await throttle.succeed("a")
+        #expect(try await throttle.retryAfter(account: "a", address: nil) == nil)
+        #expect(try await throttle.retryAfter(account: "b", address: nil) == nil, "other accounts are untouched")
     }
 
-    @Test func throttleCountsAddressesAcrossAccountsAndForgets() {
+    @Test func throttleCountsAddressesAcrossAccountsAndForgets() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(clock: clock)
-        for index in 0..<31 { throttle.fail("user\(index)", address: "192.0.2.7") }
-        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "the address is blocked")
-        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.8") == nil)
-        throttle.succeed("user0")
-        #expect(throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "a success does not clear an address")
+        for index in 0..<31 { try await throttle.fail("user\(index)", address: "192.0.2.7") }
+        #expect(try await throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1, "the address is blocked")
+        #expect(try await throttle.retryAfter(account: "fresh", address: "192.0.2.8") == nil)
+        try await throttle.succeed("user0")
+        #expect(
+            try await throttle.retryAfter(account: "fresh", address: "192.0.2.7") == 1,
+            "a success does not clear an address")
         clock.advance(by: 901)
-        throttle.fail("user1", address: "192.0.2.7")
-        #expect(throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
+        try await throttle.fail("user1", address: "192.0.2.7")
+        #expect(
+            try await throttle.retryAfter(account: "user1", address: "192.0.2.7") == nil, "old failures are forgotten")
     }
 
     @Test(
         "attempts are counted when admitted, before any hashing",
         .bug(id: 18, "finding 6: a burst of parallel wrong passwords got about 5 guesses per core"))
-    func admissionCountsBeforeTheVerdict() {
+    func admissionCountsBeforeTheVerdict() async throws {
         let throttle = LoginThrottle(clock: ManualClock(start: 1_800_000_000))
         // Twenty attempts admitted before any of them is settled, as a parallel burst would be.
-        let admissions = (0..<20).map { _ in throttle.admit(account: "a", address: "198.51.100.1") }
+        let admissions = try await (0..<20).asyncMap { _ in
+            try await throttle.admit(account: "a", address: "198.51.100.1")
+        }
         #expect(admissions.filter { $0 == .open }.count == 6, "five free failures and the one that starts the block")
         #expect(admissions.dropFirst(6).allSatisfy { $0 == .busy }, "the rest wait for those in flight")
         for admission in admissions.prefix(6) {
-            throttle.settle(account: "a", address: "198.51.100.1", admission: admission, succeeded: false)
+            try await throttle.settle(account: "a", address: "198.51.100.1", admission: admission, succeeded: false)
         }
-        guard case .blocked(let seconds) = throttle.admit(account: "a", address: "198.51.100.1") else {
+        guard case .blocked(let seconds) = try await throttle.admit(account: "a", address: "198.51.100.1") else {
             Issue.record("six failures block the account")
             return
         }
@@ -75,49 +91,53 @@ struct ComponentTests {
     @Test(
         "a blocked account still lets its owner in from a clean address, with the right password only",
         .bug(id: 18, "finding 6: anyone could lock any account for up to 15 minutes"))
-    func cleanAddressesGetThroughALockout() {
+    func cleanAddressesGetThroughALockout() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(clock: clock)
         for _ in 0..<6 {
-            #expect(throttle.admit(account: "victim", address: "203.0.113.9") == .open)
-            throttle.settle(account: "victim", address: "203.0.113.9", admission: .open, succeeded: false)
+            #expect(try await throttle.admit(account: "victim", address: "203.0.113.9") == .open)
+            try await throttle.settle(account: "victim", address: "203.0.113.9", admission: .open, succeeded: false)
         }
-        guard case .blocked = throttle.admit(account: "victim", address: "203.0.113.9") else {
+        guard case .blocked = try await throttle.admit(account: "victim", address: "203.0.113.9") else {
             Issue.record("the guessing address is blocked")
             return
         }
-        guard case .blocked = throttle.admit(account: "victim", address: nil) else {
+        guard case .blocked = try await throttle.admit(account: "victim", address: nil) else {
             Issue.record("an unknown address is not clean")
             return
         }
         // The owner, from an address that never failed on this account: a correct password clears the block.
-        #expect(throttle.admit(account: "victim", address: "192.0.2.1") == .correctPasswordOnly)
-        throttle.settle(account: "victim", address: "192.0.2.1", admission: .correctPasswordOnly, succeeded: true)
-        #expect(throttle.admit(account: "victim", address: "192.0.2.1") == .open)
-        throttle.settle(account: "victim", address: "192.0.2.1", admission: .open, succeeded: true)
+        #expect(try await throttle.admit(account: "victim", address: "192.0.2.1") == .correctPasswordOnly)
+        try await throttle.settle(
+            account: "victim", address: "192.0.2.1", admission: .correctPasswordOnly, succeeded: true)
+        #expect(try await throttle.admit(account: "victim", address: "192.0.2.1") == .open)
+        try await throttle.settle(account: "victim", address: "192.0.2.1", admission: .open, succeeded: true)
         // A wrong password from a clean address during a block makes that address unclean.
         for _ in 0..<6 {
-            let admission = throttle.admit(account: "victim", address: "203.0.113.10")
-            throttle.settle(account: "victim", address: "203.0.113.10", admission: admission, succeeded: false)
+            let admission = try await throttle.admit(account: "victim", address: "203.0.113.10")
+            try await throttle.settle(
+                account: "victim", address: "203.0.113.10", admission: admission, succeeded: false)
         }
-        #expect(throttle.admit(account: "victim", address: "192.0.2.2") == .correctPasswordOnly)
-        throttle.settle(account: "victim", address: "192.0.2.2", admission: .correctPasswordOnly, succeeded: false)
-        guard case .blocked = throttle.admit(account: "victim", address: "192.0.2.2") else {
+        #expect(try await throttle.admit(account: "victim", address: "192.0.2.2") == .correctPasswordOnly)
+        try await throttle.settle(
+            account: "victim", address: "192.0.2.2", admission: .correctPasswordOnly, succeeded: false)
+        guard case .blocked = try await throttle.admit(account: "victim", address: "192.0.2.2") else {
             Issue.record("a clean address that guessed wrong is no longer clean")
             return
         }
     }
 
-    @Test func aRefundedAttemptDoesNotCount() {
+    @Test func aRefundedAttemptDoesNotCount() async throws {
         let throttle = LoginThrottle(clock: ManualClock(start: 1_800_000_000))
-        for _ in 0..<6 { #expect(throttle.admit(account: "a", address: "198.51.100.2") == .open) }
-        #expect(throttle.admit(account: "a", address: "198.51.100.2") == .busy)
-        throttle.refund(account: "a", address: "198.51.100.2", admission: .open)
+        for _ in 0..<6 { #expect(try await throttle.admit(account: "a", address: "198.51.100.2") == .open) }
+        #expect(try await throttle.admit(account: "a", address: "198.51.100.2") == .busy)
+        try await throttle.refund(account: "a", address: "198.51.100.2", admission: .open)
         #expect(
-            throttle.admit(account: "a", address: "198.51.100.2") == .open, "the busy server's attempt was given back")
+            try await throttle.admit(account: "a", address: "198.51.100.2") == .open,
+            "the busy server's attempt was given back")
     }
 
-    @Test func rateLimiterRefillsOnTheClock() {
+    @Test func rateLimiterRefillsOnTheClock() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let limiter = RateLimiter(capacity: 3, per: 60, clock: clock)
         for _ in 0..<3 { #expect(limiter.take("198.51.100.7") == nil) }
@@ -130,16 +150,16 @@ struct ComponentTests {
         #expect(limiter.take("198.51.100.7") == nil, "a token given back can be taken again")
     }
 
-    @Test func throttleTableIsBounded() {
+    @Test func throttleTableIsBounded() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(maxEntries: 100, clock: clock)
         for index in 0..<1000 {
-            throttle.fail("user\(index)", address: nil)
+            try await throttle.fail("user\(index)", address: nil)
             clock.advance(by: 0.001)
         }
         // Nothing to observe but that it stayed correct for recent keys and did not grow without bound.
-        for _ in 0..<5 { throttle.fail("user999", address: nil) }
-        #expect(throttle.retryAfter(account: "user999", address: nil) != nil)
+        for _ in 0..<5 { try await throttle.fail("user999", address: nil) }
+        #expect(try await throttle.retryAfter(account: "user999", address: nil) != nil)
     }
 
     @Test func hashingPoolRefusesWhenFullAndRunsEverythingItAccepts() async throws {
@@ -190,40 +210,71 @@ struct ComponentTests {
         #expect(AccountRules.passwordProblem(String(repeating: "xy", count: 64) + "z", email: "a@example.com") != nil)
     }
 
-    @Test func keyRingRotationRetention() throws {
+    /// A vault on a fresh SQLite store under a fixed master key.
+    static func vault(master: [UInt8] = Array(repeating: 7, count: 32)) throws -> KeyVault {
         let directory = try BrokerProcess.temporaryDirectory().path
-        let start: Int64 = 1_800_000_000
-        let first = try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start)
-        #expect(first.retired.isEmpty && first.current.key.algorithm == .ES256)
-        #expect(
-            try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start + 10).current.kid == first.current.kid)
+        return KeyVault(
+            store: try SQLiteStore(path: directory + "/broker.sqlite3"),
+            master: MasterKey(bytes: master, origin: "test master key"), legacyDataDirectory: directory)
+    }
 
-        let second = try KeyRingStore.rotate(
-            dataDirectory: directory, kind: .ed25519, now: start + 100, retention: 3660)
+    @Test func keyRingRotationRetention() async throws {
+        let vault = try Self.vault()
+        let start: Int64 = 1_800_000_000
+        let first = try await vault.ring(now: start)
+        #expect(first.retired.isEmpty && first.current.key.algorithm == .ES256)
+        #expect(try await vault.ring(now: start + 10).current.kid == first.current.kid)
+
+        let second = try await vault.rotate(kind: .ed25519, now: start + 100, retention: 3660)
         #expect(second.current.key.algorithm == .EdDSA && second.retired.map(\.kid) == [first.current.kid])
         #expect(second.published(now: start + 100 + 3659, retention: 3660).count == 2)
         #expect(second.published(now: start + 100 + 3660, retention: 3660).map(\.kid) == [second.current.kid])
 
-        // A later rotation drops keys whose retention has passed, file and all.
-        let third = try KeyRingStore.rotate(
-            dataDirectory: directory, kind: .ecP256, now: start + 10_000, retention: 3660)
+        // A later rotation deletes keys whose retention has passed.
+        let third = try await vault.rotate(kind: .ecP256, now: start + 10_000, retention: 3660)
         #expect(third.retired.map(\.kid) == [second.current.kid])
-        #expect(!FileManager.default.fileExists(atPath: directory + "/keys/\(first.current.kid).pem"))
-        let reloaded = try KeyRingStore.load(dataDirectory: directory)
-        #expect(reloaded.current.kid == third.current.kid && reloaded.retired.map(\.kid) == [second.current.kid])
+        let stored = try await vault.store.signingKeys()
+        #expect(Set(stored.map(\.kid)) == [third.current.kid, second.current.kid])
+        // Only sealed halves are stored: no PEM in the rows.
+        #expect(stored.allSatisfy { !$0.sealedKey.contains("PRIVATE") && $0.sealedKey.count > 100 })
     }
 
-    @Test func keyManagerDropsExpiredKeysFromTheJWKS() throws {
-        let directory = try BrokerProcess.temporaryDirectory().path
+    @Test func aWrongMasterKeyIsAnErrorNamingItNeverANewKey() async throws {
+        let vault = try Self.vault()
+        let ring = try await vault.ring(now: 1_800_000_000)
+        let secret = try await vault.secretKey("client-secrets", now: 1_800_000_000)
+        let wrong = KeyVault(
+            store: vault.store, master: MasterKey(bytes: Array(repeating: 8, count: 32), origin: "BROKER_MASTER_KEY"),
+            legacyDataDirectory: nil)
+        await #expect {
+            _ = try await wrong.ring(now: 1_800_000_010)
+        } throws: { error in
+            "\(error)".contains("BROKER_MASTER_KEY does not open the broker signing key \(ring.current.kid)")
+        }
+        await #expect(throws: MasterKey.Failure.self) { _ = try await wrong.secretKey("client-secrets", now: 0) }
+        #expect(try await vault.store.signingKeys().map(\.kid) == [ring.current.kid], "nothing was replaced")
+        #expect(try await vault.secretKey("client-secrets", now: 1_800_000_020) == secret)
+        #expect(throws: MasterKey.Failure.self) { try MasterKey.parse("too short", origin: "x") }
+        #expect(
+            try MasterKey.parse(" \(Data(repeating: 1, count: 32).base64EncodedString())\n", origin: "x").bytes.count
+                == 32)
+    }
+
+    @Test func keyManagerDropsExpiredKeysFromTheJWKS() async throws {
+        let vault = try Self.vault()
         let start: Int64 = 1_800_000_000
-        _ = try KeyRingStore.loadOrCreate(dataDirectory: directory, now: start)
-        _ = try KeyRingStore.rotate(dataDirectory: directory, kind: .ecP256, now: start + 10, retention: 100)
-        let manager = try KeyManager(source: .dataDirectory(directory), retention: 100, now: start + 20)
+        _ = try await vault.ring(now: start)
+        _ = try await vault.rotate(kind: .ecP256, now: start + 10, retention: 100)
+        let manager = try await KeyManager.make(source: .vault(vault), retention: 100, now: start + 20)
         #expect(manager.current.publishedKIDs.count == 2)
-        #expect(try manager.refresh(now: start + 109) == false)
-        #expect(try manager.refresh(now: start + 110) == true)
+        #expect(try await manager.refresh(now: start + 109) == false)
+        #expect(try await manager.refresh(now: start + 110) == true)
         #expect(manager.current.publishedKIDs.count == 1)
         #expect(manager.current.jwks["keys"]?.arrayValue?.count == 1)
+        // A rotation on the store (another broker, or `broker keys rotate`) is picked up on the next refresh.
+        let rotated = try await vault.rotate(kind: .ecP256, now: start + 200, retention: 100)
+        #expect(try await manager.refresh(now: start + 201) == true)
+        #expect(manager.current.ring.current.kid == rotated.current.kid)
     }
 
     @Test func requestInputParsing() throws {

@@ -22,14 +22,18 @@ struct InProcessBroker {
     let clock: ManualClock
     let transport: ScriptedTransport
     let service: BrokerService
-    let store: SQLiteStore
+    let store: any Store
     let directory: URL
 
     /// - Parameter config: a configuration file's JSON (providers, server keys); the data directory is the
     ///   test's own.
-    init(config: String? = nil, clock: ManualClock = ManualClock(), transport: ScriptedTransport = ScriptedTransport())
-        throws
-    {
+    /// - Parameters:
+    ///   - shared: a PostgreSQL store and the master key its brokers share (each in-process broker on it is
+    ///     one of several brokers behind a load balancer); `nil`: a SQLite store of this broker's own.
+    init(
+        config: String? = nil, clock: ManualClock = ManualClock(), transport: ScriptedTransport = ScriptedTransport(),
+        shared: (store: any Store, master: [UInt8])? = nil
+    ) async throws {
         self.clock = clock
         self.transport = transport
         directory = try TemporaryDirectory.make(prefix: "broker-inprocess")
@@ -44,11 +48,18 @@ struct InProcessBroker {
         configuration.issuer = configuration.issuer ?? "http://broker.test"
         try FileManager.default.createDirectory(
             atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-        store = try SQLiteStore(path: configuration.dataDirectory + "/broker.sqlite3")
-        service = try BrokerService(
+        let store: any Store = try shared?.store ?? SQLiteStore(path: configuration.dataDirectory + "/broker.sqlite3")
+        self.store = store
+        let master: MasterKey
+        if let shared {
+            master = MasterKey(bytes: shared.master, origin: "test master key")
+        } else {
+            master = try await MasterKey.load(configuration: configuration, environment: [:], store: store)
+        }
+        service = try await BrokerService.open(
             configuration: configuration,
             store: store,
-            keySource: .dataDirectory(configuration.dataDirectory),
+            master: master,
             logger: Logger(label: "test"),
             // Cheap scrypt: these tests are about the endpoints, not the hash's cost.
             hasher: PasswordHasher(parameters: .init(logN: 10, r: 8, p: 1)),

@@ -96,7 +96,7 @@ struct InProcessBrowserFlowTests {
     }
 
     @Test func aWholeSignInThenEveryReplayRefused() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         let pkce = try PKCE.generate()
         try await broker.test { client in
@@ -127,7 +127,7 @@ struct InProcessBrowserFlowTests {
     }
 
     @Test func aPendingSignInLapsesAfterTenMinutes() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
             let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
@@ -142,7 +142,7 @@ struct InProcessBrowserFlowTests {
     }
 
     @Test func aCodeLapsesAfterSixtySecondsAndIsBoundToItsVerifierAndRedirect() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
             for (change, expected) in [
@@ -172,7 +172,7 @@ struct InProcessBrowserFlowTests {
     }
 
     @Test func anIDTokenForAnotherSignInIsRefused() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
             let (state, _) = try await Self.start(client, pkce: try PKCE.generate())
@@ -193,7 +193,7 @@ struct InProcessBrowserFlowTests {
     }
 
     @Test func madeUpCodesWithARealStateWriteNothing() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
             let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
@@ -215,7 +215,7 @@ struct InProcessBrowserFlowTests {
         "a sealed state buys at most five provider calls",
         .bug(id: 18, "finding 11: a state could be replayed to /callback with junk codes for 10 minutes"))
     func aStatesCallbackTriesAreBounded() async throws {
-        let broker = try InProcessBroker(config: Self.config)
+        let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
         try await broker.test { client in
             let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())

@@ -16,7 +16,7 @@ struct InProcessEndpointTests {
     static let password = "correct horse battery staple"
 
     @Test func malformedRequestsGetTheContractsErrors() async throws {
-        let broker = try InProcessBroker()
+        let broker = try await InProcessBroker()
         try await broker.test { client in
             let missing = try await client.get("/no/such/endpoint")
             #expect(missing.status == 404 && missing.error == "not_found")
@@ -40,7 +40,7 @@ struct InProcessEndpointTests {
     }
 
     @Test func rotationReuseAndRevocation() async throws {
-        let broker = try InProcessBroker()
+        let broker = try await InProcessBroker()
         try await broker.test { client in
             let registered = try await client.register("ada@example.com", Self.password)
             #expect(registered.status == 201)
@@ -70,7 +70,7 @@ struct InProcessEndpointTests {
     }
 
     @Test func tokensExpireOnTheClock() async throws {
-        let broker = try InProcessBroker(
+        let broker = try await InProcessBroker(
             config: #"{"server": {"access_token_ttl": 300, "refresh_token_ttl": 600}}"#)
         try await broker.test { client in
             let session = try await client.register("clock@example.com", Self.password)
@@ -89,7 +89,7 @@ struct InProcessEndpointTests {
     }
 
     @Test func failedLoginsBackOffExactlyAsTheRuleSays() async throws {
-        let broker = try InProcessBroker()
+        let broker = try await InProcessBroker()
         try await broker.test { client in
             #expect(try await client.register("victim@example.com", Self.password).status == 201)
             for attempt in 1...5 {
@@ -115,7 +115,7 @@ struct InProcessEndpointTests {
         "a removed client's tokens do not come back with a new client of the same name",
         .bug(id: 18, "finding 9: tokens issued before a client's creation were accepted"))
     func tokensOfARemovedClientStayDead() async throws {
-        let broker = try InProcessBroker()
+        let broker = try await InProcessBroker()
         let secret = try ClientSecretHasher.newSecret()
         @Sendable func add() async throws {
             try await broker.store.createClient(

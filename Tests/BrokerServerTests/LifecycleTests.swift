@@ -34,8 +34,10 @@ struct LifecycleTests {
         let ring =
             try FileManager.default.attributesOfItem(atPath: second.dataDirectory + "/keys")[.posixPermissions] as? Int
         #expect(ring == 0o700)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: second.dataDirectory + "/keys").contains("master.key"))
         for file in try FileManager.default.contentsOfDirectory(atPath: second.dataDirectory + "/keys")
-        where file.hasSuffix(".pem") {
+        where !file.hasPrefix(".") {
             let mode =
                 try FileManager.default.attributesOfItem(atPath: second.dataDirectory + "/keys/" + file)[
                     .posixPermissions] as? Int

@@ -130,11 +130,12 @@ struct ClientAdminTests {
         #expect(secret.utf8.count == 43 && Base64URL.decode(secret)?.count == 32, "256 random bits, base64url")
         #expect(added.stderr.contains("shown only this once"))
 
-        // The store holds a keyed hash, never the secret; the key is 0600 beside the signing keys.
+        // The store holds a keyed hash, never the secret; the hash key is sealed in the store under the master
+        // key, which is 0600 in the data directory's keys folder.
         let stored = try await SQLiteStore(path: data + "/broker.sqlite3").client(name: "deploy")?.secretHash
         #expect(stored?.hasPrefix("hmac-sha256$") == true)
         #expect(stored?.contains(secret) == false)
-        let keyFile = data + "/keys/client-secrets.key"
+        let keyFile = data + "/keys/master.key"
         let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         // SQLite-specific: the secret is nowhere in the database files (main file and WAL), in any column.

@@ -1,5 +1,7 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
+import BrokerStore
 import BrokerTesting
 import Foundation
 import Testing
@@ -89,12 +91,18 @@ struct SessionTests {
         let parts = access.split(separator: ".").map(String.init)
         let claims = try #require(jwtParts(access).claims?.objectValue)
 
-        // The broker's own key, read from its data directory, to sign tokens that are wrong in one way each.
-        let ringData = try Data(contentsOf: URL(fileURLWithPath: server.dataDirectory + "/keys/keyring.json"))
-        let ring = try #require(JSONValue.parse(ringData))
-        let kid = try #require(ring["keys"]?.arrayValue?.first?["kid"]?.stringValue)
-        let pem = try String(contentsOfFile: server.dataDirectory + "/keys/\(kid).pem", encoding: .utf8)
-        let signer = try JWTSigner(key: try AsymmetricKey(pem: pem), kid: kid)
+        // The broker's own key, unsealed from its store with its data directory's master key, to sign tokens
+        // that are wrong in one way each.
+        var configuration = ServerConfiguration(catalog: [])
+        configuration.dataDirectory = server.dataDirectory
+        let store = try SQLiteStore(path: server.dataDirectory + "/broker.sqlite3")
+        let vault = KeyVault(
+            store: store,
+            master: try await MasterKey.load(configuration: configuration, environment: [:], store: store),
+            legacyDataDirectory: nil)
+        let current = try await vault.ring(now: 0).current
+        let kid = current.kid
+        let signer = try JWTSigner(key: current.key, kid: kid)
         let now = Int64(Date().timeIntervalSince1970)
         func signed(_ change: (inout [String: JSONValue]) -> Void, type: String = "at+jwt") throws -> String {
             var copy = claims

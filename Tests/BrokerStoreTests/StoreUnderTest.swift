@@ -34,7 +34,8 @@ enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable
             throw TestSupportError("not a PostgreSQL URL: \(url)")
         }
         return try await PostgresStore.open(
-            location, password: TestPostgres.password, poolSize: poolSize, logger: Logger(label: "test"))
+            location, password: TestPostgres.password, poolSize: poolSize, deadline: .seconds(60),
+            logger: Logger(label: "test"))
     }
 }
 
