@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerStore
 import Synchronization
 
@@ -87,9 +88,17 @@ final class LoginThrottle: Sendable {
         [accountKey(account)] + (address.map { [addressKey($0), pairKey(account, $0)] } ?? [])
     }
 
-    private static func accountKey(_ account: String) -> String { "a:" + account }
-    private static func addressKey(_ address: String) -> String { "i:" + address }
-    private static func pairKey(_ account: String, _ address: String) -> String { "p:" + address + "\u{0}" + account }
+    /// Keys name an account by its SHA-256: the same length whatever was typed, and no byte (a NUL, say) that
+    /// a database's text type would refuse.
+    private static func accountKey(_ account: String) -> String { "a:" + digest(account) }
+    private static func addressKey(_ address: String) -> String { "i:" + digest(address) }
+    private static func pairKey(_ account: String, _ address: String) -> String {
+        "p:" + digest(address) + ":" + digest(account)
+    }
+
+    private static func digest(_ text: String) -> String {
+        Base64URL.encode(Digest.sha256(text))
+    }
 
     /// Seconds until `account` or `address` may try again, or `nil` when both may try now (no reservation).
     func retryAfter(account: String, address: String?) async throws -> Double? {

@@ -16,9 +16,10 @@ import PostgresNIO
 /// `pg_advisory_xact_lock` (migrations), `LOCK TABLE` (key rotation), READ COMMITTED isolation.
 package final class PostgresStore: Store {
     package let location: PostgresLocation
-    private let client: PostgresClient
+    let client: PostgresClient
+    private let clientConfiguration: PostgresClient.Configuration
     private let runner: Task<Void, Never>
-    private let logger: Logger
+    let logger: Logger
     /// The longest one call may take before it is given up (and answered 503).
     private let deadline: Duration
 
@@ -41,6 +42,7 @@ package final class PostgresStore: Store {
         let store = try PostgresStore(
             location: location, password: password, poolSize: poolSize, deadline: deadline, logger: logger)
         do {
+            try await store.probe()
             try await store.ping()
             if migrate {
                 try await store.migrate()
@@ -83,11 +85,34 @@ package final class PostgresStore: Store {
         configuration.options.connectTimeout = deadline
         configuration.options.connectionIdleTimeout = .seconds(60)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        clientConfiguration = configuration
         self.client = client
         runner = Task.detached { await client.run() }
     }
 
     deinit { runner.cancel() }
+
+    /// One connection made directly, outside the pool: the pool retries a failed connection until the deadline,
+    /// which would hide why it failed (refused, unknown host, wrong password, no such database).
+    private func probe() async throws {
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: clientConfiguration.username,
+            password: clientConfiguration.password, database: location.database, tls: .disable)
+        if location.tls == .verifyFull {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .fullVerification
+            configuration.tls = .require(try NIOSSLContext(configuration: tls))
+        }
+        configuration.options.connectTimeout = .init(deadline)
+        let logger = logger
+        let settings = configuration
+        try await run("connection") {
+            let connection = try await PostgresConnection.connect(
+                on: PostgresClient.defaultEventLoopGroup.next(), configuration: settings, id: 0, logger: logger
+            ).get()
+            try await connection.close()
+        }
+    }
 
     package func close() async {
         runner.cancel()
@@ -102,7 +127,7 @@ package final class PostgresStore: Store {
     }
 
     /// Runs `operation` with the store's deadline, mapping PostgreSQL's errors to ``StoreError``.
-    private func run<T: Sendable>(
+    func run<T: Sendable>(
         _ what: String, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = deadline
@@ -154,7 +179,7 @@ package final class PostgresStore: Store {
         return .unavailable("cannot reach PostgreSQL at \(location.address) (\(what)): \(reason)")
     }
 
-    private func transaction<T: Sendable>(
+    func transaction<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let client = client
@@ -834,4 +859,62 @@ struct InsertRefreshToken: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+extension PostgresStore {
+    package func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
+        let client = client
+        return try await run("export of \(table.name)") {
+            var rows: [[StoreValue]] = []
+            for try await row in try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT \(table.columnList) FROM \(table.name)"))
+            {
+                let cells = row.makeRandomAccess()
+                var values: [StoreValue] = []
+                for (index, column) in table.columns.enumerated() {
+                    switch column.kind {
+                    case .integer: values.append(try cells[index].decode(Int64?.self).map(StoreValue.integer) ?? .null)
+                    case .text: values.append(try cells[index].decode(String?.self).map(StoreValue.text) ?? .null)
+                    }
+                }
+                rows.append(values)
+            }
+            return rows
+        }
+    }
+
+    package func importRows(_ tables: [(Schema.Table, [[StoreValue]])]) async throws {
+        let logger = logger
+        try await transaction("import") { connection in
+            for (table, rows) in tables {
+                let marks = (1...table.columns.count).map { "$\($0)" }.joined(separator: ", ")
+                let sql = "INSERT INTO \(table.name) (\(table.columnList)) VALUES (\(marks))"
+                for row in rows {
+                    var bindings = PostgresBindings()
+                    for (value, column) in zip(row, table.columns) {
+                        switch (value, column.kind) {
+                        case (.integer(let number), _): bindings.append(number)
+                        case (.text(let text), _): bindings.append(text)
+                        case (.null, .integer): bindings.append(Int64?.none)
+                        case (.null, .text): bindings.append(String?.none)
+                        }
+                    }
+                    try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger).drain()
+                }
+            }
+        }
+    }
+
+    package func count(_ table: Schema.Table) async throws -> Int {
+        let client = client
+        return try await run("count of \(table.name)") {
+            var total = 0
+            for try await count in try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table.name)")
+            ).decode(Int.self) {
+                total = count
+            }
+            return total
+        }
+    }
 }

@@ -7,7 +7,7 @@ import GRDB
 /// WAL mode (a `DatabasePool`) lets `/auth/me` and the JWKS read while a login writes; a busy timeout
 /// lets `broker client add` write from another process while the server runs.
 package final class SQLiteStore: Store {
-    private let pool: DatabasePool
+    let pool: DatabasePool
     private let lookup: SessionLookup
     package let path: String
 
@@ -544,5 +544,44 @@ extension [UInt8] {
             out.append(digits[Int(byte & 0x0f)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension SQLiteStore {
+    package func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT \(table.columnList) FROM \(table.name)").map { row in
+                table.columns.enumerated().map { index, column -> StoreValue in
+                    switch column.kind {
+                    case .integer: (row[index] as Int64?).map(StoreValue.integer) ?? .null
+                    case .text: (row[index] as String?).map(StoreValue.text) ?? .null
+                    }
+                }
+            }
+        }
+    }
+
+    package func importRows(_ tables: [(Schema.Table, [[StoreValue]])]) async throws {
+        try await pool.write { db in
+            for (table, rows) in tables {
+                let marks = Array(repeating: "?", count: table.columns.count).joined(separator: ", ")
+                let statement = try db.makeStatement(
+                    sql: "INSERT INTO \(table.name) (\(table.columnList)) VALUES (\(marks))")
+                for row in rows {
+                    let values: [(any DatabaseValueConvertible)?] = row.map { value in
+                        switch value {
+                        case .null: nil
+                        case .integer(let number): number
+                        case .text(let text): text
+                        }
+                    }
+                    try statement.execute(arguments: StatementArguments(values))
+                }
+            }
+        }
+    }
+
+    package func count(_ table: Schema.Table) async throws -> Int {
+        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name)") ?? 0 }
     }
 }

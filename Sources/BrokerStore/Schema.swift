@@ -234,3 +234,83 @@ package enum Schema {
                 + "run the broker version that migrated it (or newer)")
     }
 }
+
+extension Schema {
+    /// A column's kind, for copying rows between stores.
+    package enum Kind: Sendable { case text, integer }
+
+    /// A table as `broker db copy` sees it.
+    package struct Table: Sendable {
+        package let name: String
+        package let columns: [(name: String, kind: Kind)]
+
+        var columnList: String { columns.map(\.name).joined(separator: ", ") }
+    }
+
+    /// Every table that holds lasting state, parents before children (the throttle's counters are not copied:
+    /// they lapse within minutes).
+    package static let tables: [Table] = [
+        Table(
+            name: "users",
+            columns: [
+                ("id", .text), ("provider", .text), ("subject", .text), ("email", .text), ("name", .text),
+                ("created_at", .integer),
+            ]),
+        Table(
+            name: "password_accounts",
+            columns: [("email", .text), ("user_id", .text), ("password_hash", .text), ("updated_at", .integer)]),
+        Table(
+            name: "sessions",
+            columns: [
+                ("id", .text), ("user_id", .text), ("client_id", .text), ("scope", .text), ("created_at", .integer),
+                ("revoked_at", .integer),
+            ]),
+        Table(
+            name: "refresh_tokens",
+            columns: [
+                ("hash", .text), ("session_id", .text), ("created_at", .integer), ("expires_at", .integer),
+                ("used_at", .integer),
+            ]),
+        Table(
+            name: "clients",
+            columns: [
+                ("name", .text), ("secret_hash", .text), ("scopes", .text), ("trust_issuer", .text),
+                ("trust_subject", .text), ("trust_audience", .text), ("trust_max_age", .integer),
+                ("created_at", .integer),
+            ]),
+        Table(name: "exchanged_tokens", columns: [("issuer", .text), ("jti", .text), ("expires_at", .integer)]),
+        Table(
+            name: "authorization_codes",
+            columns: [
+                ("hash", .text), ("user_id", .text), ("code_challenge", .text), ("redirect_uri", .text),
+                ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
+            ]),
+        Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
+        Table(
+            name: "signing_keys",
+            columns: [
+                ("kid", .text), ("algorithm", .text), ("sealed_key", .text), ("created_at", .integer),
+                ("retired_at", .integer),
+            ]),
+        Table(name: "secret_keys", columns: [("name", .text), ("sealed_key", .text), ("created_at", .integer)]),
+    ]
+}
+
+/// One value of a copied row.
+package enum StoreValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case text(String)
+}
+
+/// What `broker db copy` needs of a store: every row of a table out, and a whole copy in.
+package protocol CopyableStore: Sendable {
+    /// Every row of `table`, its columns in the table's order.
+    func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]]
+
+    /// Inserts every table's rows in one transaction (all or nothing).
+    func importRows(_ tables: [(Schema.Table, [[StoreValue]])]) async throws
+
+    /// How many rows `table` holds.
+    func count(_ table: Schema.Table) async throws -> Int
+}

@@ -101,7 +101,7 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
 /// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
 ///
 /// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
-package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore {
+package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 
