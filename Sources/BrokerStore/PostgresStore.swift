@@ -536,7 +536,7 @@ package final class PostgresStore: Store {
     }
 
     package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
-        try await insertedOne(
+        try await returnsRow(
             "state marker",
             """
             INSERT INTO state_markers (marker, expires_at) VALUES (\(marker), \(expiresAt))
@@ -545,11 +545,11 @@ package final class PostgresStore: Store {
     }
 
     package func isStateMarkerSpent(_ marker: String) async throws -> Bool {
-        try await insertedOne("state marker", "SELECT 1 FROM state_markers WHERE marker = \(marker)")
+        try await returnsRow("state marker", "SELECT 1 FROM state_markers WHERE marker = \(marker)")
     }
 
-    /// Whether `query` returned a row.
-    private func insertedOne(_ what: String, _ query: PostgresQuery) async throws -> Bool {
+    /// Whether `query` returned a row (an insert that took, a delete that found, a select that matched).
+    private func returnsRow(_ what: String, _ query: PostgresQuery) async throws -> Bool {
         let client = client
         return try await run(what) {
             for try await _ in try await client.query(query).decode(Int.self) { return true }
@@ -600,11 +600,11 @@ package final class PostgresStore: Store {
     }
 
     package func deleteClient(name: String) async throws -> Bool {
-        try await insertedOne("client deletion", "DELETE FROM clients WHERE name = \(name) RETURNING 1")
+        try await returnsRow("client deletion", "DELETE FROM clients WHERE name = \(name) RETURNING 1")
     }
 
     package func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
-        try await insertedOne(
+        try await returnsRow(
             "token exchange",
             """
             INSERT INTO exchanged_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(expiresAt))
@@ -644,7 +644,7 @@ package final class PostgresStore: Store {
 
     package func addFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
         // The partial unique index on current keys decides between brokers starting at once.
-        try await insertedOne(
+        try await returnsRow(
             "signing key",
             """
             INSERT INTO signing_keys (kid, algorithm, sealed_key, created_at, retired_at)
@@ -674,21 +674,14 @@ package final class PostgresStore: Store {
     }
 
     package func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
-        let client = client
-        return try await run("secret key") {
-            try await client.query(
-                """
-                INSERT INTO secret_keys (name, sealed_key, created_at) VALUES (\(name), \(sealed), \(now))
-                ON CONFLICT (name) DO NOTHING
-                """
-            ).drain()
-            for try await stored in try await client.query(
-                "SELECT sealed_key FROM secret_keys WHERE name = \(name)"
-            ).decode(String.self) {
-                return stored
-            }
-            return sealed
-        }
+        try await query(
+            "secret key",
+            """
+            INSERT INTO secret_keys (name, sealed_key, created_at) VALUES (\(name), \(sealed), \(now))
+            ON CONFLICT (name) DO NOTHING
+            """)
+        // The first writer's key, whoever that was.
+        return try await secretKey(name: name) ?? sealed
     }
 
     package func secretKey(name: String) async throws -> String? {
