@@ -7,6 +7,7 @@ package import Logging
 import NIOCore
 import NIOHTTP1
 import ServiceLifecycle
+import UnixSignals
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -234,8 +235,16 @@ package enum BrokerHTTPServer {
             logger: logger
         )
         app.addServices(MaintenanceService(service: service))
-        // The default signals are SIGTERM and SIGINT.
-        try await app.runService()
+        // SIGTERM and SIGINT start a graceful shutdown: no new connections, requests in flight finish. It is
+        // bounded: a request gets `request_timeout` seconds (and the store its own deadline), so after that
+        // and five more the rest is cancelled rather than waited for, and the process exits.
+        var group = ServiceGroupConfiguration(
+            services: [ServiceGroupConfiguration.ServiceConfiguration(service: app)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        group.maximumGracefulShutdownDuration = .seconds(limits.requestTimeout + 5)
+        try await ServiceGroup(configuration: group).run()
     }
 }
 

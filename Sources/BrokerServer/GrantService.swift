@@ -52,10 +52,7 @@ final class GrantService: Sendable {
             now: time
         )
         switch outcome {
-        case .rotated(let session):
-            guard let user = try await store.user(id: session.userID) else {
-                throw APIError.invalidGrant("the account of this session no longer exists")
-            }
+        case .rotated(let session, let user):
             let access = try tokens.accessToken(
                 user: user,
                 sessionID: session.id,

@@ -2,6 +2,7 @@ package import BrokerCore
 package import Logging
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 /// The store several brokers share: PostgreSQL through PostgresNIO's connection pool.
 ///
@@ -127,21 +128,34 @@ package final class PostgresStore: Store {
     }
 
     /// Runs `operation` with the store's deadline, mapping PostgreSQL's errors to ``StoreError``.
+    ///
+    /// The deadline answers even when the operation does not stop: a task group would wait for its cancelled
+    /// child, and a query on a connection that died under it (the database stopped mid-transaction) was seen
+    /// to ignore cancellation, so the request hung. Here the operation runs in a task of its own that is
+    /// cancelled and left to finish by itself; the caller has its answer at the deadline.
     func run<T: Sendable>(
         _ what: String, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = deadline
+        let race = DeadlineRace<Outcome<T>>()
         let outcome: Outcome<T>
         do {
-            outcome = try await withThrowingTaskGroup(of: Outcome<T>.self) { group in
-                group.addTask { .value(try await operation()) }
-                group.addTask {
-                    try await Task.sleep(for: deadline)
-                    return .timedOut
+            outcome = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    race.start(continuation)
+                    let work = Task {
+                        do { race.finish(.success(.value(try await operation()))) } catch {
+                            race.finish(.failure(error))
+                        }
+                    }
+                    let timer = Task {
+                        try? await Task.sleep(for: deadline)
+                        race.finish(.success(.timedOut))
+                    }
+                    race.hold(work: work, timer: timer)
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next() else { return .timedOut }
-                return first
+            } onCancel: {
+                race.finish(.failure(CancellationError()))
             }
         } catch let error as PSQLError {
             throw Self.storeError(error, location: location, what: what)
@@ -373,18 +387,19 @@ package final class PostgresStore: Store {
         let logger = logger
         return try await transaction("refresh token rotation") { connection in
             // FOR UPDATE: a second broker presenting the same token waits here, then reads it used.
-            var found: (Int64, Int64?, SessionRecord)?
+            var found: (Int64, Int64?, SessionRecord, UserRecord)?
             for try await row in try await connection.execute(LockRefreshToken(hash: hash.hex), logger: logger) {
-                let (expires, used, id, user, clientID, scope, created, revoked) = row
+                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated) = row
                 guard let userID = UserID(user) else { break }
                 found = (
                     expires, used,
                     SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked)
+                        revokedAt: revoked),
+                    UserRecord(id: userID, email: email, name: name, createdAt: userCreated)
                 )
             }
-            guard let (expiresAt, usedAt, session) = found else { return .unknown }
+            guard let (expiresAt, usedAt, session, user) = found else { return .unknown }
             if session.revokedAt != nil { return .revoked }
             if usedAt != nil {
                 try await connection.query(
@@ -404,7 +419,7 @@ package final class PostgresStore: Store {
                 InsertRefreshToken(hash: nextHash.hex, sessionID: session.id, createdAt: now, expiresAt: nextExpiresAt),
                 logger: logger)
             {}
-            return .rotated(session)
+            return .rotated(session, user)
         }
     }
 
@@ -799,10 +814,12 @@ struct ClientByName: PostgresPreparedStatement {
 struct LockRefreshToken: PostgresPreparedStatement {
     static let name = "broker_lock_refresh_token"
     static let sql = """
-        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at
-        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = $1 FOR UPDATE
+        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
+               u.email, u.name, u.created_at
+        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
+        WHERE t.hash = $1 FOR UPDATE OF t, s
         """
-    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?)
+    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64)
     var hash: String
 
     func makeBindings() throws -> PostgresBindings {
@@ -909,5 +926,54 @@ extension PostgresStore {
             }
             return total
         }
+    }
+}
+
+/// The first of an operation, its deadline and the caller's cancellation to finish resumes the caller; the
+/// others find the continuation gone. Whichever wins cancels both tasks (the operation's own cancellation is
+/// then up to it; nobody waits for it).
+private final class DeadlineRace<Value: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Value, any Error>?
+        var pending: Result<Value, any Error>?
+        var work: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<Value, any Error>) {
+        let early = state.withLock { state -> Result<Value, any Error>? in
+            if let pending = state.pending { return pending }
+            state.continuation = continuation
+            return nil
+        }
+        // Cancelled before it started: answer at once.
+        if let early { continuation.resume(with: early) }
+    }
+
+    func hold(work: Task<Void, Never>, timer: Task<Void, Never>) {
+        let finished = state.withLock { state -> Bool in
+            state.work = work
+            state.timer = timer
+            return state.continuation == nil
+        }
+        if finished {
+            work.cancel()
+            timer.cancel()
+        }
+    }
+
+    func finish(_ result: Result<Value, any Error>) {
+        let (continuation, work, timer) = state.withLock { state in
+            guard state.pending == nil else {
+                return (CheckedContinuation<Value, any Error>?.none, Task<Void, Never>?.none, Task<Void, Never>?.none)
+            }
+            state.pending = result
+            defer { state.continuation = nil }
+            return (state.continuation, state.work, state.timer)
+        }
+        continuation?.resume(with: result)
+        work?.cancel()
+        timer?.cancel()
     }
 }

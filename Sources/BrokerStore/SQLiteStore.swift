@@ -167,13 +167,16 @@ package final class SQLiteStore: Store {
                     db,
                     sql: """
                         SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
-                               s.revoked_at
-                        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = ?
+                               s.revoked_at, u.email AS user_email, u.name, u.created_at AS user_created_at
+                        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+                        JOIN users u ON u.id = s.user_id WHERE t.hash = ?
                         """,
                     arguments: [hash.hex]
                 ),
                 let session = Self.session(row)
             else { return .unknown }
+            let user = UserRecord(
+                id: session.userID, email: row["user_email"], name: row["name"], createdAt: row["user_created_at"])
             if session.revokedAt != nil { return .revoked }
             if (row["used_at"] as Int64?) != nil {
                 try db.execute(
@@ -193,7 +196,7 @@ package final class SQLiteStore: Store {
                 sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
                 arguments: [nextHash.hex, session.id, now, nextExpiresAt]
             )
-            return .rotated(session)
+            return .rotated(session, user)
         }
     }
 

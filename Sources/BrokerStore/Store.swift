@@ -68,8 +68,10 @@ package struct RefreshTokenRecord: Sendable, Hashable {
 
 /// What presenting a refresh token for rotation came to.
 package enum RotationOutcome: Sendable, Hashable {
-    /// The token was current: it is now used, `next` replaces it, and the session continues.
-    case rotated(SessionRecord)
+    /// The token was current: it is now used, `next` replaces it, and the session continues. The user is read
+    /// in the same transaction: nothing the answer needs is read after the commit, so a store that fails
+    /// afterwards cannot turn a committed rotation into an error answer (whose retry would look like reuse).
+    case rotated(SessionRecord, UserRecord)
     /// No such token.
     case unknown
     /// The token has expired.

@@ -56,12 +56,38 @@ package enum TestPostgres {
             throw TestSupportError("no PostgreSQL cluster to control: run through scripts/with-postgres.sh")
         }
         let command = [bin + "/pg_ctl", "-D", data] + arguments
-        let output: ProcessOutput
-        if getuid() == 0 {
-            output = try await ProcessRunner.run("/usr/sbin/runuser", ["-u", "postgres", "--"] + command)
-        } else {
-            output = try await ProcessRunner.run(command[0], Array(command.dropFirst()))
+        let full = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + command : command
+        let (status, output) = try await offThread { try spawnAndWait(full) }
+        guard status == 0 else { throw TestSupportError("pg_ctl \(arguments[0]) failed (\(status)): \(output)") }
+    }
+
+    /// posix_spawn and waitpid, without Foundation's `Process`: `pg_ctl start` leaves a daemon behind, and
+    /// Foundation's child monitoring was seen never to notice the exit of the `runuser` above it (a zombie that
+    /// `waitUntilExit` waited on for ever). Output goes to a temporary file and is returned.
+    private static func spawnAndWait(_ command: [String]) throws -> (Int32, String) {
+        let directory = try TemporaryDirectory.make(prefix: "broker-pgctl")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("output").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
+        var cArguments = command.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, command[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else {
+            throw TestSupportError("cannot run \(command[0]): \(String(cString: strerror(spawned)))")
         }
-        guard output.status == 0 else { throw TestSupportError("pg_ctl \(arguments[0]) failed: \(output.stderr)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw TestSupportError("waitpid: \(String(cString: strerror(errno)))") }
+        }
+        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
+        let exited = status & 0x7f == 0
+        return (exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), text)
     }
 }

@@ -533,6 +533,14 @@ struct CLIBrowserLoginTests {
         _ server: BrokerProcess, _ client: ClientHome, provider: String = "google", browser: [String: String] = [:],
         extra: [String] = [], timeout: Int = 60
     ) async throws -> (CLI.Result, JSONValue?) {
+        try await login(client, provider: provider, browser: browser, extra: extra, timeout: timeout)
+    }
+
+    /// The same against whatever broker `client` points at.
+    static func login(
+        _ client: ClientHome, provider: String = "google", browser: [String: String] = [:], extra: [String] = [],
+        timeout: Int = 60
+    ) async throws -> (CLI.Result, JSONValue?) {
         let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path
         var environment = ["BROWSER": "python3 \(script) --open", "BROWSER_RESULT": resultFile]

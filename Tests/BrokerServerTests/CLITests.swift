@@ -10,8 +10,13 @@ struct ClientHome {
     let url: String
 
     init(server: BrokerProcess) throws {
+        try self.init(url: server.url)
+    }
+
+    /// A client of the broker at `url` (a load balancer in front of several).
+    init(url: String) throws {
         home = try BrokerProcess.temporaryDirectory().appendingPathComponent("home").path
-        url = server.url
+        self.url = url
     }
 
     var environment: [String: String] {

@@ -27,10 +27,10 @@ struct ScaleOutProcessTests {
             return Shared(url: try await TestPostgres.freshDatabase(), masterKeyFile: file, directory: directory)
         }
 
-        func serve() async throws -> BrokerProcess {
-            // Replicas behind one load balancer share one issuer.
+        /// A broker on the shared database; replicas behind one load balancer share one issuer.
+        func serve(config: String? = nil, issuer: String = "https://broker.example") async throws -> BrokerProcess {
             try await BrokerProcess.start(
-                arguments: options + ["--issuer", "https://broker.example"], environment: environment)
+                config: config, arguments: options + ["--issuer", issuer], environment: environment)
         }
     }
 

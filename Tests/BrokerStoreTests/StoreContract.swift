@@ -119,16 +119,16 @@ struct StoreContract {
     @Test(arguments: StoreUnderTest.available)
     func rotationSpendsTheTokenAndIssuesItsSuccessor(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let (_, session, first) = try await Make.signedIn(store)
+        let (user, session, first) = try await Make.signedIn(store)
         let second = Make.hash()
         let outcome = try await store.rotateRefreshToken(
             hash: first, nextHash: second, nextExpiresAt: Make.now + 7200, now: Make.now + 10)
-        #expect(outcome == .rotated(session))
+        #expect(outcome == .rotated(session, user), "the session and its user, read in the rotation's transaction")
         let third = Make.hash()
         #expect(
             try await store.rotateRefreshToken(
                 hash: second, nextHash: third, nextExpiresAt: Make.now + 7200, now: Make.now + 20)
-                == .rotated(session), "the successor rotates in turn")
+                == .rotated(session, user), "the successor rotates in turn")
     }
 
     @Test(arguments: StoreUnderTest.available)
@@ -222,7 +222,7 @@ struct StoreContract {
     func purgeRemovesOnlyWhatExpired(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
         let (_, dead, deadToken) = try await Make.signedIn(store, lifetime: 10)
-        let (_, live, liveToken) = try await Make.signedIn(store, lifetime: 10_000)
+        let (liveUser, live, liveToken) = try await Make.signedIn(store, lifetime: 10_000)
         let user = try await store.upsertUser(Make.user())
         let oldCode = AuthorizationCodeRecord(
             hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
@@ -248,7 +248,7 @@ struct StoreContract {
         #expect(
             try await store.rotateRefreshToken(
                 hash: liveToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 200, now: Make.now + 100)
-                == .rotated(live))
+                == .rotated(live, liveUser))
         #expect(try await store.redeemAuthorizationCode(hash: oldCode.hash, now: Make.now + 100) == .unknown)
         #expect(
             try await store.redeemAuthorizationCode(hash: newCode.hash, now: Make.now + 100) == .redeemed(newCode))
