@@ -11,7 +11,8 @@ swift format lint --strict -r Sources Providers Tests Benchmarks Package.swift
 echo "== swift build" >&2
 swift build
 
-# The load suite saturates every core with scrypt for tens of seconds; on a 2-core CI machine it would starve
+# The load suite saturates every core with scrypt for tens of seconds (and its database-outage test stops the
+# shared PostgreSQL cluster, its crash test kills brokers fifty times); on a 2-core CI machine it would starve
 # the other suites' servers (a single registration then misses the CLI's 30 s timeout). It runs on its own,
 # after everything else has run in parallel.
 # Every suite runs beside one throw-away PostgreSQL cluster (scripts/with-postgres.sh): the store contract and
