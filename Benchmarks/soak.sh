@@ -39,18 +39,24 @@ BASIC=$(printf 'soak:%s' "$SECRET" | base64 -w0)
 ) >"$WORK/samples" 2>/dev/null &
 SAMPLER=$!
 
+TRAFFIC=()
 SOAK_METHOD=POST SOAK_PATH=/auth/login SOAK_CONTENT_TYPE=application/json SOAK_BODY=$BODY \
   wrk -t1 -c2 -d"${DURATION}s" --timeout 30s -s Benchmarks/wrk/soak.lua "$URL" >"$WORK/login.txt" 2>&1 &
+TRAFFIC+=($!)
 REFRESH_TOKENS=$WORK/tokens TOKENS_PER_THREAD=12 \
   wrk -t1 -c4 -d"${DURATION}s" --timeout 30s -s Benchmarks/wrk/soak.lua "$URL" >"$WORK/refresh.txt" 2>&1 &
+TRAFFIC+=($!)
 SOAK_PATH=/auth/me SOAK_AUTHORIZATION="Bearer $ACCESS" \
   wrk -t1 -c4 -d"${DURATION}s" --timeout 30s -s Benchmarks/wrk/soak.lua "$URL" >"$WORK/me.txt" 2>&1 &
+TRAFFIC+=($!)
 SOAK_METHOD=POST SOAK_PATH=/auth/token SOAK_CONTENT_TYPE=application/x-www-form-urlencoded \
   SOAK_BODY="grant_type=client_credentials&ttl=300" SOAK_AUTHORIZATION="Basic $BASIC" \
   wrk -t1 -c4 -d"${DURATION}s" --timeout 30s -s Benchmarks/wrk/soak.lua "$URL" >"$WORK/mint.txt" 2>&1 &
+TRAFFIC+=($!)
 SOAK_PATH=/.well-known/jwks.json \
   wrk -t1 -c2 -d"${DURATION}s" --timeout 30s -s Benchmarks/wrk/soak.lua "$URL" >"$WORK/jwks.txt" 2>&1 &
-for job in $(jobs -p); do [ "$job" = "$SAMPLER" ] || wait "$job"; done
+TRAFFIC+=($!)
+wait "${TRAFFIC[@]}"
 kill "$SAMPLER" 2>/dev/null || true
 
 python3 - "$WORK" "$DURATION" <<'PY' | python3 Benchmarks/write_section.py "## Soak"
