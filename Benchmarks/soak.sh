@@ -95,6 +95,9 @@ Command: `Benchmarks/soak.sh {duration}` — {datetime.date.today()}, release bu
 | open descriptors | {fd_first} | {fd_last} | {"yes" if fd_flat else "**no**"} |
 
 Result: **{"fail" if failed else "pass"}**.
+Most of the private memory is scrypt's: each hash at N=2^17, r=8 works in 128 MiB, and the hashing pool runs
+one per core while logins arrive. Flat means no growth from the first ten seconds to the last: no leak per
+request, no descriptor left open.
 """, end="")
 if failed:
     sys.exit("soak: failed (see the section above)")
