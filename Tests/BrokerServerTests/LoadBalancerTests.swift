@@ -74,13 +74,13 @@ final class NginxProcess: @unchecked Sendable {
         }
     }
 
+    /// SIGTERM: nginx's fast shutdown, in which the master tells its workers to exit at once. (SIGKILL would
+    /// leave the workers running without a master; SIGQUIT waits for keep-alive connections.)
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGQUIT) }
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
     }
 
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
+    deinit { stop() }
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; the caller retries if someone takes it meanwhile).
