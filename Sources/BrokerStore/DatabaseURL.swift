@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// Where a broker's store is: `sqlite:PATH`, or `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…]`
 /// (`postgresql://` too).
 package enum DatabaseLocation: Sendable, Equatable {
@@ -137,32 +139,12 @@ package struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
-    /// Percent-decoding of one URL component.
+    /// Percent-decoding of one URL component (the form decoder's, with `+` kept as it is).
     private static func decode(_ text: Substring, _ what: String) throws(DatabaseLocation.Failure) -> String {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%") {
-                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
-                    throw DatabaseLocation.Failure(description: "bad %-escape in the PostgreSQL \(what)")
-                }
-                bytes.append(high << 4 | low)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        guard let decoded = String(validating: bytes, as: UTF8.self) else {
-            throw DatabaseLocation.Failure(description: "the PostgreSQL \(what) is not UTF-8")
+        guard let decoded = FormEncoding.percentDecode(text, plusIsSpace: false) else {
+            throw DatabaseLocation.Failure(
+                description: "bad %-escape or text that is not UTF-8 in the PostgreSQL \(what)")
         }
         return decoded
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
