@@ -78,6 +78,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // `broker serve`'s settings (file, environment, validation): apart from the server so that the config
+        // loader builds, and is fuzzed (Fuzz/config), without the HTTP and database stacks.
+        .target(
+            name: "BrokerConfiguration",
+            dependencies: ["BrokerCore", "BrokerSystem", "ProviderSupport"],
+            swiftSettings: swiftSettings
+        ),
         // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). ProviderSupport holds
         // what they share: descriptors, typed endpoints, OAuth 2.0 plumbing and the discovery + JWKS cache.
         .target(
@@ -141,7 +148,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem", "ProviderSupport",
+                "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem",
+                "ProviderSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
@@ -168,8 +176,8 @@ let package = Package(
         .executableTarget(
             name: "broker-full",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders", "BrokerServer",
-                "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
+                "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -219,7 +227,8 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore", "BrokerClient", "Facebook",
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerClient", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -240,8 +249,40 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerCLITests",
-            dependencies: ["BrokerCrypto", "BrokerProviders", "BrokerTesting", "ProviderSupport"],
+            dependencies: [
+                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerProviders", "BrokerTesting", "ProviderSupport",
+            ],
             swiftSettings: swiftSettings
         ),
     ]
 )
+
+// libFuzzer harnesses (Fuzz/, run by scripts/fuzz.sh), declared only when BROKER_FUZZ=1: they have no `main`
+// of their own (libFuzzer's is linked in), so they build only with `-sanitize=fuzzer`, in their own scratch
+// folder.
+if Context.environment["BROKER_FUZZ"] == "1" {
+    package.targets.append(
+        .target(name: "FuzzSupport", dependencies: ["BrokerSystem"], path: "Fuzz/Support", swiftSettings: swiftSettings)
+    )
+    let harnesses: [(name: String, dependencies: [Target.Dependency])] = [
+        ("json", ["BrokerCore"]),
+        ("form", ["BrokerCore"]),
+        ("jwt", ["BrokerCore", "BrokerCrypto"]),
+        ("jwk", ["BrokerCore", "BrokerCrypto"]),
+        ("phc", ["BrokerCore", "BrokerCrypto"]),
+        ("oauth1", ["BrokerCore", "ProviderSupport", "Twitter"]),
+        ("loopback", ["BrokerClient"]),
+        ("config", ["BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerProviders"]),
+        ("cache", ["BrokerCore", "BrokerCredentials"]),
+    ]
+    for harness in harnesses {
+        package.targets.append(
+            .executableTarget(
+                name: "fuzz-\(harness.name)",
+                dependencies: harness.dependencies + ["FuzzSupport"],
+                path: "Fuzz/\(harness.name)",
+                swiftSettings: swiftSettings
+            )
+        )
+    }
+}

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: formatting lint, the Swift test suites (unit, loopback HTTP, real binary, Python interop).
+# Runs every test: formatting lint, the Swift test suites (unit, loopback HTTP, real binary, Python interop),
+# then every fuzz harness for a short time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 
 echo "== swift format lint" >&2
-swift format lint --strict -r Sources Providers Tests Benchmarks Package.swift
+swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Package.swift
 
 echo "== swift build" >&2
 swift build
@@ -21,3 +22,8 @@ echo "== swift test (all but the load suite, in parallel)" >&2
 scripts/with-postgres.sh swift test --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
 scripts/with-postgres.sh swift test --skip-build --filter LoadTests
+
+# Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
+# run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.
+echo "== fuzzing (each harness ${BROKER_FUZZ_SECONDS:-15} s)" >&2
+scripts/fuzz.sh "${BROKER_FUZZ_SECONDS:-15}"

@@ -20,8 +20,8 @@ package enum Facebook {
     /// A Graph API version: `v` then digits, a dot, digits (`v19.0`).
     static func isGraphVersion(_ text: String) -> Bool {
         let parts = text.dropFirst().split(separator: ".", omittingEmptySubsequences: false)
-        return text.hasPrefix("v") && parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isASCII) }
-            && parts.allSatisfy { $0.allSatisfy(\.isNumber) } && text.count <= 8
+        return text.hasPrefix("v") && parts.count == 2 && parts.allSatisfy(\.isASCIIDigits)
+            && text.utf8.count <= 8
     }
 
     package static let descriptor = ProviderDescriptor(
@@ -91,7 +91,7 @@ package final class FacebookProvider: IdentityProvider {
         let me = try await OAuth2Support.getJSON(
             userinfoEndpoint.with(query: [("fields", "id,name,email"), ("appsecret_proof", proof)]),
             headers: [(name: "Authorization", value: "Bearer " + accessToken)], http: http())
-        guard let id = me["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 64, id.allSatisfy(\.isNumber) else {
+        guard let id = me["id"]?.stringValue, id.isASCIIDigits, id.utf8.count <= 64 else {
             throw .invalidResponse("Graph /me has no numeric id")
         }
         let email = me["email"]?.stringValue

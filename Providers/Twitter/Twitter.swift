@@ -96,8 +96,8 @@ package final class TwitterProvider: IdentityProvider {
         let me = try await OAuth2Support.getJSON(
             userinfoEndpoint.url, headers: [(name: "Authorization", value: "Bearer " + accessToken)],
             http: http())
-        guard let data = me["data"]?.objectValue, let id = data["id"]?.stringValue, !id.isEmpty, id.utf8.count <= 32,
-            id.allSatisfy(\.isNumber)
+        guard let data = me["data"]?.objectValue, let id = data["id"]?.stringValue, id.isASCIIDigits,
+            id.utf8.count <= 32
         else { throw .invalidResponse("/2/users/me has no numeric id") }
         return Identity(subject: id, email: nil, emailVerified: false, name: data["name"]?.stringValue)
     }

@@ -63,12 +63,7 @@ package final class TwitterOAuth1Provider: IdentityProvider {
         let callback = pending.callbackURL + "?" + FormEncoding.encode([("state", pending.state)])
         let answer = try await signedPost(
             requestTokenEndpoint.url, extra: [("oauth_callback", callback)], token: nil, tokenSecret: nil)
-        guard answer["oauth_callback_confirmed"] == "true" else {
-            throw .invalidResponse("request_token did not confirm the callback (oauth_callback_confirmed)")
-        }
-        guard let token = answer["oauth_token"], !token.isEmpty, let secret = answer["oauth_token_secret"] else {
-            throw .invalidResponse("request_token answered without oauth_token and oauth_token_secret")
-        }
+        let (token, secret) = try Self.requestToken(answer)
         let url = authorizeEndpoint.with(query: [("oauth_token", token)])
         return AuthorizationStart(url: url, carry: ["token": token, "secret": secret])
     }
@@ -94,19 +89,53 @@ package final class TwitterOAuth1Provider: IdentityProvider {
         let access = try await signedPost(
             accessTokenEndpoint.url, extra: [("oauth_verifier", verifier)], token: requestToken,
             tokenSecret: Secret(requestSecret))
-        guard let token = access["oauth_token"], let secret = access["oauth_token_secret"] else {
-            throw .invalidResponse("access_token answered without a token")
-        }
+        let (token, secret) = try Self.accessToken(access)
         let url = verifyCredentialsEndpoint.url
         guard let signed = try sign("GET", url, extra: [], token: token, tokenSecret: Secret(secret)) else {
             throw .invalidResponse("verify_credentials_endpoint is not an http(s) URL")
         }
         let me = try await OAuth2Support.getJSON(
             url, headers: [(name: "Authorization", value: OAuth1.authorizationHeader(signed))], http: http())
-        guard let id = me["id_str"]?.stringValue, !id.isEmpty, id.utf8.count <= 32, id.allSatisfy(\.isNumber),
+        return try Self.identity(me, access: access)
+    }
+
+    // The readings of X's answers, pure so that they can be fuzzed (`Fuzz/oauth1`).
+
+    /// The request token and its secret from `request_token`'s answer, which must confirm the callback.
+    package static func requestToken(_ answer: [String: String]) throws(ProviderError) -> (String, String) {
+        guard answer["oauth_callback_confirmed"] == "true" else {
+            throw .invalidResponse("request_token did not confirm the callback (oauth_callback_confirmed)")
+        }
+        guard let token = answer["oauth_token"], !token.isEmpty, let secret = answer["oauth_token_secret"] else {
+            throw .invalidResponse("request_token answered without oauth_token and oauth_token_secret")
+        }
+        return (token, secret)
+    }
+
+    /// The access token and its secret from `access_token`'s answer.
+    package static func accessToken(_ answer: [String: String]) throws(ProviderError) -> (String, String) {
+        guard let token = answer["oauth_token"], let secret = answer["oauth_token_secret"] else {
+            throw .invalidResponse("access_token answered without a token")
+        }
+        return (token, secret)
+    }
+
+    /// The identity in `verify_credentials`' answer: a numeric `id_str` that is the access token's `user_id`.
+    package static func identity(_ me: [String: JSONValue], access: [String: String]) throws(ProviderError) -> Identity
+    {
+        guard let id = me["id_str"]?.stringValue, id.isASCIIDigits, id.utf8.count <= 32,
             access["user_id"].map({ $0 == id }) ?? true
         else { throw .invalidResponse("verify_credentials has no numeric id_str (or it is not the token's user)") }
         return Identity(subject: id, email: nil, emailVerified: false, name: me["name"]?.stringValue)
+    }
+
+    /// A form-encoded answer (`oauth_token=…&…`) as fields, the last of a repeated name winning; `nil` when the
+    /// status is not 200 or the body is not form encoding.
+    package static func formAnswer(status: Int, body: String) -> [String: String]? {
+        guard status == 200, let pairs = FormEncoding.decode(body) else { return nil }
+        var fields: [String: String] = [:]
+        for (name, value) in pairs { fields[name] = value }
+        return fields
     }
 
     /// The request's OAuth parameters, signed; `nil` when `url` is not an http(s) URL.
@@ -149,11 +178,9 @@ package final class TwitterOAuth1Provider: IdentityProvider {
         } catch {
             throw .unavailable("\(url): \(error)")
         }
-        guard response.status == 200, let pairs = FormEncoding.decode(response.bodyText) else {
+        guard let fields = Self.formAnswer(status: response.status, body: response.bodyText) else {
             throw .invalidResponse("\(url) refused: HTTP \(response.status) \(response.bodyText.prefix(200))")
         }
-        var fields: [String: String] = [:]
-        for (name, value) in pairs { fields[name] = value }
         return fields
     }
 }

@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 
 #if canImport(Glibc)
     import Glibc
@@ -118,34 +118,17 @@ package final class LoopbackListener: @unchecked Sendable {
                     continue
                 }
                 buffers[entry.fd, default: []].append(contentsOf: chunk[..<count])
-                let bytes = buffers[entry.fd] ?? []
-                guard let end = Self.headerEnd(bytes) else {
-                    if bytes.count > 16 * 1024 {
-                        Self.reply(entry.fd, status: "431 Request Header Fields Too Large")
-                        buffers[entry.fd] = nil
-                    }
+                let query: [String: String]
+                switch Self.examine(buffers[entry.fd] ?? []) {
+                case .incomplete:
                     continue
-                }
-                buffers[entry.fd] = nil
-                let line = String(decoding: bytes[..<end].prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
-                let parts = line.split(separator: " ")
-                guard parts.count == 3, parts[0] == "GET" else {
-                    Self.reply(entry.fd, status: "405 Method Not Allowed")
+                case .refused(let status):
+                    buffers[entry.fd] = nil
+                    Self.reply(entry.fd, status: status)
                     continue
-                }
-                let target = parts[1]
-                let path = target.prefix { $0 != "?" }
-                guard path == "/callback" else {
-                    Self.reply(entry.fd, status: "404 Not Found")
-                    continue
-                }
-                var query: [String: String] = [:]
-                if let mark = target.firstIndex(of: "?") {
-                    guard let pairs = FormEncoding.decode(String(target[target.index(after: mark)...])) else {
-                        Self.reply(entry.fd, status: "400 Bad Request")
-                        continue
-                    }
-                    for (name, value) in pairs where query[name] == nil { query[name] = value }
+                case .callback(let parameters):
+                    buffers[entry.fd] = nil
+                    query = parameters
                 }
                 guard belongs(query) else {
                     Self.reply(entry.fd, status: "400 Bad Request")
@@ -154,6 +137,44 @@ package final class LoopbackListener: @unchecked Sendable {
                 return Callback(query: query, connection: entry.fd)
             }
         }
+    }
+
+    /// What the bytes read so far from one connection ask of the listener.
+    package enum RequestHead: Equatable, Sendable {
+        /// No header end yet (and under the size limit): keep reading.
+        case incomplete
+        /// Answer with this status line and close.
+        case refused(String)
+        /// `GET /callback` with these query parameters (the first of each name).
+        case callback([String: String])
+    }
+
+    /// Largest request head read before answering 431.
+    static let maxHeadBytes = 16 * 1024
+
+    /// Reads a request head: only `GET /callback?…` with a well-formed query is a callback; anything else is
+    /// refused with the status to answer. Pure, so that it can be fuzzed (`Fuzz/loopback`).
+    package static func examine(_ bytes: [UInt8]) -> RequestHead {
+        guard let end = headerEnd(bytes) else {
+            return bytes.count > maxHeadBytes ? .refused("431 Request Header Fields Too Large") : .incomplete
+        }
+        let line = String(decoding: bytes[..<end].prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
+        // RFC 9112 §3: method SP request-target SP HTTP-version, single spaces.
+        let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[2].utf8.starts(with: "HTTP/1.".utf8), !parts[1].isEmpty else {
+            return .refused("400 Bad Request")
+        }
+        guard parts[0] == "GET" else { return .refused("405 Method Not Allowed") }
+        let target = parts[1]
+        guard target.prefix(while: { $0 != "?" }) == "/callback" else { return .refused("404 Not Found") }
+        var query: [String: String] = [:]
+        if let mark = target.firstIndex(of: "?") {
+            guard let pairs = FormEncoding.decode(String(target[target.index(after: mark)...])) else {
+                return .refused("400 Bad Request")
+            }
+            for (name, value) in pairs where query[name] == nil { query[name] = value }
+        }
+        return .callback(query)
     }
 
     static func headerEnd(_ bytes: [UInt8]) -> Int? {

@@ -94,9 +94,9 @@ package struct ClientSettings: Sendable {
 
     /// The client's config file (`$BROKER_HOME/config.json`): `broker_url`, and `insecure_http` (allow plain
     /// http to a broker that is not on this machine).
-    struct ConfigFile {
-        var brokerURL: String?
-        var insecureHTTP = false
+    package struct ConfigFile: Equatable {
+        package var brokerURL: String?
+        package var insecureHTTP = false
     }
 
     /// Whether a normalized `http://` URL's host is this machine (127.0.0.0/8, `localhost`, `[::1]`).
@@ -111,7 +111,7 @@ package struct ClientSettings: Sendable {
         if host == "localhost" || host == "[::1]" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127"
-            && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isNumber) && (Int($0) ?? 256) < 256 }
+            && octets.allSatisfy { $0.isASCIIDigits && $0.utf8.count <= 3 && (Int($0) ?? 256) < 256 }
     }
 
     /// The client's config file; no file is fine, a bad one is an error naming it.
@@ -124,6 +124,11 @@ package struct ClientSettings: Sendable {
         } catch {
             throw Problem("cannot read \(path): \(error.reason)")
         }
+        return try configFile(bytes: bytes, path: path)
+    }
+
+    /// The client config file's contents read: a JSON object with the known keys only (`Fuzz/config`).
+    package static func configFile(bytes: [UInt8], path: String) throws(Problem) -> ConfigFile {
         let document: JSONValue
         switch JSONValue.parseReportingError(bytes) {
         case .success(let value): document = value

@@ -70,7 +70,8 @@ package final class FileTokenCache: TokenCache {
         }
     }
 
-    func decode(_ bytes: [UInt8]?) throws(TokenCacheError) -> [Session] {
+    /// The store file's contents read (`Fuzz/cache`): a damaged file is an error naming what is wrong.
+    package func decode(_ bytes: [UInt8]?) throws(TokenCacheError) -> [Session] {
         guard let bytes else { return [] }
         let document: JSONValue
         switch JSONValue.parseReportingError(bytes) {
@@ -130,7 +131,7 @@ package final class FileTokenCache: TokenCache {
         )
     }
 
-    static func encode(_ sessions: [Session]) -> [UInt8] {
+    package static func encode(_ sessions: [Session]) -> [UInt8] {
         let entries: [JSONValue] = sessions.map { session in
             var fields: [String: JSONValue] = [
                 "broker": .string(session.key.brokerURL),

@@ -1,3 +1,4 @@
+import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerStore

@@ -1,3 +1,4 @@
+package import BrokerConfiguration
 package import BrokerCore
 package import BrokerCrypto
 package import BrokerHTTP

@@ -1,3 +1,4 @@
+import BrokerConfiguration
 package import BrokerCore
 import BrokerCrypto
 import BrokerSystem

@@ -1,3 +1,4 @@
+import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
@@ -100,7 +101,7 @@ final class SignInService: Sendable {
         }
         guard host == "127.0.0.1" || host == "[::1]" else { return false }
         if let port {
-            guard !port.isEmpty, port.count <= 5, port.allSatisfy(\.isASCIIDigit), let number = Int(port),
+            guard port.utf8.count <= 5, port.isASCIIDigits, let number = Int(port),
                 (1...65535).contains(number)
             else { return false }
         }
@@ -284,8 +285,4 @@ final class SignInService: Sendable {
         }
         return (provider, module)
     }
-}
-
-extension Character {
-    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerServer

@@ -1,4 +1,6 @@
 import ArgumentParser
+import BrokerConfiguration
+import BrokerCore
 import BrokerProviders
 import BrokerServer
 import BrokerStore

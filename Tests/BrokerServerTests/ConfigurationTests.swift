@@ -1,3 +1,4 @@
+import BrokerConfiguration
 import BrokerCore
 import BrokerProviders
 import BrokerTesting

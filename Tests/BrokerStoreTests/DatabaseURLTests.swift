@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerStore
 import Testing
 

@@ -154,4 +154,37 @@ struct TwitterOAuth1CallbackTests {
         }
         #expect(transport.sent.isEmpty, "nothing was sent")
     }
+
+    /// Found by Fuzz/oauth1's property: `Character.isNumber` took Arabic-Indic and other non-ASCII digits as an
+    /// X user id.
+    @Test(arguments: ["٣٤٥", "12½", "Ⅻ", "1\u{301}", "", "1e5", " 12", String(repeating: "1", count: 33)])
+    func anXUserIDIsOnlyASCIIDigits(id: String) {
+        #expect(throws: ProviderError.self) {
+            try TwitterOAuth1Provider.identity(["id_str": .string(id)], access: [:])
+        }
+    }
+
+    @Test func anXIdentityIsTheAccessTokensUser() throws {
+        let identity = try TwitterOAuth1Provider.identity(
+            ["id_str": "7588892", "name": "X"], access: ["user_id": "7588892"])
+        #expect(identity.subject == "7588892")
+        #expect(throws: ProviderError.self) {
+            try TwitterOAuth1Provider.identity(["id_str": "7588892"], access: ["user_id": "1"])
+        }
+    }
+
+    @Test func requestTokenAnswersMustConfirmTheCallbackAndCarryAToken() throws {
+        let good = try #require(
+            TwitterOAuth1Provider.formAnswer(
+                status: 200, body: "oauth_token=t&oauth_token_secret=s&oauth_callback_confirmed=true"))
+        #expect(try TwitterOAuth1Provider.requestToken(good) == ("t", "s"))
+        for body in [
+            "oauth_token=t&oauth_token_secret=s", "oauth_token=&oauth_token_secret=s&oauth_callback_confirmed=true",
+        ] {
+            let answer = try #require(TwitterOAuth1Provider.formAnswer(status: 200, body: body))
+            #expect(throws: ProviderError.self) { try TwitterOAuth1Provider.requestToken(answer) }
+        }
+        #expect(TwitterOAuth1Provider.formAnswer(status: 401, body: "oauth_token=t") == nil)
+        #expect(TwitterOAuth1Provider.formAnswer(status: 200, body: "a=%zz") == nil)
+    }
 }

@@ -1,5 +1,4 @@
 package import BrokerCore
-import BrokerStore
 import BrokerSystem
 package import ProviderSupport
 
@@ -99,24 +98,33 @@ extension ServerConfiguration {
     package static func load(
         catalog: [ProviderDescriptor], path: String?, environment: [String: String]
     ) throws(ConfigurationError) -> ServerConfiguration {
+        guard let path else { return try load(catalog: catalog, file: nil, environment: environment) }
+        let bytes: [UInt8]
+        do {
+            bytes = try PosixFile.read(path: path, maxSize: 1024 * 1024)
+        } catch {
+            throw ConfigurationError(source: path, key: nil, problem: "cannot read: \(error.reason)")
+        }
+        return try load(catalog: catalog, file: (bytes, path), environment: environment)
+    }
+
+    /// Reads a config file's `bytes` (named `source` in errors) over the defaults, then the environment over
+    /// both, and validates the whole. Pure, so that it can be fuzzed (`Fuzz/config`).
+    package static func load(
+        catalog: [ProviderDescriptor], file: (bytes: [UInt8], source: String)?, environment: [String: String]
+    ) throws(ConfigurationError) -> ServerConfiguration {
         var configuration = ServerConfiguration(catalog: catalog)
-        if let path {
-            let bytes: [UInt8]
-            do {
-                bytes = try PosixFile.read(path: path, maxSize: 1024 * 1024)
-            } catch {
-                throw ConfigurationError(source: path, key: nil, problem: "cannot read: \(error.reason)")
-            }
+        if let file {
             let document: JSONValue
-            switch JSONValue.parseReportingError(bytes) {
+            switch JSONValue.parseReportingError(file.bytes) {
             case .success(let value): document = value
             case .failure(let error):
-                throw ConfigurationError(source: path, key: nil, problem: "not valid JSON: \(error)")
+                throw ConfigurationError(source: file.source, key: nil, problem: "not valid JSON: \(error)")
             }
-            try configuration.apply(document: document, source: path)
+            try configuration.apply(document: document, source: file.source)
         }
         try configuration.apply(environment: environment)
-        try configuration.validate(source: path ?? "configuration")
+        try configuration.validate(source: file?.source ?? "configuration")
         return configuration
     }
 

@@ -1,5 +1,3 @@
-import BrokerCore
-
 /// Where a broker's store is: `sqlite:PATH`, or `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?sslmode=…]`
 /// (`postgresql://` too).
 package enum DatabaseLocation: Sendable, Equatable {
