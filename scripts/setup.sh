@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PACKAGES=(
   pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev openssl ca-certificates python3 python3-pip
-  postgresql wrk hyperfine tmux nginx
+  postgresql wrk hyperfine tmux nginx prometheus
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium                    # the real-browser test of the loopback sign-in
 )

@@ -40,6 +40,10 @@ package struct ServerConfiguration: Sendable {
     package var requestTimeout: Int64 = 30
     /// New accounts a client address may register per hour (a burst of as many at once).
     package var registrationsPerHour = 10
+    /// A port of its own for `GET /metrics` (on `host`); `nil`: served on the main port.
+    package var metricsPort: Int?
+    /// A file holding the bearer token `GET /metrics` requires; `nil`: no token.
+    package var metricsTokenFile: String?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
@@ -91,7 +95,7 @@ extension ServerConfiguration {
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
-        "database_pool_size", "database_timeout",
+        "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -242,6 +246,13 @@ extension ServerConfiguration {
         case "database": database = try string()
         case "signing_key_file": signingKeyFile = try string()
         case "master_key_file": masterKeyFile = try string()
+        case "metrics_port":
+            let number = try integer()
+            guard (0...65535).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a port number 0–65535")
+            }
+            metricsPort = Int(number)
+        case "metrics_token_file": metricsTokenFile = try string()
         case "database_password_file": databasePasswordFile = try string()
         case "database_pool_size":
             let number = try integer()

@@ -19,6 +19,7 @@ final class AccountService: Sendable {
     let hasher: PasswordHasher
     let pool: HashingPool
     let throttle: LoginThrottle?
+    let metrics: BrokerMetrics
     /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
     let registrations: RateLimiter
     /// A hash of a random password, verified against for unknown emails so that they cost the same time.
@@ -26,8 +27,9 @@ final class AccountService: Sendable {
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, hasher: PasswordHasher, pool: HashingPool,
-        throttle: LoginThrottle?
+        throttle: LoginThrottle?, metrics: BrokerMetrics
     ) throws {
+        self.metrics = metrics
         self.tokens = tokens
         self.store = store
         self.logger = logger
@@ -43,7 +45,14 @@ final class AccountService: Sendable {
     /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
     /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
     func register(_ input: RequestInput, address: String? = nil) async throws -> APIResponse {
+        try await metrics.counting(success: "created", { metrics.registration(outcome: $0) }) {
+            try await createAccount(input, address: address)
+        }
+    }
+
+    private func createAccount(_ input: RequestInput, address: String?) async throws -> APIResponse {
         if let address, let wait = registrations.take(address) {
+            metrics.throttled("registrations")
             throw APIError.tooManyRequests(
                 retryAfter: Int64(wait.rounded(.up)), "too many registrations from this address; try again later")
         }
@@ -92,6 +101,12 @@ final class AccountService: Sendable {
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.
     func login(_ input: RequestInput, address: String?) async throws -> APIResponse {
+        try await metrics.counting(success: "success", { metrics.signIn(provider: "custom", outcome: $0) }) {
+            try await passwordLogin(input, address: address)
+        }
+    }
+
+    private func passwordLogin(_ input: RequestInput, address: String?) async throws -> APIResponse {
         let rawEmail = try input.string("email")
         let password = Secret(try input.string("password"))
         let email = (try? AccountRules.normalizedEmail(rawEmail).get()) ?? rawEmail.trimmingWhitespace().lowercased()
@@ -99,11 +114,13 @@ final class AccountService: Sendable {
         let admission = try await throttle?.admit(account: email, address: address) ?? .open
         switch admission {
         case .blocked(let wait):
+            metrics.throttled("login_throttle")
             throw APIError.tooManyRequests(
                 retryAfter: Int64(wait.rounded(.up)),
                 "too many failed sign-ins; try again later"
             )
         case .busy:
+            metrics.throttled("login_throttle")
             throw APIError.tooManyRequests(
                 retryAfter: 1, "the server is busy with sign-ins to this account; retry shortly")
         case .open, .correctPasswordOnly:
@@ -164,6 +181,7 @@ final class AccountService: Sendable {
         do {
             return try await pool.run(work)
         } catch is HashingPool.Busy {
+            metrics.throttled("password_hashing")
             throw APIError.tooManyRequests(retryAfter: 1, "the server is busy checking passwords; retry shortly")
         }
     }

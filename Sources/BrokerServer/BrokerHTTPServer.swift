@@ -1,4 +1,5 @@
-import BrokerCore
+package import BrokerCore
+import BrokerCrypto
 import BrokerStore
 import HTTPTypes
 import Hummingbird
@@ -27,14 +28,21 @@ struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
 
     var maxUploadSize: Int { RequestInput.maxBodySize }
 
+    /// This request's id (`X-Request-Id`), set by ``ErrorAndLogMiddleware``.
+    var requestID = "-"
+
     var clientAddress: String? { remoteAddress?.ipAddress }
 }
 
 /// Turns every error into the contract's JSON error body, and logs each request without its query,
 /// headers or body (where codes, tokens and passwords travel).
+///
+/// Every response carries `X-Request-Id`: the request's own when it is a sane value (``RequestID``), else a new
+/// one; the log line carries it too. Each request is counted in the metrics under its route template.
 struct ErrorAndLogMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     let logger: Logger
+    var metrics: BrokerMetrics?
 
     func handle(
         _ request: Request,
@@ -42,7 +50,9 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let started = ContinuousClock.now
-        let response: Response
+        var context = context
+        context.requestID = RequestID.accepting(request.headers[RequestID.field]) ?? RequestID.make()
+        var response: Response
         do {
             response = try await next(request, context)
         } catch let error as APIError {
@@ -70,9 +80,14 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
             response = BrokerHTTPServer.response(APIError.serverError)
         }
         let elapsed = ContinuousClock.now - started
+        response.headers[RequestID.field] = context.requestID
+        // The route template, never the path: `/auth/:provider/start`, or `unmatched` for a 404 of the router.
+        let route = context.endpointPath.flatMap { $0 == "NotFound" ? nil : $0 } ?? "unmatched"
+        metrics?.request(route: route, method: request.method.rawValue, status: response.status.code, duration: elapsed)
         logger.info(
             "request",
             metadata: [
+                "request_id": "\(context.requestID)",
                 "http.method": "\(request.method.rawValue)",
                 "http.path": "\(request.uri.path.prefix(200))",
                 "http.status": "\(response.status.code)",
@@ -148,9 +163,14 @@ package enum BrokerHTTPServer {
         return fields
     }
 
-    static func router(service: BrokerService, logger: Logger) -> Router<BrokerRequestContext> {
+    static func router(
+        service: BrokerService, logger: Logger, metrics: MetricsEndpoint = MetricsEndpoint()
+    ) -> Router<BrokerRequestContext> {
         let router = Router(context: BrokerRequestContext.self)
-        router.middlewares.add(ErrorAndLogMiddleware(logger: logger))
+        router.middlewares.add(ErrorAndLogMiddleware(logger: logger, metrics: service.metrics))
+        if metrics.port == nil {
+            router.get("/metrics") { request, _ in metricsResponse(request, service: service, token: metrics.token) }
+        }
         router.get("/.well-known/openid-configuration") { _, _ in response(service.discovery()) }
         router.get("/.well-known/jwks.json") { _, _ in response(service.jwks()) }
         router.get("/auth/providers") { _, _ in response(service.providers()) }
@@ -198,10 +218,11 @@ package enum BrokerHTTPServer {
         host: String,
         port: Int,
         limits: ConnectionLimits,
+        metrics: MetricsEndpoint = MetricsEndpoint(),
         logger: Logger,
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
-        let router = router(service: service, logger: logger)
+        let router = router(service: service, logger: logger, metrics: metrics)
         let descriptors = DescriptorLimit.raiseToHardLimit()
         let cap = limits.effectiveMaxConnections(descriptorLimit: descriptors)
         if cap < limits.maxConnections {
@@ -235,11 +256,32 @@ package enum BrokerHTTPServer {
             logger: logger
         )
         app.addServices(MaintenanceService(service: service))
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: app)]
+        if let metricsPort = metrics.port {
+            // `GET /metrics` alone on a port of its own (to keep it off a public listener).
+            let metricsRouter = Router(context: BrokerRequestContext.self)
+            metricsRouter.middlewares.add(ErrorAndLogMiddleware(logger: logger))
+            metricsRouter.get("/metrics") { request, _ in
+                metricsResponse(request, service: service, token: metrics.token)
+            }
+            services.append(
+                .init(
+                    service: Application(
+                        router: metricsRouter,
+                        configuration: ApplicationConfiguration(
+                            address: .hostname(host, port: metricsPort), serverName: nil),
+                        onServerRunning: { channel in
+                            logger.info(
+                                "metrics listening",
+                                metadata: ["port": "\(channel.localAddress?.port ?? metricsPort)"])
+                        },
+                        logger: logger)))
+        }
         // SIGTERM and SIGINT start a graceful shutdown: no new connections, requests in flight finish. It is
         // bounded: a request gets `request_timeout` seconds (and the store its own deadline), so after that
         // and five more the rest is cancelled rather than waited for, and the process exits.
         var group = ServiceGroupConfiguration(
-            services: [ServiceGroupConfiguration.ServiceConfiguration(service: app)],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
@@ -265,4 +307,62 @@ struct MaintenanceService: Service {
             }
         }
     }
+}
+
+/// Where `GET /metrics` is served (``port``: its own port; `nil`: the main one) and the bearer token it asks for.
+package struct MetricsEndpoint: Sendable {
+    package var port: Int?
+    package var token: Secret?
+
+    package init(port: Int? = nil, token: Secret? = nil) {
+        self.port = port
+        self.token = token
+    }
+}
+
+extension BrokerHTTPServer {
+    /// The Prometheus text exposition; with a token configured, only for `Authorization: Bearer <token>`
+    /// (compared in constant time).
+    static func metricsResponse(_ request: Request, service: BrokerService, token: Secret?) -> Response {
+        if let token {
+            let presented = request.headers[.authorization].flatMap { header -> String? in
+                header.utf8.starts(with: "Bearer ".utf8) ? String(header.dropFirst(7)) : nil
+            }
+            guard let presented, ConstantTime.equals(presented, token.exposed) else {
+                var response = response(APIError.invalidToken("the metrics token is required"))
+                response.headers[.wwwAuthenticate] = "Bearer realm=\"metrics\""
+                return response
+            }
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: service.metricsExposition())))
+    }
+}
+
+/// `X-Request-Id`: taken from the request when it is 1–128 characters of letters, digits and `-_.:/+=@`,
+/// else made here (16 random bytes, base64url).
+enum RequestID {
+    static let field: HTTPField.Name = {
+        guard let name = HTTPField.Name("X-Request-Id") else { preconditionFailure("X-Request-Id is a valid token") }
+        return name
+    }()
+
+    static func accepting(_ value: String?) -> String? {
+        guard let value, (1...128).contains(value.utf8.count) else { return nil }
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default: "-_.:/+=@".utf8.contains(byte)
+            }
+        }
+        return allowed ? value : nil
+    }
+
+    static func make() -> String { (try? SecureRandom.token(byteCount: 16)) ?? "unavailable" }
 }

@@ -44,6 +44,8 @@ package final class BrokerService: Sendable {
     let signIn: SignInService
     let grants: GrantService
     let clients: ClientService
+    let metrics: BrokerMetrics
+    let hashingPool: HashingPool
 
     /// Builds the broker on `store`: loads (or creates, or imports from the data directory) the keys sealed
     /// under the master key, and the services around them.
@@ -60,8 +62,10 @@ package final class BrokerService: Sendable {
         logger: Logger,
         hasher: PasswordHasher = PasswordHasher(),
         clock: any WallClock,
-        http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared }
+        http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
+        metrics: BrokerMetrics = BrokerMetrics()
     ) async throws -> BrokerService {
+        let store = MeteredStore(store, metrics: metrics)
         let now = clock.seconds()
         let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
         let vault = KeyVault(
@@ -72,7 +76,7 @@ package final class BrokerService: Sendable {
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
-            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http)
+            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics)
     }
 
     private init(
@@ -84,22 +88,26 @@ package final class BrokerService: Sendable {
         clientSecretHasher: ClientSecretHasher,
         flowKey: [UInt8],
         clock: any WallClock,
-        http: @escaping @Sendable () -> any HTTPTransport
+        http: @escaping @Sendable () -> any HTTPTransport,
+        metrics: BrokerMetrics
     ) throws {
         self.configuration = configuration
+        self.metrics = metrics
         self.store = store
         self.logger = logger
         tokens = TokenIssuer(configuration: configuration, store: store, keys: keys, clock: clock)
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
+        hashingPool = HashingPool(
+            workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers, metrics: metrics)
         accounts = try AccountService(
-            tokens: tokens, store: store, logger: logger, hasher: hasher,
-            pool: HashingPool(workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers),
+            tokens: tokens, store: store, logger: logger, hasher: hasher, pool: hashingPool,
             throttle: configuration.loginThrottle
-                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil)
+                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
+            metrics: metrics)
         clients = try ClientService(
             tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
-        grants = GrantService(tokens: tokens, clients: clients, store: store, logger: logger)
+        grants = GrantService(tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(
@@ -107,7 +115,7 @@ package final class BrokerService: Sendable {
                 context: ProviderContext(
                     http: http, clock: clock,
                     directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
-            flowKey: flowKey)
+            flowKey: flowKey, metrics: metrics)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
@@ -118,6 +126,12 @@ package final class BrokerService: Sendable {
 
     var now: Int64 { tokens.now }
     var keys: KeyManager { tokens.keys }
+
+    /// `GET /metrics`: the Prometheus text exposition.
+    func metricsExposition() -> [UInt8] {
+        metrics.exposition(
+            signingKeyCreatedAt: keys.current.ring.current.createdAt, hashQueueDepth: hashingPool.queued, now: now)
+    }
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {

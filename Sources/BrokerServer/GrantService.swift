@@ -11,8 +11,10 @@ final class GrantService: Sendable {
     let clients: ClientService
     let store: any Store
     let logger: Logger
+    let metrics: BrokerMetrics
 
-    init(tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger) {
+    init(tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger, metrics: BrokerMetrics) {
+        self.metrics = metrics
         self.tokens = tokens
         self.clients = clients
         self.store = store
@@ -27,9 +29,17 @@ final class GrantService: Sendable {
         let grantType = try input.string("grant_type")
         switch grantType {
         case "refresh_token": return try await refresh(input)
-        case "client_credentials": return try await clients.clientCredentials(input, authorization: authorization)
+        case "client_credentials":
+            return try await metrics.counting(
+                success: "issued", { metrics.mint(grant: "client_credentials", outcome: $0) }
+            ) {
+                try await clients.clientCredentials(input, authorization: authorization)
+            }
         case ClientService.tokenExchangeGrant:
-            return try await clients.tokenExchange(input, authorization: authorization)
+            return try await metrics.counting(success: "issued", { metrics.mint(grant: "token_exchange", outcome: $0) })
+            {
+                try await clients.tokenExchange(input, authorization: authorization)
+            }
         case "authorization_code": return try await authorizationCode(input)
         case "urn:ietf:params:oauth:grant-type:device_code":
             throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
@@ -42,6 +52,7 @@ final class GrantService: Sendable {
     func refresh(_ input: RequestInput) async throws -> APIResponse {
         let presented = try input.string("refresh_token")
         guard presented.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(presented) != nil else {
+            metrics.refresh(outcome: "unknown")
             throw APIError.invalidGrant("the refresh token is not one this broker issued")
         }
         let next = try SecureRandom.token(byteCount: 32)
@@ -52,6 +63,7 @@ final class GrantService: Sendable {
             nextExpiresAt: time + configuration.refreshTokenTTL,
             now: time
         )
+        metrics.refresh(outcome: outcome.label)
         switch outcome {
         case .rotated(let session, let user):
             let access = try tokens.accessToken(
@@ -69,6 +81,7 @@ final class GrantService: Sendable {
         case .revoked:
             throw APIError.invalidGrant("the session has been revoked; sign in again")
         case .reused(let sessionID):
+            metrics.revocation(reason: "refresh_reuse")
             logger.warning(
                 "refresh token reused: session revoked",
                 metadata: ["broker.session": "\(sessionID.prefix(8))"]
@@ -87,12 +100,14 @@ final class GrantService: Sendable {
             logger.debug("unknown token_type_hint")
         }
         if token.utf8.count == TokenIssuer.refreshTokenLength && !token.contains(".") {
-            try await store.revokeSession(byRefreshTokenHash: Digest.sha256(token), now: now)
+            if try await store.revokeSession(byRefreshTokenHash: Digest.sha256(token), now: now) {
+                metrics.revocation(reason: "logout")
+            }
         } else if token.contains("."),
             let verified = try? tokens.verifier().verify(token, now: now),
             let sessionID = verified["sid"]?.stringValue
         {
-            try await store.revokeSession(id: sessionID, now: now)
+            if try await store.revokeSession(id: sessionID, now: now) { metrics.revocation(reason: "logout") }
         }
         return APIResponse(status: 200, body: .object([:]), headers: [("Cache-Control", "no-store")])
     }
@@ -149,7 +164,9 @@ final class GrantService: Sendable {
         case .unknown:
             throw APIError.invalidGrant("the code is not valid")
         case .reused(let sessionID):
-            if let sessionID { try await store.revokeSession(id: sessionID, now: now) }
+            if let sessionID, try await store.revokeSession(id: sessionID, now: now) {
+                metrics.revocation(reason: "code_reuse")
+            }
             logger.warning("authorization code reused: its session revoked")
             throw APIError.invalidGrant("the code was already used; the session it started has been revoked")
         case .redeemed(let record):
@@ -167,6 +184,19 @@ final class GrantService: Sendable {
                 user: user, clientID: TokenIssuer.cliClientID, scope: nil)
             try await store.attachSession(toCode: hash, sessionID: sessionID)
             return .tokens(body)
+        }
+    }
+}
+
+extension RotationOutcome {
+    /// The outcome as a metrics label.
+    var label: String {
+        switch self {
+        case .rotated: "rotated"
+        case .unknown: "unknown"
+        case .expired: "expired"
+        case .revoked: "revoked"
+        case .reused: "reused"
         }
     }
 }

@@ -24,8 +24,10 @@ final class HashingPool: Sendable {
     let queueLimit: Int
     private let state = Mutex(State())
     private let available = DispatchSemaphore(value: 0)
+    private let metrics: BrokerMetrics?
 
-    init(workers: Int, queueLimit: Int) {
+    init(workers: Int, queueLimit: Int, metrics: BrokerMetrics? = nil) {
+        self.metrics = metrics
         self.workers = max(1, workers)
         self.queueLimit = max(0, queueLimit)
         for index in 0..<self.workers {
@@ -42,7 +44,9 @@ final class HashingPool: Sendable {
                 guard !state.stopped, state.queued < queueLimit + max(0, workers - state.running) else {
                     return false
                 }
-                state.jobs.append {
+                let queuedAt = ContinuousClock.now
+                state.jobs.append { [metrics] in
+                    metrics?.hashing(waited: ContinuousClock.now - queuedAt)
                     continuation.resume(with: Result { try work() })
                 }
                 return true
@@ -55,8 +59,11 @@ final class HashingPool: Sendable {
         }
     }
 
-    /// Jobs waiting plus jobs running (for tests and metrics).
+    /// Jobs waiting plus jobs running (for tests).
     var load: Int { state.withLock { $0.queued + $0.running } }
+
+    /// Jobs waiting for a thread (the queue-depth metric).
+    var queued: Int { state.withLock { $0.queued } }
 
     private func workLoop() {
         while true {

@@ -25,11 +25,13 @@ final class SignInService: Sendable {
     let perAddress: RateLimiter
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
     let perState: RateLimiter
+    let metrics: BrokerMetrics
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, identityProviders: [ProviderID: any IdentityProvider],
-        flowKey: [UInt8]
+        flowKey: [UInt8], metrics: BrokerMetrics
     ) {
+        self.metrics = metrics
         self.tokens = tokens
         self.store = store
         self.logger = logger
@@ -42,6 +44,7 @@ final class SignInService: Sendable {
     /// 429 when `address` has started or completed too many sign-ins lately.
     func limit(_ address: String?) throws {
         if let address, let wait = perAddress.take(address) {
+            metrics.throttled("browser_sign_in")
             throw APIError.tooManyRequests(
                 retryAfter: Int64(wait.rounded(.up)), "too many sign-ins from this address; try again later")
         }
@@ -187,7 +190,17 @@ final class SignInService: Sendable {
         provider name: String, query: [String: String], cookie: String? = nil, address: String? = nil
     ) async throws -> APIResponse {
         try limit(address)
-        var response = try await completeSignIn(provider: name, query: query, cookie: cookie)
+        // The label is a provider this broker offers, never the path's text.
+        let label = ProviderID(rawValue: name).flatMap { identityProviders[$0] == nil ? nil : $0.rawValue } ?? "unknown"
+        var response: APIResponse
+        do {
+            response = try await metrics.counting(success: "success", { metrics.signIn(provider: label, outcome: $0) })
+            {
+                try await completeSignIn(provider: name, query: query, cookie: cookie)
+            }
+        } catch let redirect as SignInRedirect {
+            response = redirect.response
+        }
         // The carried state has served its purpose (or is stale): drop it from the browser.
         if let provider = ProviderID(rawValue: name), cookie?.contains("broker_flow_\(name)=") == true {
             response.headers.append(("Set-Cookie", self.cookie(provider, value: "", maxAge: 0)))
@@ -206,11 +219,13 @@ final class SignInService: Sendable {
         let (cliState, challenge, redirectURI) = (sealed.cliState, sealed.codeChallenge, sealed.redirectURI)
         let (nonce, verifier, expiry, marker) = (sealed.nonce, sealed.providerVerifier, sealed.expiresAt, sealed.marker)
         guard now <= expiry else {
-            return .redirect(
-                Self.loopback(
-                    redirectURI,
-                    [("error", "access_denied"), ("error_description", "the sign-in took too long; start again")],
-                    state: cliState, issuer: issuer))
+            throw SignInRedirect(
+                reason: "expired",
+                response: .redirect(
+                    Self.loopback(
+                        redirectURI,
+                        [("error", "access_denied"), ("error_description", "the sign-in took too long; start again")],
+                        state: cliState, issuer: issuer)))
         }
         // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
         // with a state from /start (any visitor can get one) writes nothing.
@@ -242,10 +257,12 @@ final class SignInService: Sendable {
                 code = "server_error"
                 description = "\(displayName(provider)) sign-in failed: \(error)"
             }
-            return .redirect(
-                Self.loopback(
-                    redirectURI, [("error", code), ("error_description", description)], state: cliState,
-                    issuer: issuer))
+            throw SignInRedirect(
+                reason: { if case .denied = error { "denied" } else { "provider_error" } }(),
+                response: .redirect(
+                    Self.loopback(
+                        redirectURI, [("error", code), ("error_description", description)], state: cliState,
+                        issuer: issuer)))
         }
         // Two copies of one callback racing: the provider's single-use code stops all but one, and the
         // marker stops whatever got through.
@@ -285,4 +302,11 @@ final class SignInService: Sendable {
         }
         return (provider, module)
     }
+}
+
+/// A sign-in that failed at the provider or in time and is answered with a redirect to the client carrying the
+/// error (RFC 6749 §4.1.2.1): thrown so that the failure is counted under `reason`, then answered as a redirect.
+struct SignInRedirect: Error {
+    let reason: String
+    let response: APIResponse
 }

@@ -52,6 +52,15 @@ package enum PosixFile {
         return out
     }
 
+    /// A secret kept in a file of its own (a password, a token): the file's text without its trailing line
+    /// breaks; an empty one is an error.
+    package static func readSecret(path: String) throws(Failure) -> String {
+        var text = String(decoding: try read(path: path, maxSize: 4096), as: UTF8.self)
+        while let last = text.unicodeScalars.last, last == "\n" || last == "\r" { text.unicodeScalars.removeLast() }
+        guard !text.isEmpty else { throw Failure(path: path, reason: "the file is empty") }
+        return text
+    }
+
     /// Whether something exists at `path` (without following a final symlink).
     package static func exists(_ path: String) -> Bool {
         var info = stat()

@@ -73,6 +73,15 @@ extension Broker {
             }
             let logger = Logger(label: "broker")
 
+            var metricsEndpoint = MetricsEndpoint(port: configuration.metricsPort)
+            if let file = configuration.metricsTokenFile {
+                let path = PosixFile.expandingTilde(file)
+                do {
+                    metricsEndpoint.token = Secret(try PosixFile.readSecret(path: path))
+                } catch {
+                    throw Console.fail("cannot start: cannot read the metrics token file \(path): \(error.reason)")
+                }
+            }
             let service: BrokerService
             do {
                 let brokerStore = try await StoreOpener.open(configuration, logger: logger)
@@ -102,6 +111,7 @@ extension Broker {
                         maxConnections: configuration.maxConnections,
                         requestTimeout: configuration.requestTimeout
                     ),
+                    metrics: metricsEndpoint,
                     logger: logger
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host

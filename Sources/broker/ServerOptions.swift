@@ -72,12 +72,7 @@ enum StoreOpener {
             if password == nil, let file = configuration.databasePasswordFile {
                 let path = PosixFile.expandingTilde(file)
                 do {
-                    let bytes = try PosixFile.read(path: path, maxSize: 4096)
-                    var text = String(decoding: bytes, as: UTF8.self)
-                    while let last = text.unicodeScalars.last, last == "\n" || last == "\r" {
-                        text.unicodeScalars.removeLast()
-                    }
-                    password = text
+                    password = try PosixFile.readSecret(path: path)
                 } catch {
                     throw Failure(description: "cannot read the database password file \(path): \(error.reason)")
                 }

@@ -70,8 +70,11 @@ struct InProcessBroker {
     }
 
     /// Runs `body` against the application through the in-memory test client.
-    func test(_ body: @escaping @Sendable (Client) async throws -> Void) async throws {
-        let app = Application(router: BrokerHTTPServer.router(service: service, logger: Logger(label: "test")))
+    func test(
+        metrics: MetricsEndpoint = MetricsEndpoint(), _ body: @escaping @Sendable (Client) async throws -> Void
+    ) async throws {
+        let app = Application(
+            router: BrokerHTTPServer.router(service: service, logger: Logger(label: "test"), metrics: metrics))
         try await app.test(.router) { client in try await body(Client(client: client)) }
     }
 
@@ -83,6 +86,7 @@ struct InProcessBroker {
             let status: Int
             let json: JSONValue?
             let headers: HTTPFields
+            let body: [UInt8]
 
             subscript(key: String) -> JSONValue? { json?[key] }
             var error: String? { json?["error"]?.stringValue }
@@ -98,7 +102,7 @@ struct InProcessBroker {
                 Reply(
                     status: Int(response.status.code),
                     json: JSONValue.parse(Array(response.body.readableBytesView)),
-                    headers: response.headers)
+                    headers: response.headers, body: Array(response.body.readableBytesView))
             }
         }
 

@@ -1,0 +1,129 @@
+import BrokerCore
+import BrokerStore
+
+/// A ``Store`` that times every call into `broker_store_call_duration_seconds{operation}` and forwards it to
+/// the real store unchanged (results and errors alike).
+final class MeteredStore: Store {
+    let base: any Store
+    let metrics: BrokerMetrics
+
+    init(_ base: any Store, metrics: BrokerMetrics) {
+        self.base = base
+        self.metrics = metrics
+    }
+
+    private func timed<T>(_ operation: String, _ call: () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        defer { metrics.storeCall(operation, duration: ContinuousClock.now - started) }
+        return try await call()
+    }
+
+    var isShared: Bool { base.isShared }
+    func close() async { await base.close() }
+    func ping() async throws { try await timed("ping") { try await base.ping() } }
+    func schemaVersion() async throws -> Int { try await timed("schema_version") { try await base.schemaVersion() } }
+
+    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+        try await timed("create_password_account") {
+            try await base.createPasswordAccount(user: user, email: email, passwordHash: passwordHash)
+        }
+    }
+    func passwordAccount(email: String) async throws -> PasswordAccount? {
+        try await timed("password_account") { try await base.passwordAccount(email: email) }
+    }
+    func updatePasswordHash(email: String, from old: String, to new: String) async throws {
+        try await timed("update_password_hash") { try await base.updatePasswordHash(email: email, from: old, to: new) }
+    }
+    func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+        try await timed("upsert_user") { try await base.upsertUser(user) }
+    }
+    func user(id: UserID) async throws -> UserRecord? { try await timed("user") { try await base.user(id: id) } }
+    func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
+        try await timed("create_session") { try await base.createSession(session, firstToken: firstToken) }
+    }
+    func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64) async throws
+        -> RotationOutcome
+    {
+        try await timed("rotate_refresh_token") {
+            try await base.rotateRefreshToken(hash: hash, nextHash: nextHash, nextExpiresAt: nextExpiresAt, now: now)
+        }
+    }
+    func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
+        try await timed("revoke_session") { try await base.revokeSession(byRefreshTokenHash: hash, now: now) }
+    }
+    func revokeSession(id: String, now: Int64) async throws -> Bool {
+        try await timed("revoke_session") { try await base.revokeSession(id: id, now: now) }
+    }
+    func session(id: String) async throws -> SessionRecord? {
+        try await timed("session") { try await base.session(id: id) }
+    }
+    func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+        try await timed("session_with_user") { try await base.sessionWithUser(id: id) }
+    }
+    func purge(expiredBefore before: Int64) async throws {
+        try await timed("purge") { try await base.purge(expiredBefore: before) }
+    }
+
+    func createClient(_ client: ClientRecord) async throws {
+        try await timed("create_client") { try await base.createClient(client) }
+    }
+    func client(name: String) async throws -> ClientRecord? {
+        try await timed("client") { try await base.client(name: name) }
+    }
+    func clients() async throws -> [ClientRecord] { try await timed("clients") { try await base.clients() } }
+    func deleteClient(name: String) async throws -> Bool {
+        try await timed("delete_client") { try await base.deleteClient(name: name) }
+    }
+    func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
+        try await timed("record_exchange") {
+            try await base.recordExchange(issuer: issuer, jti: jti, expiresAt: expiresAt)
+        }
+    }
+
+    func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
+        try await timed("create_authorization_code") { try await base.createAuthorizationCode(code) }
+    }
+    func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
+        try await timed("redeem_authorization_code") { try await base.redeemAuthorizationCode(hash: hash, now: now) }
+    }
+    func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
+        try await timed("attach_session") { try await base.attachSession(toCode: hash, sessionID: sessionID) }
+    }
+    func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
+        try await timed("spend_state_marker") { try await base.spendStateMarker(marker, expiresAt: expiresAt) }
+    }
+    func isStateMarkerSpent(_ marker: String) async throws -> Bool {
+        try await timed("state_marker") { try await base.isStateMarkerSpent(marker) }
+    }
+
+    func signingKeys() async throws -> [StoredSigningKey] {
+        try await timed("signing_keys") { try await base.signingKeys() }
+    }
+    func addFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
+        try await timed("add_signing_key") { try await base.addFirstSigningKey(key) }
+    }
+    func rotateSigningKey(to key: StoredSigningKey, now: Int64, dropRetiredBefore: Int64) async throws {
+        try await timed("rotate_signing_key") {
+            try await base.rotateSigningKey(to: key, now: now, dropRetiredBefore: dropRetiredBefore)
+        }
+    }
+    func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
+        try await timed("secret_key") { try await base.secretKey(name: name, orInsert: sealed, now: now) }
+    }
+    func secretKey(name: String) async throws -> String? {
+        try await timed("secret_key") { try await base.secretKey(name: name) }
+    }
+    func updateThrottle<T: Sendable>(
+        keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
+    ) async throws -> T {
+        try await timed("update_throttle") { try await base.updateThrottle(keys: keys, body) }
+    }
+
+    func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
+        try await timed("export_rows") { try await base.exportRows(table) }
+    }
+    func importRows(_ tables: [(Schema.Table, [[StoreValue]])]) async throws {
+        try await timed("import_rows") { try await base.importRows(tables) }
+    }
+    func count(_ table: Schema.Table) async throws -> Int { try await timed("count") { try await base.count(table) } }
+}

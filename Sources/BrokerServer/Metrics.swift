@@ -1,0 +1,174 @@
+import BrokerStore
+import BrokerSystem
+package import Prometheus
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The broker's Prometheus metrics (`GET /metrics`), one registry per broker so that several brokers in one
+/// process (the tests) keep their own counts.
+///
+/// Every label is bounded: route templates, provider ids, grant types and reason codes — never an email, a user
+/// id, a path with ids or a token. The registry's own API is used rather than swift-metrics' global factory:
+/// it carries the `# HELP` texts `promtool check metrics` asks for, and it needs no process-wide bootstrap.
+package final class BrokerMetrics: Sendable {
+    package let registry = PrometheusCollectorRegistry()
+
+    static let latencyBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5),
+        .seconds(10),
+    ]
+
+    private let signingKeyAge: Gauge
+    private let hashQueueDepth: Gauge
+
+    package init() {
+        registry.makeGauge(
+            descriptor: Self.name("process_start_time", unit: "seconds", "Start time of the process since the epoch."),
+            labels: []
+        ).set(Self.processStartTime())
+        signingKeyAge = registry.makeGauge(
+            descriptor: Self.name("broker_signing_key_age", unit: "seconds", "Age of the current signing key."),
+            labels: [])
+        hashQueueDepth = registry.makeGauge(
+            descriptor: Self.name(
+                "broker_password_hash_queue_depth", unit: "", "Password hashes waiting for a hashing thread."),
+            labels: [])
+    }
+
+    private static func name(_ name: String, unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: unit, helpText: help)
+    }
+
+    // MARK: Events
+
+    /// Runs `body` and records `success`, or the reason it failed (``reason(_:)``), with `record`.
+    func counting<T>(success: String, _ record: (String) -> Void, _ body: () async throws -> T) async throws -> T {
+        do {
+            let value = try await body()
+            record(success)
+            return value
+        } catch {
+            record(Self.reason(error))
+            throw error
+        }
+    }
+
+    /// A bounded label for a failure: the API error's code, `store_unavailable`, or `error`.
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? APIError { return error.code }
+        if let error = error as? SignInRedirect { return error.reason }
+        if let error = error as? StoreError, error.code == .unavailable { return "store_unavailable" }
+        return "error"
+    }
+
+    /// One answered HTTP request: its route template (`/auth/:provider/start`, `unmatched`), method and status.
+    func request(route: String, method: String, status: Int, duration: Duration) {
+        let statusClass = "\(min(max(status / 100, 1), 5))xx"
+        registry.makeCounter(
+            descriptor: Self.name("broker_http_requests", unit: "total", "HTTP requests answered."),
+            labels: [("route", route), ("method", method), ("status", statusClass)]
+        ).increment()
+        registry.makeDurationHistogram(
+            descriptor: Self.name("broker_http_request_duration", unit: "seconds", "Time to answer a request."),
+            labels: [("route", route)], buckets: Self.latencyBuckets
+        ).record(duration)
+    }
+
+    /// A finished sign-in: `provider` a provider id or `custom`; `outcome` `success` or a reason code.
+    package func signIn(provider: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_sign_ins", unit: "total", "Sign-ins by provider and outcome."),
+            labels: [("provider", provider), ("outcome", outcome)]
+        ).increment()
+    }
+
+    /// A registration attempt: `created` or a reason code.
+    func registration(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_registrations", unit: "total", "Account registrations by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
+    /// A refresh-token presentation: `rotated`, `reused` (the session is then revoked), `expired`, `revoked`,
+    /// `unknown`.
+    func refresh(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_refresh_tokens", unit: "total", "Refresh-token presentations by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
+    /// A session ended: `logout` (revocation endpoint), `refresh_reuse`, `code_reuse`.
+    func revocation(reason: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_session_revocations", unit: "total", "Sessions revoked, by reason."),
+            labels: [("reason", reason)]
+        ).increment()
+    }
+
+    /// A CI mint: `grant` `client_credentials` or `token_exchange`; `outcome` `issued` or the error code.
+    func mint(grant: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_mints", unit: "total", "CI token mints by grant and outcome."),
+            labels: [("grant", grant), ("outcome", outcome)]
+        ).increment()
+    }
+
+    /// A request refused to slow someone down: `login_throttle` (the per-account and per-address back-off),
+    /// or the limit that answered 429.
+    func throttled(_ limit: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_throttled", unit: "total", "Requests refused by a throttle or rate limit."),
+            labels: [("limit", limit)]
+        ).increment()
+    }
+
+    /// A password hash's wait for a thread.
+    func hashing(waited: Duration) {
+        registry.makeDurationHistogram(
+            descriptor: Self.name(
+                "broker_password_hash_wait", unit: "seconds", "Time a password hash waited for a hashing thread."),
+            labels: [], buckets: Self.latencyBuckets
+        ).record(waited)
+    }
+
+    /// One store call, by operation (the ``Store`` method).
+    package func storeCall(_ operation: String, duration: Duration) {
+        registry.makeDurationHistogram(
+            descriptor: Self.name("broker_store_call_duration", unit: "seconds", "Store call latency by operation."),
+            labels: [("operation", operation)], buckets: Self.latencyBuckets
+        ).record(duration)
+    }
+
+    /// The text exposition, with the gauges that are read rather than counted brought up to date first.
+    func exposition(signingKeyCreatedAt: Int64?, hashQueueDepth depth: Int, now: Int64) -> [UInt8] {
+        signingKeyAge.set(Double(signingKeyCreatedAt.map { max(0, now - $0) } ?? 0))
+        hashQueueDepth.set(Double(depth))
+        return registry.emitToBuffer()
+    }
+
+    /// The process's start, from `/proc/self/stat` (field 22, in clock ticks after boot) and the boot time.
+    static func processStartTime() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let fallback = Double(now.tv_sec)
+        // /proc files have size 0 to stat(2); PosixFile.read reads them to their end.
+        guard let statBytes = try? PosixFile.read(path: "/proc/self/stat", maxSize: 64 * 1024),
+            let bootBytes = try? PosixFile.read(path: "/proc/stat", maxSize: 1024 * 1024)
+        else { return fallback }
+        let stat = String(decoding: statBytes, as: UTF8.self)
+        let boot = String(decoding: bootBytes, as: UTF8.self)
+        guard let close = stat.lastIndex(of: ")") else { return fallback }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // Field 22 overall is the 20th after the command name's closing parenthesis.
+        guard fields.count > 19, let ticks = Double(fields[19]),
+            let line = boot.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+            let bootTime = Double(line.dropFirst(6))
+        else { return fallback }
+        return bootTime + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
