@@ -44,6 +44,8 @@ package struct ServerConfiguration: Sendable {
     package var metricsPort: Int?
     /// A file holding the bearer token `GET /metrics` requires; `nil`: no token.
     package var metricsTokenFile: String?
+    /// Where the audit trail goes: a file path, or `stderr` (the default).
+    package var auditLog = "stderr"
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
@@ -96,6 +98,7 @@ extension ServerConfiguration {
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
+        "audit_log",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -253,6 +256,7 @@ extension ServerConfiguration {
             }
             metricsPort = Int(number)
         case "metrics_token_file": metricsTokenFile = try string()
+        case "audit_log": auditLog = try string()
         case "database_password_file": databasePasswordFile = try string()
         case "database_pool_size":
             let number = try integer()

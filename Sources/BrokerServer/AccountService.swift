@@ -20,6 +20,7 @@ final class AccountService: Sendable {
     let pool: HashingPool
     let throttle: LoginThrottle?
     let metrics: BrokerMetrics
+    let audit: AuditTrail
     /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
     let registrations: RateLimiter
     /// A hash of a random password, verified against for unknown emails so that they cost the same time.
@@ -27,9 +28,10 @@ final class AccountService: Sendable {
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, hasher: PasswordHasher, pool: HashingPool,
-        throttle: LoginThrottle?, metrics: BrokerMetrics
+        throttle: LoginThrottle?, metrics: BrokerMetrics, audit: AuditTrail
     ) throws {
         self.metrics = metrics
+        self.audit = audit
         self.tokens = tokens
         self.store = store
         self.logger = logger
@@ -45,7 +47,15 @@ final class AccountService: Sendable {
     /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
     /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
     func register(_ input: RequestInput, address: String? = nil) async throws -> APIResponse {
-        try await metrics.counting(success: "created", { metrics.registration(outcome: $0) }) {
+        try await metrics.counting(
+            success: "created",
+            { outcome in
+                metrics.registration(outcome: outcome)
+                if outcome != "created" {
+                    audit.record("registration", outcome: "failure", fields: ["reason": outcome])
+                }
+            }
+        ) {
             try await createAccount(input, address: address)
         }
     }
@@ -95,13 +105,22 @@ final class AccountService: Sendable {
             throw APIError.accountExists
         }
         logger.info("account created", metadata: ["broker.user": "\(user.id)"])
+        audit.record("registration", user: user.id, fields: ["provider": "custom"])
         return .tokens(
             try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil), status: 201)
     }
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.
     func login(_ input: RequestInput, address: String?) async throws -> APIResponse {
-        try await metrics.counting(success: "success", { metrics.signIn(provider: "custom", outcome: $0) }) {
+        try await metrics.counting(
+            success: "success",
+            { outcome in
+                metrics.signIn(provider: "custom", outcome: outcome)
+                if outcome != "success" {
+                    audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": outcome])
+                }
+            }
+        ) {
             try await passwordLogin(input, address: address)
         }
     }
@@ -161,7 +180,10 @@ final class AccountService: Sendable {
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }
-        return .tokens(try await tokens.startSession(user: account.user, clientID: TokenIssuer.cliClientID, scope: nil))
+        let response = APIResponse.tokens(
+            try await tokens.startSession(user: account.user, clientID: TokenIssuer.cliClientID, scope: nil))
+        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom"])
+        return response
     }
 
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best

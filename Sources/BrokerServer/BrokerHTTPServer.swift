@@ -53,8 +53,12 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         var context = context
         context.requestID = RequestID.accepting(request.headers[RequestID.field]) ?? RequestID.make()
         var response: Response
+        let origin = RequestOrigin(
+            address: context.clientAddress, userAgent: request.headers[.userAgent], requestID: context.requestID)
         do {
-            response = try await next(request, context)
+            response = try await RequestOrigin.$current.withValue(origin) { [context] in
+                try await next(request, context)
+            }
         } catch let error as APIError {
             response = BrokerHTTPServer.response(error)
         } catch let error as any HTTPResponseError {
@@ -255,7 +259,7 @@ package enum BrokerHTTPServer {
             },
             logger: logger
         )
-        app.addServices(MaintenanceService(service: service))
+        app.addServices(MaintenanceService(service: service), AuditReopenService(audit: service.audit, logger: logger))
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: app)]
         if let metricsPort = metrics.port {
             // `GET /metrics` alone on a port of its own (to keep it off a public listener).

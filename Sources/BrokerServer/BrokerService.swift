@@ -45,6 +45,7 @@ package final class BrokerService: Sendable {
     let grants: GrantService
     let clients: ClientService
     let metrics: BrokerMetrics
+    let audit: AuditTrail
     let hashingPool: HashingPool
 
     /// Builds the broker on `store`: loads (or creates, or imports from the data directory) the keys sealed
@@ -63,8 +64,10 @@ package final class BrokerService: Sendable {
         hasher: PasswordHasher = PasswordHasher(),
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
-        metrics: BrokerMetrics = BrokerMetrics()
+        metrics: BrokerMetrics = BrokerMetrics(),
+        audit: AuditTrail? = nil
     ) async throws -> BrokerService {
+        let audit = try audit ?? AuditTrail(destination: .discard, clock: clock)
         let store = MeteredStore(store, metrics: metrics)
         let now = clock.seconds()
         let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
@@ -76,7 +79,8 @@ package final class BrokerService: Sendable {
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
-            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics)
+            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics,
+            audit: audit)
     }
 
     private init(
@@ -89,10 +93,12 @@ package final class BrokerService: Sendable {
         flowKey: [UInt8],
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport,
-        metrics: BrokerMetrics
+        metrics: BrokerMetrics,
+        audit: AuditTrail
     ) throws {
         self.configuration = configuration
         self.metrics = metrics
+        self.audit = audit
         self.store = store
         self.logger = logger
         tokens = TokenIssuer(configuration: configuration, store: store, keys: keys, clock: clock)
@@ -103,11 +109,12 @@ package final class BrokerService: Sendable {
             tokens: tokens, store: store, logger: logger, hasher: hasher, pool: hashingPool,
             throttle: configuration.loginThrottle
                 ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
-            metrics: metrics)
+            metrics: metrics, audit: audit)
         clients = try ClientService(
             tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
-        grants = GrantService(tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics)
+        grants = GrantService(
+            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(
@@ -115,7 +122,7 @@ package final class BrokerService: Sendable {
                 context: ProviderContext(
                     http: http, clock: clock,
                     directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
-            flowKey: flowKey, metrics: metrics)
+            flowKey: flowKey, metrics: metrics, audit: audit)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).

@@ -12,9 +12,14 @@ final class GrantService: Sendable {
     let store: any Store
     let logger: Logger
     let metrics: BrokerMetrics
+    let audit: AuditTrail
 
-    init(tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger, metrics: BrokerMetrics) {
+    init(
+        tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger, metrics: BrokerMetrics,
+        audit: AuditTrail
+    ) {
         self.metrics = metrics
+        self.audit = audit
         self.tokens = tokens
         self.clients = clients
         self.store = store
@@ -30,14 +35,11 @@ final class GrantService: Sendable {
         switch grantType {
         case "refresh_token": return try await refresh(input)
         case "client_credentials":
-            return try await metrics.counting(
-                success: "issued", { metrics.mint(grant: "client_credentials", outcome: $0) }
-            ) {
+            return try await metrics.counting(success: "issued", { mintCounted(grant: "client_credentials", $0) }) {
                 try await clients.clientCredentials(input, authorization: authorization)
             }
         case ClientService.tokenExchangeGrant:
-            return try await metrics.counting(success: "issued", { metrics.mint(grant: "token_exchange", outcome: $0) })
-            {
+            return try await metrics.counting(success: "issued", { mintCounted(grant: "token_exchange", $0) }) {
                 try await clients.tokenExchange(input, authorization: authorization)
             }
         case "authorization_code": return try await authorizationCode(input)
@@ -45,6 +47,14 @@ final class GrantService: Sendable {
             throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
         default:
             throw APIError.unsupportedGrantType("unknown grant_type \"\(grantType.prefix(100))\"")
+        }
+    }
+
+    /// A CI mint's outcome, in the metrics and (when refused) the audit trail.
+    private func mintCounted(grant: String, _ outcome: String) {
+        metrics.mint(grant: grant, outcome: outcome)
+        if outcome != "issued" {
+            audit.record("mint", outcome: "failure", fields: ["grant": grant, "reason": outcome])
         }
     }
 
@@ -82,6 +92,8 @@ final class GrantService: Sendable {
             throw APIError.invalidGrant("the session has been revoked; sign in again")
         case .reused(let sessionID):
             metrics.revocation(reason: "refresh_reuse")
+            audit.record(
+                "refresh_token_reused", outcome: "failure", fields: ["session": String(sessionID.prefix(8))])
             logger.warning(
                 "refresh token reused: session revoked",
                 metadata: ["broker.session": "\(sessionID.prefix(8))"]
@@ -102,12 +114,18 @@ final class GrantService: Sendable {
         if token.utf8.count == TokenIssuer.refreshTokenLength && !token.contains(".") {
             if try await store.revokeSession(byRefreshTokenHash: Digest.sha256(token), now: now) {
                 metrics.revocation(reason: "logout")
+                audit.record("logout", fields: ["token_type": "refresh_token"])
             }
         } else if token.contains("."),
             let verified = try? tokens.verifier().verify(token, now: now),
             let sessionID = verified["sid"]?.stringValue
         {
-            if try await store.revokeSession(id: sessionID, now: now) { metrics.revocation(reason: "logout") }
+            if try await store.revokeSession(id: sessionID, now: now) {
+                metrics.revocation(reason: "logout")
+                audit.record(
+                    "logout", user: verified.subject.flatMap(UserID.init),
+                    fields: ["token_type": "access_token", "session": String(sessionID.prefix(8))])
+            }
         }
         return APIResponse(status: 200, body: .object([:]), headers: [("Cache-Control", "no-store")])
     }
@@ -166,6 +184,8 @@ final class GrantService: Sendable {
         case .reused(let sessionID):
             if let sessionID, try await store.revokeSession(id: sessionID, now: now) {
                 metrics.revocation(reason: "code_reuse")
+                audit.record(
+                    "authorization_code_reused", outcome: "failure", fields: ["session": String(sessionID.prefix(8))])
             }
             logger.warning("authorization code reused: its session revoked")
             throw APIError.invalidGrant("the code was already used; the session it started has been revoked")

@@ -26,12 +26,14 @@ final class SignInService: Sendable {
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
     let perState: RateLimiter
     let metrics: BrokerMetrics
+    let audit: AuditTrail
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, identityProviders: [ProviderID: any IdentityProvider],
-        flowKey: [UInt8], metrics: BrokerMetrics
+        flowKey: [UInt8], metrics: BrokerMetrics, audit: AuditTrail
     ) {
         self.metrics = metrics
+        self.audit = audit
         self.tokens = tokens
         self.store = store
         self.logger = logger
@@ -194,8 +196,15 @@ final class SignInService: Sendable {
         let label = ProviderID(rawValue: name).flatMap { identityProviders[$0] == nil ? nil : $0.rawValue } ?? "unknown"
         var response: APIResponse
         do {
-            response = try await metrics.counting(success: "success", { metrics.signIn(provider: label, outcome: $0) })
-            {
+            response = try await metrics.counting(
+                success: "success",
+                { outcome in
+                    metrics.signIn(provider: label, outcome: outcome)
+                    if outcome != "success" {
+                        audit.record("sign_in", outcome: "failure", fields: ["provider": label, "reason": outcome])
+                    }
+                }
+            ) {
                 try await completeSignIn(provider: name, query: query, cookie: cookie)
             }
         } catch let redirect as SignInRedirect {
@@ -286,6 +295,7 @@ final class SignInService: Sendable {
                 expiresAt: now + Self.codeLifetime
             ))
         logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
         return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
     }
 

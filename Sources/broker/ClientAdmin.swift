@@ -37,6 +37,18 @@ extension Broker {
             }
         }
 
+        /// The audit trail of an administrative command: the configured file (`server.audit_log`); with the
+        /// default (`stderr`), the command's own output says what happened and nothing more is written.
+        static func auditTrail(_ configuration: ServerConfiguration) -> AuditTrail? {
+            guard case .file = AuditTrail.destination(configuration.auditLog) else { return nil }
+            do {
+                return try AuditTrail(destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock())
+            } catch {
+                Console.warning("cannot write the audit log: \(error)")
+                return nil
+            }
+        }
+
         /// The client-secret key, sealed in the store under the master key.
         static func secretHasher(_ configuration: ServerConfiguration, store: any Store) async throws
             -> ClientSecretHasher
@@ -178,6 +190,9 @@ extension Broker {
                 } catch {
                     throw Console.fail("cannot add the client: \(error)")
                 }
+                Client.auditTrail(configuration)?.record(
+                    "client_added",
+                    fields: ["client": name, "via": "cli", "kind": trustIssuer == nil ? "secret" : "token_exchange"])
                 if json {
                     var document: [String: JSONValue] = ["client_id": .string(name)]
                     if let secret { document["client_secret"] = .string(secret.exposed) }
@@ -256,7 +271,7 @@ extension Broker {
             var name: String
 
             func run() async throws {
-                let (store, _) = try await Client.open(self.store)
+                let (store, configuration) = try await Client.open(self.store)
                 let removed: Bool
                 do {
                     removed = try await store.deleteClient(name: name)
@@ -264,6 +279,7 @@ extension Broker {
                     throw Console.fail("cannot remove the client: \(error)")
                 }
                 guard removed else { throw Console.fail("no client named \(name)") }
+                Client.auditTrail(configuration)?.record("client_removed", fields: ["client": name, "via": "cli"])
                 Console.note("removed client \(name)")
             }
         }

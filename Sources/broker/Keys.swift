@@ -62,6 +62,11 @@ extension Broker {
                         legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
                     let ring = try await vault.rotate(kind: kind, now: now, retention: retention)
                     await store.close()
+                    Broker.Client.auditTrail(configuration)?.record(
+                        "key_rotated",
+                        fields: [
+                            "kid": ring.current.kid, "algorithm": ring.current.key.algorithm.rawValue, "via": "cli",
+                        ])
                     if let previous = ring.retired.first {
                         Console.error(
                             "key \(ring.current.kid) is now current; \(previous.kid) stays published for \(retention) s"

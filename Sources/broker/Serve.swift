@@ -82,6 +82,13 @@ extension Broker {
                     throw Console.fail("cannot start: cannot read the metrics token file \(path): \(error.reason)")
                 }
             }
+            let audit: AuditTrail
+            do {
+                audit = try AuditTrail(
+                    destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock())
+            } catch {
+                throw Console.fail("cannot start: cannot open the audit log: \(error)")
+            }
             let service: BrokerService
             do {
                 let brokerStore = try await StoreOpener.open(configuration, logger: logger)
@@ -97,7 +104,8 @@ extension Broker {
                     signingKey: signingKey,
                     master: master,
                     logger: logger,
-                    clock: SystemClock()
+                    clock: SystemClock(),
+                    audit: audit
                 )
             } catch {
                 throw Console.fail("cannot start: \(error)")

@@ -1,0 +1,158 @@
+package import BrokerCore
+package import BrokerSystem
+package import Logging
+package import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Who a request came from, for the audit trail: set once per request by the HTTP layer (a task-local, so
+/// that the services record it without passing it through every call).
+package struct RequestOrigin: Sendable {
+    package var address: String?
+    package var userAgent: String?
+    package var requestID: String?
+
+    package init(address: String? = nil, userAgent: String? = nil, requestID: String? = nil) {
+        self.address = address
+        self.userAgent = userAgent
+        self.requestID = requestID
+    }
+
+    @TaskLocal package static var current: RequestOrigin?
+}
+
+/// The security events of a broker as JSON lines — registrations, sign-ins and their failures, refresh-token
+/// reuse, logouts, key rotations, CI clients added and removed, mints refused — each with the time, the user
+/// when known, and the request's origin (``RequestOrigin``). Never a password, token, code or secret: the
+/// fields are the ones ``record(_:outcome:user:fields:)`` is given, and callers give ids and reason codes only.
+///
+/// Written to a file (`server.audit_log`: opened with `O_APPEND`, so each event is one `write` that lands
+/// whole even beside other writers, and reopened on SIGHUP for log rotation) or to standard error.
+package final class AuditTrail: Sendable {
+    package enum Destination: Sendable, Equatable {
+        case file(String)
+        case standardError
+        /// Nowhere (tests that do not look at it).
+        case discard
+    }
+
+    private struct Sink {
+        var descriptor: Int32
+    }
+
+    /// `server.audit_log`: `stderr`, or a file path (`~` expanded).
+    package static func destination(_ setting: String) -> Destination {
+        setting == "stderr" ? .standardError : .file(PosixFile.expandingTilde(setting))
+    }
+
+    let destination: Destination
+    private let sink: Mutex<Sink>
+    private let clock: any WallClock
+
+    /// - Throws: when the file cannot be opened (a clear start-up error naming it).
+    package init(destination: Destination, clock: any WallClock) throws(PosixFile.Failure) {
+        self.destination = destination
+        self.clock = clock
+        sink = Mutex(Sink(descriptor: try Self.open(destination)))
+    }
+
+    deinit {
+        let descriptor = sink.withLock { $0.descriptor }
+        if case .file = destination, descriptor >= 0 { close(descriptor) }
+    }
+
+    private static func open(_ destination: Destination) throws(PosixFile.Failure) -> Int32 {
+        switch destination {
+        case .standardError: return STDERR_FILENO
+        case .discard: return -1
+        case .file(let path):
+            let descriptor = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw PosixFile.Failure(path: path, reason: String(cString: strerror(errno)))
+            }
+            return descriptor
+        }
+    }
+
+    /// Opens the file again (after `logrotate` moved it): events written before go to the old file, events
+    /// after to the new one; none is lost, since the swap happens under the same lock as every write.
+    package func reopen() throws(PosixFile.Failure) {
+        guard case .file = destination else { return }
+        let fresh = try Self.open(destination)
+        let old = sink.withLock { sink in
+            defer { sink.descriptor = fresh }
+            return sink.descriptor
+        }
+        close(old)
+    }
+
+    /// Records `event` (`sign_in`, `registration`, …) with its `outcome` (`success`, `failure`), the `user`
+    /// when known, and further `fields` (reason codes, provider and client names, session id prefixes).
+    package func record(
+        _ event: String, outcome: String = "success", user: UserID? = nil, fields: [String: String] = [:]
+    ) {
+        guard destination != .discard else { return }
+        var object: [String: JSONValue] = [
+            "time": .string(Self.timestamp(clock.seconds())),
+            "event": .string(event),
+            "outcome": .string(outcome),
+        ]
+        if let user { object["user_id"] = .string(user.description) }
+        if let origin = RequestOrigin.current {
+            if let address = origin.address { object["client_address"] = .string(address) }
+            if let agent = origin.userAgent { object["user_agent"] = .string(String(agent.prefix(256))) }
+            if let id = origin.requestID { object["request_id"] = .string(id) }
+        }
+        for (name, value) in fields { object[name] = .string(String(value.prefix(256))) }
+        var line = JSONValue.object(object).serializedBytes
+        line.append(UInt8(ascii: "\n"))
+        sink.withLock { sink in
+            var offset = 0
+            while offset < line.count {
+                let written = line[offset...].withUnsafeBytes { write(sink.descriptor, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+
+    /// RFC 3339 UTC, seconds.
+    static func timestamp(_ seconds: Int64) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+}
+
+/// Reopens the audit file on SIGHUP (after `logrotate` moved it), for as long as the broker runs.
+package struct AuditReopenService: Service {
+    let audit: AuditTrail
+    let logger: Logger
+
+    package init(audit: AuditTrail, logger: Logger) {
+        self.audit = audit
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        await cancelWhenGracefulShutdown {
+            for await _ in hangups {
+                do {
+                    try audit.reopen()
+                    logger.info("audit log reopened")
+                } catch {
+                    logger.error("cannot reopen the audit log", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}
