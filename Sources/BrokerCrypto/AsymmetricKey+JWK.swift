@@ -35,6 +35,14 @@ extension AsymmetricKey {
             let n = try AsymmetricKey.member(jwk.n, "n")
             let e = try AsymmetricKey.member(jwk.e, "e")
             guard n.first != 0, e.first != 0 else { throw CryptoError.invalidKey("RSA JWK has leading zero octets") }
+            // Checked here, deterministically: OpenSSL's RSA public-key check tests the modulus with random
+            // Miller-Rabin bases, so a malformed modulus was accepted on one try and refused on the next (found
+            // by Fuzz/jwk). An odd modulus and an odd exponent from 65537 to below 2^256 (SP 800-56B §6.2.1,
+            // as OpenSSL's check asks) remain; the size is checked once the key is built.
+            guard let last = n.last, last & 1 == 1 else { throw CryptoError.invalidKey("RSA JWK modulus is even") }
+            guard let eLast = e.last, eLast & 1 == 1, e.count <= 32,
+                e.count > 3 || e.reduce(0, { $0 << 8 | Int($1) }) >= 65537
+            else { throw CryptoError.invalidKey("RSA JWK exponent must be odd, at least 65537 and below 2^256") }
             var params = ParamBuilder()
             params.bignum("n", n)
             params.bignum("e", e)
@@ -51,7 +59,7 @@ extension AsymmetricKey {
                     throw CryptoError.invalidKey("RSA JWK has some but not all CRT members")
                 }
             }
-            pkey = try params.makeKey(type: "RSA", isPrivate: isPrivate)
+            pkey = try params.makeKey(type: "RSA", isPrivate: isPrivate, checkPublic: false)
         case "OKP":
             guard jwk.crv == "Ed25519" else {
                 throw CryptoError.unsupportedKey("OKP curve \(jwk.crv ?? "none") not supported")
@@ -190,7 +198,8 @@ private struct ParamBuilder {
     mutating func octets(_ key: String, _ value: [UInt8]) { entries.append(.octets(key, value)) }
     mutating func bignum(_ key: String, _ value: [UInt8]) { entries.append(.bignum(key, value)) }
 
-    func makeKey(type: String, isPrivate: Bool) throws -> OpaquePointer {
+    /// - Parameter checkPublic: run OpenSSL's public-key check on a public key (the point is on the curve).
+    func makeKey(type: String, isPrivate: Bool, checkPublic: Bool = true) throws -> OpaquePointer {
         guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.openSSL("key import") }
         defer { OSSL_PARAM_BLD_free(builder) }
         // The builder keeps the pointers it is given (names, strings, octets, BIGNUMs) until
@@ -238,7 +247,7 @@ private struct ParamBuilder {
             let error = CryptoError.openSSL("key import")
             throw CryptoError.invalidKey("\(type) JWK rejected: \(error.reason)")
         }
-        if !isPrivate {
+        if !isPrivate && checkPublic {
             // fromdata does not prove the point is on the curve; a public-key check does.
             guard let check = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
                 EVP_PKEY_free(pkey)

@@ -138,6 +138,31 @@ struct KeyTests {
         #expect(throws: CryptoError.invalidKey) { try AsymmetricKey(jwk: ed) }
     }
 
+    /// Found by Fuzz/jwk: OpenSSL's RSA public-key check tests the modulus with random bases, so a malformed
+    /// odd modulus imported on one try and not on the next. The broker's own checks are deterministic.
+    @Test func rsaPublicKeyImportIsDeterministic() throws {
+        let rsa = try AsymmetricKey.generate(.rsa(bits: 2048)).jwk().publicOnly
+        let modulus = try #require(rsa.n)
+        var bytes = try #require(Base64URL.decode(modulus))
+        bytes[bytes.count / 2] ^= 0x5A  // no longer the product of the key's two primes, still odd
+        var malformed = rsa
+        malformed.n = Base64URL.encode(bytes)
+        let outcomes = (0..<40).map { _ in (try? AsymmetricKey(jwk: malformed)) != nil }
+        #expect(Set(outcomes).count == 1, "the same JWK imported differently: \(outcomes)")
+
+        var even = rsa
+        bytes[bytes.count - 1] &= 0xFE
+        even.n = Base64URL.encode(bytes)
+        #expect(throws: CryptoError.invalidKey) { try AsymmetricKey(jwk: even) }
+        for exponent in [
+            [0x01, 0x00, 0x00], [0x01], [0x02], [0x03], [0x01, 0x00, 0x01, 0x00], [UInt8](repeating: 0xFF, count: 33),
+        ] {
+            var bad = rsa
+            bad.e = Base64URL.encode(exponent)
+            #expect(throws: CryptoError.invalidKey) { try AsymmetricKey(jwk: bad) }
+        }
+    }
+
     @Test func jwksParsingSkipsForeignKeys() throws {
         let ec = try AsymmetricKey.generate(.ecP256).jwk()
         let document =
