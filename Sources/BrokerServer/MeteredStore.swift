@@ -119,6 +119,19 @@ final class MeteredStore: Store {
         try await timed("update_throttle") { try await base.updateThrottle(keys: keys, body) }
     }
 
+    func users(provider: ProviderID?) async throws -> [UserRecord] {
+        try await timed("users") { try await base.users(provider: provider) }
+    }
+    func deleteUser(id: UserID) async throws -> Bool {
+        try await timed("delete_user") { try await base.deleteUser(id: id) }
+    }
+    func sessions(user: UserID?) async throws -> [SessionRecord] {
+        try await timed("sessions") { try await base.sessions(user: user) }
+    }
+    func revokeSessions(user: UserID, now: Int64) async throws -> Int {
+        try await timed("revoke_sessions") { try await base.revokeSessions(user: user, now: now) }
+    }
+
     func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
         try await timed("export_rows") { try await base.exportRows(table) }
     }

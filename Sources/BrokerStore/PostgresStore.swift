@@ -450,6 +450,74 @@ package final class PostgresStore: Store {
         }
     }
 
+    // MARK: Administration
+
+    package func users(provider: ProviderID?) async throws -> [UserRecord] {
+        let client = client
+        let filter = provider?.rawValue
+        return try await run("user list") {
+            var users: [UserRecord] = []
+            let rows = try await client.query(
+                """
+                SELECT id, email, name, created_at FROM users
+                WHERE \(filter)::text IS NULL OR provider = \(filter) ORDER BY created_at, id
+                """
+            ).decode((String, String?, String?, Int64).self)
+            for try await (id, email, name, created) in rows {
+                guard let userID = UserID(id) else { continue }
+                users.append(UserRecord(id: userID, email: email, name: name, createdAt: created))
+            }
+            return users
+        }
+    }
+
+    package func deleteUser(id: UserID) async throws -> Bool {
+        let client = client
+        return try await run("user deletion") {
+            let rows = try await client.query("DELETE FROM users WHERE id = \(id.description) RETURNING 1")
+                .decode(Int.self)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    package func sessions(user: UserID?) async throws -> [SessionRecord] {
+        let client = client
+        let filter = user?.description
+        return try await run("session list") {
+            var sessions: [SessionRecord] = []
+            let rows = try await client.query(
+                """
+                SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions
+                WHERE \(filter)::text IS NULL OR user_id = \(filter) ORDER BY created_at DESC, id
+                """
+            ).decode((String, String, String, String?, Int64, Int64?).self)
+            for try await (id, owner, clientID, scope, created, revoked) in rows {
+                guard let userID = UserID(owner) else { continue }
+                sessions.append(
+                    SessionRecord(
+                        id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
+                        revokedAt: revoked))
+            }
+            return sessions
+        }
+    }
+
+    package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
+        let client = client
+        return try await run("revocation") {
+            let rows = try await client.query(
+                """
+                UPDATE sessions SET revoked_at = \(now)
+                WHERE user_id = \(user.description) AND revoked_at IS NULL RETURNING 1
+                """
+            ).decode(Int.self)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
     package func session(id: String) async throws -> SessionRecord? {
         let client = client
         return try await run("session lookup") {

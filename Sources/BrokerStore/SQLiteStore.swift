@@ -518,6 +518,50 @@ package final class SQLiteStore: Store {
         )
     }
 
+    // MARK: Administration
+
+    package func users(provider: ProviderID?) async throws -> [UserRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, email AS user_email, name, created_at FROM users
+                    WHERE ? IS NULL OR provider = ? ORDER BY created_at, id
+                    """,
+                arguments: [provider?.rawValue, provider?.rawValue]
+            ).compactMap(Self.user)
+        }
+    }
+
+    package func deleteUser(id: UserID) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [id.description])
+            return db.changesCount == 1
+        }
+    }
+
+    package func sessions(user: UserID?) async throws -> [SessionRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions
+                    WHERE ? IS NULL OR user_id = ? ORDER BY created_at DESC, id
+                    """,
+                arguments: [user?.description, user?.description]
+            ).compactMap(Self.session)
+        }
+    }
+
+    package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, user.description])
+            return db.changesCount
+        }
+    }
+
     private static func user(_ row: Row) -> UserRecord? {
         guard let id = UserID(row["id"] as String) else { return nil }
         return UserRecord(id: id, email: row["user_email"], name: row["name"], createdAt: row["created_at"])

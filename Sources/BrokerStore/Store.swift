@@ -103,7 +103,23 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
 /// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
 ///
 /// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
-package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore {
+/// What `broker users` and `broker sessions` need: what an operator lists and removes while brokers run.
+package protocol AdminStore: Sendable {
+    /// Every user (of one provider, when given), oldest first.
+    func users(provider: ProviderID?) async throws -> [UserRecord]
+
+    /// Deletes a user and everything of theirs (password account, sessions, refresh tokens, codes); returns
+    /// whether the user existed. Their access tokens are refused at once: their session is gone.
+    func deleteUser(id: UserID) async throws -> Bool
+
+    /// Every session (of one user, when given), newest first, revoked ones included.
+    func sessions(user: UserID?) async throws -> [SessionRecord]
+
+    /// Revokes every live session of `user`; returns how many were live.
+    func revokeSessions(user: UserID, now: Int64) async throws -> Int
+}
+
+package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 

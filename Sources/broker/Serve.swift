@@ -43,10 +43,18 @@ extension Broker {
         @Option(name: .customLong("log-level"), help: "trace, debug, info, warning or error.")
         var logLevel: String?
 
+        @Option(
+            name: .customLong("log-format"),
+            help: "text (default) or json: one JSON object per line (time, level, label, message, metadata).")
+        var logFormat: String = "text"
+
         func validate() throws {
             if let port, !(0...65535).contains(port) { throw ValidationError("--port must be 0–65535") }
             if let logLevel, Logger.Level(rawValue: logLevel) == nil {
                 throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+            }
+            guard logFormat == "text" || logFormat == "json" else {
+                throw ValidationError("--log-format must be text or json")
             }
         }
 
@@ -66,7 +74,13 @@ extension Broker {
                 logLevel.flatMap(Logger.Level.init(rawValue:))
                 ?? ProcessInfo.processInfo.environment["BROKER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
                 ?? .info
+            let json = logFormat == "json"
             LoggingSystem.bootstrap { label in
+                if json {
+                    var handler = JSONLogHandler(label: label, clock: SystemClock())
+                    handler.logLevel = level
+                    return handler
+                }
                 var handler = VisibleLogHandler(StreamLogHandler.standardError(label: label))
                 handler.logLevel = level
                 return handler

@@ -160,6 +160,31 @@ struct AuditTrailTests {
         }
     }
 
+    @Test func jsonLogsAreOneObjectPerLineWithTheRequestID() async throws {
+        let server = try await BrokerProcess.start(arguments: ["--log-format", "json"])
+        var request = HTTPClientRequest(
+            url: server.url + "/healthz", headers: [(name: "X-Request-Id", value: "json-log-1")])
+        request.timeout = .seconds(30)
+        #expect(try await HTTPClient.shared.send(request).status == 200)
+        #expect(try await server.terminate() == 0)
+        let lines = server.stderr.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        for line in lines {
+            let object = JSONValue.parse(Array(line.utf8))?.objectValue
+            #expect(object?["level"]?.stringValue != nil && object?["message"]?.stringValue != nil, "\(line)")
+            #expect(object?["time"]?.stringValue?.hasSuffix("Z") == true)
+        }
+        let requestLine = lines.compactMap { JSONValue.parse(Array($0.utf8)) }.first {
+            $0["message"]?.stringValue == "request" && $0["http.path"]?.stringValue == "/healthz"
+        }
+        #expect(requestLine?["request_id"]?.stringValue == "json-log-1")
+        #expect(requestLine?["http.status"]?.stringValue == "200")
+
+        let bad = try await CLI.run(["serve", "--log-format", "yaml"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--log-format must be text or json"))
+    }
+
     @Test func timestampsAreRFC3339UTC() {
         #expect(AuditTrail.timestamp(0) == "1970-01-01T00:00:00Z")
         #expect(AuditTrail.timestamp(1_800_000_000) == "2027-01-15T08:00:00Z")

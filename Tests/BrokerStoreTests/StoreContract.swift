@@ -103,6 +103,71 @@ struct StoreContract {
         #expect(try await store.user(id: UserID(provider: "twitter", subject: "1234")) == nil)
     }
 
+    // MARK: Administration (broker users, broker sessions)
+
+    @Test(arguments: StoreUnderTest.available)
+    func usersAreListedOldestFirstAndByProvider(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let google = try await store.upsertUser(Make.user("google", at: 200))
+        let custom = Make.user(email: "c@example.com", at: 100)
+        try await store.createPasswordAccount(user: custom, email: "c@example.com", passwordHash: "h")
+        let facebook = try await store.upsertUser(Make.user("facebook", at: 300))
+        #expect(try await store.users(provider: nil).map(\.id) == [custom.id, google.id, facebook.id])
+        #expect(try await store.users(provider: ProviderID("google")) == [google])
+        #expect(try await store.users(provider: ProviderID("twitter")).isEmpty)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func deletingAUserTakesEverythingOfTheirsAndNothingElse(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (user, session, token) = try await Make.signedIn(store)
+        let (other, otherSession, otherToken) = try await Make.signedIn(store)
+        let account = Make.user(email: "gone@example.com")
+        try await store.createPasswordAccount(user: account, email: "gone@example.com", passwordHash: "h")
+
+        #expect(try await store.deleteUser(id: user.id))
+        #expect(try await store.deleteUser(id: user.id) == false, "a second delete finds nothing")
+        #expect(try await store.user(id: user.id) == nil)
+        #expect(try await store.session(id: session.id) == nil, "the user's sessions go with them")
+        #expect(try await store.sessionWithUser(id: session.id) == nil)
+        let spent = try await store.rotateRefreshToken(
+            hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 60, now: Make.now)
+        #expect(spent == .unknown, "their refresh token no longer exists")
+
+        #expect(try await store.deleteUser(id: account.id))
+        #expect(try await store.passwordAccount(email: "gone@example.com") == nil, "the password account goes too")
+
+        #expect(try await store.user(id: other.id) == other, "nobody else is touched")
+        #expect(try await store.session(id: otherSession.id) != nil)
+        let rotated = try await store.rotateRefreshToken(
+            hash: otherToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 60, now: Make.now)
+        guard case .rotated = rotated else {
+            Issue.record("another user's token stopped rotating: \(rotated)")
+            return
+        }
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func sessionsAreListedNewestFirstAndRevokedPerUser(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.upsertUser(Make.user("google"))
+        let older = Make.session(for: user, at: 100)
+        let newer = Make.session(for: user, at: 200)
+        try await store.createSession(older, firstToken: Make.token(Make.hash(), session: older.id))
+        try await store.createSession(newer, firstToken: Make.token(Make.hash(), session: newer.id))
+        let (other, otherSession, _) = try await Make.signedIn(store)
+        #expect(try await store.sessions(user: user.id).map(\.id) == [newer.id, older.id])
+        #expect(try await store.sessions(user: nil).count == 3)
+        #expect(try await store.revokeSession(id: older.id, now: 300))
+
+        #expect(try await store.revokeSessions(user: user.id, now: 400) == 1, "only the live one counts")
+        let listed = try await store.sessions(user: user.id)
+        #expect(listed.map(\.revokedAt) == [400, 300])
+        #expect(try await store.revokeSessions(user: user.id, now: 500) == 0)
+        #expect(try await store.sessions(user: other.id).map(\.revokedAt) == [nil], "another user's session stays")
+        #expect(try await store.session(id: otherSession.id)?.revokedAt == nil)
+    }
+
     // MARK: Sessions and refresh tokens
 
     @Test(arguments: StoreUnderTest.available)

@@ -1,0 +1,220 @@
+import ArgumentParser
+import BrokerCore
+import BrokerProviders
+import BrokerServer
+import BrokerStore
+
+/// `broker users …` and `broker sessions …`: what an operator looks at and ends, on the broker's store, while
+/// brokers run (the store decides; a broker asks it on every `/auth/me`, refresh and sign-in).
+extension Broker {
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List, show and delete users.",
+            subcommands: [List.self, Show.self, Delete.self]
+        )
+
+        static func userID(_ text: String) throws -> UserID {
+            guard let id = UserID(text) else {
+                throw Console.fail("\(text) is not a user id (they look like google:1234…)", code: BrokerExit.usage)
+            }
+            return id
+        }
+
+        static func document(_ user: UserRecord) -> JSONValue {
+            var entry: [String: JSONValue] = [
+                "user_id": .string(user.id.description), "provider": .string(user.id.provider.rawValue),
+                "created_at": .int(user.createdAt),
+            ]
+            if let email = user.email { entry["email"] = .string(email) }
+            if let name = user.name { entry["name"] = .string(name) }
+            return .object(entry)
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List users, oldest first.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Option(name: .long, help: "Only users of this provider (google, custom, …).")
+            var provider: String?
+
+            @Flag(name: .long, help: "Print {\"users\": [...]}.")
+            var json = false
+
+            func run() async throws {
+                let known = BrokerProviders.all.map(\.id) + [.custom]
+                let filter = try provider.map { name in
+                    guard let id = ProviderID(rawValue: name), known.contains(id) else {
+                        let names = known.map(\.rawValue).joined(separator: ", ")
+                        throw Console.fail("--provider \(name) is not one of \(names)", code: BrokerExit.usage)
+                    }
+                    return id
+                }
+                let (store, _) = try await Client.open(self.store)
+                let users: [UserRecord]
+                do {
+                    users = try await store.users(provider: filter)
+                } catch {
+                    throw Console.fail("cannot read the users: \(error)")
+                }
+                if json {
+                    Console.out(JSONValue.object(["users": .array(users.map(Users.document))]).serialized())
+                    return
+                }
+                if users.isEmpty { Console.note("no users") }
+                for user in users {
+                    let email = user.email.map { VisibleText.escape($0) } ?? "-"
+                    let name = user.name.map { VisibleText.escape($0) } ?? "-"
+                    Console.out("\(user.id)\t\(email)\t\(name)\tcreated=\(user.createdAt)")
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show one user and their sessions (JSON).")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The user id.")
+            var id: String
+
+            func run() async throws {
+                let userID = try Users.userID(id)
+                let (store, _) = try await Client.open(self.store)
+                do {
+                    guard let user = try await store.user(id: userID) else { throw Console.fail("no user \(id)") }
+                    let sessions = try await store.sessions(user: userID)
+                    guard case .object(var document) = Users.document(user) else { return }
+                    document["sessions"] = .array(sessions.map(Sessions.document))
+                    Console.out(JSONValue.object(document).serialized())
+                } catch let error as ExitCode {
+                    throw error
+                } catch {
+                    throw Console.fail("cannot read the user: \(error)")
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Delete a user and everything of theirs; their tokens stop working at once.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The user id.")
+            var id: String
+
+            func run() async throws {
+                let userID = try Users.userID(id)
+                let (store, configuration) = try await Client.open(self.store)
+                let deleted: Bool
+                do {
+                    deleted = try await store.deleteUser(id: userID)
+                } catch {
+                    throw Console.fail("cannot delete the user: \(error)")
+                }
+                guard deleted else { throw Console.fail("no user \(id)") }
+                Client.auditTrail(configuration)?.record("user_deleted", user: userID, fields: ["via": "cli"])
+                Console.note("deleted \(userID) with their sessions")
+            }
+        }
+    }
+
+    struct Sessions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List and revoke sessions.",
+            subcommands: [List.self, Revoke.self]
+        )
+
+        static func document(_ session: SessionRecord) -> JSONValue {
+            var entry: [String: JSONValue] = [
+                "session_id": .string(session.id), "user_id": .string(session.userID.description),
+                "client_id": .string(session.clientID), "created_at": .int(session.createdAt),
+                "revoked_at": session.revokedAt.map(JSONValue.int) ?? .null,
+            ]
+            if let scope = session.scope { entry["scope"] = .string(scope) }
+            return .object(entry)
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List sessions, newest first.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Option(name: .long, help: "Only this user's sessions.")
+            var user: String?
+
+            @Flag(name: .long, help: "Print {\"sessions\": [...]}.")
+            var json = false
+
+            func run() async throws {
+                let filter = try user.map(Users.userID)
+                let (store, _) = try await Client.open(self.store)
+                let sessions: [SessionRecord]
+                do {
+                    sessions = try await store.sessions(user: filter)
+                } catch {
+                    throw Console.fail("cannot read the sessions: \(error)")
+                }
+                if json {
+                    Console.out(JSONValue.object(["sessions": .array(sessions.map(Sessions.document))]).serialized())
+                    return
+                }
+                if sessions.isEmpty { Console.note("no sessions") }
+                for session in sessions {
+                    let state = session.revokedAt.map { "revoked=\($0)" } ?? "live"
+                    Console.out(
+                        "\(session.id)\t\(session.userID)\t\(session.clientID)\tcreated=\(session.createdAt)\t\(state)")
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Revoke one session, or every session of a user (--user); their tokens stop at once.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The session id.")
+            var session: String?
+
+            @Option(name: .long, help: "Revoke every live session of this user instead.")
+            var user: String?
+
+            func validate() throws {
+                guard (session == nil) != (user == nil) else {
+                    throw ValidationError("give a session id or --user ID, not both")
+                }
+            }
+
+            func run() async throws {
+                let (store, configuration) = try await Client.open(self.store)
+                let now = SystemClock().seconds()
+                let audit = Client.auditTrail(configuration)
+                do {
+                    if let user {
+                        let userID = try Users.userID(user)
+                        let count = try await store.revokeSessions(user: userID, now: now)
+                        audit?.record("sessions_revoked", user: userID, fields: ["count": "\(count)", "via": "cli"])
+                        Console.note("revoked \(count) live session\(count == 1 ? "" : "s") of \(userID)")
+                    } else if let session {
+                        guard let record = try await store.session(id: session) else {
+                            throw Console.fail("no session \(session)")
+                        }
+                        let revoked = try await store.revokeSession(id: session, now: now)
+                        if revoked {
+                            audit?.record(
+                                "session_revoked", user: record.userID,
+                                fields: ["session": String(session.prefix(8)), "via": "cli"])
+                        }
+                        Console.note(revoked ? "revoked \(session)" : "\(session) was already revoked")
+                    }
+                } catch let error as ExitCode {
+                    throw error
+                } catch {
+                    throw Console.fail("cannot revoke: \(error)")
+                }
+            }
+        }
+    }
+}
