@@ -58,6 +58,9 @@ package struct APIError: Error, Sendable, CustomStringConvertible {
     package static func methodNotAllowed(_ detail: String) -> APIError {
         APIError(status: 405, code: "invalid_request", detail: detail)
     }
+    /// A disabled user (`broker users disable`) cannot start a session.
+    package static let accountDisabled = APIError(
+        status: 403, code: "account_disabled", detail: "this account is disabled; ask the broker's operator")
     package static let accountExists = APIError(
         status: 409,
         code: "account_exists",

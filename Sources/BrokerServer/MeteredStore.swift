@@ -119,8 +119,14 @@ final class MeteredStore: Store {
         try await timed("update_throttle") { try await base.updateThrottle(keys: keys, body) }
     }
 
-    func users(provider: ProviderID?) async throws -> [UserRecord] {
+    func users(provider: ProviderID?) async throws -> [UserStatus] {
         try await timed("users") { try await base.users(provider: provider) }
+    }
+    func userStatus(id: UserID) async throws -> UserStatus? {
+        try await timed("user_status") { try await base.userStatus(id: id) }
+    }
+    func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool {
+        try await timed("set_user_disabled") { try await base.setUserDisabled(id: id, disabled: disabled, now: now) }
     }
     func deleteUser(id: UserID) async throws -> Bool {
         try await timed("delete_user") { try await base.deleteUser(id: id) }

@@ -53,22 +53,26 @@ final class TokenIssuer: Sendable {
         let issuedAt = now
         let sessionID = try SecureRandom.token(byteCount: 16)
         let refreshToken = try SecureRandom.token(byteCount: 32)
-        try await store.createSession(
-            SessionRecord(
-                id: sessionID,
-                userID: user.id,
-                clientID: clientID,
-                scope: scope,
-                createdAt: issuedAt,
-                revokedAt: nil
-            ),
-            firstToken: RefreshTokenRecord(
-                hash: Digest.sha256(refreshToken),
-                sessionID: sessionID,
-                createdAt: issuedAt,
-                expiresAt: issuedAt + configuration.refreshTokenTTL
+        do {
+            try await store.createSession(
+                SessionRecord(
+                    id: sessionID,
+                    userID: user.id,
+                    clientID: clientID,
+                    scope: scope,
+                    createdAt: issuedAt,
+                    revokedAt: nil
+                ),
+                firstToken: RefreshTokenRecord(
+                    hash: Digest.sha256(refreshToken),
+                    sessionID: sessionID,
+                    createdAt: issuedAt,
+                    expiresAt: issuedAt + configuration.refreshTokenTTL
+                )
             )
-        )
+        } catch let error as StoreError where error.code == .disabled {
+            throw APIError.accountDisabled
+        }
         let access = try accessToken(user: user, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
         return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
     }

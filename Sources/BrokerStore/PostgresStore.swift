@@ -365,6 +365,16 @@ package final class PostgresStore: Store {
     package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
         let logger = logger
         try await transaction("session start") { connection in
+            // FOR SHARE holds the user row until commit: a concurrent disable (which updates it) waits, then
+            // revokes this session too; a disable that committed first leaves no row here.
+            let live = try await connection.query(
+                """
+                SELECT 1 FROM users WHERE id = \(session.userID.description) AND disabled_at IS NULL FOR SHARE
+                """, logger: logger
+            ).decode(Int.self)
+            var found = false
+            for try await _ in live { found = true }
+            guard found else { throw StoreError(code: .disabled, reason: "the user is disabled or gone") }
             try await connection.query(
                 """
                 INSERT INTO sessions (id, user_id, client_id, scope, created_at)
@@ -452,22 +462,64 @@ package final class PostgresStore: Store {
 
     // MARK: Administration
 
-    package func users(provider: ProviderID?) async throws -> [UserRecord] {
+    package func users(provider: ProviderID?) async throws -> [UserStatus] {
         let client = client
         let filter = provider?.rawValue
         return try await run("user list") {
-            var users: [UserRecord] = []
+            var users: [UserStatus] = []
             let rows = try await client.query(
                 """
-                SELECT id, email, name, created_at FROM users
+                SELECT id, email, name, created_at, disabled_at FROM users
                 WHERE \(filter)::text IS NULL OR provider = \(filter) ORDER BY created_at, id
                 """
-            ).decode((String, String?, String?, Int64).self)
-            for try await (id, email, name, created) in rows {
+            ).decode((String, String?, String?, Int64, Int64?).self)
+            for try await (id, email, name, created, disabled) in rows {
                 guard let userID = UserID(id) else { continue }
-                users.append(UserRecord(id: userID, email: email, name: name, createdAt: created))
+                users.append(
+                    UserStatus(
+                        user: UserRecord(id: userID, email: email, name: name, createdAt: created),
+                        disabledAt: disabled))
             }
             return users
+        }
+    }
+
+    package func userStatus(id: UserID) async throws -> UserStatus? {
+        let client = client
+        return try await run("user lookup") {
+            let rows = try await client.query(
+                "SELECT email, name, created_at, disabled_at FROM users WHERE id = \(id.description)"
+            ).decode((String?, String?, Int64, Int64?).self)
+            for try await (email, name, created, disabled) in rows {
+                return UserStatus(
+                    user: UserRecord(id: id, email: email, name: name, createdAt: created), disabledAt: disabled)
+            }
+            return nil
+        }
+    }
+
+    package func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool {
+        let logger = logger
+        return try await transaction("user disable") { connection in
+            let stamp: Int64? = disabled ? now : nil
+            let rows = try await connection.query(
+                """
+                UPDATE users SET disabled_at = CASE WHEN \(stamp)::bigint IS NULL THEN NULL
+                                                    ELSE COALESCE(disabled_at, \(stamp)::bigint) END
+                WHERE id = \(id.description) RETURNING 1
+                """, logger: logger
+            ).decode(Int.self)
+            var found = false
+            for try await _ in rows { found = true }
+            guard found else { return false }
+            if disabled {
+                try await connection.query(
+                    """
+                    UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(id.description) AND revoked_at IS NULL
+                    """, logger: logger
+                ).drain()
+            }
+            return true
         }
     }
 

@@ -142,6 +142,12 @@ package final class SQLiteStore: Store {
 
     package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
         try await pool.write { db in
+            // Writes are serialized: no disable can slip between this check and the insert.
+            let user = try Row.fetchOne(
+                db, sql: "SELECT disabled_at FROM users WHERE id = ?", arguments: [session.userID.description])
+            if let user, (user["disabled_at"] as Int64?) != nil {
+                throw StoreError(code: .disabled, reason: "the user is disabled")
+            }
             try db.execute(
                 sql: "INSERT INTO sessions (id, user_id, client_id, scope, created_at) VALUES (?, ?, ?, ?, ?)",
                 arguments: [
@@ -520,16 +526,44 @@ package final class SQLiteStore: Store {
 
     // MARK: Administration
 
-    package func users(provider: ProviderID?) async throws -> [UserRecord] {
+    package func users(provider: ProviderID?) async throws -> [UserStatus] {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, email AS user_email, name, created_at FROM users
+                    SELECT id, email AS user_email, name, created_at, disabled_at FROM users
                     WHERE ? IS NULL OR provider = ? ORDER BY created_at, id
                     """,
                 arguments: [provider?.rawValue, provider?.rawValue]
-            ).compactMap(Self.user)
+            ).compactMap { row in Self.user(row).map { UserStatus(user: $0, disabledAt: row["disabled_at"]) } }
+        }
+    }
+
+    package func userStatus(id: UserID) async throws -> UserStatus? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT id, email AS user_email, name, created_at, disabled_at FROM users WHERE id = ?",
+                arguments: [id.description]
+            ).flatMap { row in Self.user(row).map { UserStatus(user: $0, disabledAt: row["disabled_at"]) } }
+        }
+    }
+
+    package func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool {
+        try await pool.write { db in
+            if disabled {
+                try db.execute(
+                    sql: "UPDATE users SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?",
+                    arguments: [now, id.description])
+            } else {
+                try db.execute(sql: "UPDATE users SET disabled_at = NULL WHERE id = ?", arguments: [id.description])
+            }
+            guard db.changesCount == 1 else { return false }
+            if disabled {
+                try db.execute(
+                    sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                    arguments: [now, id.description])
+            }
+            return true
         }
     }
 

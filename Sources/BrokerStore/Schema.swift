@@ -225,6 +225,12 @@ package enum Schema {
                 );
                 """
         ),
+        Migration(
+            version: 5,
+            name: "disabled users",
+            sqlite: "ALTER TABLE users ADD COLUMN disabled_at INTEGER;",
+            postgres: "ALTER TABLE users ADD COLUMN disabled_at BIGINT;"
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -254,7 +260,7 @@ extension Schema {
             name: "users",
             columns: [
                 ("id", .text), ("provider", .text), ("subject", .text), ("email", .text), ("name", .text),
-                ("created_at", .integer),
+                ("created_at", .integer), ("disabled_at", .integer),
             ]),
         Table(
             name: "password_accounts",

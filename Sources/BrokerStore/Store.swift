@@ -89,6 +89,8 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
         case conflict
         /// The store could not be opened or answered with an error.
         case unavailable
+        /// The user is disabled: no session may start for them.
+        case disabled
     }
 
     package let code: Code
@@ -100,13 +102,33 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
     package var description: String { reason }
 }
 
+/// A user as `broker users` shows them.
+package struct UserStatus: Sendable, Hashable {
+    package var user: UserRecord
+    /// When the user was disabled; `nil` while they may sign in.
+    package var disabledAt: Int64?
+
+    package init(user: UserRecord, disabledAt: Int64?) {
+        self.user = user
+        self.disabledAt = disabledAt
+    }
+}
+
 /// The broker's persistent state, behind one protocol so that SQLite and PostgreSQL are interchangeable.
 ///
 /// Every method is one transaction. Times are seconds since the epoch, passed in so that callers own the clock.
 /// What `broker users` and `broker sessions` need: what an operator lists and removes while brokers run.
 package protocol AdminStore: Sendable {
-    /// Every user (of one provider, when given), oldest first.
-    func users(provider: ProviderID?) async throws -> [UserRecord]
+    /// Every user (of one provider, when given), oldest first, with when each was disabled.
+    func users(provider: ProviderID?) async throws -> [UserStatus]
+
+    /// One user and when they were disabled.
+    func userStatus(id: UserID) async throws -> UserStatus?
+
+    /// Disables a user — in the same transaction revoking every live session of theirs, so that their tokens
+    /// stop at once and no session can start for them (``Store/createSession(_:firstToken:)`` refuses) — or
+    /// enables them again. Returns whether the user exists.
+    func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool
 
     /// Deletes a user and everything of theirs (password account, sessions, refresh tokens, codes); returns
     /// whether the user existed. Their access tokens are refused at once: their session is gone.
@@ -149,7 +171,8 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
 
     func user(id: UserID) async throws -> UserRecord?
 
-    /// Starts a session with its first refresh token.
+    /// Starts a session with its first refresh token; a disabled user gets ``StoreError/Code/disabled`` and no
+    /// session (checked under the user's row lock, so a concurrent disable cannot miss the new session).
     func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws
 
     /// Spends a refresh token and stores its successor in the same session, atomically; detects reuse.

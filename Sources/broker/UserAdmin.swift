@@ -9,8 +9,8 @@ import BrokerStore
 extension Broker {
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List, show and delete users.",
-            subcommands: [List.self, Show.self, Delete.self]
+            abstract: "List, show, disable, enable and delete users.",
+            subcommands: [List.self, Show.self, Disable.self, Enable.self, Delete.self]
         )
 
         static func userID(_ text: String) throws -> UserID {
@@ -20,10 +20,11 @@ extension Broker {
             return id
         }
 
-        static func document(_ user: UserRecord) -> JSONValue {
+        static func document(_ status: UserStatus) -> JSONValue {
+            let user = status.user
             var entry: [String: JSONValue] = [
                 "user_id": .string(user.id.description), "provider": .string(user.id.provider.rawValue),
-                "created_at": .int(user.createdAt),
+                "created_at": .int(user.createdAt), "disabled_at": status.disabledAt.map(JSONValue.int) ?? .null,
             ]
             if let email = user.email { entry["email"] = .string(email) }
             if let name = user.name { entry["name"] = .string(name) }
@@ -51,7 +52,7 @@ extension Broker {
                     return id
                 }
                 let (store, _) = try await Client.open(self.store)
-                let users: [UserRecord]
+                let users: [UserStatus]
                 do {
                     users = try await store.users(provider: filter)
                 } catch {
@@ -62,10 +63,12 @@ extension Broker {
                     return
                 }
                 if users.isEmpty { Console.note("no users") }
-                for user in users {
+                for status in users {
+                    let user = status.user
                     let email = user.email.map { VisibleText.escape($0) } ?? "-"
                     let name = user.name.map { VisibleText.escape($0) } ?? "-"
-                    Console.out("\(user.id)\t\(email)\t\(name)\tcreated=\(user.createdAt)")
+                    let state = status.disabledAt.map { "disabled=\($0)" } ?? "enabled"
+                    Console.out("\(user.id)\t\(email)\t\(name)\tcreated=\(user.createdAt)\t\(state)")
                 }
             }
         }
@@ -82,7 +85,7 @@ extension Broker {
                 let userID = try Users.userID(id)
                 let (store, _) = try await Client.open(self.store)
                 do {
-                    guard let user = try await store.user(id: userID) else { throw Console.fail("no user \(id)") }
+                    guard let user = try await store.userStatus(id: userID) else { throw Console.fail("no user \(id)") }
                     let sessions = try await store.sessions(user: userID)
                     guard case .object(var document) = Users.document(user) else { return }
                     document["sessions"] = .array(sessions.map(Sessions.document))
@@ -93,6 +96,44 @@ extension Broker {
                     throw Console.fail("cannot read the user: \(error)")
                 }
             }
+        }
+
+        struct Disable: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Disable a user: their sessions end at once and they cannot sign in until enabled.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The user id.")
+            var id: String
+
+            func run() async throws { try await Users.setDisabled(id, true, store) }
+        }
+
+        struct Enable: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Let a disabled user sign in again.")
+
+            @OptionGroup var store: ServerStoreOptions
+
+            @Argument(help: "The user id.")
+            var id: String
+
+            func run() async throws { try await Users.setDisabled(id, false, store) }
+        }
+
+        static func setDisabled(_ id: String, _ disabled: Bool, _ options: ServerStoreOptions) async throws {
+            let userID = try userID(id)
+            let (store, configuration) = try await Client.open(options)
+            let found: Bool
+            do {
+                found = try await store.setUserDisabled(id: userID, disabled: disabled, now: SystemClock().seconds())
+            } catch {
+                throw Console.fail("cannot \(disabled ? "disable" : "enable") the user: \(error)")
+            }
+            guard found else { throw Console.fail("no user \(id)") }
+            Client.auditTrail(configuration)?.record(
+                disabled ? "user_disabled" : "user_enabled", user: userID, fields: ["via": "cli"])
+            Console.note(disabled ? "disabled \(userID); their sessions are revoked" : "enabled \(userID)")
         }
 
         struct Delete: AsyncParsableCommand {

@@ -83,6 +83,25 @@ struct AdminCommandTests {
         #expect(try await broker.cli(["users", "delete", bob.user]).status == 1)
         #expect(try await register("bob@example.com").user != bob.user)
 
+        // Disabling: the token stops at once, sign-in is refused with 403 until the user is enabled again.
+        let carol = try await register("carol@example.com")
+        #expect(try await broker.cli(["users", "disable", carol.user]).status == 0)
+        #expect(try await me(carol.access) == 401)
+        let refusedLogin = try await broker.post(
+            "/auth/login", json: #"{"email":"carol@example.com","password":"correct horse battery staple"}"#)
+        #expect(refusedLogin.status == 403)
+        #expect(refusedLogin.body?["error"]?.stringValue == "account_disabled")
+        let carolRefresh = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", carol.refresh)])
+        #expect(carolRefresh.status == 400)
+        let shownDisabled = try await broker.cli(["users", "show", carol.user])
+        #expect(JSONValue.parse(Array(shownDisabled.stdout.utf8))?["disabled_at"]?.intValue != nil)
+        #expect(try await broker.cli(["users", "enable", carol.user]).status == 0)
+        let welcomeBack = try await broker.post(
+            "/auth/login", json: #"{"email":"carol@example.com","password":"correct horse battery staple"}"#)
+        #expect(welcomeBack.status == 200)
+        #expect(try await broker.cli(["users", "disable", "custom:nobody"]).status == 1)
+
         // Bad input: a clear usage error, nothing changed.
         let bad = try await broker.cli(["users", "delete", "not-a-user-id"])
         #expect(bad.status == 64)
@@ -93,5 +112,7 @@ struct AdminCommandTests {
 
         let audit = try AuditTrailTests.lines(auditPath).compactMap { $0["event"]?.stringValue }
         #expect(audit.contains("sessions_revoked") && audit.contains("user_deleted"))
+        #expect(audit.contains("user_disabled") && audit.contains("user_enabled"))
+        #expect(audit.contains("sign_in") && audit.filter { $0 == "sign_in" }.count >= 2)
     }
 }

@@ -112,8 +112,8 @@ struct StoreContract {
         let custom = Make.user(email: "c@example.com", at: 100)
         try await store.createPasswordAccount(user: custom, email: "c@example.com", passwordHash: "h")
         let facebook = try await store.upsertUser(Make.user("facebook", at: 300))
-        #expect(try await store.users(provider: nil).map(\.id) == [custom.id, google.id, facebook.id])
-        #expect(try await store.users(provider: ProviderID("google")) == [google])
+        #expect(try await store.users(provider: nil).map(\.user.id) == [custom.id, google.id, facebook.id])
+        #expect(try await store.users(provider: ProviderID("google")) == [UserStatus(user: google, disabledAt: nil)])
         #expect(try await store.users(provider: ProviderID("twitter")).isEmpty)
     }
 
@@ -145,6 +145,68 @@ struct StoreContract {
             Issue.record("another user's token stopped rotating: \(rotated)")
             return
         }
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aDisabledUserLosesTheirSessionsAndCannotStartOneUntilEnabled(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (user, session, token) = try await Make.signedIn(store)
+        let (other, otherSession, _) = try await Make.signedIn(store)
+
+        #expect(try await store.setUserDisabled(id: user.id, disabled: true, now: 500))
+        #expect(try await store.userStatus(id: user.id) == UserStatus(user: user, disabledAt: 500))
+        #expect(try await store.session(id: session.id)?.revokedAt == 500, "their live session ends with it")
+        let refused = try await store.rotateRefreshToken(
+            hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 60, now: Make.now)
+        #expect(refused == .revoked)
+        let attempt = Make.session(for: user)
+        await #expect {
+            try await store.createSession(attempt, firstToken: Make.token(Make.hash(), session: attempt.id))
+        } throws: { error in
+            (error as? StoreError)?.code == .disabled
+        }
+        #expect(try await store.session(id: attempt.id) == nil, "nothing was written")
+        #expect(try await store.setUserDisabled(id: user.id, disabled: true, now: 900))
+        #expect(try await store.userStatus(id: user.id)?.disabledAt == 500, "disabling again keeps the first time")
+
+        #expect(try await store.setUserDisabled(id: user.id, disabled: false, now: 1000))
+        #expect(try await store.userStatus(id: user.id)?.disabledAt == nil)
+        let again = Make.session(for: user)
+        try await store.createSession(again, firstToken: Make.token(Make.hash(), session: again.id))
+        #expect(try await store.session(id: again.id)?.revokedAt == nil)
+
+        #expect(try await store.session(id: otherSession.id)?.revokedAt == nil, "nobody else is touched")
+        #expect(try await store.userStatus(id: other.id)?.disabledAt == nil)
+        #expect(
+            try await store.setUserDisabled(id: UserID(provider: "google", subject: "nobody"), disabled: true, now: 1)
+                == false)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aDisableRacingSessionStartsLeavesNoLiveSession(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (user, _, _) = try await Make.signedIn(store)
+        let started = await withTaskGroup(of: String?.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    if index == 10 {
+                        _ = try? await store.setUserDisabled(id: user.id, disabled: true, now: Make.now)
+                        return nil
+                    }
+                    let session = Make.session(for: user)
+                    do {
+                        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+                        return session.id
+                    } catch {
+                        return nil
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { if let id = $1 { $0.append(id) } }
+        }
+        let sessions = try await store.sessions(user: user.id)
+        #expect(sessions.allSatisfy { $0.revokedAt != nil }, "a session that started beside the disable survived it")
+        #expect(sessions.count == started.count + 1)
     }
 
     @Test(arguments: StoreUnderTest.available)
