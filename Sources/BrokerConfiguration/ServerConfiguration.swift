@@ -46,6 +46,8 @@ package struct ServerConfiguration: Sendable {
     package var metricsTokenFile: String?
     /// Where the audit trail goes: a file path, or `stderr` (the default).
     package var auditLog = "stderr"
+    /// Whether audit events are also kept in the store (for `broker audit list`).
+    package var auditStore = false
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
@@ -98,7 +100,7 @@ extension ServerConfiguration {
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
-        "audit_log",
+        "audit_log", "audit_store",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -279,6 +281,11 @@ extension ServerConfiguration {
                 throw ConfigurationError(source: source, key: name, problem: "must be true or false")
             }
             loginThrottle = flag
+        case "audit_store":
+            guard case .bool(let flag) = value else {
+                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
+            }
+            auditStore = flag
         case "password_hash_workers", "password_hash_queue":
             let number = try integer()
             guard (1...1024).contains(number) else {

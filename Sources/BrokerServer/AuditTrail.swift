@@ -1,4 +1,5 @@
 package import BrokerCore
+package import BrokerStore
 package import BrokerSystem
 package import Logging
 package import ServiceLifecycle
@@ -49,18 +50,74 @@ package final class AuditTrail: Sendable {
         setting == "stderr" ? .standardError : .file(PosixFile.expandingTilde(setting))
     }
 
+    /// Events handed to the store's writer and events it has written, with whoever waits for them (a class:
+    /// the writer task holds it, not the trail).
+    private final class Stored: Sendable {
+        struct Counts {
+            var enqueued = 0
+            var written = 0
+            var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        }
+        let counts = Mutex(Counts())
+    }
+
     let destination: Destination
     private let sink: Mutex<Sink>
     private let clock: any WallClock
+    private let stored = Stored()
+    private let toStore: AsyncStream<AuditEventRecord>.Continuation?
 
+    /// - Parameter store: also keep every event in the database (`server.audit_store`), written in order by one
+    ///   task of its own so that a slow database never holds up a request.
     /// - Throws: when the file cannot be opened (a clear start-up error naming it).
-    package init(destination: Destination, clock: any WallClock) throws(PosixFile.Failure) {
+    package init(
+        destination: Destination, clock: any WallClock, store: (any AuditStore)? = nil
+    ) throws(PosixFile.Failure) {
         self.destination = destination
         self.clock = clock
         sink = Mutex(Sink(descriptor: try Self.open(destination)))
+        guard let store else {
+            toStore = nil
+            return
+        }
+        let (events, continuation) = AsyncStream.makeStream(of: AuditEventRecord.self)
+        toStore = continuation
+        let stored = stored
+        Task.detached {
+            for await event in events {
+                do {
+                    try await store.appendAuditEvent(event)
+                } catch {
+                    let line = "broker: audit event \(event.event) not stored: \(error)\n"
+                    _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+                }
+                let ready = stored.counts.withLock { state in
+                    state.written += 1
+                    let written = state.written
+                    let ready = state.waiters.filter { $0.target <= written }.map(\.continuation)
+                    state.waiters.removeAll { $0.target <= written }
+                    return ready
+                }
+                for waiter in ready { waiter.resume() }
+            }
+        }
+    }
+
+    /// Waits until every event recorded so far is in the store (the admin CLI, before it exits).
+    package func flush() async {
+        guard toStore != nil else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = stored.counts.withLock { state -> Bool in
+                if state.written >= state.enqueued { return true }
+                state.waiters.append((state.enqueued, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
     }
 
     deinit {
+        toStore?.finish()
         let descriptor = sink.withLock { $0.descriptor }
         if case .file = destination, descriptor >= 0 { close(descriptor) }
     }
@@ -95,7 +152,7 @@ package final class AuditTrail: Sendable {
     package func record(
         _ event: String, outcome: String = "success", user: UserID? = nil, fields: [String: String] = [:]
     ) {
-        guard destination != .discard else { return }
+        guard destination != .discard || toStore != nil else { return }
         var object: [String: JSONValue] = [
             "time": .string(Self.timestamp(clock.seconds())),
             "event": .string(event),
@@ -109,6 +166,16 @@ package final class AuditTrail: Sendable {
         }
         for (name, value) in fields { object[name] = .string(String(value.prefix(256))) }
         var line = JSONValue.object(object).serializedBytes
+        if let toStore {
+            let record = AuditEventRecord(
+                time: clock.seconds(), event: event, userID: user?.description,
+                document: String(decoding: line, as: UTF8.self))
+            stored.counts.withLock { state in
+                state.enqueued += 1
+                toStore.yield(record)
+            }
+        }
+        guard destination != .discard else { return }
         line.append(UInt8(ascii: "\n"))
         sink.withLock { sink in
             var offset = 0

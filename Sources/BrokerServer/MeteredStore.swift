@@ -138,6 +138,13 @@ final class MeteredStore: Store {
         try await timed("revoke_sessions") { try await base.revokeSessions(user: user, now: now) }
     }
 
+    func appendAuditEvent(_ event: AuditEventRecord) async throws {
+        try await timed("append_audit_event") { try await base.appendAuditEvent(event) }
+    }
+    func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] {
+        try await timed("audit_events") { try await base.auditEvents(user: user, since: since, limit: limit) }
+    }
+
     func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
         try await timed("export_rows") { try await base.exportRows(table) }
     }

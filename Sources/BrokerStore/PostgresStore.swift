@@ -460,6 +460,38 @@ package final class PostgresStore: Store {
         }
     }
 
+    // MARK: Audit events
+
+    package func appendAuditEvent(_ event: AuditEventRecord) async throws {
+        try await query(
+            "audit event",
+            """
+            INSERT INTO audit_events (time, event, user_id, document)
+            VALUES (\(event.time), \(event.event), \(event.userID), \(event.document))
+            """)
+    }
+
+    package func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] {
+        let client = client
+        let owner = user?.description
+        return try await run("audit list") {
+            var events: [AuditEventRecord] = []
+            let rows = try await client.query(
+                """
+                SELECT time, event, user_id, document FROM (
+                    SELECT id, time, event, user_id, document FROM audit_events
+                    WHERE (\(owner)::text IS NULL OR user_id = \(owner)) AND (\(since)::bigint IS NULL OR time >= \(since))
+                    ORDER BY id DESC LIMIT \(limit)
+                ) AS newest ORDER BY id
+                """
+            ).decode((Int64, String, String?, String).self)
+            for try await (time, event, userID, document) in rows {
+                events.append(AuditEventRecord(time: time, event: event, userID: userID, document: document))
+            }
+            return events
+        }
+    }
+
     // MARK: Administration
 
     package func users(provider: ProviderID?) async throws -> [UserStatus] {

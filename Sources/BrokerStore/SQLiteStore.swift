@@ -524,6 +524,35 @@ package final class SQLiteStore: Store {
         )
     }
 
+    // MARK: Audit events
+
+    package func appendAuditEvent(_ event: AuditEventRecord) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO audit_events (time, event, user_id, document) VALUES (?, ?, ?, ?)",
+                arguments: [event.time, event.event, event.userID, event.document])
+        }
+    }
+
+    package func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT time, event, user_id, document FROM (
+                        SELECT id, time, event, user_id, document FROM audit_events
+                        WHERE (? IS NULL OR user_id = ?) AND (? IS NULL OR time >= ?)
+                        ORDER BY id DESC LIMIT ?
+                    ) ORDER BY id
+                    """,
+                arguments: [user?.description, user?.description, since, since, limit]
+            ).map { row in
+                AuditEventRecord(
+                    time: row["time"], event: row["event"], userID: row["user_id"], document: row["document"])
+            }
+        }
+    }
+
     // MARK: Administration
 
     package func users(provider: ProviderID?) async throws -> [UserStatus] {

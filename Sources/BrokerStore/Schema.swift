@@ -231,6 +231,32 @@ package enum Schema {
             sqlite: "ALTER TABLE users ADD COLUMN disabled_at INTEGER;",
             postgres: "ALTER TABLE users ADD COLUMN disabled_at BIGINT;"
         ),
+        Migration(
+            version: 6,
+            name: "audit events",
+            sqlite: """
+                CREATE TABLE audit_events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    time INTEGER NOT NULL,
+                    event TEXT NOT NULL,
+                    user_id TEXT,
+                    document TEXT NOT NULL
+                );
+                CREATE INDEX audit_events_time ON audit_events(time);
+                CREATE INDEX audit_events_user ON audit_events(user_id, time);
+                """,
+            postgres: """
+                CREATE TABLE audit_events (
+                    id BIGSERIAL PRIMARY KEY,
+                    time BIGINT NOT NULL,
+                    event TEXT NOT NULL,
+                    user_id TEXT,
+                    document TEXT NOT NULL
+                );
+                CREATE INDEX audit_events_time ON audit_events(time);
+                CREATE INDEX audit_events_user ON audit_events(user_id, time);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.

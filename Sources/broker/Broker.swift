@@ -12,7 +12,7 @@ struct Broker: AsyncParsableCommand {
         version: BrokerVersion.current,
         subcommands: [
             Register.self, Login.self, Token.self, Whoami.self, Logout.self, Providers.self, Mint.self, Serve.self,
-            Keys.self, Client.self, Users.self, Sessions.self, Database.self, Emulate.self,
+            Keys.self, Client.self, Users.self, Sessions.self, Audit.self, Database.self, Emulate.self,
         ]
     )
 }

@@ -37,16 +37,30 @@ extension Broker {
             }
         }
 
-        /// The audit trail of an administrative command: the configured file (`server.audit_log`); with the
-        /// default (`stderr`), the command's own output says what happened and nothing more is written.
-        static func auditTrail(_ configuration: ServerConfiguration) -> AuditTrail? {
-            guard case .file = AuditTrail.destination(configuration.auditLog) else { return nil }
+        /// The audit trail of an administrative command: the configured file (`server.audit_log`) and, with
+        /// `server.audit_store`, the store; with the default (`stderr`), the command's own output says what
+        /// happened and nothing more is written there. Callers ``AuditTrail/flush()`` before they exit.
+        static func auditTrail(_ configuration: ServerConfiguration, store: (any Store)? = nil) -> AuditTrail? {
+            var destination = AuditTrail.destination(configuration.auditLog)
+            if case .standardError = destination { destination = .discard }
+            let keeper = configuration.auditStore ? store : nil
+            guard destination != .discard || keeper != nil else { return nil }
             do {
-                return try AuditTrail(destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock())
+                return try AuditTrail(destination: destination, clock: SystemClock(), store: keeper)
             } catch {
                 Console.warning("cannot write the audit log: \(error)")
                 return nil
             }
+        }
+
+        /// Records one administrative event (``auditTrail(_:store:)``) and waits until it is stored.
+        static func audit(
+            _ configuration: ServerConfiguration, store: any Store, _ event: String, user: UserID? = nil,
+            fields: [String: String]
+        ) async {
+            guard let trail = auditTrail(configuration, store: store) else { return }
+            trail.record(event, user: user, fields: fields)
+            await trail.flush()
         }
 
         /// The client-secret key, sealed in the store under the master key.
@@ -190,8 +204,8 @@ extension Broker {
                 } catch {
                     throw Console.fail("cannot add the client: \(error)")
                 }
-                Client.auditTrail(configuration)?.record(
-                    "client_added",
+                await Client.audit(
+                    configuration, store: store, "client_added",
                     fields: ["client": name, "via": "cli", "kind": trustIssuer == nil ? "secret" : "token_exchange"])
                 if json {
                     var document: [String: JSONValue] = ["client_id": .string(name)]
@@ -279,7 +293,8 @@ extension Broker {
                     throw Console.fail("cannot remove the client: \(error)")
                 }
                 guard removed else { throw Console.fail("no client named \(name)") }
-                Client.auditTrail(configuration)?.record("client_removed", fields: ["client": name, "via": "cli"])
+                await Client.audit(
+                    configuration, store: store, "client_removed", fields: ["client": name, "via": "cli"])
                 Console.note("removed client \(name)")
             }
         }

@@ -61,12 +61,12 @@ extension Broker {
                         store: store, master: master,
                         legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
                     let ring = try await vault.rotate(kind: kind, now: now, retention: retention)
-                    await store.close()
-                    Broker.Client.auditTrail(configuration)?.record(
-                        "key_rotated",
+                    await Broker.Client.audit(
+                        configuration, store: store, "key_rotated",
                         fields: [
                             "kid": ring.current.kid, "algorithm": ring.current.key.algorithm.rawValue, "via": "cli",
                         ])
+                    await store.close()
                     if let previous = ring.retired.first {
                         Console.error(
                             "key \(ring.current.kid) is now current; \(previous.kid) stays published for \(retention) s"

@@ -96,16 +96,17 @@ extension Broker {
                     throw Console.fail("cannot start: cannot read the metrics token file \(path): \(error.reason)")
                 }
             }
-            let audit: AuditTrail
-            do {
-                audit = try AuditTrail(
-                    destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock())
-            } catch {
-                throw Console.fail("cannot start: cannot open the audit log: \(error)")
-            }
             let service: BrokerService
             do {
                 let brokerStore = try await StoreOpener.open(configuration, logger: logger)
+                let audit: AuditTrail
+                do {
+                    audit = try AuditTrail(
+                        destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock(),
+                        store: configuration.auditStore ? brokerStore : nil)
+                } catch {
+                    throw Console.fail("cannot start: cannot open the audit log: \(error)")
+                }
                 let signingKey = try configuration.signingKeyFile.map {
                     try SigningKeyFile.load(path: PosixFile.expandingTilde($0))
                 }
@@ -121,6 +122,8 @@ extension Broker {
                     clock: SystemClock(),
                     audit: audit
                 )
+            } catch let error as ExitCode {
+                throw error
             } catch {
                 throw Console.fail("cannot start: \(error)")
             }

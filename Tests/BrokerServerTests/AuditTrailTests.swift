@@ -147,6 +147,44 @@ struct AuditTrailTests {
         #expect((before.dropFirst(day.count) + after).allSatisfy { $0["event"]?.stringValue == "sign_in" })
     }
 
+    @Test(.timeLimit(.minutes(3)))
+    func eventsKeptInTheStoreAreListedByTheCLI() async throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let auditPath = directory.appendingPathComponent("audit.log").path
+        let server = try await BrokerProcess.start(
+            config: #"{"server": {"audit_log": "\#(auditPath)", "audit_store": true}}"#, directory: directory)
+        defer { server.stop() }
+        let broker = Broker(server: server, config: directory.appendingPathComponent("broker.json").path)
+        let registered = try await broker.post(
+            "/auth/register", json: #"{"email":"kept@example.com","password":"correct horse battery staple"}"#)
+        let userID = try #require(registered.body?["user_id"]?.stringValue)
+        #expect(
+            try await broker.post("/auth/login", json: #"{"email":"kept@example.com","password":"nope nope nope"}"#)
+                .status == 401)
+        #expect(try await broker.cli(["client", "add", "kept-client"]).status == 0)
+
+        // The broker stores events from a task of its own: wait for the three to arrive (an event, not a window).
+        var listed: [Substring] = []
+        for _ in 0..<200 {
+            listed = try await broker.cli(["audit", "list"]).stdout.split(separator: "\n")
+            if listed.count >= 3 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let file = try String(contentsOfFile: auditPath, encoding: .utf8).split(separator: "\n")
+        #expect(listed == file, "the store holds exactly the lines of the audit log, in order")
+        #expect(listed.count == 3)
+        let mine = try await broker.cli(["audit", "list", "--user", userID])
+        #expect(mine.stdout.split(separator: "\n").count == 1)
+        #expect(mine.stdout.contains(#""event":"registration""#))
+        let future = try await broker.cli(["audit", "list", "--since", "2099-01-01T00:00:00Z"])
+        #expect(future.status == 0 && future.stdout.isEmpty)
+        let newest = try await broker.cli(["audit", "list", "--limit", "1"])
+        #expect(newest.stdout.contains(#""event":"client_added""#))
+        let bad = try await broker.cli(["audit", "list", "--since", "yesterday"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--since must be"))
+    }
+
     @Test func anUnwritableAuditLogStopsTheStartWithItsName() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let missing = directory.appendingPathComponent("no/such/folder/audit.log").path

@@ -210,6 +210,28 @@ struct StoreContract {
     }
 
     @Test(arguments: StoreUnderTest.available)
+    func auditEventsComeBackInOrderFilteredAndLimitedToTheNewest(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = "custom:ada"
+        for (index, user) in [ada, nil, ada, "google:1", ada].enumerated() {
+            try await store.appendAuditEvent(
+                AuditEventRecord(
+                    time: 100 + Int64(index), event: "e\(index)", userID: user, document: #"{"n":\#(index)}"#))
+        }
+        #expect(
+            try await store.auditEvents(user: nil, since: nil, limit: 100).map(\.event) == [
+                "e0", "e1", "e2", "e3", "e4",
+            ])
+        let mine = try await store.auditEvents(user: UserID(ada), since: nil, limit: 100)
+        #expect(mine.map(\.event) == ["e0", "e2", "e4"])
+        #expect(mine.first?.document == #"{"n":0}"#)
+        #expect(try await store.auditEvents(user: nil, since: 103, limit: 100).map(\.event) == ["e3", "e4"])
+        #expect(
+            try await store.auditEvents(user: nil, since: nil, limit: 2).map(\.event) == ["e3", "e4"], "the newest")
+        #expect(try await store.auditEvents(user: UserID("custom:nobody"), since: nil, limit: 10).isEmpty)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
     func sessionsAreListedNewestFirstAndRevokedPerUser(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
         let user = try await store.upsertUser(Make.user("google"))
