@@ -238,25 +238,22 @@ extension ServerConfiguration {
             }
             return number
         }
-        switch key {
-        case "host": host = try string()
-        case "port":
+        func portNumber() throws(ConfigurationError) -> Int {
             let number = try integer()
             guard (0...65535).contains(number) else {
                 throw ConfigurationError(source: source, key: name, problem: "must be a port number 0–65535")
             }
-            port = Int(number)
+            return Int(number)
+        }
+        switch key {
+        case "host": host = try string()
+        case "port": port = try portNumber()
         case "issuer": issuer = try string()
         case "data_dir": dataDirectory = try string()
         case "database": database = try string()
         case "signing_key_file": signingKeyFile = try string()
         case "master_key_file": masterKeyFile = try string()
-        case "metrics_port":
-            let number = try integer()
-            guard (0...65535).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be a port number 0–65535")
-            }
-            metricsPort = Int(number)
+        case "metrics_port": metricsPort = try portNumber()
         case "metrics_token_file": metricsTokenFile = try string()
         case "audit_log": auditLog = try string()
         case "database_password_file": databasePasswordFile = try string()

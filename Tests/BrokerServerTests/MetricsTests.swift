@@ -93,6 +93,21 @@ struct MetricsTests {
         }
     }
 
+    @Test(arguments: ["empty", "missing"])
+    func anUnusableMetricsTokenFileStopsTheStartWithItsName(kind: String) async throws {
+        let directory = try TemporaryDirectory.make(prefix: "broker-metrics-token")
+        let file = directory.appendingPathComponent("token").path
+        if kind == "empty" { FileManager.default.createFile(atPath: file, contents: Data("\n".utf8)) }
+        do {
+            let server = try await BrokerProcess.start(config: #"{"server": {"metrics_token_file": "\#(file)"}}"#)
+            server.stop()
+            Issue.record("broker serve started with a metrics token file it cannot use")
+        } catch {
+            #expect("\(error)".contains("cannot read the metrics token file \(file)"), "\(error)")
+            #expect("\(error)".contains(kind == "empty" ? "the file is empty" : "No such file"), "\(error)")
+        }
+    }
+
     @Test func everyResponseCarriesARequestIDTakenOnlyWhenSane() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in
