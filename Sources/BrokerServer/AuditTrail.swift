@@ -177,15 +177,7 @@ package final class AuditTrail: Sendable {
         }
         guard destination != .discard else { return }
         line.append(UInt8(ascii: "\n"))
-        sink.withLock { sink in
-            var offset = 0
-            while offset < line.count {
-                let written = line[offset...].withUnsafeBytes { write(sink.descriptor, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
+        sink.withLock { sink in PosixFile.writeAll(line, to: sink.descriptor) }
     }
 
     /// RFC 3339 UTC, seconds.

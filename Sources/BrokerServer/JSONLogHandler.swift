@@ -1,4 +1,5 @@
 package import BrokerCore
+import BrokerSystem
 package import Logging
 import Synchronization
 
@@ -39,15 +40,7 @@ package struct JSONLogHandler: LogHandler {
         object["message"] = .string(event.message.description)
         var line = JSONValue.object(object).serializedBytes
         line.append(UInt8(ascii: "\n"))
-        Self.output.withLock { descriptor in
-            var offset = 0
-            while offset < line.count {
-                let written = line[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { return }
-                offset += written
-            }
-        }
+        Self.output.withLock { descriptor in PosixFile.writeAll(line, to: descriptor) }
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {

@@ -52,6 +52,19 @@ package enum PosixFile {
         return out
     }
 
+    /// Writes all of `bytes` to `descriptor` (retrying short writes and EINTR); `false` when a write failed.
+    @discardableResult
+    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+
     /// A secret kept in a file of its own (a password, a token): the file's text without its trailing line
     /// breaks; an empty one is an error.
     package static func readSecret(path: String) throws(Failure) -> String {
