@@ -238,6 +238,23 @@ extension ServerConfiguration {
             }
             return number
         }
+        /// An integer within `range`; the error names the range (and `unit` when given).
+        func integer(in range: ClosedRange<Int64>, unit: String = "") throws(ConfigurationError) -> Int64 {
+            let number = try integer()
+            guard range.contains(number) else {
+                throw ConfigurationError(
+                    source: source, key: name,
+                    problem:
+                        "must be between \(range.lowerBound) and \(range.upperBound)\(unit.isEmpty ? "" : " " + unit)")
+            }
+            return number
+        }
+        func boolean() throws(ConfigurationError) -> Bool {
+            guard case .bool(let flag) = value else {
+                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
+            }
+            return flag
+        }
         func portNumber() throws(ConfigurationError) -> Int {
             let number = try integer()
             guard (0...65535).contains(number) else {
@@ -257,60 +274,24 @@ extension ServerConfiguration {
         case "metrics_token_file": metricsTokenFile = try string()
         case "audit_log": auditLog = try string()
         case "database_password_file": databasePasswordFile = try string()
-        case "database_pool_size":
-            let number = try integer()
-            guard (1...1000).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000")
-            }
-            databasePoolSize = Int(number)
-        case "database_timeout":
-            let number = try integer()
-            guard (1...300).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 300 seconds")
-            }
-            databaseTimeout = number
+        case "database_pool_size": databasePoolSize = Int(try integer(in: 1...1000))
+        case "database_timeout": databaseTimeout = try integer(in: 1...300, unit: "seconds")
         case "audience": audience = try string()
         case "access_token_ttl": accessTokenTTL = try integer()
         case "refresh_token_ttl": refreshTokenTTL = try integer()
         case "mint_max_ttl": mintMaxTTL = try integer()
-        case "login_throttle":
-            guard case .bool(let flag) = value else {
-                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
-            }
-            loginThrottle = flag
-        case "audit_store":
-            guard case .bool(let flag) = value else {
-                throw ConfigurationError(source: source, key: name, problem: "must be true or false")
-            }
-            auditStore = flag
+        case "login_throttle": loginThrottle = try boolean()
+        case "audit_store": auditStore = try boolean()
         case "password_hash_workers", "password_hash_queue":
-            let number = try integer()
-            guard (1...1024).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1024")
-            }
+            let number = try integer(in: 1...1024)
             if key == "password_hash_workers" {
                 passwordHashWorkers = Int(number)
             } else {
                 passwordHashQueue = Int(number)
             }
-        case "max_connections":
-            let number = try integer()
-            guard (1...1_000_000).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000000")
-            }
-            maxConnections = Int(number)
-        case "registrations_per_hour":
-            let number = try integer()
-            guard (1...1_000_000).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 1000000")
-            }
-            registrationsPerHour = Int(number)
-        case "request_timeout":
-            let number = try integer()
-            guard (1...3600).contains(number) else {
-                throw ConfigurationError(source: source, key: name, problem: "must be between 1 and 3600 seconds")
-            }
-            requestTimeout = number
+        case "max_connections": maxConnections = Int(try integer(in: 1...1_000_000))
+        case "registrations_per_hour": registrationsPerHour = Int(try integer(in: 1...1_000_000))
+        case "request_timeout": requestTimeout = try integer(in: 1...3600, unit: "seconds")
         default:
             throw ConfigurationError(source: source, key: name, problem: "unknown key")
         }
