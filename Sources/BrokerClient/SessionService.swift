@@ -74,6 +74,41 @@ package struct SessionService: Sendable {
         return try await refresh(current, locked: locked)
     }
 
+    /// A session after an API refused `rejected` (a 401): refreshed even when the token still looked valid —
+    /// it may have been revoked, or signed by a key the API no longer trusts.
+    ///
+    /// Single-flight as ``validSession(minValid:)``: under the store's lock, a session whose access token is
+    /// no longer `rejected` (and not expired) was just renewed by another process, and is the answer; so
+    /// twenty requests refused at the same moment make one refresh.
+    package func renew(rejecting rejected: Secret) async throws(SessionError) -> Session {
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
+        defer { locked.unlock() }
+        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
+        guard let current else { throw .signedOut(key) }
+        if current.accessToken != rejected && current.remaining(at: clock.seconds()) > 0 { return current }
+        return try await refresh(current, locked: locked)
+    }
+
+    /// Marks the cached access token as spent so that the next use refreshes (a credential helper's
+    /// `erase`: the tool's server refused it). Only when the cached token is `token` (or `token` is `nil`):
+    /// an erase of an older token must not spend a fresh one. The refresh token stays. Returns whether the
+    /// cached token was marked.
+    @discardableResult
+    package func distrust(accessToken token: Secret?) throws(SessionError) -> Bool {
+        try cacheStep { () throws(TokenCacheError) in
+            let locked = try cache.locked()
+            defer { locked.unlock() }
+            guard var session = try locked.session(for: key), token == nil || session.accessToken == token else {
+                return false
+            }
+            let now = clock.seconds()
+            guard session.expiresAt > now else { return false }
+            session.expiresAt = now
+            try locked.save(session)
+            return true
+        }
+    }
+
     /// Spends `session`'s refresh token and stores the rotated session; the caller holds the lock.
     func refresh(_ session: Session, locked: any LockedTokenCache) async throws(SessionError) -> Session {
         guard let refreshToken = session.refreshToken else {

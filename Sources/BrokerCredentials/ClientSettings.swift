@@ -14,6 +14,9 @@ import BrokerSystem
 package struct ClientSettings: Sendable {
     package let home: String
     package let key: SessionKey
+    /// Where this profile's token may be sent (`api_urls` in the config file, the profile's own list over the
+    /// top-level one); `nil` when neither lists any: then any https URL, or http on this machine.
+    package let apiURLs: [APIURL]?
 
     package static let defaultBrokerURL = "http://127.0.0.1:8787"
 
@@ -35,7 +38,16 @@ package struct ClientSettings: Sendable {
     ) throws(Problem) {
         home = Self.home(environment: environment)
         let file = try Self.configFile(home: home)
-        let configured = file.brokerURL
+        let name = profile ?? environment["BROKER_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+        guard Self.isValidProfile(name) else {
+            throw Problem("profile \"\(name)\": use letters, digits, '.', '_' or '-' (at most 64)", isUsage: true)
+        }
+        let section = file.profiles[name]
+        let configured = section?.brokerURL ?? file.brokerURL
+        let configuredSource =
+            section?.brokerURL != nil
+            ? "profiles.\(name).broker_url in \(home)/config.json" : "broker_url in \(home)/config.json"
+        apiURLs = section?.apiURLs ?? file.apiURLs
         let url: String
         let source: String
         if let broker {
@@ -43,7 +55,7 @@ package struct ClientSettings: Sendable {
         } else if let value = environment["BROKER_URL"], !value.isEmpty {
             (url, source) = (value, "BROKER_URL")
         } else if let configured {
-            (url, source) = (configured, "broker_url in \(home)/config.json")
+            (url, source) = (configured, configuredSource)
         } else {
             (url, source) = (Self.defaultBrokerURL, "the default")
         }
@@ -60,10 +72,6 @@ package struct ClientSettings: Sendable {
                     + "\(home)/config.json if you really mean it",
                 isUsage: source == "--broker" || source == "BROKER_URL"
             )
-        }
-        let name = profile ?? environment["BROKER_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
-        guard Self.isValidProfile(name) else {
-            throw Problem("profile \"\(name)\": use letters, digits, '.', '_' or '-' (at most 64)", isUsage: true)
         }
         key = SessionKey(brokerURL: normalized, profile: name)
     }
@@ -92,11 +100,37 @@ package struct ClientSettings: Sendable {
         return userHome + "/.config/broker"
     }
 
-    /// The client's config file (`$BROKER_HOME/config.json`): `broker_url`, and `insecure_http` (allow plain
-    /// http to a broker that is not on this machine).
+    /// The client's config file (`$BROKER_HOME/config.json`): `broker_url`; `insecure_http` (allow plain
+    /// http to a broker that is not on this machine); `api_urls`, where tokens may be sent; and `profiles`,
+    /// each profile's own `broker_url` and `api_urls`, which replace the top-level ones for that profile:
+    ///
+    ///     {"broker_url": "https://broker.example.com", "api_urls": ["https://api.example.com/v1"],
+    ///      "profiles": {"staging": {"broker_url": "https://broker.staging.example.com",
+    ///                               "api_urls": ["https://api.staging.example.com", "https://git.example.com"]}}}
     package struct ConfigFile: Equatable {
         package var brokerURL: String?
         package var insecureHTTP = false
+        package var apiURLs: [APIURL]?
+        package var profiles: [String: Profile] = [:]
+    }
+
+    /// One entry of `profiles` in the client's config file.
+    package struct Profile: Equatable {
+        package var brokerURL: String?
+        package var apiURLs: [APIURL]?
+    }
+
+    /// Whether the token may go to `url` under these settings; `nil` if so, else why not (for a message).
+    package func refusal(toSendTokenTo url: APIURL) -> String? {
+        guard url.carriesTokensSafely else {
+            return "\(url.origin) is plain http to another machine: the token would cross the network readable "
+                + "by anyone on the way (use https)"
+        }
+        if let apiURLs, !apiURLs.contains(where: { $0.covers(url) }) {
+            let listed = apiURLs.map(\.description).joined(separator: ", ")
+            return "\(url) is not under the api_urls of profile \(key.profile) (\(listed)) in \(home)/config.json"
+        }
+        return nil
     }
 
     /// Whether a normalized `http://` URL's host is this machine (127.0.0.0/8, `localhost`, `[::1]`).
@@ -135,22 +169,76 @@ package struct ClientSettings: Sendable {
         case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
         }
         guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
-        for key in fields.keys.sorted() where key != "broker_url" && key != "insecure_http" {
+        let known = ["broker_url", "insecure_http", "api_urls", "profiles"]
+        for key in fields.keys.sorted() where !known.contains(key) {
             throw Problem(
-                "\(path): unknown key \"\(key)\" (the client config knows \"broker_url\" and \"insecure_http\")")
+                "\(path): unknown key \"\(key)\" (the client config knows "
+                    + known.map { "\"\($0)\"" }.joined(separator: ", ") + ")")
         }
         var file = ConfigFile()
-        switch fields["broker_url"] {
-        case nil: break
-        case .string(let url)?: file.brokerURL = url
-        default: throw Problem("\(path): \"broker_url\" must be a string")
-        }
+        file.brokerURL = try string(fields["broker_url"], "broker_url", path: path)
         switch fields["insecure_http"] {
         case nil: break
         case .bool(let flag)?: file.insecureHTTP = flag
         default: throw Problem("\(path): \"insecure_http\" must be true or false")
         }
+        file.apiURLs = try apiURLs(fields["api_urls"], "api_urls", path: path)
+        switch fields["profiles"] {
+        case nil: break
+        case .object(let profiles)?:
+            for (name, value) in profiles.sorted(by: { $0.key < $1.key }) {
+                guard isValidProfile(name) else {
+                    throw Problem(
+                        "\(path): profile \"\(name)\": use letters, digits, '.', '_' or '-' (at most 64)")
+                }
+                guard case .object(let entry) = value else {
+                    throw Problem("\(path): \"profiles.\(name)\" must be an object")
+                }
+                for key in entry.keys.sorted() where key != "broker_url" && key != "api_urls" {
+                    throw Problem(
+                        "\(path): unknown key \"profiles.\(name).\(key)\" (a profile knows \"broker_url\" and \"api_urls\")"
+                    )
+                }
+                file.profiles[name] = Profile(
+                    brokerURL: try string(entry["broker_url"], "profiles.\(name).broker_url", path: path),
+                    apiURLs: try apiURLs(entry["api_urls"], "profiles.\(name).api_urls", path: path))
+            }
+        default: throw Problem("\(path): \"profiles\" must be an object of profile names")
+        }
         return file
+    }
+
+    private static func string(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> String? {
+        switch value {
+        case nil: return nil
+        case .string(let text)?: return text
+        default: throw Problem("\(path): \"\(name)\" must be a string")
+        }
+    }
+
+    /// A list of https URLs (http only to this machine), without query or fragment.
+    private static func apiURLs(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> [APIURL]? {
+        guard let value else { return nil }
+        guard case .array(let items) = value else {
+            throw Problem("\(path): \"\(name)\" must be a list of URLs like [\"https://api.example.com\"]")
+        }
+        var list: [APIURL] = []
+        for item in items {
+            guard case .string(let text) = item, !text.contains("?"), !text.contains("#"),
+                !text.contains("@"), let url = APIURL(text)
+            else {
+                throw Problem(
+                    "\(path): \"\(name)\": \(item.serialized()) is not an http(s) URL like https://api.example.com/v1 "
+                        + "(no user, query, fragment or dot segments)")
+            }
+            guard url.carriesTokensSafely else {
+                throw Problem(
+                    "\(path): \"\(name)\": \(text) is plain http to another machine; tokens go only over https "
+                        + "(or http on this machine)")
+            }
+            list.append(url)
+        }
+        return list
     }
 
     /// `scheme://host[:port][/path]` with the trailing slash removed; `nil` unless http or https with a host.

@@ -15,6 +15,9 @@ package struct HTTPClientRequest: Sendable {
     package var maxResponseBytes = 4 * 1024 * 1024
     /// Follow 3xx redirects (at most 5, never from https down to http). Off unless asked for.
     package var followRedirects = false
+    /// Where the body goes as it arrives, when the sink takes it (see ``HTTPBodySink``); `nil`: into
+    /// ``HTTPClientResponse/body``.
+    package var sink: (any HTTPBodySink)?
 
     package init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil
@@ -37,12 +40,31 @@ package struct HTTPClientRequest: Sendable {
     }
 }
 
+/// Takes a response body piece by piece as it arrives, instead of memory: a download larger than memory, or
+/// output that should appear as it comes (`broker request` writes to stdout).
+///
+/// Called on the thread running the exchange, one call at a time, in order.
+package protocol HTTPBodySink: AnyObject, Sendable {
+    /// The final response's head is complete (1xx heads, and redirects libcurl follows, are not final);
+    /// `true` sends its body to ``write(_:)``, `false` keeps it in ``HTTPClientResponse/body`` as usual
+    /// (a response that will not be shown, such as a 401 that is answered by retrying).
+    func begin(statusLine: String, status: Int, headers: [(name: String, value: String)]) -> Bool
+    /// A piece of the body; `false` aborts the exchange (whoever reads the output went away).
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+}
+
 /// A complete HTTP response.
 package struct HTTPClientResponse: Sendable {
     package var status: Int
     /// Header fields of the final response, in order.
     package var headers: [(name: String, value: String)]
     package var body: [UInt8]
+    /// The final response's status line as received, without its line break (`HTTP/1.1 200 OK`).
+    package var statusLine = ""
+    /// Where a 3xx response points, resolved against the request's URL by libcurl (`nil` when it does not).
+    package var redirectURL: String?
+    /// Whether the body went to the request's ``HTTPBodySink`` (and ``body`` is empty).
+    package var streamed = false
 
     package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status

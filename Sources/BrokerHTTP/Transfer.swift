@@ -9,7 +9,11 @@ final class Transfer: @unchecked Sendable {
     let cancelled = Atomic<Bool>(false)
     private var body: [UInt8] = []
     private var headerLines: [String] = []
+    private var statusLine = ""
     private var tooLarge = false
+    /// This response's body goes to the request's sink (decided when its head was complete).
+    private var streaming = false
+    private var sinkClosed = false
 
     init(request: HTTPClientRequest) { self.request = request }
 
@@ -53,7 +57,11 @@ final class Transfer: @unchecked Sendable {
                     broker_curl_setopt_long(
                         handle, CURLOPT_CONNECTTIMEOUT_MS, Transfer.milliseconds(request.connectTimeout)))
                 set(broker_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Transfer.milliseconds(request.timeout)))
-                set(broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
+                if request.sink == nil {
+                    // A streamed body has no size limit: it never sits in memory.
+                    set(
+                        broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
+                }
                 set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
                 set(broker_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
                 if request.followRedirects {
@@ -119,16 +127,36 @@ final class Transfer: @unchecked Sendable {
         }
 
         guard code == CURLE_OK else {
+            if sinkClosed {
+                return .failure(
+                    HTTPClientError(
+                        kind: .transport, message: "the response body could not be written: the output was closed",
+                        curlCode: Int(code.rawValue)))
+            }
             let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let generic = String(cString: curl_easy_strerror(code))
             return .failure(Transfer.error(for: code, message: detail.isEmpty ? generic : detail, tooLarge: tooLarge))
         }
         var status = 0
         _ = broker_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(HTTPClientResponse(status: status, headers: parseHeaders(), body: self.body))
+        var response = HTTPClientResponse(status: status, headers: parseHeaders(), body: self.body)
+        response.statusLine = statusLine
+        response.streamed = streaming
+        var location: UnsafeMutablePointer<CChar>?
+        if broker_curl_getinfo_string(handle, CURLINFO_REDIRECT_URL, &location) == CURLE_OK, let location {
+            response.redirectURL = String(cString: location)
+        }
+        return .success(response)
     }
 
     private func receiveBody(_ data: UnsafeMutablePointer<CChar>, _ length: Int) -> Int {
+        if streaming, let sink = request.sink {
+            guard sink.write(UnsafeRawBufferPointer(start: data, count: length)) else {
+                sinkClosed = true
+                return 0
+            }
+            return length
+        }
         guard body.count + length <= request.maxResponseBytes else {
             tooLarge = true
             return 0
@@ -143,6 +171,10 @@ final class Transfer: @unchecked Sendable {
         if line.hasPrefix("HTTP/") {
             headerLines.removeAll()
             body.removeAll()
+            streaming = false
+            statusLine = String(line.prefix { $0 != "\r" && $0 != "\n" })
+        } else if line == "\r\n" || line == "\n" {
+            beginBody()
         } else {
             headerLines.append(line)
         }
@@ -151,6 +183,18 @@ final class Transfer: @unchecked Sendable {
             return 0
         }
         return length
+    }
+
+    /// The head is complete: ask the sink whether it takes this response's body.
+    private func beginBody() {
+        guard let sink = request.sink else { return }
+        let fields = statusLine.split(separator: " ", maxSplits: 2)
+        let status = fields.count >= 2 ? Int(fields[1]) ?? 0 : 0
+        let headers = parseHeaders()
+        if (100..<200).contains(status) { return }
+        let followed = request.followRedirects && (300..<400).contains(status)
+        if followed && headers.contains(where: { $0.name.lowercased() == "location" }) { return }
+        streaming = sink.begin(statusLine: statusLine, status: status, headers: headers)
     }
 
     private func parseHeaders() -> [(name: String, value: String)] {

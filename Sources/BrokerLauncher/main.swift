@@ -17,22 +17,56 @@ import BrokerCredentials
     import Darwin
 #endif
 
-if let line = FastToken.answer(CommandLine.arguments) {
+// Installed as `git-credential-broker` / `docker-credential-broker` (links to this file), it is
+// `broker credential git|docker …`.
+var arguments = CommandLine.arguments
+let calledAs = arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+if let helper = CredentialHelper.Kind.allCases.first(where: { $0.installedName == calledAs }) {
+    arguments = ["broker", "credential", helper.rawValue] + arguments.dropFirst()
+}
+if let line = FastToken.answer(arguments) {
     FastToken.write(line + "\n")
     exit(0)
 }
-Launcher.execFull()
+var consumedStdin: [UInt8]?
+if let request = FastCredential.request(arguments) {
+    let input = FastCredential.readStdin()
+    if let answer = FastCredential.answer(request, input: input) {
+        FastToken.write(answer)
+        exit(0)
+    }
+    consumedStdin = input
+}
+Launcher.execFull(arguments, stdin: consumedStdin)
 
 /// Hands the command to `broker-full`.
 enum Launcher {
     static let fullName = "broker-full"
 
-    static func execFull() -> Never {
+    /// Runs `broker-full` with `arguments` in this process. `stdin`: what this process already read from its
+    /// standard input, handed on through a pipe so that broker-full reads the same bytes.
+    static func execFull(_ arguments: [String], stdin: [UInt8]?) -> Never {
         let path = fullPath()
-        execv(path, CommandLine.unsafeArgv)
+        if let stdin { replaceStdin(with: stdin) }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        execv(path, &argv)
         let reason = String(cString: strerror(errno))
         FastToken.write("broker: cannot run \(path): \(reason)\n", to: STDERR_FILENO)
         exit(1)
+    }
+
+    /// Makes `bytes` (at most a pipe's capacity: a credential helper's request) this process's stdin.
+    static func replaceStdin(with bytes: [UInt8]) {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            FastToken.write("broker: cannot hand on stdin: \(String(cString: strerror(errno)))\n", to: STDERR_FILENO)
+            exit(1)
+        }
+        FastToken.write(bytes, to: ends[1])
+        close(ends[1])
+        dup2(ends[0], STDIN_FILENO)
+        close(ends[0])
     }
 
     /// `broker-full` in the directory of this executable (symbolic links resolved, so a link to `broker`
@@ -95,7 +129,11 @@ enum FastToken {
     }
 
     static func write(_ text: String, to descriptor: Int32 = STDOUT_FILENO) {
-        var bytes = Array(text.utf8)
+        write(Array(text.utf8), to: descriptor)
+    }
+
+    static func write(_ bytes: [UInt8], to descriptor: Int32) {
+        var bytes = bytes
         var offset = 0
         while offset < bytes.count {
             let written = bytes.withUnsafeMutableBytes { buffer in
@@ -107,6 +145,96 @@ enum FastToken {
                 exit(1)
             }
             offset += written
+        }
+    }
+}
+
+/// The warm path of a credential helper's `get`: the cached token, when the profile lists the URL and the token
+/// meets ``CredentialHelper/minValid`` — the same answer `broker credential … get` gives, from the same code.
+/// Anything else goes to `broker-full` with the request it read.
+enum FastCredential {
+    struct Request {
+        var kind: CredentialHelper.Kind
+        var username = CredentialHelper.defaultUsername
+        var broker: String?
+        var profile: String?
+    }
+
+    static var maxInput: Int { CredentialHelper.maxRequestBytes }
+
+    /// `broker credential git|docker [--username N] [--broker U] [--profile P] get`, else `nil`.
+    static func request(_ arguments: [String]) -> Request? {
+        guard arguments.count >= 4, arguments[1] == "credential", arguments.last == "get",
+            let kind = CredentialHelper.Kind(rawValue: arguments[2])
+        else { return nil }
+        var request = Request(kind: kind)
+        var index = 3
+        while index < arguments.count - 1 {
+            var name = arguments[index]
+            var value: String
+            if let equals = name.firstIndex(of: "="), name.hasPrefix("--") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            } else {
+                guard index + 1 < arguments.count - 1 else { return nil }
+                value = arguments[index + 1]
+                index += 1
+            }
+            switch name {
+            case "--username":
+                guard !value.isEmpty, !value.contains(where: { $0 == ":" || $0.isNewline || $0 == "\0" }) else {
+                    return nil
+                }
+                request.username = value
+            case "--broker": request.broker = value
+            case "--profile": request.profile = value
+            default: return nil
+            }
+            index += 1
+        }
+        return request
+    }
+
+    /// stdin, at most ``maxInput`` bytes (more is refused here, as broker-full refuses it).
+    static func readStdin() -> [UInt8] {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return bytes
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: buffer[..<count])
+            if bytes.count > maxInput {
+                FastToken.write("broker: the request on stdin is too large\n", to: STDERR_FILENO)
+                exit(1)
+            }
+        }
+    }
+
+    static func answer(_ request: Request, input: [UInt8]) -> String? {
+        let text = String(decoding: input, as: UTF8.self)
+        guard
+            let settings = try? ClientSettings(
+                broker: request.broker, profile: request.profile, environment: ClientSettings.processEnvironment)
+        else { return nil }
+        let target: (url: APIURL, hasPath: Bool)?
+        switch request.kind {
+        case .git: target = CredentialHelper.gitTarget(CredentialHelper.gitFields(text))
+        case .docker: target = CredentialHelper.dockerTarget(text)
+        }
+        guard let target, settings.answersCredentials(for: target.url, hasPath: target.hasPath),
+            let session = try? settings.cache.peekSession(for: settings.key),
+            session.satisfies(minValid: CredentialHelper.minValid, at: SystemClock().seconds())
+        else { return nil }
+        switch request.kind {
+        case .git:
+            return CredentialHelper.gitAnswer(session, username: request.username)
+        case .docker:
+            let serverURL = String(text.prefix { $0 != "\n" && $0 != "\r" })
+            return CredentialHelper.dockerAnswer(serverURL: serverURL, session, username: request.username)
         }
     }
 }

@@ -24,6 +24,11 @@ enum Console {
         writeAll(STDOUT_FILENO, VisibleText.escape(text, keepingLines: true) + "\n")
     }
 
+    /// Protocol output (a credential helper's answer), written exactly as given.
+    static func raw(_ text: String) {
+        writeAll(STDOUT_FILENO, text)
+    }
+
     static func error(_ text: String) {
         writeAll(
             STDERR_FILENO, styled("broker:", code: "1;31") + " " + VisibleText.escape(text, keepingLines: true) + "\n")

@@ -201,6 +201,11 @@ extension Broker {
                 ).run()
             }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
+            try await Self.passwordSignIn(credentials, settings: settings, api: api)
+        }
+
+        /// Signs in with an email and password and caches the session (also `broker request`'s sign-in again).
+        static func passwordSignIn(_ credentials: Credentials, settings: ClientSettings, api: BrokerAPI) async throws {
             let response: SessionResponse
             do {
                 response = try await api.login(email: credentials.email, password: credentials.password)
@@ -228,6 +233,11 @@ extension Broker {
                 Console.hint("broker login --provider custom --email you@example.com --password-stdin")
                 throw BrokerExit.usage
             }
+            return try await Self.ask(api: api)
+        }
+
+        /// Asks on the terminal which of the broker's providers to sign in with.
+        static func ask(api: BrokerAPI) async throws -> ProviderID {
             let listed: [ProviderInfo]
             do {
                 listed = try await api.providers().list

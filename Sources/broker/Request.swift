@@ -1,0 +1,404 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+import BrokerHTTP
+import BrokerProviders
+import BrokerSystem
+import ProviderSupport
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension Broker {
+    /// `broker request`: one authenticated HTTP request with the cycle the classic clients were built around —
+    /// attach the token; on a 401 refresh (or sign in again) and retry once.
+    struct Request: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send an HTTP request with the session's token; on a 401 refresh (or sign in again) and retry once.",
+            discussion: """
+                The response body goes to stdout as it arrives, byte for byte; --include writes the status line
+                and headers to stderr. Exit status: 0 when a response arrived (any status, like curl), 1 with
+                --fail for HTTP 400 and above, 1 for network failures, 4 when authentication could not be
+                restored, 64 for usage errors (a URL the token may not go to included).
+
+                The token goes only to https URLs (plain http only to this machine) and, when the profile's
+                config.json lists "api_urls", only to URLs under one of them. Redirects are followed only with
+                --location, and the token only to the origin of URL.
+
+                When the API answers 401, the cached access token is dropped, the session refreshed (one refresh
+                for every broker process that is refused at the same moment) and the request sent again with the
+                same bytes. If the broker refuses the refresh, a terminal gets the sign-in of `broker login` for
+                the session's provider and the request is sent once more; without a terminal, or with --no-login,
+                the exit status is 4.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: [.customShort("X"), .long], help: "The method (default GET, or POST with a body).")
+        var method: String?
+
+        @Argument(help: "The URL (https, or http to this machine).")
+        var url: String
+
+        @Option(
+            name: [.customShort("H"), .customLong("header")],
+            help: ArgumentHelp("A request header (repeatable).", valueName: "Name: value"))
+        var headers: [String] = []
+
+        @Option(
+            name: [.customShort("d"), .long],
+            help: ArgumentHelp("The body: TEXT as it is, or @FILE for a file's bytes (@- for stdin).", valueName: "DATA"))
+        var data: String?
+
+        @Flag(name: .long, help: "Read the body from stdin.")
+        var dataStdin = false
+
+        @Flag(name: [.customShort("i"), .long], help: "Write the status line and headers to stderr.")
+        var include = false
+
+        @Flag(name: [.customShort("f"), .long], help: "Exit 1 when the final status is 400 or above.")
+        var fail = false
+
+        @Flag(name: .long, help: "Never sign in interactively: exit 4 when the session cannot be refreshed.")
+        var noLogin = false
+
+        @Flag(name: [.customShort("L"), .long], help: "Follow redirects (the token only to the same origin).")
+        var location = false
+
+        @Option(name: .long, help: ArgumentHelp("Seconds the token must still be valid.", valueName: "SECONDS"))
+        var minValid: Int64 = 60
+
+        @Option(name: .long, help: ArgumentHelp("Longest time for one exchange.", valueName: "SECONDS"))
+        var maxTime = 300
+
+        /// Redirects followed at most (with --location).
+        static let maxRedirects = 10
+        /// Largest body read from --data @FILE or stdin: it is kept in memory so that a retry sends it again.
+        static let maxRequestBody = 256 * 1024 * 1024
+
+        func validate() throws {
+            if let method, !HTTPSyntax.isToken(method) {
+                throw ValidationError("--method \"\(method)\" is not an HTTP method name")
+            }
+            for header in headers { _ = try Self.parseHeader(header) }
+            if data != nil && dataStdin { throw ValidationError("give the body once: --data or --data-stdin") }
+            guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative") }
+            guard maxTime > 0 else { throw ValidationError("--max-time must be positive") }
+        }
+
+        /// `Name: value` → the pair; an `Authorization` header is refused (the token is broker's to attach).
+        static func parseHeader(_ text: String) throws -> (name: String, value: String) {
+            guard let colon = text.firstIndex(of: ":") else {
+                throw ValidationError("-H \"\(text)\": expected \"Name: value\"")
+            }
+            let name = String(text[..<colon])
+            let value = String(text[text.index(after: colon)...].drop { $0 == " " || $0 == "\t" })
+            guard HTTPSyntax.isToken(name) else { throw ValidationError("-H: \"\(name)\" is not a header name") }
+            guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw ValidationError("-H \(name): the value contains a line break")
+            }
+            guard name.lowercased() != "authorization" else {
+                throw ValidationError("-H Authorization: broker attaches the token itself")
+            }
+            return (name, value)
+        }
+
+        func run() async throws {
+            let settings = try client.settings()
+            guard let target = APIURL(url) else {
+                throw Console.fail(
+                    "\"\(url)\" is not an http(s) URL like https://api.example.com/v1/items "
+                        + "(dot segments such as /../ are refused: the token's scope is checked on the path)",
+                    code: BrokerExit.usage)
+            }
+            if let refusal = settings.refusal(toSendTokenTo: target) {
+                Console.error("refusing to send the token: \(refusal)")
+                if settings.apiURLs != nil { Console.hint("add the URL to api_urls in \(settings.home)/config.json") }
+                throw BrokerExit.usage
+            }
+            let body = try readBody()
+            let headerFields = try headers.map(Self.parseHeader)
+            let chosenMethod = method ?? (body == nil ? "GET" : "POST")
+            let cycle = Cycle(
+                settings: settings, target: target, url: url, method: chosenMethod, headers: headerFields,
+                body: body, include: include, location: location, timeout: .seconds(maxTime),
+                interactive: Terminal.isInteractive && !noLogin && !dataStdin && data != "@-")
+
+            var session = try await cycle.firstSession(minValid: minValid)
+            var outcome = try await cycle.send(token: session.accessToken, final: false)
+            if outcome.refusedToken {
+                let renewed = try await cycle.recover(after: session)
+                session = renewed.session
+                outcome = try await cycle.send(token: session.accessToken, final: true)
+                if outcome.refusedToken {
+                    Console.error(
+                        "\(target.origin) refused a token the broker just issued"
+                            + (renewed.signedIn ? " after a new sign-in" : "")
+                            + (outcome.response.header("WWW-Authenticate").map { " (\($0))" } ?? ""))
+                    throw BrokerExit.authenticationRequired
+                }
+            }
+            if fail && outcome.response.status >= 400 {
+                Console.error("\(chosenMethod) \(outcome.finalURL): HTTP \(outcome.response.status)")
+                throw BrokerExit.failure
+            }
+        }
+
+        /// The body as bytes, read once: a retry sends the same bytes.
+        func readBody() throws -> [UInt8]? {
+            if dataStdin { return try Self.readAll(STDIN_FILENO, what: "stdin") }
+            guard let data else { return nil }
+            guard data.hasPrefix("@") else { return Array(data.utf8) }
+            let path = String(data.dropFirst())
+            if path == "-" { return try Self.readAll(STDIN_FILENO, what: "stdin") }
+            do {
+                return try PosixFile.read(path: PosixFile.expandingTilde(path), maxSize: Self.maxRequestBody)
+            } catch {
+                throw Console.fail("--data @\(path): \(error.reason)", code: BrokerExit.usage)
+            }
+        }
+
+        static func readAll(_ descriptor: Int32, what: String) throws -> [UInt8] {
+            var bytes = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw Console.fail("cannot read the body from \(what): \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { return bytes }
+                bytes.append(contentsOf: buffer[..<count])
+                guard bytes.count <= maxRequestBody else {
+                    throw Console.fail(
+                        "the body from \(what) is larger than \(maxRequestBody / 1024 / 1024) MiB", code: BrokerExit.usage)
+                }
+            }
+        }
+    }
+}
+
+/// HTTP's `token` rule (RFC 9110 §5.6.2), for method and header names.
+enum HTTPSyntax {
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+    }
+}
+
+/// One `broker request`: the session, the exchanges, the recovery after a 401.
+struct Cycle {
+    let settings: ClientSettings
+    let target: APIURL
+    let url: String
+    let method: String
+    let headers: [(name: String, value: String)]
+    let body: [UInt8]?
+    let include: Bool
+    let location: Bool
+    let timeout: Duration
+    /// A person can be asked to sign in again.
+    let interactive: Bool
+
+    var service: SessionService {
+        SessionService(cache: settings.cache, api: BrokerAPI(baseURL: settings.key.brokerURL), key: settings.key)
+    }
+
+    /// What one attempt ended with.
+    struct Outcome {
+        var response: HTTPClientResponse
+        var finalURL: String
+        /// The final response is a 401 from a URL the token was sent to.
+        var refusedToken: Bool
+    }
+
+    /// The session to start with: cached or refreshed; without one, a sign-in on a terminal, else exit 4.
+    func firstSession(minValid: Int64) async throws -> Session {
+        do {
+            if let cached = try service.cachedSession(minValid: minValid) { return cached }
+            return try await service.validSession(minValid: minValid)
+        } catch {
+            switch error {
+            case .signedOut, .rejected:
+                guard interactive else { throw ClientFailure.exit(error, settings: settings) }
+                Console.warning(error.description)
+                return try await signInAgain(provider: nil, rejected: nil)
+            default:
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
+    }
+
+    /// After a 401: a refreshed session, else (the broker refused the refresh) a new sign-in on a terminal.
+    func recover(after session: Session) async throws -> (session: Session, signedIn: Bool) {
+        do {
+            return (try await service.renew(rejecting: session.accessToken), false)
+        } catch {
+            switch error {
+            case .signedOut, .rejected:
+                guard interactive else { throw ClientFailure.exit(error, settings: settings) }
+                Console.warning("the session ended: \(error)")
+                return (try await signInAgain(provider: session.provider, rejected: session.accessToken), true)
+            default:
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
+    }
+
+    /// The sign-in of `broker login`, once for everyone: under `sign-in.lock` in the client's folder, a
+    /// session that appeared while this process waited (another one signed in) is taken instead.
+    func signInAgain(provider: ProviderID?, rejected: Secret?) async throws -> Session {
+        let lock: FileLock
+        do {
+            try PosixFile.ensurePrivateDirectory(settings.home)
+            lock = try FileLock(path: settings.home + "/sign-in.lock")
+        } catch {
+            throw Console.fail("cannot lock \(settings.home)/sign-in.lock: \(error.reason)")
+        }
+        defer { lock.unlock() }
+        if let fresh = try? service.cachedSession(minValid: 0), fresh.accessToken != rejected { return fresh }
+        let api = BrokerAPI(baseURL: settings.key.brokerURL)
+        let chosen: ProviderID
+        if let provider {
+            chosen = provider
+        } else {
+            chosen = try await Broker.Login.ask(api: api)
+        }
+        if chosen == .custom {
+            let credentials = try Credentials.gather(email: nil, passwordStdin: false, confirm: false)
+            try await Broker.Login.passwordSignIn(credentials, settings: settings, api: api)
+        } else {
+            let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+            try await BrowserLogin(
+                provider: chosen, displayName: name, settings: settings, api: api, noBrowser: false, timeout: 300
+            ).run()
+        }
+        let signedIn: Session?
+        do {
+            signedIn = try service.cachedSession(minValid: 0)
+        } catch {
+            throw ClientFailure.exit(error, settings: settings)
+        }
+        guard let signedIn else { throw ClientFailure.exit(.signedOut(settings.key), settings: settings) }
+        return signedIn
+    }
+
+    /// One attempt: the request, and with --location its redirects. The token goes to URL's origin only.
+    func send(token: Secret, final: Bool) async throws -> Outcome {
+        let sink = OutputSink(include: include, final: final, location: location)
+        var current = url
+        var currentURL = target
+        var currentMethod = method
+        var currentBody = body
+        var hops = 0
+        while true {
+            let carriesToken = currentURL.origin == target.origin && settings.refusal(toSendTokenTo: currentURL) == nil
+            var request = HTTPClientRequest(method: currentMethod, url: current, headers: headers, body: currentBody)
+            if carriesToken { request.headers.append((name: "Authorization", value: "Bearer " + token.exposed)) }
+            request.timeout = timeout
+            request.maxResponseBytes = 16 * 1024 * 1024
+            request.sink = sink
+            sink.carriesToken = carriesToken
+            let response: HTTPClientResponse
+            do {
+                response = try await HTTPClient.shared.send(request)
+            } catch {
+                throw Console.fail("\(currentMethod) \(currentURL.origin): \(error)")
+            }
+            if !response.streamed {
+                sink.showHead(of: response)
+            }
+            let redirect = [301, 302, 303, 307, 308].contains(response.status)
+            if location, redirect, let next = response.redirectURL {
+                hops += 1
+                guard hops <= Broker.Request.maxRedirects else {
+                    throw Console.fail("more than \(Broker.Request.maxRedirects) redirects, the last to \(next)")
+                }
+                guard let nextURL = APIURL(next) else { throw Console.fail("refusing to follow a redirect to \(next)") }
+                if response.status == 303 || ((response.status == 301 || response.status == 302) && currentMethod == "POST")
+                {
+                    if currentMethod != "HEAD" { currentMethod = "GET" }
+                    currentBody = nil
+                }
+                current = next
+                currentURL = nextURL
+                continue
+            }
+            let refused = response.status == 401 && carriesToken
+            if !response.streamed && !(refused && !final) {
+                guard PosixFile.writeAll(response.body, to: STDOUT_FILENO) else {
+                    throw Console.fail("cannot write the response to stdout")
+                }
+            }
+            return Outcome(response: response, finalURL: currentURL.description, refusedToken: refused)
+        }
+    }
+}
+
+/// The response body straight to stdout as it arrives; the head to stderr with --include. A 401 to the token
+/// that will be answered by a retry is held back (neither shown nor written), as are the bodies of followed
+/// redirects.
+final class OutputSink: HTTPBodySink, @unchecked Sendable {
+    // Touched by the thread running one exchange at a time, between the exchanges by the command's task.
+    let include: Bool
+    let final: Bool
+    let location: Bool
+    var carriesToken = false
+    private var shownHead = false
+
+    init(include: Bool, final: Bool, location: Bool) {
+        self.include = include
+        self.final = final
+        self.location = location
+    }
+
+    func begin(statusLine: String, status: Int, headers: [(name: String, value: String)]) -> Bool {
+        shownHead = false
+        if status == 401 && carriesToken && !final { return false }
+        if location && [301, 302, 303, 307, 308].contains(status)
+            && headers.contains(where: { $0.name.lowercased() == "location" })
+        {
+            return false
+        }
+        writeHead(statusLine: statusLine, headers: headers)
+        return true
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = Glibc.write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
+    }
+
+    /// The head of a response that was not streamed (no body, a redirect followed, a held-back 401).
+    func showHead(of response: HTTPClientResponse) {
+        if response.status == 401 && carriesToken && !final { return }
+        guard !shownHead else { return }
+        writeHead(statusLine: response.statusLine, headers: response.headers)
+    }
+
+    private func writeHead(statusLine: String, headers: [(name: String, value: String)]) {
+        shownHead = true
+        guard include else { return }
+        var text = VisibleText.escape(statusLine, keepingLines: false) + "\n"
+        for (name, value) in headers {
+            text += VisibleText.escape(name, keepingLines: false) + ": " + VisibleText.escape(value, keepingLines: false)
+                + "\n"
+        }
+        _ = PosixFile.writeAll(Array((text + "\n").utf8), to: STDERR_FILENO)
+    }
+}
