@@ -172,7 +172,7 @@ final class Transfer: @unchecked Sendable {
             headerLines.removeAll()
             body.removeAll()
             streaming = false
-            statusLine = String(line.prefix { $0 != "\r" && $0 != "\n" })
+            statusLine = String(line.prefix { !$0.isNewline })
         } else if line == "\r\n" || line == "\n" {
             beginBody()
         } else {

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""An API and a git server that trust the broker's tokens, as a third party would: joserfc verifies each
+token against the broker's published JWKS (signature, alg bound to the key, typ at+jwt, iss, aud, exp, nbf),
+and the broker's /auth/me says whether its session still stands (revocation).
+
+Usage: resource_server.py --broker URL --issuer ISS [--git-root DIR]
+Prints "resource server listening on http://127.0.0.1:PORT" once listening; serves until stdin closes.
+
+  /api/...              Bearer token → 200 {"sub", "method", "path", "body_sha256", "body_length"};
+                        else 401 with WWW-Authenticate: Bearer error="invalid_token"
+  /api/redirect?to=URL  (authenticated) 302 to URL
+  /open/...             no authentication; records what arrived (for redirects to another origin)
+  /git/...              git smart HTTP (git http-backend over GIT_PROJECT_ROOT=--git-root); Basic
+                        authentication whose password is a broker token; else 401 (Basic realm)
+  POST /_control/now    body: epoch seconds the tokens' exp/nbf are judged at ("real" for the real clock)
+  POST /_control/trust  body: JSON list of the kids trusted from now on (null: every published key)
+  GET  /_control/log    JSON list of {"path", "status", "authorization"} for every request so far
+"""
+import argparse
+import base64
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+warnings.simplefilter("ignore")
+
+from joserfc import jwt  # noqa: E402
+from joserfc.errors import JoseError  # noqa: E402
+from joserfc.jwk import KeySet  # noqa: E402
+
+STATE = {"now": None, "trusted": None}
+LOG = []
+LOCK = threading.Lock()
+
+
+class Refused(Exception):
+    pass
+
+
+def fetch_json(url, headers=None):
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+def verify(token, args):
+    """The claims of a token this API accepts, else Refused with the reason."""
+    jwks = fetch_json(args.broker + "/.well-known/jwks.json")
+    with LOCK:
+        trusted, now = STATE["trusted"], STATE["now"]
+    keys = [k for k in jwks["keys"] if trusted is None or k["kid"] in trusted]
+    try:
+        header = json.loads(_b64(token.split(".")[0]))
+    except Exception:
+        raise Refused("not a JWS")
+    entry = next((k for k in keys if k["kid"] == header.get("kid")), None)
+    if entry is None:
+        raise Refused("unknown key")
+    if header.get("typ") != "at+jwt":
+        raise Refused("not an access token")
+    try:
+        decoded = jwt.decode(token, KeySet.import_key_set({"keys": [entry]}), algorithms=[entry["alg"]])
+        registry = jwt.JWTClaimsRegistry(
+            now=int(now) if now is not None else None,
+            leeway=0,
+            iss={"essential": True, "value": args.issuer},
+            aud={"essential": True, "value": "broker"},
+            sub={"essential": True},
+            exp={"essential": True},
+        )
+        registry.validate(decoded.claims)
+    except JoseError as error:
+        raise Refused(f"{type(error).__name__}: {error}")
+    # Revoked sessions: the broker's own view of the token.
+    try:
+        fetch_json(args.broker + "/auth/me", {"Authorization": "Bearer " + token})
+    except urllib.error.HTTPError as error:
+        raise Refused(f"the broker says {error.code}")
+    return decoded.claims
+
+
+def _b64(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    args = None
+
+    def log_message(self, *args):
+        pass
+
+    def record(self, status):
+        with LOCK:
+            LOG.append({
+                "path": self.path, "method": self.command, "status": status,
+                "authorization": self.headers.get("Authorization"),
+            })
+
+    def reply(self, status, body=b"", headers=()):
+        self.record(status)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_GET(self):
+        self.route()
+
+    def do_POST(self):
+        self.route()
+
+    def do_PUT(self):
+        self.route()
+
+    def do_DELETE(self):
+        self.route()
+
+    def do_HEAD(self):
+        self.route()
+
+    def route(self):
+        path = self.path.split("?")[0]
+        if path.startswith("/_control/"):
+            return self.control(path)
+        if path.startswith("/open/"):
+            self.body()
+            return self.reply(200, {"path": self.path})
+        if path.startswith("/git/"):
+            return self.git()
+        if path.startswith("/api/"):
+            return self.api()
+        self.reply(404, {"error": "not_found"})
+
+    def control(self, path):
+        if path == "/_control/log":
+            with LOCK:
+                return self.reply(200, list(LOG))
+        value = json.loads(self.body() or b"null")
+        with LOCK:
+            if path == "/_control/now":
+                STATE["now"] = None if value == "real" else value
+            elif path == "/_control/trust":
+                STATE["trusted"] = value
+            else:
+                return self.reply(404, {"error": "not_found"})
+        self.reply(204)
+
+    def api(self):
+        body = self.body()
+        authorization = self.headers.get("Authorization") or ""
+        if not authorization.startswith("Bearer "):
+            return self.reply(401, {"error": "invalid_token"}, [("WWW-Authenticate", 'Bearer realm="api"')])
+        try:
+            claims = verify(authorization[7:], self.args)
+        except Refused as reason:
+            return self.reply(
+                401, {"error": "invalid_token", "error_description": str(reason)},
+                [("WWW-Authenticate", f'Bearer error="invalid_token", error_description="{reason}"')])
+        if self.path.startswith("/api/redirect?to="):
+            target = urllib.parse.unquote(self.path.split("to=", 1)[1])
+            return self.reply(302, b"", [("Location", target)])
+        self.reply(200, {
+            "sub": claims["sub"], "method": self.command, "path": self.path,
+            "body_sha256": hashlib.sha256(body).hexdigest(), "body_length": len(body),
+        }, [("Content-Type", "application/json")])
+
+    def git(self):
+        authorization = self.headers.get("Authorization") or ""
+        user = None
+        if authorization.startswith("Basic "):
+            try:
+                user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+                claims = verify(password, self.args)
+                user = claims["sub"]
+            except (Refused, ValueError):
+                user = None
+        if user is None:
+            self.body()
+            return self.reply(401, b"authentication required\n", [("WWW-Authenticate", 'Basic realm="git"')])
+        path, _, query = self.path[len("/git"):].partition("?")
+        environment = dict(os.environ)
+        environment.update({
+            "GIT_PROJECT_ROOT": self.args.git_root, "GIT_HTTP_EXPORT_ALL": "1", "REQUEST_METHOD": self.command,
+            "PATH_INFO": path, "QUERY_STRING": query, "REMOTE_USER": user, "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": self.headers.get("Content-Type") or "",
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol") or "",
+        })
+        body = self.body()
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        environment["CONTENT_LENGTH"] = str(len(body))
+        result = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=environment)
+        head, _, payload = result.stdout.partition(b"\r\n\r\n")
+        status, headers = 200, []
+        for line in head.decode().split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.reply(status, payload, headers)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("--issuer", required=True)
+    parser.add_argument("--git-root")
+    args = parser.parse_args()
+    Handler.args = args
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"resource server listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    sys.stdin.read()
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
