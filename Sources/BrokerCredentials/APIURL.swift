@@ -52,7 +52,8 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
         guard !hostPart.isEmpty else { return nil }
         host = hostPart.lowercased()
         if let portPart {
-            guard portPart.isASCIIDigits, portPart.utf8.count <= 5, let number = Int(portPart), (1...65535).contains(number)
+            guard portPart.isASCIIDigits, portPart.utf8.count <= 5, let number = Int(portPart),
+                (1...65535).contains(number)
             else { return nil }
             port = number
         } else {

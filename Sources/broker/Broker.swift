@@ -11,7 +11,8 @@ struct Broker: AsyncParsableCommand {
             """,
         version: BrokerVersion.current,
         subcommands: [
-            Register.self, Login.self, Token.self, Request.self, Exec.self, Credential.self, Whoami.self, Logout.self, Providers.self, Mint.self,
+            Register.self, Login.self, Token.self, Request.self, Exec.self, Credential.self, Whoami.self, Logout.self,
+            Providers.self, Mint.self,
             Serve.self,
             Keys.self, Client.self, Users.self, Sessions.self, Audit.self, Database.self, Emulate.self,
         ]

@@ -98,7 +98,8 @@ extension Broker.Credential {
             else {
                 if settings.apiURLs == nil && action == .get {
                     Console.warning(
-                        "no api_urls in \(settings.home)/config.json: broker answers git only for the URLs listed there")
+                        "no api_urls in \(settings.home)/config.json: broker answers git only for the URLs listed there"
+                    )
                 }
                 return
             }
@@ -170,7 +171,8 @@ extension Broker.Credential {
                         return
                     }
                     let session = try await HelperSession.session(settings)
-                    Console.raw(CredentialHelper.dockerAnswer(serverURL: serverURL, session, username: options.username))
+                    Console.raw(
+                        CredentialHelper.dockerAnswer(serverURL: serverURL, session, username: options.username))
                 } catch {
                     // docker shows what the helper wrote on stdout; the exit status is the contract's.
                     Console.raw(error.description + "; run: \(ClientFailure.loginCommand(settings))\n")

@@ -17,7 +17,8 @@ extension Broker {
     /// attach the token; on a 401 refresh (or sign in again) and retry once.
     struct Request: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Send an HTTP request with the session's token; on a 401 refresh (or sign in again) and retry once.",
+            abstract:
+                "Send an HTTP request with the session's token; on a 401 refresh (or sign in again) and retry once.",
             discussion: """
                 The response body goes to stdout as it arrives, byte for byte; --include writes the status line
                 and headers to stderr. Exit status: 0 when a response arrived (any status, like curl), 1 with
@@ -51,7 +52,8 @@ extension Broker {
 
         @Option(
             name: [.customShort("d"), .long],
-            help: ArgumentHelp("The body: TEXT as it is, or @FILE for a file's bytes (@- for stdin).", valueName: "DATA"))
+            help: ArgumentHelp(
+                "The body: TEXT as it is, or @FILE for a file's bytes (@- for stdin).", valueName: "DATA"))
         var data: String?
 
         @Flag(name: .long, help: "Read the body from stdin.")
@@ -175,7 +177,8 @@ extension Broker {
                 bytes.append(contentsOf: buffer[..<count])
                 guard bytes.count <= maxRequestBody else {
                     throw Console.fail(
-                        "the body from \(what) is larger than \(maxRequestBody / 1024 / 1024) MiB", code: BrokerExit.usage)
+                        "the body from \(what) is larger than \(maxRequestBody / 1024 / 1024) MiB",
+                        code: BrokerExit.usage)
                 }
             }
         }
@@ -322,7 +325,8 @@ struct Cycle {
                     throw Console.fail("more than \(Broker.Request.maxRedirects) redirects, the last to \(next)")
                 }
                 guard let nextURL = APIURL(next) else { throw Console.fail("refusing to follow a redirect to \(next)") }
-                if response.status == 303 || ((response.status == 301 || response.status == 302) && currentMethod == "POST")
+                if response.status == 303
+                    || ((response.status == 301 || response.status == 302) && currentMethod == "POST")
                 {
                     if currentMethod != "HEAD" { currentMethod = "GET" }
                     currentBody = nil
@@ -396,7 +400,8 @@ final class OutputSink: HTTPBodySink, @unchecked Sendable {
         guard include else { return }
         var text = VisibleText.escape(statusLine, keepingLines: false) + "\n"
         for (name, value) in headers {
-            text += VisibleText.escape(name, keepingLines: false) + ": " + VisibleText.escape(value, keepingLines: false)
+            text +=
+                VisibleText.escape(name, keepingLines: false) + ": " + VisibleText.escape(value, keepingLines: false)
                 + "\n"
         }
         _ = PosixFile.writeAll(Array((text + "\n").utf8), to: STDERR_FILENO)

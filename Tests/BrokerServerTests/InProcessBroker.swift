@@ -11,6 +11,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import Testing
 
 @testable import BrokerServer
 
@@ -76,6 +77,19 @@ struct InProcessBroker {
         let app = Application(
             router: BrokerHTTPServer.router(service: service, logger: Logger(label: "test"), metrics: metrics))
         try await app.test(.router) { client in try await body(Client(client: client)) }
+    }
+
+    /// Runs `body` with the application listening on a real port on this machine, for other processes (the
+    /// CLI, a resource server) to reach at the URL it is given; the in-memory-style client comes along.
+    func live(_ body: @escaping @Sendable (Client, String) async throws -> Void) async throws {
+        let app = Application(
+            router: BrokerHTTPServer.router(
+                service: service, logger: Logger(label: "test"), metrics: MetricsEndpoint()),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            try await body(Client(client: client), "http://127.0.0.1:\(port)")
+        }
     }
 
     /// A thin client over the test client, answering the contract's JSON.

@@ -40,7 +40,7 @@ from joserfc.jwk import KeySet  # noqa: E402
 
 STATE = {"now": None, "trusted": None}
 LOG = []
-LOCK = threading.Lock()
+LOCK = threading.RLock()
 
 
 class Refused(Exception):
@@ -101,6 +101,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def record(self, status):
+        if self.path.startswith("/_control/"):
+            return
         with LOCK:
             LOG.append({
                 "path": self.path, "method": self.command, "status": status,
