@@ -376,9 +376,10 @@ final class OutputSink: HTTPBodySink, @unchecked Sendable {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc.write(STDOUT_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+            let written = Glibc.write(STDOUT_FILENO, base + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 return false
