@@ -18,6 +18,15 @@ swift build
 # after everything else has run in parallel.
 # Every suite runs beside one throw-away PostgreSQL cluster (scripts/with-postgres.sh): the store contract and
 # the scale-out tests use it. The PostgreSQL tests alone: scripts/with-postgres.sh swift test --filter Postgres
+# scripts/install.sh, twice (the second run must be harmless), into a throw-away prefix; InstallTests checks
+# and uninstalls it. It runs here because it builds, and SwiftPM holds its build lock while `swift test` runs.
+install_prefix=$(mktemp -d)
+trap 'rm -rf "$install_prefix"' EXIT
+echo "== scripts/install.sh --prefix $install_prefix --configuration debug (twice)" >&2
+scripts/install.sh --prefix "$install_prefix" --configuration debug
+scripts/install.sh --prefix "$install_prefix" --configuration debug
+export BROKER_TEST_INSTALL_PREFIX=$install_prefix
+
 echo "== swift test (all but the load suite, in parallel)" >&2
 scripts/with-postgres.sh swift test --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
