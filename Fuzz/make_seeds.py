@@ -166,6 +166,11 @@ def main() -> None:
         b'\x01{"providers":{"twitter":{"mode":"oauth1","consumer_key":"k"}}}',
         b'\x00{"broker_url":"https://id.example.com"}', b'\x00{"broker_url":"http://10.0.0.1","insecure_http":true}',
         b'\x00{"other":1}', b"\x00[]",
+        b'\x00{"api_urls":["https://api.example.com/v1","http://127.0.0.1:8080"],'
+        b'"profiles":{"staging":{"broker_url":"https://b.example.com","api_urls":["https://[::1]:8443/x"]}}}',
+        b'\x00{"api_urls":["http://api.example.com"]}', b'\x00{"profiles":{"bad name":{}}}',
+        b"\x02https://api.example.com/v1", b"\x02http://127.0.0.1:8080/a/b/", b"\x02https://user@[::1]:443/%2e%2E/x",
+        b"\x02HTTPS://API.Example.COM:0443/v1?q#f", b"\x02https://h/v1/./x", b"\x02http://localhost",
     ])
     session = {"broker": "http://127.0.0.1:8080", "profile": "default", "user_id": "u_0123456789abcdef0123456789abcdef",
                "provider": "google", "access_token": "eyJ.x.y", "expires_at": NOW, "refresh_token": "rt_x",
