@@ -26,7 +26,9 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         require(APIURL(url.description) == url, "the printed form re-parses to another URL")
         require(url.covers(url), "a URL does not cover itself")
         require(!url.path.contains("?") && !url.path.contains("#"), "a query or fragment in the path")
-        if let below = APIURL(url.description + "/below") { require(url.covers(below), "the path below is not covered") }
+        if let below = APIURL(url.description + "/below") {
+            require(url.covers(below), "the path below is not covered")
+        }
         if !url.path.isEmpty, !url.path.hasSuffix("/"), let sibling = APIURL(url.description + "x") {
             require(!url.covers(sibling), "a sibling sharing a prefix is covered")
         }
