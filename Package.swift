@@ -162,6 +162,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
+            // The built-in mail templates, compiled into the binary (Config/mail links here); a deployment
+            // overrides them with mail.templates_dir.
+            resources: [
+                .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
+                .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
+            ],
             swiftSettings: swiftSettings
         ),
 

@@ -48,6 +48,10 @@ package struct ServerConfiguration: Sendable {
     package var auditLog = "stderr"
     /// Whether audit events are also kept in the store (for `broker audit list`).
     package var auditStore = false
+    /// Login refuses custom accounts whose address has not been verified (`server.require_verified_email`).
+    package var requireVerifiedEmail = false
+    /// The `mail` section: how the broker sends verification and reset mail; `nil`: no mail is sent.
+    package var mail: MailConfiguration?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
@@ -76,6 +80,28 @@ package struct ServerConfiguration: Sendable {
     package var expandedDataDirectory: String { PosixFile.expandingTilde(dataDirectory) }
 }
 
+/// The `mail` section. The password is never in it: `BROKER_MAIL_PASSWORD`, or the file `password_file` names.
+package struct MailConfiguration: Sendable, Equatable {
+    /// `smtp://HOST[:PORT]` (STARTTLS required unless the host is this machine) or `smtps://HOST[:PORT]`.
+    package var url = ""
+    /// The sender, `someone@example.com` or `Name <someone@example.com>`.
+    package var from = ""
+    package var username: String?
+    package var passwordFile: String?
+    /// A CA bundle to verify the mail server's certificate against instead of the system's.
+    package var caFile: String?
+    /// A folder whose templates (`verify.txt`, `verify.html`, `reset.txt`, `reset.html`) replace the built-in ones.
+    package var templatesDirectory: String?
+    /// Attempts per message before it is given up (and logged).
+    package var maxAttempts = 4
+
+    package init() {}
+
+    static let keys: Set<String> = [
+        "url", "from", "username", "password_file", "ca_file", "templates_dir", "max_attempts",
+    ]
+}
+
 /// A configuration that cannot be used: the file (or variable) and the key, and what is wrong.
 package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     package let source: String
@@ -100,7 +126,7 @@ extension ServerConfiguration {
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
-        "audit_log", "audit_store",
+        "audit_log", "audit_store", "require_verified_email",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -141,8 +167,17 @@ extension ServerConfiguration {
         guard let root = document.objectValue else {
             throw ConfigurationError(source: source, key: nil, problem: "must be a JSON object")
         }
-        for key in root.keys.sorted() where key != "server" && key != "providers" {
-            throw ConfigurationError(source: source, key: key, problem: "unknown key (expected server, providers)")
+        for key in root.keys.sorted() where key != "server" && key != "providers" && key != "mail" {
+            throw ConfigurationError(
+                source: source, key: key, problem: "unknown key (expected server, providers, mail)")
+        }
+        if let mailValue = root["mail"] {
+            guard let members = mailValue.objectValue else {
+                throw ConfigurationError(source: source, key: "mail", problem: "must be an object")
+            }
+            for (key, value) in members.sorted(by: { $0.key < $1.key }) {
+                try setMailKey(key, value: value, source: source, name: "mail.\(key)")
+            }
         }
         if let server = root["server"] {
             guard let members = server.objectValue else {
@@ -194,6 +229,10 @@ extension ServerConfiguration {
                     throw ConfigurationError(source: "environment", key: variable, problem: "unknown setting")
                 }
                 try setServerKey(key, value: Self.environmentValue(text), source: "environment", name: variable)
+            } else if variable.hasPrefix("BROKER_MAIL_"), variable != "BROKER_MAIL_PASSWORD" {
+                // BROKER_MAIL_PASSWORD is the secret itself, read when mail is set up, never a setting.
+                let key = variable.dropFirst("BROKER_MAIL_".count).lowercased()
+                try setMailKey(key, value: Self.environmentValue(text), source: "environment", name: variable)
             } else if variable.hasPrefix("BROKER_PROVIDERS_") {
                 let rest = variable.dropFirst("BROKER_PROVIDERS_".count).lowercased()
                 // The longest matching id wins, so that an id that prefixes another cannot capture its keys.
@@ -282,6 +321,7 @@ extension ServerConfiguration {
         case "mint_max_ttl": mintMaxTTL = try integer()
         case "login_throttle": loginThrottle = try boolean()
         case "audit_store": auditStore = try boolean()
+        case "require_verified_email": requireVerifiedEmail = try boolean()
         case "password_hash_workers", "password_hash_queue":
             let number = try integer(in: 1...1024)
             if key == "password_hash_workers" {
@@ -295,6 +335,35 @@ extension ServerConfiguration {
         default:
             throw ConfigurationError(source: source, key: name, problem: "unknown key")
         }
+    }
+
+    private mutating func setMailKey(_ key: String, value: JSONValue, source: String, name: String)
+        throws(ConfigurationError)
+    {
+        guard MailConfiguration.keys.contains(key) else {
+            let known = MailConfiguration.keys.sorted().joined(separator: ", ")
+            throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
+        }
+        var section = mail ?? MailConfiguration()
+        if key == "max_attempts" {
+            guard case .int(let number) = value, (1...20).contains(number) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be an integer between 1 and 20")
+            }
+            section.maxAttempts = Int(number)
+        } else {
+            guard case .string(let text) = value, !text.isEmpty else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a non-empty string")
+            }
+            switch key {
+            case "url": section.url = text
+            case "from": section.from = text
+            case "username": section.username = text
+            case "password_file": section.passwordFile = text
+            case "ca_file": section.caFile = text
+            default: section.templatesDirectory = text
+            }
+        }
+        mail = section
     }
 
     private mutating func setProviderKey(
@@ -353,6 +422,24 @@ extension ServerConfiguration {
             } catch {
                 throw ConfigurationError(source: source, key: "server.database", problem: error.description)
             }
+        }
+        if let mail {
+            guard !mail.url.isEmpty else {
+                throw ConfigurationError(source: source, key: "mail.url", problem: "is required in a mail section")
+            }
+            if let problem = MailSyntax.urlProblem(mail.url) {
+                throw ConfigurationError(source: source, key: "mail.url", problem: problem)
+            }
+            guard MailSyntax.address(mail.from) != nil else {
+                throw ConfigurationError(
+                    source: source, key: "mail.from",
+                    problem: "must be an address like broker@example.com or \"Broker <broker@example.com>\"")
+            }
+        }
+        if requireVerifiedEmail && mail == nil && customEnabled {
+            throw ConfigurationError(
+                source: source, key: "server.require_verified_email",
+                problem: "needs a mail section: without mail no address can be verified")
         }
         for id in enabledProviders where id != .custom {
             guard let descriptor = descriptor(id) else { continue }

@@ -38,6 +38,29 @@ final class MeteredStore: Store {
         try await timed("upsert_user") { try await base.upsertUser(user) }
     }
     func user(id: UserID) async throws -> UserRecord? { try await timed("user") { try await base.user(id: id) } }
+    func passwordAccount(user: UserID) async throws -> PasswordAccount? {
+        try await timed("password_account") { try await base.passwordAccount(user: user) }
+    }
+    func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64) async throws {
+        try await timed("create_email_link") {
+            try await base.createEmailLink(hash: hash, user: user, purpose: purpose, expiresAt: expiresAt, now: now)
+        }
+    }
+    func emailLinkUser(hash: [UInt8], purpose: String, now: Int64) async throws -> UserRecord? {
+        try await timed("email_link_user") { try await base.emailLinkUser(hash: hash, purpose: purpose, now: now) }
+    }
+    func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID? {
+        try await timed("reset_password") {
+            try await base.resetPassword(linkHash: linkHash, passwordHash: passwordHash, now: now)
+        }
+    }
+    func changePassword(user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64)
+        async throws -> Bool
+    {
+        try await timed("change_password") {
+            try await base.changePassword(user: user, from: old, to: new, keepingSession: keepingSession, now: now)
+        }
+    }
     func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
         try await timed("create_session") { try await base.createSession(session, firstToken: firstToken) }
     }

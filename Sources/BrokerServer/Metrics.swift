@@ -102,6 +102,14 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// A message handed to the mail server (`sent`) or given up after its attempts (`failed`), by kind.
+    func mail(kind: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_mail", unit: "total", "Mail sent or given up, by kind and outcome."),
+            labels: [("kind", kind), ("outcome", outcome)]
+        ).increment()
+    }
+
     /// A session ended: `logout` (revocation endpoint), `refresh_reuse`, `code_reuse`.
     func revocation(reason: String) {
         registry.makeCounter(

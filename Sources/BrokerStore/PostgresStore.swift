@@ -639,6 +639,128 @@ package final class PostgresStore: Store {
         let user: UserRecord
     }
 
+    // MARK: Account recovery
+
+    package func passwordAccount(user: UserID) async throws -> PasswordAccount? {
+        let client = client
+        return try await run("account lookup") {
+            let rows = try await client.query(
+                """
+                SELECT a.email, a.password_hash, u.email, u.name, u.created_at
+                FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = \(user.description)
+                """
+            ).decode((String, String, String?, String?, Int64).self)
+            for try await (email, hash, userEmail, name, created) in rows {
+                return PasswordAccount(
+                    user: UserRecord(id: user, email: userEmail, name: name, createdAt: created),
+                    email: email, passwordHash: hash)
+            }
+            return nil
+        }
+    }
+
+    package func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64)
+        async throws
+    {
+        let logger = logger
+        try await transaction("mail link") { connection in
+            try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE user_id = \(user.description) AND purpose = \(purpose) AND used_at IS NULL
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                INSERT INTO email_links (hash, user_id, purpose, created_at, expires_at)
+                VALUES (\(hash.hex), \(user.description), \(purpose), \(now), \(expiresAt))
+                """, logger: logger
+            ).drain()
+        }
+    }
+
+    package func emailLinkUser(hash: [UInt8], purpose: String, now: Int64) async throws -> UserRecord? {
+        let client = client
+        return try await run("mail link lookup") {
+            let rows = try await client.query(
+                """
+                SELECT u.id, u.email, u.name, u.created_at FROM email_links l JOIN users u ON u.id = l.user_id
+                WHERE l.hash = \(hash.hex) AND l.purpose = \(purpose) AND l.used_at IS NULL AND l.expires_at > \(now)
+                """
+            ).decode((String, String?, String?, Int64).self)
+            for try await (id, email, name, created) in rows {
+                guard let userID = UserID(id) else { return nil }
+                return UserRecord(id: userID, email: email, name: name, createdAt: created)
+            }
+            return nil
+        }
+    }
+
+    package func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID? {
+        let logger = logger
+        return try await transaction("password reset") { connection in
+            // Spent by this UPDATE or not at all: two resets with one link cannot both pass.
+            let spent = try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE hash = \(linkHash.hex) AND purpose = \(EmailLinkPurpose.reset) AND used_at IS NULL
+                AND expires_at > \(now) RETURNING user_id
+                """, logger: logger
+            ).decode(String.self)
+            var owner: String?
+            for try await id in spent { owner = id }
+            guard let owner, let user = UserID(owner) else { return nil }
+            try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE user_id = \(owner) AND purpose = \(EmailLinkPurpose.reset) AND used_at IS NULL
+                """, logger: logger
+            ).drain()
+            let updated = try await connection.query(
+                """
+                UPDATE password_accounts SET password_hash = \(passwordHash), updated_at = \(now)
+                WHERE user_id = \(owner) RETURNING 1
+                """, logger: logger
+            ).decode(Int.self)
+            var changed = false
+            for try await _ in updated { changed = true }
+            guard changed else { throw StoreError.conflict("the link's user has no password account") }
+            try await connection.query(
+                "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
+                logger: logger
+            ).drain()
+            return user
+        }
+    }
+
+    package func changePassword(
+        user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64
+    ) async throws -> Bool {
+        let logger = logger
+        return try await transaction("password change") { connection in
+            let updated = try await connection.query(
+                """
+                UPDATE password_accounts SET password_hash = \(new), updated_at = \(now)
+                WHERE user_id = \(user.description) AND password_hash = \(old) RETURNING 1
+                """, logger: logger
+            ).decode(Int.self)
+            var changed = false
+            for try await _ in updated { changed = true }
+            guard changed else { return false }
+            try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(user.description) AND revoked_at IS NULL
+                AND id IS DISTINCT FROM \(keepingSession)
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                "UPDATE email_links SET used_at = \(now) WHERE user_id = \(user.description) AND used_at IS NULL",
+                logger: logger
+            ).drain()
+            return true
+        }
+    }
+
     package func purge(expiredBefore before: Int64) async throws {
         let logger = logger
         try await transaction("purge") { connection in
@@ -647,6 +769,7 @@ package final class PostgresStore: Store {
                 "DELETE FROM exchanged_tokens WHERE expires_at < \(before)",
                 "DELETE FROM authorization_codes WHERE expires_at < \(before)",
                 "DELETE FROM state_markers WHERE expires_at < \(before)",
+                "DELETE FROM email_links WHERE expires_at < \(before)",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
                 AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))

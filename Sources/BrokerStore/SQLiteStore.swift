@@ -254,6 +254,7 @@ package final class SQLiteStore: Store {
             try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM authorization_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM email_links WHERE expires_at < ?", arguments: [before])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",
                 arguments: [Double(before), Double(before)])
@@ -622,6 +623,99 @@ package final class SQLiteStore: Store {
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.description])
             return db.changesCount
+        }
+    }
+
+    // MARK: Account recovery
+
+    package func passwordAccount(user: UserID) async throws -> PasswordAccount? {
+        try await pool.read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT a.email, a.password_hash, u.id, u.email AS user_email, u.name, u.created_at
+                        FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = ?
+                        """,
+                    arguments: [user.description]
+                ),
+                let record = Self.user(row)
+            else { return nil }
+            return PasswordAccount(user: record, email: row["email"], passwordHash: row["password_hash"])
+        }
+    }
+
+    package func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64)
+        async throws
+    {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
+                arguments: [now, user.description, purpose])
+            try db.execute(
+                sql: """
+                    INSERT INTO email_links (hash, user_id, purpose, created_at, expires_at) VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [hash.hex, user.description, purpose, now, expiresAt])
+        }
+    }
+
+    package func emailLinkUser(hash: [UInt8], purpose: String, now: Int64) async throws -> UserRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT u.id, u.email AS user_email, u.name, u.created_at FROM email_links l
+                    JOIN users u ON u.id = l.user_id
+                    WHERE l.hash = ? AND l.purpose = ? AND l.used_at IS NULL AND l.expires_at > ?
+                    """,
+                arguments: [hash.hex, purpose, now]
+            ).flatMap(Self.user)
+        }
+    }
+
+    package func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID? {
+        try await pool.write { db in
+            guard
+                let owner = try String.fetchOne(
+                    db,
+                    sql: """
+                        SELECT user_id FROM email_links
+                        WHERE hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?
+                        """,
+                    arguments: [linkHash.hex, EmailLinkPurpose.reset, now]),
+                let user = UserID(owner)
+            else { return nil }
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
+                arguments: [now, owner, EmailLinkPurpose.reset])
+            try db.execute(
+                sql: "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ?",
+                arguments: [passwordHash, now, owner])
+            guard db.changesCount == 1 else { return nil }
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, owner])
+            return user
+        }
+    }
+
+    package func changePassword(
+        user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64
+    ) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ? AND password_hash = ?",
+                arguments: [new, now, user.description, old])
+            guard db.changesCount == 1 else { return false }
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
+                arguments: [now, user.description, keepingSession])
+            // Reset links sent before the change must not undo it.
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",
+                arguments: [now, user.description])
+            return true
         }
     }
 

@@ -257,6 +257,34 @@ package enum Schema {
                 CREATE INDEX audit_events_user ON audit_events(user_id, time);
                 """
         ),
+        Migration(
+            version: 7,
+            name: "single-use mail links (password reset)",
+            sqlite: """
+                CREATE TABLE email_links (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    purpose TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER
+                );
+                CREATE INDEX email_links_user ON email_links(user_id, purpose);
+                CREATE INDEX email_links_expiry ON email_links(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE email_links (
+                    hash TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    purpose TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                );
+                CREATE INDEX email_links_user ON email_links(user_id, purpose);
+                CREATE INDEX email_links_expiry ON email_links(expires_at);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -279,8 +307,8 @@ extension Schema {
         var columnList: String { columns.map(\.name).joined(separator: ", ") }
     }
 
-    /// Every table that holds lasting state, parents before children (the throttle's counters are not copied:
-    /// they lapse within minutes).
+    /// Every table that holds lasting state, parents before children (the throttle's counters and mail links
+    /// are not copied: they lapse within minutes).
     package static let tables: [Table] = [
         Table(
             name: "users",

@@ -221,6 +221,35 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
     /// Deletes refresh tokens that expired before `before`, sessions left with none, and exchanged-token
     /// records past their token's expiry.
     func purge(expiredBefore before: Int64) async throws
+
+    // MARK: Account recovery
+
+    /// The password account of a user, if the user has one.
+    func passwordAccount(user: UserID) async throws -> PasswordAccount?
+
+    /// Records a single-use mail link (the SHA-256 of its secret) for `user`; the user's earlier unused links
+    /// of the same `purpose` stop working in the same transaction (only the newest link works).
+    func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64) async throws
+
+    /// The user of a link that exists, has `purpose`, is unused and has not expired at `now`; the link is not
+    /// spent (a page shows the form first).
+    func emailLinkUser(hash: [UInt8], purpose: String, now: Int64) async throws -> UserRecord?
+
+    /// A password reset, in one transaction: spends the `reset` link, replaces the password hash of its user's
+    /// account, and revokes every session of that user. `nil` (and nothing changed) when the link is unknown,
+    /// spent or expired.
+    func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID?
+
+    /// A password change, in one transaction: replaces the hash if it is still `old` (compare-and-set: two
+    /// changes at once cannot both win) and revokes every session of the user but `keepingSession`. Returns
+    /// whether the hash was replaced.
+    func changePassword(user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64)
+        async throws -> Bool
+}
+
+/// What a mail link is for (`email_links.purpose`).
+package enum EmailLinkPurpose {
+    package static let reset = "reset"
 }
 
 /// A signing key as stored: its private half sealed under the master key (``sealedKey``, base64url of an
