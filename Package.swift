@@ -165,7 +165,6 @@ let package = Package(
             // The built-in mail templates, compiled into the binary (Config/mail links here); a deployment
             // overrides them with mail.templates_dir.
             resources: [
-                .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
                 .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
             ],
             swiftSettings: swiftSettings

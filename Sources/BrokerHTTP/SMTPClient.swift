@@ -90,7 +90,9 @@ private final class SMTPTransfer: @unchecked Sendable {
     }
 
     func perform(from sender: String, to recipients: [String]) -> Result<Void, SMTPError> {
-        if let problem = SMTPSettings.problem(url: settings.url) { return .failure(SMTPError(replyCode: 0, message: problem)) }
+        if let problem = SMTPSettings.problem(url: settings.url) {
+            return .failure(SMTPError(replyCode: 0, message: problem))
+        }
         for address in [sender] + recipients
         where address.isEmpty || address.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "<" || $0 == ">" }) {
             return .failure(SMTPError(replyCode: 0, message: "\"\(address)\" is not a mail address"))
@@ -111,7 +113,9 @@ private final class SMTPTransfer: @unchecked Sendable {
                 if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result }
             }
             set(broker_curl_setopt_string(handle, CURLOPT_URL, settings.url))
-            set(broker_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
+            set(
+                broker_curl_setopt_pointer(
+                    handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
             set(broker_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
             set(broker_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "smtp,smtps"))
             // Verification is always on; there is deliberately no switch to turn it off.

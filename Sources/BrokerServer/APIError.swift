@@ -66,6 +66,10 @@ package struct APIError: Error, Sendable, CustomStringConvertible {
         code: "account_exists",
         detail: "an account with this email already exists"
     )
+    /// A change that lost a race with another (409).
+    package static func conflict(_ detail: String) -> APIError {
+        APIError(status: 409, code: "conflict", detail: detail)
+    }
     package static func payloadTooLarge(limit: Int) -> APIError {
         APIError(status: 413, code: "payload_too_large", detail: "request bodies are limited to \(limit) bytes")
     }

@@ -121,11 +121,11 @@ package enum BrokerHTTPServer {
 
     static func response(_ api: APIResponse) -> Response {
         var headers = HTTPFields()
-        headers[.contentType] = "application/json"
+        if api.html == nil { headers[.contentType] = "application/json" }
         for (name, value) in api.headers {
             if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
         }
-        var bytes = api.body.serializedBytes
+        var bytes = api.html.map { Array($0.utf8) } ?? api.body.serializedBytes
         bytes.append(UInt8(ascii: "\n"))
         return Response(
             status: HTTPResponse.Status(code: api.status),
@@ -208,6 +208,23 @@ package enum BrokerHTTPServer {
         }
         router.get("/auth/me") { request, _ in
             try await response(service.grants.me(authorization: request.headers[.authorization]))
+        }
+        router.post("/auth/password/forgot") { request, context in
+            try await response(
+                service.passwords.forgot(input(request, allowForm: true), address: context.clientAddress))
+        }
+        router.get("/auth/password/reset") { request, _ in
+            try await response(service.passwords.resetPage(query: try query(request), secure: service.issuerIsHTTPS))
+        }
+        router.post("/auth/password/reset") { request, _ in
+            try await response(
+                service.passwords.reset(
+                    input(request, allowForm: true), cookie: request.headers[.cookie], secure: service.issuerIsHTTPS))
+        }
+        router.post("/auth/password/change") { request, _ in
+            try await response(
+                service.passwords.change(
+                    input(request, allowForm: false), authorization: request.headers[.authorization]))
         }
         return router
     }

@@ -16,6 +16,8 @@ struct APIResponse: Sendable {
     var status: Int
     var body: JSONValue
     var headers: [(String, String)] = []
+    /// A page instead of JSON (``Page``): sent as it is, with the headers' own Content-Type.
+    var html: String?
 
     /// Token responses must not be cached (RFC 6749 §5.1).
     static func tokens(_ body: JSONValue, status: Int = 200) -> APIResponse {
@@ -44,6 +46,9 @@ package final class BrokerService: Sendable {
     let signIn: SignInService
     let grants: GrantService
     let clients: ClientService
+    let passwords: PasswordService
+    /// Sends reset mail; `nil` without a `mail` section.
+    let mailer: Mailer?
     let metrics: BrokerMetrics
     let audit: AuditTrail
     let hashingPool: HashingPool
@@ -65,7 +70,9 @@ package final class BrokerService: Sendable {
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport = { HTTPClient.shared },
         metrics: BrokerMetrics = BrokerMetrics(),
-        audit: AuditTrail? = nil
+        audit: AuditTrail? = nil,
+        mailPassword: Secret? = nil,
+        mailBackoff: @escaping @Sendable (Int) -> Duration = { .seconds(5 << min($0, 6)) }
     ) async throws -> BrokerService {
         let audit = try audit ?? AuditTrail(destination: .discard, clock: clock)
         let store = MeteredStore(store, metrics: metrics)
@@ -80,7 +87,7 @@ package final class BrokerService: Sendable {
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
             flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics,
-            audit: audit)
+            audit: audit, mailPassword: mailPassword, mailBackoff: mailBackoff)
     }
 
     private init(
@@ -94,7 +101,9 @@ package final class BrokerService: Sendable {
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport,
         metrics: BrokerMetrics,
-        audit: AuditTrail
+        audit: AuditTrail,
+        mailPassword: Secret?,
+        mailBackoff: @escaping @Sendable (Int) -> Duration
     ) throws {
         self.configuration = configuration
         self.metrics = metrics
@@ -115,6 +124,14 @@ package final class BrokerService: Sendable {
             trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
         grants = GrantService(
             tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
+        var mailer: Mailer?
+        if let mail = configuration.mail {
+            mailer = try Mailer(
+                configuration: mail, password: mailPassword, issuer: tokens.issuer, logger: logger, metrics: metrics,
+                clock: clock, backoff: mailBackoff)
+        }
+        self.mailer = mailer
+        passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(
@@ -127,6 +144,9 @@ package final class BrokerService: Sendable {
 
     /// The issuer (`iss`, and the base of every URL in discovery).
     package var issuer: String { tokens.issuer }
+
+    /// Whether the broker is reached over https (cookies are then `Secure`).
+    var issuerIsHTTPS: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
 
     /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
     package func serverStarted(host: String, port: Int) { tokens.serverStarted(host: host, port: port) }

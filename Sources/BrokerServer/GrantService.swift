@@ -149,6 +149,18 @@ final class GrantService: Sendable {
         if let subject = verified.subject, subject.hasPrefix("client:") {
             return try await clients.clientIdentity(verified, subject: subject)
         }
+        let (_, user) = try await session(of: verified)
+        var body: [String: JSONValue] = [
+            "user_id": .string(user.id.description),
+            "provider": .string(user.id.provider.rawValue),
+        ]
+        if let email = user.email { body["email"] = .string(email) }
+        if let name = user.name { body["name"] = .string(name) }
+        return APIResponse(status: 200, body: .object(body), headers: [("Cache-Control", "no-store")])
+    }
+
+    /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
+    func session(of verified: VerifiedJWT) async throws -> (SessionRecord, UserRecord) {
         guard let subject = verified.subject, let userID = UserID(subject) else {
             throw APIError.invalidToken("the access token has no valid subject")
         }
@@ -159,13 +171,25 @@ final class GrantService: Sendable {
             throw APIError.invalidToken("the access token's session does not exist")
         }
         guard session.revokedAt == nil else { throw APIError.invalidToken("the access token has been revoked") }
-        var body: [String: JSONValue] = [
-            "user_id": .string(user.id.description),
-            "provider": .string(user.id.provider.rawValue),
-        ]
-        if let email = user.email { body["email"] = .string(email) }
-        if let name = user.name { body["name"] = .string(name) }
-        return APIResponse(status: 200, body: .object(body), headers: [("Cache-Control", "no-store")])
+        return (session, user)
+    }
+
+    /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
+    func authenticate(authorization: String?) async throws -> (SessionRecord, UserRecord) {
+        guard let authorization else {
+            throw APIError.invalidToken("an Authorization: Bearer access token is required")
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
+        }
+        let verified: VerifiedJWT
+        do {
+            verified = try tokens.verifier().verify(String(parts[1]).trimmingWhitespace(), now: now)
+        } catch {
+            throw APIError.invalidToken("the access token is not valid: \(error)")
+        }
+        return try await session(of: verified)
     }
 
     /// `grant_type=authorization_code`: the CLI redeems its one-time code with its PKCE verifier. A second

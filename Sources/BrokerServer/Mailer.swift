@@ -8,7 +8,6 @@ import Synchronization
 
 /// Which message: the template pair it is made from.
 enum MailKind: String, Sendable {
-    case verify
     case reset
 }
 
@@ -38,10 +37,7 @@ struct MailTemplates: Sendable {
             }
         }
         var pairs: [MailKind: Pair] = [:]
-        for (kind, text, html) in [
-            (MailKind.verify, PackageResources.verify_txt, PackageResources.verify_html),
-            (.reset, PackageResources.reset_txt, PackageResources.reset_html),
-        ] {
+        for (kind, text, html) in [(MailKind.reset, PackageResources.reset_txt, PackageResources.reset_html)] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
             guard lines.count == 2, lines[0].hasPrefix("Subject: "), lines[0].count > 9 else {
@@ -56,7 +52,8 @@ struct MailTemplates: Sendable {
                     problem: "has no {{link}}: the message would be useless")
             }
             pairs[kind] = Pair(
-                subject: String(lines[0].dropFirst(9).filter { $0 != "\r" }), text: String(lines[1]), html: htmlTemplate)
+                subject: String(lines[0].dropFirst(9).filter { $0 != "\r" }), text: String(lines[1]), html: htmlTemplate
+            )
         }
         return MailTemplates(pairs: pairs)
     }
@@ -134,22 +131,30 @@ final class Mailer: Sendable {
 
     /// The message of `kind` for `email`, with `link` and the other values filled in.
     func compose(_ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64) -> OutgoingMail {
-        let pair = templates.pairs[kind] ?? MailTemplates.Pair(subject: kind.rawValue, text: "{{link}}", html: "{{link}}")
+        let pair =
+            templates.pairs[kind] ?? MailTemplates.Pair(subject: kind.rawValue, text: "{{link}}", html: "{{link}}")
         let values = [
             "link": link, "issuer": issuer, "email": email, "name_prefix": name.map { ", " + $0 } ?? "",
             "minutes": "\(minutes)", "hours": "\(minutes / 60)",
         ]
         return OutgoingMail(
             kind: kind, to: email, subject: MailTemplates.fill(pair.subject, values),
-            text: MailTemplates.fill(pair.text, values), html: MailTemplates.fill(pair.html, values, escape: HTML.escape))
+            text: MailTemplates.fill(pair.text, values),
+            html: MailTemplates.fill(pair.html, values, escape: HTML.escape))
     }
 
-    /// Sends `mail` in the background (with retries); the caller does not wait.
-    func enqueue(_ mail: OutgoingMail) {
-        let started = pending.run { _ = await self.deliver(mail) }
+    /// Runs `prepare` in the background and sends the message it returns, if any (with retries); the caller
+    /// does not wait. ``flush()`` waits for both.
+    func enqueue(_ kind: MailKind, _ prepare: @escaping @Sendable () async -> OutgoingMail?) {
+        let started = pending.run {
+            guard let mail = await prepare() else { return }
+            _ = await self.deliver(mail)
+        }
         if !started {
-            metrics.mail(kind: mail.kind.rawValue, outcome: "dropped")
-            logger.error("mail not sent: too many messages waiting for the mail server", metadata: ["broker.mail": "\(mail.kind.rawValue)"])
+            metrics.mail(kind: kind.rawValue, outcome: "dropped")
+            logger.error(
+                "mail not sent: too many messages waiting for the mail server",
+                metadata: ["broker.mail": "\(kind.rawValue)"])
         }
     }
 

@@ -102,6 +102,14 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// A password replaced: `reset` (mailed link) or `change` (signed in).
+    func passwordEvent(_ kind: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_password_changes", unit: "total", "Passwords replaced, by way."),
+            labels: [("way", kind)]
+        ).increment()
+    }
+
     /// A message handed to the mail server (`sent`) or given up after its attempts (`failed`), by kind.
     func mail(kind: String, outcome: String) {
         registry.makeCounter(

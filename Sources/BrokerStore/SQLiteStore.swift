@@ -705,7 +705,8 @@ package final class SQLiteStore: Store {
     ) async throws -> Bool {
         try await pool.write { db in
             try db.execute(
-                sql: "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ? AND password_hash = ?",
+                sql:
+                    "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ? AND password_hash = ?",
                 arguments: [new, now, user.description, old])
             guard db.changesCount == 1 else { return false }
             try db.execute(

@@ -96,6 +96,24 @@ extension Broker {
                     throw Console.fail("cannot start: cannot read the metrics token file \(path): \(error.reason)")
                 }
             }
+            // The mail password: BROKER_MAIL_PASSWORD, else mail.password_file; never a setting of its own.
+            var mailPassword: Secret?
+            if let mail = configuration.mail {
+                if let value = ProcessInfo.processInfo.environment["BROKER_MAIL_PASSWORD"], !value.isEmpty {
+                    mailPassword = Secret(value)
+                } else if let path = mail.passwordFile.map(PosixFile.expandingTilde) {
+                    do {
+                        mailPassword = Secret(try PosixFile.readSecret(path: path))
+                    } catch {
+                        throw Console.fail("cannot start: cannot read mail.password_file \(path): \(error.reason)")
+                    }
+                }
+                if mail.username != nil && mailPassword == nil {
+                    throw Console.fail(
+                        "cannot start: mail.username is set but there is no password "
+                            + "(BROKER_MAIL_PASSWORD or mail.password_file)")
+                }
+            }
             let service: BrokerService
             do {
                 let brokerStore = try await StoreOpener.open(configuration, logger: logger)
@@ -120,7 +138,8 @@ extension Broker {
                     master: master,
                     logger: logger,
                     clock: SystemClock(),
-                    audit: audit
+                    audit: audit,
+                    mailPassword: mailPassword
                 )
             } catch let error as ExitCode {
                 throw error

@@ -66,7 +66,9 @@ struct InProcessBroker {
             // Cheap scrypt: these tests are about the endpoints, not the hash's cost.
             hasher: PasswordHasher(parameters: .init(logN: 10, r: 8, p: 1)),
             clock: clock,
-            http: { [transport] in transport }
+            http: { [transport] in transport },
+            // Mail retries at once: a test never waits out a back-off.
+            mailBackoff: { _ in .zero }
         )
     }
 

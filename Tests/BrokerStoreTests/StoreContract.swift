@@ -143,14 +143,18 @@ struct StoreContract {
         let user = Make.user(email: "sessions@example.com")
         try await store.createPasswordAccount(user: user, email: "sessions@example.com", passwordHash: "old")
         let mine = [Make.session(for: user), Make.session(for: user)]
-        for session in mine { try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id)) }
+        for session in mine {
+            try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        }
         let (_, otherSession, _) = try await Make.signedIn(store)
         let link = Make.hash()
         try await store.createEmailLink(
             hash: link, user: user.id, purpose: EmailLinkPurpose.reset, expiresAt: Make.now + 1800, now: Make.now)
         let winners = await withTaskGroup(of: UserID?.self) { group in
             for index in 0..<10 {
-                group.addTask { try? await store.resetPassword(linkHash: link, passwordHash: "new\(index)", now: Make.now + 1) }
+                group.addTask {
+                    try? await store.resetPassword(linkHash: link, passwordHash: "new\(index)", now: Make.now + 1)
+                }
             }
             return await group.reduce(into: [UserID]()) { if let id = $1 { $0.append(id) } }
         }
@@ -166,16 +170,20 @@ struct StoreContract {
         try await store.createPasswordAccount(user: user, email: "change@example.com", passwordHash: "old")
         let kept = Make.session(for: user)
         let other = Make.session(for: user)
-        for session in [kept, other] { try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id)) }
+        for session in [kept, other] {
+            try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        }
         let link = Make.hash()
         try await store.createEmailLink(
             hash: link, user: user.id, purpose: EmailLinkPurpose.reset, expiresAt: Make.now + 1800, now: Make.now)
         #expect(
-            try await store.changePassword(user: user.id, from: "wrong", to: "x", keepingSession: kept.id, now: Make.now)
+            try await store.changePassword(
+                user: user.id, from: "wrong", to: "x", keepingSession: kept.id, now: Make.now)
                 == false)
         #expect(try await store.session(id: other.id)?.revokedAt == nil, "a failed change revokes nothing")
         #expect(
-            try await store.changePassword(user: user.id, from: "old", to: "new", keepingSession: kept.id, now: Make.now))
+            try await store.changePassword(
+                user: user.id, from: "old", to: "new", keepingSession: kept.id, now: Make.now))
         #expect(try await store.passwordAccount(email: "change@example.com")?.passwordHash == "new")
         #expect(try await store.session(id: kept.id)?.revokedAt == nil)
         #expect(try await store.session(id: other.id)?.revokedAt == Make.now)

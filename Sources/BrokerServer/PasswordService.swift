@@ -1,0 +1,207 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// Password reset (a mailed single-use link to a broker page) and password change (signed in).
+///
+/// Enumeration: `POST /auth/password/forgot` answers the same body, status and time whether the address has an
+/// account or not — the lookup, the link and the mail happen after the answer, in the background. Links are
+/// 256-bit secrets stored as SHA-256, valid 30 minutes, once, and only the newest one per account.
+final class PasswordService: Sendable {
+    let accounts: AccountService
+    let grants: GrantService
+    let mailer: Mailer?
+    /// Reset requests per client address, and per email (known or not: the limit must not tell them apart).
+    let perAddress: RateLimiter
+    let perEmail: RateLimiter
+
+    static let resetLifetime: Int64 = 1800
+    static let csrfCookie = "broker_csrf"
+
+    init(accounts: AccountService, grants: GrantService, mailer: Mailer?) {
+        self.accounts = accounts
+        self.grants = grants
+        self.mailer = mailer
+        perAddress = RateLimiter(capacity: 10, per: 3600, clock: accounts.tokens.clock)
+        perEmail = RateLimiter(capacity: 3, per: 3600, clock: accounts.tokens.clock)
+    }
+
+    var store: any Store { accounts.store }
+    var logger: Logger { accounts.logger }
+    var now: Int64 { accounts.now }
+
+    /// `POST /auth/password/forgot {"email"}` → 202, always the same.
+    func forgot(_ input: RequestInput, address: String?) async throws -> APIResponse {
+        guard let mailer else {
+            throw APIError.notFound("password reset needs mail, and this broker has no mail section")
+        }
+        let raw = try input.string("email")
+        let email = (try? AccountRules.normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
+        if let address, let wait = perAddress.take(address) {
+            accounts.metrics.throttled("password_reset")
+            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many reset requests; try later")
+        }
+        if let wait = perEmail.take(email) {
+            accounts.metrics.throttled("password_reset")
+            throw APIError.tooManyRequests(
+                retryAfter: Int64(wait.rounded(.up)), "too many reset requests for this address; try later")
+        }
+        let origin = RequestOrigin.current
+        mailer.enqueue(.reset) {
+            await RequestOrigin.$current.withValue(origin) { await self.resetMail(to: email, mailer: mailer) }
+        }
+        return APIResponse(
+            status: 202,
+            body: [
+                "status": "accepted",
+                "message": "If an account uses this address, a link to choose a new password is on its way.",
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// The work behind `forgot`, after the answer: no message at all for an unknown address.
+    private func resetMail(to email: String, mailer: Mailer) async -> OutgoingMail? {
+        do {
+            guard let account = try await store.passwordAccount(email: email) else { return nil }
+            let secret = try SecureRandom.token(byteCount: 32)
+            try await store.createEmailLink(
+                hash: Digest.sha256(secret), user: account.user.id, purpose: EmailLinkPurpose.reset,
+                expiresAt: now + Self.resetLifetime, now: now)
+            let link = accounts.tokens.issuer + "/auth/password/reset?token=" + secret
+            accounts.audit.record("password_reset_requested", user: account.user.id)
+            return mailer.compose(
+                .reset, to: account.email, name: account.user.name, link: link, minutes: Self.resetLifetime / 60)
+        } catch {
+            logger.error("password reset link not created", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    // MARK: The reset page
+
+    /// `GET /auth/password/reset?token=…`: the form, or why the link no longer works.
+    func resetPage(query: [String: String], secure: Bool) async throws -> APIResponse {
+        guard let token = query["token"], let hash = Self.linkHash(token),
+            let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.reset, now: now)
+        else {
+            return Page.response(status: 400, Page.expiredLink)
+        }
+        let csrf = try SecureRandom.token(byteCount: 24)
+        var response = Page.response(
+            status: 200, Page.resetForm(token: token, csrf: csrf, email: user.email, problem: nil))
+        response.headers.append(("Set-Cookie", Self.csrfCookieHeader(csrf, secure: secure)))
+        return response
+    }
+
+    /// `POST /auth/password/reset` (the form): a new password under the registration rules; every session of
+    /// the user ends.
+    func reset(_ input: RequestInput, cookie: String?, secure: Bool) async throws -> APIResponse {
+        let token = (try? input.string("token")) ?? ""
+        let csrf = (try? input.string("csrf")) ?? ""
+        guard let expected = Self.cookieValue(cookie, name: Self.csrfCookie), !csrf.isEmpty,
+            ConstantTime.equals(expected, csrf)
+        else {
+            accounts.audit.record("password_reset", outcome: "failure", fields: ["reason": "csrf"])
+            return Page.response(
+                status: 403,
+                Page.message(
+                    title: "This form has expired",
+                    text:
+                        "The page was not opened from this browser, or it was opened too long ago. Open the link in your mail again."
+                ))
+        }
+        guard let hash = Self.linkHash(token),
+            let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.reset, now: now),
+            let account = try await store.passwordAccount(user: user.id)
+        else {
+            return Page.response(status: 400, Page.expiredLink)
+        }
+        let password = (try? input.string("password")) ?? ""
+        let again = (try? input.string("password_again")) ?? ""
+        var problem: String?
+        if password != again {
+            problem = "The two passwords are not the same."
+        } else if let rule = AccountRules.passwordProblem(password, email: account.email) {
+            problem = rule.message
+        }
+        if let problem {
+            return Page.response(
+                status: 400, Page.resetForm(token: token, csrf: csrf, email: account.email, problem: problem))
+        }
+        let secret = Secret(password)
+        let fresh = try await accounts.hashInPool { [hasher = accounts.hasher] in try hasher.hash(secret) }
+        guard let reset = try await store.resetPassword(linkHash: hash, passwordHash: fresh, now: now) else {
+            return Page.response(status: 400, Page.expiredLink)
+        }
+        accounts.metrics.passwordEvent("reset")
+        accounts.audit.record("password_reset", user: reset)
+        logger.info("password reset", metadata: ["broker.user": "\(reset)"])
+        var response = Page.response(
+            status: 200,
+            Page.message(
+                title: "Your password was changed",
+                text: "Every session of this account was signed out. Sign in again with the new password."))
+        response.headers.append(("Set-Cookie", Self.csrfCookieHeader("", secure: secure, expire: true)))
+        return response
+    }
+
+    // MARK: Change (signed in)
+
+    /// `POST /auth/password/change {"current_password", "new_password"}` with the session's bearer token:
+    /// the other sessions end, this one stays.
+    func change(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        let (session, user) = try await grants.authenticate(authorization: authorization)
+        guard let account = try await store.passwordAccount(user: user.id) else {
+            throw APIError.invalidRequest(
+                "this account signs in through \(user.id.provider.rawValue) and has no password")
+        }
+        let current = Secret(try input.string("current_password"))
+        let next = try input.string("new_password")
+        let verified = try await accounts.hashInPool { [hasher = accounts.hasher] in
+            try hasher.verify(current, against: account.passwordHash)
+        }
+        guard verified else {
+            accounts.audit.record(
+                "password_changed", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
+            throw APIError.invalidCredentials
+        }
+        if let problem = AccountRules.passwordProblem(next, email: account.email) {
+            throw APIError.invalidRequest(problem.message)
+        }
+        let secret = Secret(next)
+        let fresh = try await accounts.hashInPool { [hasher = accounts.hasher] in try hasher.hash(secret) }
+        guard
+            try await store.changePassword(
+                user: user.id, from: account.passwordHash, to: fresh, keepingSession: session.id, now: now)
+        else {
+            throw APIError.conflict("the password was changed at the same time; sign in again and retry")
+        }
+        accounts.metrics.passwordEvent("change")
+        accounts.audit.record("password_changed", user: user.id)
+        return APIResponse(status: 200, body: ["status": "changed"], headers: [("Cache-Control", "no-store")])
+    }
+
+    // MARK: Helpers
+
+    /// The SHA-256 of a link's secret when it has the shape of one (43 base64url characters), else `nil`.
+    static func linkHash(_ token: String) -> [UInt8]? {
+        guard token.utf8.count == 43, let bytes = Base64URL.decode(token), bytes.count == 32 else { return nil }
+        return Digest.sha256(token)
+    }
+
+    static func csrfCookieHeader(_ value: String, secure: Bool, expire: Bool = false) -> String {
+        "\(csrfCookie)=\(value); Path=/auth/password; HttpOnly; SameSite=Strict"
+            + (secure ? "; Secure" : "") + (expire ? "; Max-Age=0" : "; Max-Age=1800")
+    }
+
+    static func cookieValue(_ header: String?, name: String) -> String? {
+        guard let header else { return nil }
+        for part in header.split(separator: ";") {
+            let pair = part.drop { $0 == " " }
+            if pair.hasPrefix(name + "=") { return String(pair.dropFirst(name.count + 1)) }
+        }
+        return nil
+    }
+}
