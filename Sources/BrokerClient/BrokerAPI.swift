@@ -150,6 +150,28 @@ package struct BrokerAPI: Sendable {
         return try await send(request, expect: 200)
     }
 
+    /// `POST /auth/password/forgot`: the broker mails a reset link if the address has an account (202 either way).
+    package func forgotPassword(email: String) async throws(BrokerAPIError) -> JSONValue {
+        try await postJSON("/auth/password/forgot", body: ["email": .string(email)], expect: 202)
+    }
+
+    /// `POST /auth/password/change` with the session's access token; the broker ends the other sessions.
+    package func changePassword(_ accessToken: Secret, current: Secret, new: Secret) async throws(BrokerAPIError)
+        -> JSONValue
+    {
+        let body: JSONValue = ["current_password": .string(current.exposed), "new_password": .string(new.exposed)]
+        var api = self
+        api.timeout = max(api.timeout, Self.passwordTimeout)
+        let request = HTTPClientRequest(
+            method: "POST", url: baseURL + "/auth/password/change",
+            headers: Self.accept + [
+                (name: "Content-Type", value: "application/json"),
+                (name: "Authorization", value: "Bearer " + accessToken.exposed),
+            ],
+            body: body.serializedBytes)
+        return try await api.send(request, expect: 200)
+    }
+
     /// A CI token from `POST /auth/token`: `client_credentials` when `subjectToken` is `nil` (the secret sent
     /// with HTTP Basic, RFC 6749 §2.3.1), else an RFC 8693 token exchange of `subjectToken`.
     package func mint(

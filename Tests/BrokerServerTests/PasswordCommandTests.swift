@@ -1,0 +1,119 @@
+import BrokerCore
+import BrokerHTTP
+import BrokerTesting
+import Foundation
+import Testing
+
+/// `broker password forgot` and `broker password change` against a real `broker serve` whose mail goes to a
+/// real SMTP server, with the audit trail in a file.
+@Suite("broker password: forgot and change, as a person runs them")
+struct PasswordCommandTests {
+    @Test func forgotMailsALinkThePageSetsThePasswordAndChangeEndsTheOtherSessions() async throws {
+        let sink = try await SMTPSink.start()
+        let directory = try BrokerProcess.temporaryDirectory()
+        let auditPath = directory.appendingPathComponent("audit.log").path
+        let server = try await BrokerProcess.start(
+            config: #"""
+                {"server": {"audit_log": "\#(auditPath)"},
+                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                """#, directory: directory)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let first = "correct horse battery staple"
+        let second = "a brand new passphrase 42"
+        let third = "and yet another passphrase 7"
+        try await client.register("cli@example.com", password: first)
+
+        let forgot = try await client.run(["password", "forgot", "--email", "cli@example.com"])
+        #expect(forgot.status == 0, "\(forgot.stderr)")
+        #expect(forgot.stderr.contains("on its way"))
+        let unknown = try await client.run(["password", "forgot", "--email", "nobody@example.com"])
+        #expect(
+            unknown.status == 0 && unknown.stderr == forgot.stderr.replacingOccurrences(of: "cli@", with: "nobody@"))
+
+        // The link from the mail, then the page, as a browser would.
+        var token: String?
+        for _ in 0..<600 where token == nil {
+            token = try PasswordRecoveryTests.mailedToken(sink, to: "cli@example.com")
+            if token == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let link = try #require(token.map { server.url + "/auth/password/reset?token=" + $0 })
+        let page = try await HTTPClient.shared.send(HTTPClientRequest(url: link))
+        #expect(page.status == 200)
+        let cookie = try #require(page.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
+        let html = page.bodyText
+        let csrf = try #require(
+            html.range(of: #"name="csrf" value=""#).map { String(html[$0.upperBound...].prefix { $0 != "\"" }) })
+        var post = HTTPClientRequest.form(
+            url: server.url + "/auth/password/reset",
+            fields: [("token", try #require(token)), ("csrf", csrf), ("password", second), ("password_again", second)])
+        post.headers.append((name: "Cookie", value: cookie))
+        let done = try await HTTPClient.shared.send(post)
+        #expect(done.status == 200, "\(done.bodyText)")
+
+        // The CLI's session from before the reset ended; signing in takes the new password.
+        try client.ageSession()
+        #expect(try await client.run(["token", "--min-valid", "999999"]).status == 4)
+        let login = try await client.run(
+            ["login", "--provider", "custom", "--email", "cli@example.com", "--password-stdin"], stdin: second)
+        #expect(login.status == 0, "\(login.stderr)")
+        let elsewhere = try ClientHome(server: server)
+        #expect(
+            try await elsewhere.run(
+                ["login", "--provider", "custom", "--email", "cli@example.com", "--password-stdin"], stdin: second
+            ).status == 0)
+
+        // change: wrong current password, then right; the other client's session ends, this one stays.
+        let wrong = try await client.run(["password", "change", "--password-stdin"], stdin: "nope\n\(third)\n")
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("current password is wrong"), "\(wrong.stderr)")
+        let oneLine = try await client.run(["password", "change", "--password-stdin"], stdin: second)
+        #expect(oneLine.status == 64)
+        let changed = try await client.run(["password", "change", "--password-stdin"], stdin: "\(second)\n\(third)\n")
+        #expect(changed.status == 0, "\(changed.stderr)")
+        try client.ageSession()
+        try elsewhere.ageSession()
+        #expect(try await client.run(["token", "--min-valid", "999999"]).status == 0, "this session stays")
+        #expect(try await elsewhere.run(["token", "--min-valid", "999999"]).status == 4, "the other one ended")
+        let noTerminal = try await client.run(["password", "change"])
+        #expect(noTerminal.status == 64)
+
+        let events = try String(contentsOfFile: auditPath, encoding: .utf8).split(separator: "\n").compactMap {
+            JSONValue.parse(Array($0.utf8))?["event"]?.stringValue
+        }
+        for event in ["password_reset_requested", "password_reset", "password_changed"] {
+            #expect(events.contains(event), "\(event) in \(events)")
+        }
+        let audit = try String(contentsOfFile: auditPath, encoding: .utf8)
+        #expect(!audit.contains(try #require(token)), "the link's secret is in no audit event")
+        #expect(!server.stderr.contains(try #require(token)), "nor in the log")
+        #expect(server.stderr.contains("mail sent"))
+    }
+
+    @Test func aMailServerThatIsDownIsLoggedWithoutTheLinkAndTheCommandStillSucceeds() async throws {
+        let closed = try freeLoopbackPort()
+        let server = try await BrokerProcess.start(
+            config: #"{"mail": {"url": "smtp://127.0.0.1:\#(closed)", "from": "b@example.com", "max_attempts": 1}}"#)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("down@example.com")
+        let forgot = try await client.run(["password", "forgot", "--email", "down@example.com"])
+        #expect(forgot.status == 0, "\(forgot.stderr)")
+        var logged = false
+        for _ in 0..<600 where !logged {
+            logged = server.stderr.contains("mail not sent, giving up")
+            if !logged { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(logged, "\(server.stderr)")
+        #expect(!server.stderr.contains("token="), "the link is never logged")
+    }
+
+    @Test func aBrokerWithoutMailSaysItCannotReset() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let forgot = try await client.run(["password", "forgot", "--email", "a@example.com"])
+        #expect(forgot.status == 1)
+        #expect(forgot.stderr.contains("does not send mail"), "\(forgot.stderr)")
+    }
+}
