@@ -7,9 +7,9 @@ APT_PACKAGES=(
   pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev openssl ca-certificates python3 python3-pip
   postgresql wrk hyperfine tmux nginx prometheus
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
-  chromium                    # the real-browser test of the loopback sign-in
+  chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd)
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd selenium)
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -24,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${BROKER_PYTHON:-python3}
-if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd' 2>/dev/null; then
+if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium' 2>/dev/null; then
   echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
   "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

@@ -90,6 +90,44 @@ struct PasswordCommandTests {
         #expect(server.stderr.contains("mail sent"))
     }
 
+    /// A real headless Chromium follows the mailed link and fills the page (Selenium, Debian's chromium-driver):
+    /// passwords that differ are refused on the page, the right ones set the password. Screenshots at a phone's
+    /// and a desktop's width go to $BROKER_SCREENSHOTS (default: the test's folder).
+    @Test func chromiumFollowsTheMailedLinkAndSetsTheNewPassword() async throws {
+        let sink = try await SMTPSink.start()
+        let server = try await BrokerProcess.start(
+            config: #"{"mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}"#)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("chromium@example.com")
+        #expect(try await client.run(["password", "forgot", "--email", "chromium@example.com"]).status == 0)
+        var token: String?
+        for _ in 0..<600 where token == nil {
+            token = try PasswordRecoveryTests.mailedToken(sink, to: "chromium@example.com")
+            if token == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let link = server.url + "/auth/password/reset?token=" + (try #require(token))
+        let shots =
+            ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
+            ?? server.directory.appendingPathComponent("screenshots").path
+        try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
+        let fresh = "chosen in chromium 2026"
+        let result = try await ProcessRunner.run(
+            "/usr/bin/env", ["python3", TestPaths.interop("reset_in_chromium.py"), link, "NEW_PASSWORD", shots],
+            environment: ["NEW_PASSWORD": fresh], timeout: .seconds(180))
+        #expect(result.status == 0, "\(result.stderr)")
+        let page = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout) \(result.stderr)")
+        #expect(page["form_title"]?.stringValue == "Choose a new password")
+        #expect(page["mismatch_problem"]?.stringValue == "The two passwords are not the same.")
+        #expect(page["result_title"]?.stringValue == "Your password was changed")
+        let login = try await client.run(
+            ["login", "--provider", "custom", "--email", "chromium@example.com", "--password-stdin"], stdin: fresh)
+        #expect(login.status == 0, "\(login.stderr)")
+        for name in ["reset-form", "reset-mismatch", "reset-done"] {
+            #expect(FileManager.default.fileExists(atPath: shots + "/\(name)-phone.png"))
+        }
+    }
+
     @Test func aMailServerThatIsDownIsLoggedWithoutTheLinkAndTheCommandStillSucceeds() async throws {
         let closed = try freeLoopbackPort()
         let server = try await BrokerProcess.start(
