@@ -166,6 +166,7 @@ let package = Package(
             // overrides them with mail.templates_dir.
             resources: [
                 .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
+                .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -78,13 +78,31 @@ package struct BrokerAPI: Sendable {
         self.client = http
     }
 
+    /// What a registration gave: a session, or — when the broker requires confirmed addresses — none yet.
+    package enum Registration: Sendable {
+        /// Signed in; `verificationSent`: the broker mailed a confirmation link too.
+        case session(SessionResponse, verificationSent: Bool)
+        /// The account exists; signing in waits for the mailed link to be followed.
+        case awaitingVerification(UserID)
+    }
+
     package func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
-        -> SessionResponse
+        -> Registration
     {
         var body: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
         if let name { body["name"] = .string(name) }
-        return try Self.session(
-            from: await postJSON("/auth/register", body: .object(body), expect: 201, timeout: Self.passwordTimeout))
+        let document = try await postJSON(
+            "/auth/register", body: .object(body), expect: 201, timeout: Self.passwordTimeout)
+        let sent = document["verification"]?.stringValue == "sent"
+        if document["access_token"] == nil, sent, let user = document["user_id"]?.stringValue.flatMap(UserID.init) {
+            return .awaitingVerification(user)
+        }
+        return .session(try Self.session(from: document), verificationSent: sent)
+    }
+
+    /// `POST /auth/verify/resend`: a new confirmation link if an unconfirmed account uses the address (202 always).
+    package func resendVerification(email: String) async throws(BrokerAPIError) -> JSONValue {
+        try await postJSON("/auth/verify/resend", body: ["email": .string(email)], expect: 202)
     }
 
     package func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {

@@ -48,6 +48,8 @@ package struct ServerConfiguration: Sendable {
     package var auditLog = "stderr"
     /// Whether audit events are also kept in the store (for `broker audit list`).
     package var auditStore = false
+    /// Login refuses custom accounts whose address has not been verified (`server.require_verified_email`).
+    package var requireVerifiedEmail = false
     /// The `mail` section: how the broker sends verification and reset mail; `nil`: no mail is sent.
     package var mail: MailConfiguration?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
@@ -88,7 +90,7 @@ package struct MailConfiguration: Sendable, Equatable {
     package var passwordFile: String?
     /// A CA bundle to verify the mail server's certificate against instead of the system's.
     package var caFile: String?
-    /// A folder whose templates (`reset.txt`, `reset.html`) replace the built-in ones.
+    /// A folder whose templates (`reset.txt`, `reset.html`, `verify.txt`, `verify.html`) replace the built-in ones.
     package var templatesDirectory: String?
     /// Attempts per message before it is given up (and logged).
     package var maxAttempts = 4
@@ -124,7 +126,7 @@ extension ServerConfiguration {
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
-        "audit_log", "audit_store",
+        "audit_log", "audit_store", "require_verified_email",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -319,6 +321,7 @@ extension ServerConfiguration {
         case "mint_max_ttl": mintMaxTTL = try integer()
         case "login_throttle": loginThrottle = try boolean()
         case "audit_store": auditStore = try boolean()
+        case "require_verified_email": requireVerifiedEmail = try boolean()
         case "password_hash_workers", "password_hash_queue":
             let number = try integer(in: 1...1024)
             if key == "password_hash_workers" {
@@ -432,6 +435,11 @@ extension ServerConfiguration {
                     source: source, key: "mail.from",
                     problem: "must be an address like broker@example.com or \"Broker <broker@example.com>\"")
             }
+        }
+        if requireVerifiedEmail && mail == nil && customEnabled {
+            throw ConfigurationError(
+                source: source, key: "server.require_verified_email",
+                problem: "needs a mail section: without mail no address can be verified")
         }
         for id in enabledProviders where id != .custom {
             guard let descriptor = descriptor(id) else { continue }

@@ -21,6 +21,8 @@ final class AccountService: Sendable {
     let throttle: LoginThrottle?
     let metrics: BrokerMetrics
     let audit: AuditTrail
+    /// Mails the confirmation link after a registration; decides whether unverified accounts may sign in.
+    let verification: VerificationService
     /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
     let registrations: RateLimiter
     /// A hash of a random password, verified against for unknown emails so that they cost the same time.
@@ -28,8 +30,9 @@ final class AccountService: Sendable {
 
     init(
         tokens: TokenIssuer, store: any Store, logger: Logger, hasher: PasswordHasher, pool: HashingPool,
-        throttle: LoginThrottle?, metrics: BrokerMetrics, audit: AuditTrail
+        throttle: LoginThrottle?, metrics: BrokerMetrics, audit: AuditTrail, verification: VerificationService
     ) throws {
+        self.verification = verification
         self.metrics = metrics
         self.audit = audit
         self.tokens = tokens
@@ -106,8 +109,23 @@ final class AccountService: Sendable {
         }
         logger.info("account created", metadata: ["broker.user": "\(user.id)"])
         audit.record("registration", user: user.id, fields: ["provider": "custom"])
-        return .tokens(
-            try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil), status: 201)
+        verification.registered(user, email: email)
+        if verification.required {
+            // No session until the address is confirmed: a token now would be a sign-in without it.
+            return APIResponse(
+                status: 201,
+                body: [
+                    "user_id": .string(user.id.description), "provider": "custom", "email_verified": false,
+                    "verification": "sent",
+                ],
+                headers: [("Cache-Control", "no-store")])
+        }
+        var body = try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+        if verification.mailer != nil, case .object(var fields) = body {
+            fields["verification"] = "sent"
+            body = .object(fields)
+        }
+        return .tokens(body, status: 201)
     }
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.
@@ -177,6 +195,16 @@ final class AccountService: Sendable {
             throw APIError.invalidCredentials
         }
         try await throttle?.settle(account: email, address: address, admission: admission, succeeded: true)
+        // Said only to whoever knows the password: the refusal reveals nothing to a guesser.
+        if verification.required && account.emailVerifiedAt == nil {
+            audit.record(
+                "sign_in", outcome: "failure", user: account.user.id,
+                fields: ["provider": "custom", "reason": "email_not_verified"])
+            throw APIError(
+                status: 403, code: "email_not_verified",
+                detail: "confirm your email address first: follow the link we mailed, or ask for a new one "
+                    + "(broker register --resend --email ADDRESS)")
+        }
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }

@@ -209,6 +209,18 @@ package enum BrokerHTTPServer {
         router.get("/auth/me") { request, _ in
             try await response(service.grants.me(authorization: request.headers[.authorization]))
         }
+        router.get("/auth/verify") { request, _ in
+            try await response(service.verification.page(query: try query(request), secure: service.issuerIsHTTPS))
+        }
+        router.post("/auth/verify") { request, _ in
+            try await response(
+                service.verification.confirm(
+                    input(request, allowForm: true), cookie: request.headers[.cookie], secure: service.issuerIsHTTPS))
+        }
+        router.post("/auth/verify/resend") { request, context in
+            try await response(
+                service.verification.resend(input(request, allowForm: true), address: context.clientAddress))
+        }
         router.post("/auth/password/forgot") { request, context in
             try await response(
                 service.passwords.forgot(input(request, allowForm: true), address: context.clientAddress))

@@ -47,6 +47,7 @@ package final class BrokerService: Sendable {
     let grants: GrantService
     let clients: ClientService
     let passwords: PasswordService
+    let verification: VerificationService
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -114,16 +115,6 @@ package final class BrokerService: Sendable {
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         hashingPool = HashingPool(
             workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers, metrics: metrics)
-        accounts = try AccountService(
-            tokens: tokens, store: store, logger: logger, hasher: hasher, pool: hashingPool,
-            throttle: configuration.loginThrottle
-                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
-            metrics: metrics, audit: audit)
-        clients = try ClientService(
-            tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
-            trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
-        grants = GrantService(
-            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
         var mailer: Mailer?
         if let mail = configuration.mail {
             mailer = try Mailer(
@@ -131,6 +122,18 @@ package final class BrokerService: Sendable {
                 clock: clock, backoff: mailBackoff)
         }
         self.mailer = mailer
+        verification = VerificationService(
+            store: store, tokens: tokens, mailer: mailer, audit: audit, logger: logger, metrics: metrics)
+        accounts = try AccountService(
+            tokens: tokens, store: store, logger: logger, hasher: hasher, pool: hashingPool,
+            throttle: configuration.loginThrottle
+                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
+            metrics: metrics, audit: audit, verification: verification)
+        clients = try ClientService(
+            tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
+            trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
+        grants = GrantService(
+            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,

@@ -78,6 +78,7 @@ final class GrantService: Sendable {
         case .rotated(let session, let user):
             let access = try tokens.accessToken(
                 user: user,
+                emailVerified: try await tokens.emailVerified(user),
                 sessionID: session.id,
                 clientID: session.clientID,
                 scope: session.scope,
@@ -154,7 +155,10 @@ final class GrantService: Sendable {
             "user_id": .string(user.id.description),
             "provider": .string(user.id.provider.rawValue),
         ]
-        if let email = user.email { body["email"] = .string(email) }
+        if let email = user.email {
+            body["email"] = .string(email)
+            body["email_verified"] = .bool(try await tokens.emailVerified(user))
+        }
         if let name = user.name { body["name"] = .string(name) }
         return APIResponse(status: 200, body: .object(body), headers: [("Cache-Control", "no-store")])
     }

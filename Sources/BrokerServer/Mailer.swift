@@ -9,6 +9,7 @@ import Synchronization
 /// Which message: the template pair it is made from.
 enum MailKind: String, Sendable {
     case reset
+    case verify
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
@@ -37,7 +38,10 @@ struct MailTemplates: Sendable {
             }
         }
         var pairs: [MailKind: Pair] = [:]
-        for (kind, text, html) in [(MailKind.reset, PackageResources.reset_txt, PackageResources.reset_html)] {
+        for (kind, text, html) in [
+            (MailKind.reset, PackageResources.reset_txt, PackageResources.reset_html),
+            (.verify, PackageResources.verify_txt, PackageResources.verify_html),
+        ] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
             guard lines.count == 2, lines[0].hasPrefix("Subject: "), lines[0].count > 9 else {

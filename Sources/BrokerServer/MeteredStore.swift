@@ -54,6 +54,9 @@ final class MeteredStore: Store {
             try await base.resetPassword(linkHash: linkHash, passwordHash: passwordHash, now: now)
         }
     }
+    func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID? {
+        try await timed("verify_email") { try await base.verifyEmail(linkHash: linkHash, now: now) }
+    }
     func changePassword(user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64)
         async throws -> Bool
     {

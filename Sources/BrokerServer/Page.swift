@@ -55,6 +55,32 @@ enum Page {
         title: "This link no longer works",
         text: "Reset links work once, for 30 minutes, and only the newest one. Ask for a new link and use it soon.")
 
+    static let expiredVerification = message(
+        title: "This link no longer works",
+        text:
+            "Confirmation links work once, for 24 hours, and only the newest one. Ask for a new one: broker register --resend --email you@example.com"
+    )
+
+    static let staleForm = message(
+        title: "This form has expired",
+        text:
+            "The page was not opened from this browser, or it was opened too long ago. Open the link in your mail again."
+    )
+
+    /// The confirmation page: one button, so that fetching the link alone (a mail scanner) spends nothing.
+    static func verifyForm(token: String, csrf: String, email: String?) -> String {
+        var body = ""
+        if let email { body += "<p>Confirm that <strong>\(HTML.escape(email))</strong> is your address.</p>\n" }
+        body += """
+            <form method="post" action="/auth/verify">
+            <input type="hidden" name="token" value="\(HTML.escape(token))">
+            <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+            <button type="submit">Confirm my address</button>
+            </form>
+            """
+        return document(title: "Confirm your email address", body: body)
+    }
+
     /// The new-password form; `token` and `csrf` go back in hidden fields.
     static func resetForm(token: String, csrf: String, email: String?, problem: String?) -> String {
         var body = ""

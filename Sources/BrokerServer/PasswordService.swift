@@ -104,13 +104,7 @@ final class PasswordService: Sendable {
             ConstantTime.equals(expected, csrf)
         else {
             accounts.audit.record("password_reset", outcome: "failure", fields: ["reason": "csrf"])
-            return Page.response(
-                status: 403,
-                Page.message(
-                    title: "This form has expired",
-                    text:
-                        "The page was not opened from this browser, or it was opened too long ago. Open the link in your mail again."
-                ))
+            return Page.response(status: 403, Page.staleForm)
         }
         guard let hash = Self.linkHash(token),
             let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.reset, now: now),
@@ -192,7 +186,7 @@ final class PasswordService: Sendable {
     }
 
     static func csrfCookieHeader(_ value: String, secure: Bool, expire: Bool = false) -> String {
-        "\(csrfCookie)=\(value); Path=/auth/password; HttpOnly; SameSite=Strict"
+        "\(csrfCookie)=\(value); Path=/auth; HttpOnly; SameSite=Strict"
             + (secure ? "; Secure" : "") + (expire ? "; Max-Age=0" : "; Max-Age=1800")
     }
 

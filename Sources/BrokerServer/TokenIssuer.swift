@@ -73,7 +73,9 @@ final class TokenIssuer: Sendable {
         } catch let error as StoreError where error.code == .disabled {
             throw APIError.accountDisabled
         }
-        let access = try accessToken(user: user, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
+        let access = try accessToken(
+            user: user, emailVerified: try await emailVerified(user), sessionID: sessionID, clientID: clientID,
+            scope: scope, now: issuedAt)
         return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
     }
 
@@ -91,17 +93,28 @@ final class TokenIssuer: Sendable {
 
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
     /// session, so that revoking it ends its access tokens too).
-    func accessToken(user: UserRecord, sessionID: String?, clientID: String, scope: String?, now: Int64) throws
-        -> String
-    {
+    func accessToken(
+        user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?, now: Int64
+    ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
-        if let email = user.email { extra["email"] = .string(email) }
+        if let email = user.email {
+            extra["email"] = .string(email)
+            extra["email_verified"] = .bool(emailVerified)
+        }
         if let name = user.name { extra["name"] = .string(name) }
         if let scope { extra["scope"] = .string(scope) }
         return try sign(
             subject: user.id.description, audience: configuration.audience, lifetime: configuration.accessTokenTTL,
             idp: user.id.provider.rawValue, clientID: clientID, now: now, extra: extra)
+    }
+
+    /// Whether `user`'s address is verified: a provider's user carries an address only when the provider
+    /// verified it; a custom account's address is verified once its mailed link was followed.
+    func emailVerified(_ user: UserRecord) async throws -> Bool {
+        guard user.email != nil else { return false }
+        guard user.id.provider == .custom else { return true }
+        return try await store.passwordAccount(user: user.id)?.emailVerifiedAt != nil
     }
 
     /// A CI client's access token (`sub: client:<name>`, `idp: client`, no session): minted by

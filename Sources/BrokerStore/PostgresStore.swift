@@ -295,15 +295,15 @@ package final class PostgresStore: Store {
         return try await run("account lookup") {
             let rows = try await client.query(
                 """
-                SELECT a.email, a.password_hash, u.id, u.email, u.name, u.created_at
+                SELECT a.email, a.password_hash, a.email_verified_at, u.id, u.email, u.name, u.created_at
                 FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.email = \(email)
                 """
-            ).decode((String, String, String, String?, String?, Int64).self)
-            for try await (email, hash, id, userEmail, name, created) in rows {
+            ).decode((String, String, Int64?, String, String?, String?, Int64).self)
+            for try await (email, hash, verifiedAt, id, userEmail, name, created) in rows {
                 guard let userID = UserID(id) else { return nil }
                 return PasswordAccount(
                     user: UserRecord(id: userID, email: userEmail, name: name, createdAt: created),
-                    email: email, passwordHash: hash)
+                    email: email, passwordHash: hash, emailVerifiedAt: verifiedAt)
             }
             return nil
         }
@@ -646,14 +646,14 @@ package final class PostgresStore: Store {
         return try await run("account lookup") {
             let rows = try await client.query(
                 """
-                SELECT a.email, a.password_hash, u.email, u.name, u.created_at
+                SELECT a.email, a.password_hash, a.email_verified_at, u.email, u.name, u.created_at
                 FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = \(user.description)
                 """
-            ).decode((String, String, String?, String?, Int64).self)
-            for try await (email, hash, userEmail, name, created) in rows {
+            ).decode((String, String, Int64?, String?, String?, Int64).self)
+            for try await (email, hash, verifiedAt, userEmail, name, created) in rows {
                 return PasswordAccount(
                     user: UserRecord(id: user, email: userEmail, name: name, createdAt: created),
-                    email: email, passwordHash: hash)
+                    email: email, passwordHash: hash, emailVerifiedAt: verifiedAt)
             }
             return nil
         }
@@ -728,6 +728,29 @@ package final class PostgresStore: Store {
             try await connection.query(
                 "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
                 logger: logger
+            ).drain()
+            return user
+        }
+    }
+
+    package func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID? {
+        let logger = logger
+        return try await transaction("address verification") { connection in
+            let spent = try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE hash = \(linkHash.hex) AND purpose = \(EmailLinkPurpose.verify) AND used_at IS NULL
+                AND expires_at > \(now) RETURNING user_id
+                """, logger: logger
+            ).decode(String.self)
+            var owner: String?
+            for try await id in spent { owner = id }
+            guard let owner, let user = UserID(owner) else { return nil }
+            try await connection.query(
+                """
+                UPDATE password_accounts SET email_verified_at = \(now)
+                WHERE user_id = \(owner) AND email_verified_at IS NULL
+                """, logger: logger
             ).drain()
             return user
         }

@@ -87,14 +87,17 @@ package final class SQLiteStore: Store {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT a.email, a.password_hash, u.id, u.email AS user_email, u.name, u.created_at
+                        SELECT a.email, a.password_hash, a.email_verified_at, u.id, u.email AS user_email, u.name,
+                        u.created_at
                         FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.email = ?
                         """,
                     arguments: [email]
                 ),
                 let user = Self.user(row)
             else { return nil }
-            return PasswordAccount(user: user, email: row["email"], passwordHash: row["password_hash"])
+            return PasswordAccount(
+                user: user, email: row["email"], passwordHash: row["password_hash"],
+                emailVerifiedAt: row["email_verified_at"])
         }
     }
 
@@ -634,14 +637,17 @@ package final class SQLiteStore: Store {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT a.email, a.password_hash, u.id, u.email AS user_email, u.name, u.created_at
+                        SELECT a.email, a.password_hash, a.email_verified_at, u.id, u.email AS user_email, u.name,
+                        u.created_at
                         FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = ?
                         """,
                     arguments: [user.description]
                 ),
                 let record = Self.user(row)
             else { return nil }
-            return PasswordAccount(user: record, email: row["email"], passwordHash: row["password_hash"])
+            return PasswordAccount(
+                user: record, email: row["email"], passwordHash: row["password_hash"],
+                emailVerifiedAt: row["email_verified_at"])
         }
     }
 
@@ -695,6 +701,27 @@ package final class SQLiteStore: Store {
             guard db.changesCount == 1 else { return nil }
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, owner])
+            return user
+        }
+    }
+
+    package func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID? {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE email_links SET used_at = ?
+                    WHERE hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?
+                    """,
+                arguments: [now, linkHash.hex, EmailLinkPurpose.verify, now])
+            guard db.changesCount == 1,
+                let owner = try String.fetchOne(
+                    db, sql: "SELECT user_id FROM email_links WHERE hash = ?", arguments: [linkHash.hex]),
+                let user = UserID(owner)
+            else { return nil }
+            try db.execute(
+                sql:
+                    "UPDATE password_accounts SET email_verified_at = ? WHERE user_id = ? AND email_verified_at IS NULL",
                 arguments: [now, owner])
             return user
         }

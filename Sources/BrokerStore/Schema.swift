@@ -259,7 +259,7 @@ package enum Schema {
         ),
         Migration(
             version: 7,
-            name: "single-use mail links (password reset)",
+            name: "single-use mail links (password reset, address verification), verified addresses",
             sqlite: """
                 CREATE TABLE email_links (
                     hash TEXT PRIMARY KEY NOT NULL,
@@ -271,6 +271,7 @@ package enum Schema {
                 );
                 CREATE INDEX email_links_user ON email_links(user_id, purpose);
                 CREATE INDEX email_links_expiry ON email_links(expires_at);
+                ALTER TABLE password_accounts ADD COLUMN email_verified_at INTEGER;
                 """,
             postgres: """
                 CREATE TABLE email_links (
@@ -283,6 +284,7 @@ package enum Schema {
                 );
                 CREATE INDEX email_links_user ON email_links(user_id, purpose);
                 CREATE INDEX email_links_expiry ON email_links(expires_at);
+                ALTER TABLE password_accounts ADD COLUMN email_verified_at BIGINT;
                 """
         ),
     ]
@@ -318,7 +320,10 @@ extension Schema {
             ]),
         Table(
             name: "password_accounts",
-            columns: [("email", .text), ("user_id", .text), ("password_hash", .text), ("updated_at", .integer)]),
+            columns: [
+                ("email", .text), ("user_id", .text), ("password_hash", .text), ("updated_at", .integer),
+                ("email_verified_at", .integer),
+            ]),
         Table(
             name: "sessions",
             columns: [

@@ -22,11 +22,14 @@ package struct PasswordAccount: Sendable, Hashable {
     /// Trimmed, lowercased.
     package var email: String
     package var passwordHash: String
+    /// When the address was confirmed through a mailed link; `nil`: not yet.
+    package var emailVerifiedAt: Int64?
 
-    package init(user: UserRecord, email: String, passwordHash: String) {
+    package init(user: UserRecord, email: String, passwordHash: String, emailVerifiedAt: Int64? = nil) {
         self.user = user
         self.email = email
         self.passwordHash = passwordHash
+        self.emailVerifiedAt = emailVerifiedAt
     }
 }
 
@@ -240,6 +243,11 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
     /// spent or expired.
     func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID?
 
+    /// Address verification, in one transaction: spends the `verify` link and marks its user's address as
+    /// verified (the first time; a later link keeps the first date). `nil` when the link is unknown, spent or
+    /// expired.
+    func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID?
+
     /// A password change, in one transaction: replaces the hash if it is still `old` (compare-and-set: two
     /// changes at once cannot both win) and revokes every session of the user but `keepingSession`. Returns
     /// whether the hash was replaced.
@@ -250,6 +258,7 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
 /// What a mail link is for (`email_links.purpose`).
 package enum EmailLinkPurpose {
     package static let reset = "reset"
+    package static let verify = "verify"
 }
 
 /// A signing key as stored: its private half sealed under the master key (``sealedKey``, base64url of an

@@ -127,13 +127,26 @@ extension Broker {
         @Flag(name: .long, help: "Read the password from stdin instead of asking.")
         var passwordStdin = false
 
+        @Flag(name: .long, help: "Ask for a new confirmation link for --email (the account exists already).")
+        var resend = false
+
         func run() async throws {
             let settings = try client.settings()
-            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
             let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            if resend { return try await resendLink(settings: settings, api: api) }
+            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
             let response: SessionResponse
+            let verificationSent: Bool
             do {
-                response = try await api.register(email: credentials.email, password: credentials.password, name: name)
+                switch try await api.register(email: credentials.email, password: credentials.password, name: name) {
+                case .session(let session, let sent):
+                    (response, verificationSent) = (session, sent)
+                case .awaitingVerification(let user):
+                    Console.note(
+                        "Registered \(user). Confirm \(credentials.email) with the link we mailed, then sign in: "
+                            + "broker login --provider custom --email \(credentials.email)")
+                    return
+                }
             } catch {
                 if case .rejected(_, "account_exists", _) = error {
                     Console.error("an account with this email already exists at \(settings.key.brokerURL)")
@@ -146,9 +159,26 @@ extension Broker {
             do {
                 let session = try service.store(response)
                 Console.note("Registered and signed in as \(session.userID) (\(settings.key)).")
+                if verificationSent { Console.note("A link to confirm \(credentials.email) is on its way.") }
             } catch {
                 throw ClientFailure.exit(error, settings: settings)
             }
+        }
+
+        /// `--resend`: a new confirmation link; the broker answers the same for every address.
+        func resendLink(settings: ClientSettings, api: BrokerAPI) async throws {
+            guard let email, !email.isEmpty else {
+                throw Console.fail("--resend needs --email", code: BrokerExit.usage)
+            }
+            do {
+                _ = try await api.resendVerification(email: email)
+            } catch {
+                if case .rejected(404, "not_found", _) = error {
+                    throw Console.fail("\(settings.key.brokerURL) does not send mail, so it cannot confirm addresses")
+                }
+                throw ClientFailure.exit(error, doing: "the request for a new link")
+            }
+            Console.note("If an unconfirmed account uses \(email), a new confirmation link is on its way.")
         }
     }
 

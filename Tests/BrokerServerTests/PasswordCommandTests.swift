@@ -128,6 +128,59 @@ struct PasswordCommandTests {
         }
     }
 
+    /// With `require_verified_email`: `broker register` says to confirm the address, `broker login` is refused
+    /// until then, `broker register --resend` mails a new link, and Chromium presses the page's button.
+    @Test func aRequiredConfirmationAsAPersonMeetsIt() async throws {
+        let sink = try await SMTPSink.start()
+        let server = try await BrokerProcess.start(
+            config: #"""
+                {"server": {"require_verified_email": true},
+                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                """#)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let password = "correct horse battery staple"
+        let registered = try await client.run(
+            ["register", "--email", "confirm@example.com", "--password-stdin"], stdin: password)
+        #expect(registered.status == 0, "\(registered.stderr)")
+        #expect(
+            registered.stderr.contains("Confirm confirm@example.com with the link we mailed"), "\(registered.stderr)")
+        #expect(try client.cached() == nil, "no session before the confirmation")
+        let login = ["login", "--provider", "custom", "--email", "confirm@example.com", "--password-stdin"]
+        let refused = try await client.run(login, stdin: password)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("confirm your email address first"), "\(refused.stderr)")
+
+        let resent = try await client.run(["register", "--resend", "--email", "confirm@example.com"])
+        #expect(resent.status == 0, "\(resent.stderr)")
+        #expect(try await client.run(["register", "--resend"]).status == 64)
+        var token: String?
+        for _ in 0..<600 {
+            if try sink.messages().filter({ $0["to"]?.stringValue == "confirm@example.com" }).count == 2 {
+                token = try VerificationTests.mailedToken(sink, to: "confirm@example.com")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let link = server.url + "/auth/verify?token=" + (try #require(token))
+        let shots =
+            ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
+            ?? server.directory.appendingPathComponent("screenshots").path
+        try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
+        let browser = try await ProcessRunner.run(
+            "/usr/bin/env", ["python3", TestPaths.interop("verify_in_chromium.py"), link, shots], timeout: .seconds(180)
+        )
+        #expect(browser.status == 0, "\(browser.stderr)")
+        let pages = try #require(JSONValue.parse(Array(browser.stdout.utf8)), "\(browser.stdout)")
+        #expect(pages["page_title"]?.stringValue == "Confirm your email address")
+        #expect(pages["result_title"]?.stringValue == "Your address is confirmed")
+
+        let admitted = try await client.run(login, stdin: password)
+        #expect(admitted.status == 0, "\(admitted.stderr)")
+        let token2 = try await client.run(["token", "--format", "json"])
+        #expect(token2.status == 0)
+    }
+
     @Test func aMailServerThatIsDownIsLoggedWithoutTheLinkAndTheCommandStillSucceeds() async throws {
         let closed = try freeLoopbackPort()
         let server = try await BrokerProcess.start(

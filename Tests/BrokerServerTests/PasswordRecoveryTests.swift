@@ -20,7 +20,10 @@ struct PasswordRecoveryTests {
 
     /// The token of the newest reset link mailed to `email`.
     static func mailedToken(_ sink: SMTPSink, to email: String) throws -> String? {
-        let text = try sink.messages().last { $0["to"]?.stringValue == email }?["text"]?.stringValue ?? ""
+        let text =
+            try sink.messages().last {
+                $0["to"]?.stringValue == email && $0["subject"]?.stringValue == "Reset your password"
+            }?["text"]?.stringValue ?? ""
         guard let range = text.range(of: "/auth/password/reset?token=") else { return nil }
         return String(text[range.upperBound...].prefix { !$0.isWhitespace })
     }
@@ -60,7 +63,8 @@ struct PasswordRecoveryTests {
             #expect(known.status == 202)
             #expect(unknown.status == known.status && unknown.body == known.body, "nothing tells the two apart")
             await broker.service.mailer?.flush()
-            #expect(try sink.messages().count == 1, "mail only for the account that exists")
+            let resets = try sink.messages().filter { $0["subject"]?.stringValue == "Reset your password" }
+            #expect(resets.count == 1, "mail only for the account that exists")
             let token = try #require(try Self.mailedToken(sink, to: "reset@example.com"))
 
             let page = try await client.get("/auth/password/reset?token=" + token)

@@ -1,0 +1,131 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// Address verification for custom accounts: registering mails a single-use link (24 hours, stored hashed);
+/// the link opens a page whose button confirms the address (a GET never spends the link, so a mail scanner
+/// that fetches links cannot use it up). Tokens carry `email_verified`; with `server.require_verified_email`,
+/// login refuses unverified accounts and registration starts no session.
+final class VerificationService: Sendable {
+    let store: any Store
+    let tokens: TokenIssuer
+    let mailer: Mailer?
+    let audit: AuditTrail
+    let logger: Logger
+    let metrics: BrokerMetrics
+    /// Resend requests per address and per client address (unknown addresses count alike).
+    let perEmail: RateLimiter
+    let perAddress: RateLimiter
+
+    static let lifetime: Int64 = 86_400
+
+    init(
+        store: any Store, tokens: TokenIssuer, mailer: Mailer?, audit: AuditTrail, logger: Logger,
+        metrics: BrokerMetrics
+    ) {
+        self.store = store
+        self.tokens = tokens
+        self.mailer = mailer
+        self.audit = audit
+        self.logger = logger
+        self.metrics = metrics
+        perEmail = RateLimiter(capacity: 3, per: 3600, clock: tokens.clock)
+        perAddress = RateLimiter(capacity: 10, per: 3600, clock: tokens.clock)
+    }
+
+    var now: Int64 { tokens.now }
+    var required: Bool { tokens.configuration.requireVerifiedEmail }
+
+    /// After a registration: the link goes out in the background (nothing without mail).
+    func registered(_ user: UserRecord, email: String) {
+        guard let mailer else { return }
+        let origin = RequestOrigin.current
+        mailer.enqueue(.verify) {
+            await RequestOrigin.$current.withValue(origin) {
+                await self.verifyMail(to: email, user: user, mailer: mailer)
+            }
+        }
+    }
+
+    /// `POST /auth/verify/resend {"email"}` → 202, the same for every address.
+    func resend(_ input: RequestInput, address: String?) async throws -> APIResponse {
+        guard let mailer else {
+            throw APIError.notFound("address verification needs mail, and this broker has no mail section")
+        }
+        let raw = try input.string("email")
+        let email = (try? AccountRules.normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
+        for (limiter, key) in [(perAddress, address), (perEmail, email)] {
+            guard let key, let wait = limiter.take(key) else { continue }
+            metrics.throttled("verification")
+            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many requests; try later")
+        }
+        let origin = RequestOrigin.current
+        mailer.enqueue(.verify) {
+            await RequestOrigin.$current.withValue(origin) {
+                guard let account = try? await self.store.passwordAccount(email: email),
+                    account.emailVerifiedAt == nil
+                else { return nil }
+                return await self.verifyMail(to: account.email, user: account.user, mailer: mailer)
+            }
+        }
+        return APIResponse(
+            status: 202,
+            body: [
+                "status": "accepted",
+                "message": "If an unconfirmed account uses this address, a new confirmation link is on its way.",
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    private func verifyMail(to email: String, user: UserRecord, mailer: Mailer) async -> OutgoingMail? {
+        do {
+            let secret = try SecureRandom.token(byteCount: 32)
+            try await store.createEmailLink(
+                hash: Digest.sha256(secret), user: user.id, purpose: EmailLinkPurpose.verify,
+                expiresAt: now + Self.lifetime, now: now)
+            let link = tokens.issuer + "/auth/verify?token=" + secret
+            return mailer.compose(.verify, to: email, name: user.name, link: link, minutes: Self.lifetime / 60)
+        } catch {
+            logger.error("verification link not created", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// `GET /auth/verify?token=…`: a page with one button; the link is not spent yet.
+    func page(query: [String: String], secure: Bool) async throws -> APIResponse {
+        guard let token = query["token"], let hash = PasswordService.linkHash(token),
+            let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.verify, now: now)
+        else {
+            return Page.response(status: 400, Page.expiredVerification)
+        }
+        let csrf = try SecureRandom.token(byteCount: 24)
+        var response = Page.response(status: 200, Page.verifyForm(token: token, csrf: csrf, email: user.email))
+        response.headers.append(("Set-Cookie", PasswordService.csrfCookieHeader(csrf, secure: secure)))
+        return response
+    }
+
+    /// `POST /auth/verify` (the page's button): the address is confirmed, once.
+    func confirm(_ input: RequestInput, cookie: String?, secure: Bool) async throws -> APIResponse {
+        let token = (try? input.string("token")) ?? ""
+        let csrf = (try? input.string("csrf")) ?? ""
+        guard let expected = PasswordService.cookieValue(cookie, name: PasswordService.csrfCookie), !csrf.isEmpty,
+            ConstantTime.equals(expected, csrf)
+        else {
+            return Page.response(status: 403, Page.staleForm)
+        }
+        guard let hash = PasswordService.linkHash(token),
+            let user = try await store.verifyEmail(linkHash: hash, now: now)
+        else {
+            return Page.response(status: 400, Page.expiredVerification)
+        }
+        audit.record("email_verified", user: user)
+        logger.info("address verified", metadata: ["broker.user": "\(user)"])
+        var response = Page.response(
+            status: 200,
+            Page.message(title: "Your address is confirmed", text: "Thank you. You can close this page and sign in."))
+        response.headers.append(("Set-Cookie", PasswordService.csrfCookieHeader("", secure: secure, expire: true)))
+        return response
+    }
+}
