@@ -65,6 +65,7 @@ struct EndpointTests {
         #expect(claims["sub"]?.stringValue == userID)
         #expect(claims["aud"] == "broker" && claims["idp"] == "custom" && claims["client_id"] == "broker-cli")
         #expect(claims["email"] == "ada@example.com" && claims["name"] == "Ada Lovelace")
+        #expect(claims["email_verified"] == false, "a custom address is verified only through its mailed link")
         let iat = try #require(claims["iat"]?.intValue)
         #expect(claims["exp"]?.intValue == iat + 3600 && claims["nbf"]?.intValue == iat)
         #expect(claims["jti"]?.stringValue?.isEmpty == false)
@@ -74,6 +75,7 @@ struct EndpointTests {
         #expect(
             me.json == [
                 "user_id": .string(userID), "provider": "custom", "email": "ada@example.com", "name": "Ada Lovelace",
+                "email_verified": false,
             ])
 
         let login = try await server.login("ADA@example.com", Self.password)
