@@ -168,6 +168,30 @@ package struct BrokerAPI: Sendable {
         return try await send(request, expect: 200)
     }
 
+    /// `POST /auth/account/delete` with the session's token (and the password, for a custom account).
+    package func deleteAccount(_ accessToken: Secret, password: Secret?) async throws(BrokerAPIError) -> JSONValue {
+        var body: [String: JSONValue] = [:]
+        if let password { body["password"] = .string(password.exposed) }
+        var api = self
+        api.timeout = max(api.timeout, Self.passwordTimeout)
+        let request = HTTPClientRequest(
+            method: "POST", url: baseURL + "/auth/account/delete",
+            headers: Self.accept + [
+                (name: "Content-Type", value: "application/json"),
+                (name: "Authorization", value: "Bearer " + accessToken.exposed),
+            ],
+            body: JSONValue.object(body).serializedBytes)
+        return try await api.send(request, expect: 200)
+    }
+
+    /// `GET /auth/account/export` with the session's token.
+    package func exportAccount(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPClientRequest(
+            url: baseURL + "/auth/account/export",
+            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)])
+        return try await send(request, expect: 200)
+    }
+
     /// `POST /auth/password/forgot`: the broker mails a reset link if the address has an account (202 either way).
     package func forgotPassword(email: String) async throws(BrokerAPIError) -> JSONValue {
         try await postJSON("/auth/password/forgot", body: ["email": .string(email)], expect: 202)

@@ -209,6 +209,14 @@ package enum BrokerHTTPServer {
         router.get("/auth/me") { request, _ in
             try await response(service.grants.me(authorization: request.headers[.authorization]))
         }
+        router.post("/auth/account/delete") { request, _ in
+            try await response(
+                service.selfService.delete(
+                    input(request, allowForm: false), authorization: request.headers[.authorization]))
+        }
+        router.get("/auth/account/export") { request, _ in
+            try await response(service.selfService.export(authorization: request.headers[.authorization]))
+        }
         router.get("/auth/verify") { request, _ in
             try await response(service.verification.page(query: try query(request), secure: service.issuerIsHTTPS))
         }

@@ -48,6 +48,7 @@ package final class BrokerService: Sendable {
     let clients: ClientService
     let passwords: PasswordService
     let verification: VerificationService
+    let selfService: AccountSelfService
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -135,6 +136,7 @@ package final class BrokerService: Sendable {
         grants = GrantService(
             tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
+        selfService = AccountSelfService(accounts: accounts, grants: grants)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(

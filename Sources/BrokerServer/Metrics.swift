@@ -102,6 +102,13 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// An account deleted by its own user.
+    func accountDeleted() {
+        registry.makeCounter(
+            descriptor: Self.name("broker_accounts_deleted", unit: "total", "Accounts deleted by their users.")
+        ).increment()
+    }
+
     /// A password replaced: `reset` (mailed link) or `change` (signed in).
     func passwordEvent(_ kind: String) {
         registry.makeCounter(

@@ -1,0 +1,92 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// What a signed-in person does with their own account: delete it, or export what the broker keeps about it.
+final class AccountSelfService: Sendable {
+    let accounts: AccountService
+    let grants: GrantService
+
+    /// How recent a provider sign-in must be for it to stand in for a password when deleting.
+    static let freshSignIn: Int64 = 600
+
+    init(accounts: AccountService, grants: GrantService) {
+        self.accounts = accounts
+        self.grants = grants
+    }
+
+    var store: any Store { accounts.store }
+    var now: Int64 { accounts.now }
+
+    /// `POST /auth/account/delete` with the session's token: a custom account gives its password
+    /// (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the user, their
+    /// password, sessions and refresh tokens, codes and links; their access tokens fail at `/auth/me` at once.
+    func delete(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        let (session, user) = try await grants.authenticate(authorization: authorization)
+        if let account = try await store.passwordAccount(user: user.id) {
+            let password = Secret(try input.string("password"))
+            let verified = try await accounts.hashInPool { [hasher = accounts.hasher] in
+                try hasher.verify(password, against: account.passwordHash)
+            }
+            guard verified else {
+                accounts.audit.record(
+                    "account_deleted", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
+                throw APIError.invalidCredentials
+            }
+        } else if now - session.createdAt > Self.freshSignIn {
+            throw APIError(
+                status: 403, code: "reauthentication_required",
+                detail: "sign in again (broker login --provider \(user.id.provider.rawValue)) and delete within "
+                    + "\(Self.freshSignIn / 60) minutes")
+        }
+        guard try await store.deleteUser(id: user.id) else {
+            throw APIError.invalidToken("the account no longer exists")
+        }
+        accounts.metrics.accountDeleted()
+        accounts.audit.record("account_deleted", user: user.id, fields: ["provider": user.id.provider.rawValue])
+        accounts.logger.info("account deleted by its user", metadata: ["broker.user": "\(user.id)"])
+        return APIResponse(
+            status: 200, body: ["status": "deleted", "user_id": .string(user.id.description)],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// `GET /auth/account/export`: everything the broker keeps about the user, as JSON — never a hash, a token
+    /// or a link.
+    func export(authorization: String?) async throws -> APIResponse {
+        let (_, user) = try await grants.authenticate(authorization: authorization)
+        var document: [String: JSONValue] = [
+            "exported_at": .string(RFC3339.format(epochSeconds: now)),
+            "user": [
+                "user_id": .string(user.id.description), "provider": .string(user.id.provider.rawValue),
+                "subject": .string(user.id.subject), "email": user.email.map(JSONValue.string) ?? .null,
+                "name": user.name.map(JSONValue.string) ?? .null,
+                "created_at": .string(RFC3339.format(epochSeconds: user.createdAt)),
+            ],
+        ]
+        if let status = try await store.userStatus(id: user.id), let disabled = status.disabledAt {
+            document["disabled_at"] = .string(RFC3339.format(epochSeconds: disabled))
+        }
+        if let account = try await store.passwordAccount(user: user.id) {
+            document["password_account"] = [
+                "email": .string(account.email),
+                "email_verified_at": account.emailVerifiedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
+            ]
+        }
+        document["sessions"] = .array(
+            try await store.sessions(user: user.id).map { session in
+                [
+                    "session_id": .string(session.id), "client_id": .string(session.clientID),
+                    "scope": session.scope.map(JSONValue.string) ?? .null,
+                    "created_at": .string(RFC3339.format(epochSeconds: session.createdAt)),
+                    "revoked_at": session.revokedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
+                ]
+            })
+        document["audit_events"] = .array(
+            try await store.auditEvents(user: user.id, since: nil, limit: 10_000).map { event in
+                JSONValue.parse(Array(event.document.utf8)) ?? .string(event.document)
+            })
+        accounts.audit.record("account_exported", user: user.id)
+        return APIResponse(status: 200, body: .object(document), headers: [("Cache-Control", "no-store")])
+    }
+}

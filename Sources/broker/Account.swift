@@ -1,0 +1,99 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+
+extension Broker {
+    struct Account: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete the signed-in account, or export what the broker keeps about it.",
+            subcommands: [Delete.self, Export.self]
+        )
+    }
+}
+
+extension Broker.Account {
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete the signed-in account: its identity, password, sessions; its tokens stop working.",
+            discussion: """
+                A custom account confirms with its password (asked without echo, or --password-stdin). An
+                account of a provider needs a sign-in of the last ten minutes: run broker login first.
+                On a terminal you are asked to type the account's user id; scripts pass --yes.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Flag(name: .long, help: "Read the password from stdin instead of asking (custom accounts).")
+        var passwordStdin = false
+
+        @Flag(name: .long, help: "Do not ask for confirmation.")
+        var yes = false
+
+        func run() async throws {
+            let settings = try client.settings()
+            let session = try await Broker.Token.session(settings, minValid: 30)
+            if !yes {
+                guard Terminal.isInteractive else {
+                    throw Console.fail(
+                        "deleting an account cannot be undone: pass --yes when there is no terminal to ask",
+                        code: BrokerExit.usage)
+                }
+                Console.warning("this deletes \(session.userID) and everything the broker keeps about it")
+                guard Terminal.ask("Type the user id to confirm: ") == session.userID.description else {
+                    throw Console.fail("not confirmed; nothing was deleted")
+                }
+            }
+            var password: Secret?
+            if session.provider == .custom {
+                if passwordStdin {
+                    password = try Terminal.readSecretFromStdin(what: "password")
+                } else if Terminal.isInteractive, let typed = Terminal.askSecret("Password: "), !typed.exposed.isEmpty {
+                    password = typed
+                } else {
+                    throw Console.fail(
+                        "the account's password is needed (on a terminal, or --password-stdin)", code: BrokerExit.usage)
+                }
+            }
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            do {
+                _ = try await api.deleteAccount(session.accessToken, password: password)
+            } catch {
+                if case .rejected(_, "invalid_credentials", _) = error {
+                    throw Console.fail("wrong password; nothing was deleted")
+                }
+                if case .rejected(_, "reauthentication_required", let description) = error {
+                    throw Console.fail("a recent sign-in is needed: \(description)")
+                }
+                if error.isAuthenticationRefusal {
+                    try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                throw ClientFailure.exit(error, doing: "the deletion")
+            }
+            try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
+            Console.note("Deleted \(session.userID); its tokens no longer work.")
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print, as JSON, everything the broker keeps about the signed-in account (no secrets).")
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            let settings = try client.settings()
+            let session = try await Broker.Token.session(settings, minValid: 30)
+            do {
+                let document = try await BrokerAPI(baseURL: settings.key.brokerURL).exportAccount(session.accessToken)
+                Console.out(document.serialized())
+            } catch {
+                if error.isAuthenticationRefusal {
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                throw ClientFailure.exit(error, doing: "the export")
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import BrokerCore
+import BrokerStore
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import BrokerServer
+
+/// `POST /auth/account/delete` and `GET /auth/account/export`, and `broker account delete|export`.
+@Suite("deleting and exporting one's own account")
+struct AccountSelfServiceTests {
+    static let password = "correct horse battery staple"
+
+    func delete(_ client: InProcessBroker.Client, bearer: String?, password: String?) async throws
+        -> InProcessBroker.Client.Reply
+    {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+        var body: [String: JSONValue] = [:]
+        if let password { body["password"] = .string(password) }
+        return try await client.send(
+            .post, "/auth/account/delete", headers: headers, body: Array(JSONValue.object(body).serialized().utf8))
+    }
+
+    @Test func aCustomAccountDeletesItselfWithItsPasswordAndEverythingEnds() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test { client in
+            let registered = try await client.register("leaving@example.com", Self.password)
+            let access = try #require(registered["access_token"]?.stringValue)
+            let refresh = try #require(registered["refresh_token"]?.stringValue)
+            let other = try await client.register("staying@example.com", Self.password)
+            let otherAccess = try #require(other["access_token"]?.stringValue)
+
+            let export = try await client.get("/auth/account/export", bearer: access)
+            #expect(export.status == 200)
+            #expect(export["user"]?["email"]?.stringValue == "leaving@example.com")
+            #expect(export["password_account"]?["email_verified_at"] == .null)
+            #expect(export["sessions"]?.arrayValue?.count == 1)
+            let text = String(decoding: export.body, as: UTF8.self)
+            #expect(!text.contains("scrypt") && !text.contains(refresh) && !text.contains(access), "no secret exported")
+            #expect(try await client.get("/auth/account/export", bearer: nil).status == 401)
+
+            #expect(try await delete(client, bearer: nil, password: Self.password).status == 401)
+            #expect(try await delete(client, bearer: access, password: "not the password").status == 401)
+            #expect(try await delete(client, bearer: access, password: nil).status == 400)
+            #expect(try await client.get("/auth/me", bearer: access).status == 200, "nothing deleted yet")
+
+            let deleted = try await delete(client, bearer: access, password: Self.password)
+            #expect(deleted.status == 200)
+            #expect(deleted["status"]?.stringValue == "deleted")
+            #expect(try await client.get("/auth/me", bearer: access).status == 401, "its tokens stop at once")
+            #expect(try await client.refresh(refresh).status == 400)
+            #expect(try await client.login("leaving@example.com", Self.password).status == 401)
+            #expect(try await broker.store.passwordAccount(email: "leaving@example.com") == nil)
+            #expect(try await client.get("/auth/me", bearer: otherAccess).status == 200, "nobody else is touched")
+            #expect(
+                try await client.register("leaving@example.com", Self.password).status == 201, "the address is free")
+        }
+    }
+
+    @Test func aProviderAccountNeedsASignInOfTheLastTenMinutes() async throws {
+        let broker = try await InProcessBroker()
+        let user = try await broker.store.upsertUser(
+            UserRecord(
+                id: UserID(provider: "google", subject: "1045"), email: "g@example.com", name: "G",
+                createdAt: broker.clock.seconds()))
+        let first = try await broker.service.tokens.startSession(user: user, clientID: "broker-cli", scope: nil)
+        let stale = try #require(first["access_token"]?.stringValue)
+        try await broker.test { client in
+            broker.clock.advance(by: 601)
+            let refused = try await delete(client, bearer: stale, password: nil)
+            #expect(refused.status == 403)
+            #expect(refused.error == "reauthentication_required")
+            let export = try await client.get("/auth/account/export", bearer: stale)
+            #expect(export["user"]?["provider"]?.stringValue == "google")
+            #expect(export["password_account"] == nil)
+            let again = try await broker.service.tokens.startSession(user: user, clientID: "broker-cli", scope: nil)
+            let fresh = try #require(again["access_token"]?.stringValue)
+            #expect(try await delete(client, bearer: fresh, password: nil).status == 200)
+            #expect(try await client.get("/auth/me", bearer: stale).status == 401)
+            #expect(try await broker.store.user(id: user.id) == nil)
+        }
+    }
+
+    @Test func theCommandsAsAPersonRunsThem() async throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let auditPath = directory.appendingPathComponent("audit.log").path
+        let server = try await BrokerProcess.start(
+            config: #"{"server": {"audit_log": "\#(auditPath)", "audit_store": true}}"#, directory: directory)
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        try await client.register("cli-leaving@example.com", password: Self.password)
+        let userID = try #require(try client.cached()?.userID.description)
+
+        let export = try await client.run(["account", "export"])
+        #expect(export.status == 0, "\(export.stderr)")
+        let document = try #require(JSONValue.parse(Array(export.stdout.utf8)))
+        #expect(document["user"]?["user_id"]?.stringValue == userID)
+        #expect(
+            document["audit_events"]?.arrayValue?.contains { $0["event"]?.stringValue == "registration" } == true,
+            "the audit events about the user come along")
+
+        let unconfirmed = try await client.run(["account", "delete", "--password-stdin"], stdin: Self.password)
+        #expect(unconfirmed.status == 64, "no terminal, no --yes: nothing deleted")
+        let wrong = try await client.run(["account", "delete", "--yes", "--password-stdin"], stdin: "wrong password")
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("wrong password"))
+        let deleted = try await client.run(["account", "delete", "--yes", "--password-stdin"], stdin: Self.password)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        #expect(try client.cached() == nil, "the local session goes too")
+        #expect(try await client.run(["account", "export"]).status == 4)
+        let events = try String(contentsOfFile: auditPath, encoding: .utf8).split(separator: "\n").compactMap {
+            JSONValue.parse(Array($0.utf8))
+        }
+        #expect(
+            events.contains {
+                $0["event"] == "account_deleted" && $0["outcome"] == "success" && $0["user_id"]?.stringValue == userID
+            })
+        #expect(events.contains { $0["event"] == "account_deleted" && $0["outcome"] == "failure" })
+    }
+}
