@@ -172,15 +172,22 @@ package struct BrokerAPI: Sendable {
     package func deleteAccount(_ accessToken: Secret, password: Secret?) async throws(BrokerAPIError) -> JSONValue {
         var body: [String: JSONValue] = [:]
         if let password { body["password"] = .string(password.exposed) }
+        return try await postAuthorized("/auth/account/delete", body: .object(body), accessToken)
+    }
+
+    /// A JSON POST with the session's access token, given the time a password check takes.
+    private func postAuthorized(_ path: String, body: JSONValue, _ accessToken: Secret) async throws(BrokerAPIError)
+        -> JSONValue
+    {
         var api = self
         api.timeout = max(api.timeout, Self.passwordTimeout)
         let request = HTTPClientRequest(
-            method: "POST", url: baseURL + "/auth/account/delete",
+            method: "POST", url: baseURL + path,
             headers: Self.accept + [
                 (name: "Content-Type", value: "application/json"),
                 (name: "Authorization", value: "Bearer " + accessToken.exposed),
             ],
-            body: JSONValue.object(body).serializedBytes)
+            body: body.serializedBytes)
         return try await api.send(request, expect: 200)
     }
 
@@ -202,16 +209,7 @@ package struct BrokerAPI: Sendable {
         -> JSONValue
     {
         let body: JSONValue = ["current_password": .string(current.exposed), "new_password": .string(new.exposed)]
-        var api = self
-        api.timeout = max(api.timeout, Self.passwordTimeout)
-        let request = HTTPClientRequest(
-            method: "POST", url: baseURL + "/auth/password/change",
-            headers: Self.accept + [
-                (name: "Content-Type", value: "application/json"),
-                (name: "Authorization", value: "Bearer " + accessToken.exposed),
-            ],
-            body: body.serializedBytes)
-        return try await api.send(request, expect: 200)
+        return try await postAuthorized("/auth/password/change", body: body, accessToken)
     }
 
     /// A CI token from `POST /auth/token`: `client_credentials` when `subjectToken` is `nil` (the secret sent

@@ -699,17 +699,11 @@ package final class PostgresStore: Store {
     package func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID? {
         let logger = logger
         return try await transaction("password reset") { connection in
-            // Spent by this UPDATE or not at all: two resets with one link cannot both pass.
-            let spent = try await connection.query(
-                """
-                UPDATE email_links SET used_at = \(now)
-                WHERE hash = \(linkHash.hex) AND purpose = \(EmailLinkPurpose.reset) AND used_at IS NULL
-                AND expires_at > \(now) RETURNING user_id
-                """, logger: logger
-            ).decode(String.self)
-            var owner: String?
-            for try await id in spent { owner = id }
-            guard let owner, let user = UserID(owner) else { return nil }
+            guard
+                let owner = try await Self.spendLink(
+                    linkHash, purpose: EmailLinkPurpose.reset, now: now, connection, logger),
+                let user = UserID(owner)
+            else { return nil }
             try await connection.query(
                 """
                 UPDATE email_links SET used_at = \(now)
@@ -733,19 +727,31 @@ package final class PostgresStore: Store {
         }
     }
 
+    /// Spends a live mail link of `purpose` (inside the caller's transaction) and returns its user id; spent by
+    /// this UPDATE or not at all, so two requests with one link cannot both pass.
+    private static func spendLink(
+        _ hash: [UInt8], purpose: String, now: Int64, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> String? {
+        let spent = try await connection.query(
+            """
+            UPDATE email_links SET used_at = \(now)
+            WHERE hash = \(hash.hex) AND purpose = \(purpose) AND used_at IS NULL AND expires_at > \(now)
+            RETURNING user_id
+            """, logger: logger
+        ).decode(String.self)
+        var owner: String?
+        for try await id in spent { owner = id }
+        return owner
+    }
+
     package func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID? {
         let logger = logger
         return try await transaction("address verification") { connection in
-            let spent = try await connection.query(
-                """
-                UPDATE email_links SET used_at = \(now)
-                WHERE hash = \(linkHash.hex) AND purpose = \(EmailLinkPurpose.verify) AND used_at IS NULL
-                AND expires_at > \(now) RETURNING user_id
-                """, logger: logger
-            ).decode(String.self)
-            var owner: String?
-            for try await id in spent { owner = id }
-            guard let owner, let user = UserID(owner) else { return nil }
+            guard
+                let owner = try await Self.spendLink(
+                    linkHash, purpose: EmailLinkPurpose.verify, now: now, connection, logger),
+                let user = UserID(owner)
+            else { return nil }
             try await connection.query(
                 """
                 UPDATE password_accounts SET email_verified_at = \(now)

@@ -82,6 +82,15 @@ package final class SQLiteStore: Store {
     }
 
     package func passwordAccount(email: String) async throws -> PasswordAccount? {
+        try await passwordAccount(where: "a.email", is: email)
+    }
+
+    package func passwordAccount(user: UserID) async throws -> PasswordAccount? {
+        try await passwordAccount(where: "a.user_id", is: user.description)
+    }
+
+    /// The password account whose `column` (one of ours, never input) is `value`.
+    private func passwordAccount(where column: StaticString, is value: String) async throws -> PasswordAccount? {
         try await pool.read { db in
             guard
                 let row = try Row.fetchOne(
@@ -89,9 +98,9 @@ package final class SQLiteStore: Store {
                     sql: """
                         SELECT a.email, a.password_hash, a.email_verified_at, u.id, u.email AS user_email, u.name,
                         u.created_at
-                        FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.email = ?
+                        FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE \(column) = ?
                         """,
-                    arguments: [email]
+                    arguments: [value]
                 ),
                 let user = Self.user(row)
             else { return nil }
@@ -630,26 +639,6 @@ package final class SQLiteStore: Store {
     }
 
     // MARK: Account recovery
-
-    package func passwordAccount(user: UserID) async throws -> PasswordAccount? {
-        try await pool.read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT a.email, a.password_hash, a.email_verified_at, u.id, u.email AS user_email, u.name,
-                        u.created_at
-                        FROM password_accounts a JOIN users u ON u.id = a.user_id WHERE a.user_id = ?
-                        """,
-                    arguments: [user.description]
-                ),
-                let record = Self.user(row)
-            else { return nil }
-            return PasswordAccount(
-                user: record, email: row["email"], passwordHash: row["password_hash"],
-                emailVerifiedAt: row["email_verified_at"])
-        }
-    }
 
     package func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64)
         async throws

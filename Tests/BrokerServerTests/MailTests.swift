@@ -12,32 +12,16 @@ import Testing
 /// Tests/Interop/smtp_sink.py: a real SMTP server (aiosmtpd) that parses each message it accepts with Python's
 /// email package and keeps it as a JSON line.
 final class SMTPSink: @unchecked Sendable {
-    let process = Process()
-    let input = Pipe()
+    let server: ScriptServer
     let port: Int
     let file: String
 
     init(arguments: [String] = []) throws {
         file = try TemporaryDirectory.make(prefix: "broker-smtp").appendingPathComponent("mail.jsonl").path
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", TestPaths.interop("smtp_sink.py")] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["SMTP_SINK_FILE": file]) { $1 }
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-        var line = [UInt8]()
-        while true {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
-            guard let first = byte.first else { throw ServerTestError("smtp_sink.py exited before listening") }
-            if first == UInt8(ascii: "\n") { break }
-            line.append(first)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("smtp sink listening on "), let number = Int(text.dropFirst(23)) else {
-            throw ServerTestError("smtp_sink.py said: \(text)")
-        }
+        server = try ScriptServer(
+            TestPaths.interop("smtp_sink.py"), arguments, environment: ["SMTP_SINK_FILE": file],
+            prefix: "smtp sink listening on ")
+        guard let number = Int(server.ready) else { throw ServerTestError("smtp_sink.py: no port in \(server.ready)") }
         port = number
     }
 
@@ -55,7 +39,7 @@ final class SMTPSink: @unchecked Sendable {
         }
     }
 
-    deinit { try? input.fileHandleForWriting.close() }
+    deinit { server.close() }
 }
 
 extension BrokerMetrics {

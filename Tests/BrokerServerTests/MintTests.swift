@@ -10,30 +10,13 @@ import Testing
 /// A CI platform of the tests' own: Tests/Interop/ci_issuer.py, an OIDC issuer on 127.0.0.1 that signs
 /// GitHub-Actions-shaped ID tokens with joserfc. Each path prefix is a separate issuer.
 final class CIIssuer: @unchecked Sendable {
-    let process = Process()
-    let input = Pipe()
-    let base: String
+    let server: ScriptServer
+    var base: String { server.ready }
 
     init() throws {
-        let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/ci_issuer.py").path
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script]
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-        // The script prints one line once it listens; reading it blocks this (non-cooperative) thread only.
-        var line = [UInt8]()
-        while true {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
-            guard let first = byte.first else { throw ServerTestError("ci_issuer.py exited before listening") }
-            if first == UInt8(ascii: "\n") { break }
-            line.append(first)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("issuer-base ") else { throw ServerTestError("ci_issuer.py said: \(text)") }
-        base = String(text.dropFirst("issuer-base ".count))
+        server = try ScriptServer(
+            BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/ci_issuer.py").path,
+            prefix: "issuer-base ")
     }
 
     static func start() async throws -> CIIssuer { try await offThread { try CIIssuer() } }
@@ -58,10 +41,8 @@ final class CIIssuer: @unchecked Sendable {
         return JSONValue.parse(response.body)?["jwks_fetches"]?[tenant]?.intValue ?? 0
     }
 
-    deinit {
-        // Closing stdin ends the script; never wait here (a deinit runs on whatever thread let go last).
-        try? input.fileHandleForWriting.close()
-    }
+    // Closing stdin ends the script; never wait here (a deinit runs on whatever thread let go last).
+    deinit { server.close() }
 }
 
 /// A broker with CI clients, and the CLI that mints against it.

@@ -113,7 +113,8 @@ struct PasswordCommandTests {
         try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
         let fresh = "chosen in chromium 2026"
         let result = try await ProcessRunner.run(
-            "/usr/bin/env", ["python3", TestPaths.interop("reset_in_chromium.py"), link, "NEW_PASSWORD", shots],
+            "/usr/bin/env",
+            ["python3", TestPaths.interop("mail_link_in_chromium.py"), "reset", link, shots, "NEW_PASSWORD"],
             environment: ["NEW_PASSWORD": fresh], timeout: .seconds(180))
         #expect(result.status == 0, "\(result.stderr)")
         let page = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout) \(result.stderr)")
@@ -168,8 +169,8 @@ struct PasswordCommandTests {
             ?? server.directory.appendingPathComponent("screenshots").path
         try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
         let browser = try await ProcessRunner.run(
-            "/usr/bin/env", ["python3", TestPaths.interop("verify_in_chromium.py"), link, shots], timeout: .seconds(180)
-        )
+            "/usr/bin/env", ["python3", TestPaths.interop("mail_link_in_chromium.py"), "verify", link, shots],
+            timeout: .seconds(180))
         #expect(browser.status == 0, "\(browser.stderr)")
         let pages = try #require(JSONValue.parse(Array(browser.stdout.utf8)), "\(browser.stdout)")
         #expect(pages["page_title"]?.stringValue == "Confirm your email address")

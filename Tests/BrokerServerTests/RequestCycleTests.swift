@@ -12,31 +12,14 @@ import Testing
 /// party does — joserfc against the broker's JWKS, the broker's /auth/me for revocation — on a clock the
 /// test sets, so that "expired" needs no waiting.
 final class ResourceServer: @unchecked Sendable {
-    let process = Process()
-    let input = Pipe()
-    let base: String
+    let server: ScriptServer
+    var base: String { server.ready }
 
     init(broker: String, issuer: String, gitRoot: String?) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
-            ["python3", TestPaths.interop("resource_server.py"), "--broker", broker, "--issuer", issuer]
-            + (gitRoot.map { ["--git-root", $0] } ?? [])
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-        var line = [UInt8]()
-        while true {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
-            guard let first = byte.first else { throw ServerTestError("resource_server.py exited before listening") }
-            if first == UInt8(ascii: "\n") { break }
-            line.append(first)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        let prefix = "resource server listening on "
-        guard text.hasPrefix(prefix) else { throw ServerTestError("resource_server.py said: \(text)") }
-        base = String(text.dropFirst(prefix.count))
+        server = try ScriptServer(
+            TestPaths.interop("resource_server.py"),
+            ["--broker", broker, "--issuer", issuer] + (gitRoot.map { ["--git-root", $0] } ?? []),
+            prefix: "resource server listening on ")
     }
 
     static func start(broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil) async throws
@@ -76,7 +59,7 @@ final class ResourceServer: @unchecked Sendable {
         }
     }
 
-    deinit { try? input.fileHandleForWriting.close() }
+    deinit { server.close() }
 }
 
 /// An in-process broker on a real port (manual clock), a resource server judging tokens on the same clock,
