@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 
 /// The contract's exit codes (CONTRACT.md "Exit codes"), and the one mapping from a client-side error to
 /// its code: every command ends through ``of(_:)`` or a usage check, never a code chosen on the spot.

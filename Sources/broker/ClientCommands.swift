@@ -422,6 +422,7 @@ extension Broker {
             }
             let now = SystemClock().seconds()
             let email = profile?["email"]?.stringValue
+            let emailVerified = profile?["email_verified"]?.boolValue
             let name = profile?["name"]?.stringValue
             if json {
                 var fields: [String: JSONValue] = [
@@ -434,13 +435,14 @@ extension Broker {
                     "verified": .bool(profile != nil),
                 ]
                 if let email { fields["email"] = .string(email) }
+                if let emailVerified { fields["email_verified"] = .bool(emailVerified) }
                 if let name { fields["name"] = .string(name) }
                 Console.out(JSONValue.object(fields).serialized())
                 return
             }
             var lines = [("user", session.userID.description)]
             if let name { lines.append(("name", name)) }
-            if let email { lines.append(("email", email)) }
+            if let email { lines.append(("email", email + (emailVerified == false ? " (not confirmed)" : ""))) }
             lines += [
                 ("provider", session.provider.rawValue),
                 ("expires", Expiry.describe(session.expiresAt, now: now)),

@@ -85,7 +85,7 @@ struct CLISessionTests {
         #expect(who.status == 0, "\(who.stderr)")
         let session = try #require(try client.cached())
         #expect(who.stdout.contains("user      \(session.userID)"))
-        #expect(who.stdout.contains("email     ada@example.com"))
+        #expect(who.stdout.contains("email     ada@example.com (not confirmed)"), "\(who.stdout)")
         #expect(who.stdout.contains("name      Ada"))
         #expect(who.stdout.contains("expires   in 59 min") || who.stdout.contains("expires   in 1 h 0 min"))
         #expect(who.stdout.contains("profile   default"))
@@ -95,6 +95,7 @@ struct CLISessionTests {
         #expect(whoDocument["user_id"]?.stringValue == session.userID.description)
         #expect(whoDocument["broker"]?.stringValue == server.url)
         #expect(whoDocument["verified"]?.boolValue == true)
+        #expect(whoDocument["email_verified"]?.boolValue == false)
 
         let raw = try await client.run(["token"])
         #expect(raw.status == 0)
