@@ -322,7 +322,7 @@ extension Broker {
                 key: settings.key
             )
             do {
-                if let cached = try service.cachedSession(minValid: minValid) { return cached }
+                // validSession reads the store without a lock first: the cached token costs no more than that.
                 return try await service.validSession(minValid: minValid)
             } catch {
                 throw ClientFailure.exit(error, settings: settings)

@@ -44,7 +44,6 @@ enum HelperSession {
     static func session(_ settings: ClientSettings) async throws(SessionError) -> Session {
         let service = SessionService(
             cache: settings.cache, api: BrokerAPI(baseURL: settings.key.brokerURL), key: settings.key)
-        if let cached = try service.cachedSession(minValid: CredentialHelper.minValid) { return cached }
         return try await service.validSession(minValid: CredentialHelper.minValid)
     }
 

@@ -225,7 +225,6 @@ struct Cycle {
     /// The session to start with: cached or refreshed; without one, a sign-in on a terminal, else exit 4.
     func firstSession(minValid: Int64) async throws -> Session {
         do {
-            if let cached = try service.cachedSession(minValid: minValid) { return cached }
             return try await service.validSession(minValid: minValid)
         } catch {
             switch error {
