@@ -148,7 +148,8 @@ final class Mailer: Sendable {
     }
 
     /// Runs `prepare` in the background and sends the message it returns, if any (with retries); the caller
-    /// does not wait. ``flush()`` waits for both.
+    /// does not wait. ``flush()`` waits for both. The work runs in a child `Task`, which inherits the caller's
+    /// task-local values: the request's ``RequestOrigin`` reaches the audit events `prepare` records.
     func enqueue(_ kind: MailKind, _ prepare: @escaping @Sendable () async -> OutgoingMail?) {
         let started = pending.run {
             guard let mail = await prepare() else { return }

@@ -48,10 +48,7 @@ final class PasswordService: Sendable {
             throw APIError.tooManyRequests(
                 retryAfter: Int64(wait.rounded(.up)), "too many reset requests for this address; try later")
         }
-        let origin = RequestOrigin.current
-        mailer.enqueue(.reset) {
-            await RequestOrigin.$current.withValue(origin) { await self.resetMail(to: email, mailer: mailer) }
-        }
+        mailer.enqueue(.reset) { await self.resetMail(to: email, mailer: mailer) }
         return APIResponse(
             status: 202,
             body: [

@@ -41,12 +41,7 @@ final class VerificationService: Sendable {
     /// After a registration: the link goes out in the background (nothing without mail).
     func registered(_ user: UserRecord, email: String) {
         guard let mailer else { return }
-        let origin = RequestOrigin.current
-        mailer.enqueue(.verify) {
-            await RequestOrigin.$current.withValue(origin) {
-                await self.verifyMail(to: email, user: user, mailer: mailer)
-            }
-        }
+        mailer.enqueue(.verify) { await self.verifyMail(to: email, user: user, mailer: mailer) }
     }
 
     /// `POST /auth/verify/resend {"email"}` → 202, the same for every address.
@@ -61,14 +56,10 @@ final class VerificationService: Sendable {
             metrics.throttled("verification")
             throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many requests; try later")
         }
-        let origin = RequestOrigin.current
         mailer.enqueue(.verify) {
-            await RequestOrigin.$current.withValue(origin) {
-                guard let account = try? await self.store.passwordAccount(email: email),
-                    account.emailVerifiedAt == nil
-                else { return nil }
-                return await self.verifyMail(to: account.email, user: account.user, mailer: mailer)
-            }
+            guard let account = try? await self.store.passwordAccount(email: email), account.emailVerifiedAt == nil
+            else { return nil }
+            return await self.verifyMail(to: account.email, user: account.user, mailer: mailer)
         }
         return APIResponse(
             status: 202,

@@ -84,6 +84,12 @@ struct PasswordCommandTests {
         for event in ["password_reset_requested", "password_reset", "password_changed"] {
             #expect(events.contains(event), "\(event) in \(events)")
         }
+        let requested = try String(contentsOfFile: auditPath, encoding: .utf8).split(separator: "\n").compactMap {
+            JSONValue.parse(Array($0.utf8))
+        }.first { $0["event"] == "password_reset_requested" }
+        #expect(
+            requested?["client_address"]?.stringValue == "127.0.0.1" && requested?["request_id"] != nil,
+            "recorded in the background, still with the request's origin: \(String(describing: requested))")
         let audit = try String(contentsOfFile: auditPath, encoding: .utf8)
         #expect(!audit.contains(try #require(token)), "the link's secret is in no audit event")
         #expect(!server.stderr.contains(try #require(token)), "nor in the log")
