@@ -9,6 +9,12 @@ enum AccountRules {
     )
 
     /// The email trimmed and lowercased, or why it is not an email address.
+    /// The address to look an account up by: the normalized form when `raw` is a valid address, else `raw`
+    /// trimmed and lowercased (a lookup that will find nothing, answered like any other).
+    static func lookupEmail(_ raw: String) -> String {
+        (try? normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
+    }
+
     static func normalizedEmail(_ raw: String) -> Result<String, RuleViolation> {
         let email = raw.trimmingWhitespace().lowercased()
         guard !email.isEmpty else { return .failure(RuleViolation("email is empty")) }

@@ -26,10 +26,7 @@ final class AccountSelfService: Sendable {
         let (session, user) = try await grants.authenticate(authorization: authorization)
         if let account = try await store.passwordAccount(user: user.id) {
             let password = Secret(try input.string("password"))
-            let verified = try await accounts.hashInPool { [hasher = accounts.hasher] in
-                try hasher.verify(password, against: account.passwordHash)
-            }
-            guard verified else {
+            guard try await accounts.verifyPassword(password, against: account.passwordHash) else {
                 accounts.audit.record(
                     "account_deleted", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
                 throw APIError.invalidCredentials

@@ -64,11 +64,9 @@ final class AccountService: Sendable {
     }
 
     private func createAccount(_ input: RequestInput, address: String?) async throws -> APIResponse {
-        if let address, let wait = registrations.take(address) {
-            metrics.throttled("registrations")
-            throw APIError.tooManyRequests(
-                retryAfter: Int64(wait.rounded(.up)), "too many registrations from this address; try again later")
-        }
+        try registrations.admit(
+            address, metrics: metrics, limit: "registrations",
+            "too many registrations from this address; try again later")
         let email: String
         switch AccountRules.normalizedEmail(try input.string("email")) {
         case .success(let value): email = value
@@ -90,7 +88,7 @@ final class AccountService: Sendable {
         let secret = Secret(password)
         let hash: String
         do {
-            hash = try await hashInPool { [hasher] in try hasher.hash(secret) }
+            hash = try await hashPassword(secret)
         } catch {
             // A full hashing pool served nothing: the attempt does not count against the address.
             if let address { registrations.giveBack(address) }
@@ -146,7 +144,7 @@ final class AccountService: Sendable {
     private func passwordLogin(_ input: RequestInput, address: String?) async throws -> APIResponse {
         let rawEmail = try input.string("email")
         let password = Secret(try input.string("password"))
-        let email = (try? AccountRules.normalizedEmail(rawEmail).get()) ?? rawEmail.trimmingWhitespace().lowercased()
+        let email = AccountRules.lookupEmail(rawEmail)
         // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
         let admission = try await throttle?.admit(account: email, address: address) ?? .open
         switch admission {
@@ -173,7 +171,7 @@ final class AccountService: Sendable {
         let stored = account?.passwordHash ?? dummyHash
         let verified: Bool
         do {
-            verified = try await hashInPool { [hasher] in try hasher.verify(password, against: stored) }
+            verified = try await verifyPassword(password, against: stored)
         } catch let error as PasswordHasher.VerifyError {
             // Best effort: a reservation that cannot be given back lapses after a minute.
             try? await throttle?.refund(account: email, address: address, admission: admission)
@@ -218,12 +216,22 @@ final class AccountService: Sendable {
     /// effort: a full pool or a failed write leaves the old hash, which still verifies.
     private func rehash(account: PasswordAccount, password: Secret) async {
         do {
-            let fresh = try await hashInPool { [hasher] in try hasher.hash(password) }
+            let fresh = try await hashPassword(password)
             try await store.updatePasswordHash(email: account.email, from: account.passwordHash, to: fresh)
             logger.info("password hash upgraded", metadata: ["broker.user": "\(account.user.id)"])
         } catch {
             logger.warning("password rehash skipped", metadata: ["broker.user": "\(account.user.id)"])
         }
+    }
+
+    /// A new password's PHC hash, made in the bounded pool.
+    func hashPassword(_ password: Secret) async throws -> String {
+        try await hashInPool { [hasher] in try hasher.hash(password) }
+    }
+
+    /// Whether `password` matches the PHC hash `stored`, checked in the bounded pool.
+    func verifyPassword(_ password: Secret, against stored: String) async throws -> Bool {
+        try await hashInPool { [hasher] in try hasher.verify(password, against: stored) }
     }
 
     /// Runs password work in the bounded pool; a full pool is a 429 at once.

@@ -1,6 +1,4 @@
-import BrokerConfiguration
 import BrokerCore
-import BrokerCrypto
 import BrokerStore
 import Logging
 
@@ -18,7 +16,6 @@ final class PasswordService: Sendable {
     let perEmail: RateLimiter
 
     static let resetLifetime: Int64 = 1800
-    static let csrfCookie = "broker_csrf"
 
     init(accounts: AccountService, grants: GrantService, mailer: Mailer?) {
         self.accounts = accounts
@@ -37,17 +34,12 @@ final class PasswordService: Sendable {
         guard let mailer else {
             throw APIError.notFound("password reset needs mail, and this broker has no mail section")
         }
-        let raw = try input.string("email")
-        let email = (try? AccountRules.normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
-        if let address, let wait = perAddress.take(address) {
-            accounts.metrics.throttled("password_reset")
-            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many reset requests; try later")
-        }
-        if let wait = perEmail.take(email) {
-            accounts.metrics.throttled("password_reset")
-            throw APIError.tooManyRequests(
-                retryAfter: Int64(wait.rounded(.up)), "too many reset requests for this address; try later")
-        }
+        let email = AccountRules.lookupEmail(try input.string("email"))
+        try perAddress.admit(
+            address, metrics: accounts.metrics, limit: "password_reset", "too many reset requests; try later")
+        try perEmail.admit(
+            email, metrics: accounts.metrics, limit: "password_reset",
+            "too many reset requests for this address; try later")
         mailer.enqueue(.reset) { await self.resetMail(to: email, mailer: mailer) }
         return APIResponse(
             status: 202,
@@ -62,11 +54,9 @@ final class PasswordService: Sendable {
     private func resetMail(to email: String, mailer: Mailer) async -> OutgoingMail? {
         do {
             guard let account = try await store.passwordAccount(email: email) else { return nil }
-            let secret = try SecureRandom.token(byteCount: 32)
-            try await store.createEmailLink(
-                hash: Digest.sha256(secret), user: account.user.id, purpose: EmailLinkPurpose.reset,
-                expiresAt: now + Self.resetLifetime, now: now)
-            let link = accounts.tokens.issuer + "/auth/password/reset?token=" + secret
+            let link = try await MailLink.create(
+                store: store, issuer: accounts.tokens.issuer, path: "/auth/password/reset", user: account.user.id,
+                purpose: EmailLinkPurpose.reset, lifetime: Self.resetLifetime, now: now)
             accounts.audit.record("password_reset_requested", user: account.user.id)
             return mailer.compose(
                 .reset, to: account.email, name: account.user.name, link: link, minutes: Self.resetLifetime / 60)
@@ -80,16 +70,14 @@ final class PasswordService: Sendable {
 
     /// `GET /auth/password/reset?token=…`: the form, or why the link no longer works.
     func resetPage(query: [String: String], secure: Bool) async throws -> APIResponse {
-        guard let token = query["token"], let hash = Self.linkHash(token),
+        guard let token = query["token"], let hash = MailLink.hash(token),
             let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.reset, now: now)
         else {
             return Page.response(status: 400, Page.expiredLink)
         }
-        let csrf = try SecureRandom.token(byteCount: 24)
-        var response = Page.response(
-            status: 200, Page.resetForm(token: token, csrf: csrf, email: user.email, problem: nil))
-        response.headers.append(("Set-Cookie", Self.csrfCookieHeader(csrf, secure: secure)))
-        return response
+        return try FormGuard.page(secure: secure) { csrf in
+            Page.resetForm(token: token, csrf: csrf, email: user.email, problem: nil)
+        }
     }
 
     /// `POST /auth/password/reset` (the form): a new password under the registration rules; every session of
@@ -97,13 +85,11 @@ final class PasswordService: Sendable {
     func reset(_ input: RequestInput, cookie: String?, secure: Bool) async throws -> APIResponse {
         let token = (try? input.string("token")) ?? ""
         let csrf = (try? input.string("csrf")) ?? ""
-        guard let expected = Self.cookieValue(cookie, name: Self.csrfCookie), !csrf.isEmpty,
-            ConstantTime.equals(expected, csrf)
-        else {
+        guard FormGuard.accepts(cookie: cookie, field: csrf) else {
             accounts.audit.record("password_reset", outcome: "failure", fields: ["reason": "csrf"])
             return Page.response(status: 403, Page.staleForm)
         }
-        guard let hash = Self.linkHash(token),
+        guard let hash = MailLink.hash(token),
             let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.reset, now: now),
             let account = try await store.passwordAccount(user: user.id)
         else {
@@ -121,21 +107,20 @@ final class PasswordService: Sendable {
             return Page.response(
                 status: 400, Page.resetForm(token: token, csrf: csrf, email: account.email, problem: problem))
         }
-        let secret = Secret(password)
-        let fresh = try await accounts.hashInPool { [hasher = accounts.hasher] in try hasher.hash(secret) }
+        let fresh = try await accounts.hashPassword(Secret(password))
         guard let reset = try await store.resetPassword(linkHash: hash, passwordHash: fresh, now: now) else {
             return Page.response(status: 400, Page.expiredLink)
         }
         accounts.metrics.passwordEvent("reset")
         accounts.audit.record("password_reset", user: reset)
         logger.info("password reset", metadata: ["broker.user": "\(reset)"])
-        var response = Page.response(
-            status: 200,
-            Page.message(
-                title: "Your password was changed",
-                text: "Every session of this account was signed out. Sign in again with the new password."))
-        response.headers.append(("Set-Cookie", Self.csrfCookieHeader("", secure: secure, expire: true)))
-        return response
+        return FormGuard.clearing(
+            Page.response(
+                status: 200,
+                Page.message(
+                    title: "Your password was changed",
+                    text: "Every session of this account was signed out. Sign in again with the new password.")),
+            secure: secure)
     }
 
     // MARK: Change (signed in)
@@ -150,10 +135,7 @@ final class PasswordService: Sendable {
         }
         let current = Secret(try input.string("current_password"))
         let next = try input.string("new_password")
-        let verified = try await accounts.hashInPool { [hasher = accounts.hasher] in
-            try hasher.verify(current, against: account.passwordHash)
-        }
-        guard verified else {
+        guard try await accounts.verifyPassword(current, against: account.passwordHash) else {
             accounts.audit.record(
                 "password_changed", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
             throw APIError.invalidCredentials
@@ -161,8 +143,7 @@ final class PasswordService: Sendable {
         if let problem = AccountRules.passwordProblem(next, email: account.email) {
             throw APIError.invalidRequest(problem.message)
         }
-        let secret = Secret(next)
-        let fresh = try await accounts.hashInPool { [hasher = accounts.hasher] in try hasher.hash(secret) }
+        let fresh = try await accounts.hashPassword(Secret(next))
         guard
             try await store.changePassword(
                 user: user.id, from: account.passwordHash, to: fresh, keepingSession: session.id, now: now)
@@ -172,27 +153,5 @@ final class PasswordService: Sendable {
         accounts.metrics.passwordEvent("change")
         accounts.audit.record("password_changed", user: user.id)
         return APIResponse(status: 200, body: ["status": "changed"], headers: [("Cache-Control", "no-store")])
-    }
-
-    // MARK: Helpers
-
-    /// The SHA-256 of a link's secret when it has the shape of one (43 base64url characters), else `nil`.
-    static func linkHash(_ token: String) -> [UInt8]? {
-        guard token.utf8.count == 43, let bytes = Base64URL.decode(token), bytes.count == 32 else { return nil }
-        return Digest.sha256(token)
-    }
-
-    static func csrfCookieHeader(_ value: String, secure: Bool, expire: Bool = false) -> String {
-        "\(csrfCookie)=\(value); Path=/auth; HttpOnly; SameSite=Strict"
-            + (secure ? "; Secure" : "") + (expire ? "; Max-Age=0" : "; Max-Age=1800")
-    }
-
-    static func cookieValue(_ header: String?, name: String) -> String? {
-        guard let header else { return nil }
-        for part in header.split(separator: ";") {
-            let pair = part.drop { $0 == " " }
-            if pair.hasPrefix(name + "=") { return String(pair.dropFirst(name.count + 1)) }
-        }
-        return nil
     }
 }

@@ -44,6 +44,14 @@ final class RateLimiter: Sendable {
         }
     }
 
+    /// Takes one token for `key` (nothing when `key` is `nil`), or counts the refusal under `limit` and throws
+    /// 429 with `detail` and the seconds to wait.
+    func admit(_ key: String?, metrics: BrokerMetrics, limit: String, _ detail: String) throws {
+        guard let key, let wait = take(key) else { return }
+        metrics.throttled(limit)
+        throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), detail)
+    }
+
     /// Returns a token taken for a request that was not served after all (the server was busy).
     func giveBack(_ key: String) {
         buckets.withLock { buckets in

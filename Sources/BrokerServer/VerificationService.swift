@@ -1,6 +1,5 @@
 import BrokerConfiguration
 import BrokerCore
-import BrokerCrypto
 import BrokerStore
 import Logging
 
@@ -49,13 +48,9 @@ final class VerificationService: Sendable {
         guard let mailer else {
             throw APIError.notFound("address verification needs mail, and this broker has no mail section")
         }
-        let raw = try input.string("email")
-        let email = (try? AccountRules.normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
-        for (limiter, key) in [(perAddress, address), (perEmail, email)] {
-            guard let key, let wait = limiter.take(key) else { continue }
-            metrics.throttled("verification")
-            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many requests; try later")
-        }
+        let email = AccountRules.lookupEmail(try input.string("email"))
+        try perAddress.admit(address, metrics: metrics, limit: "verification", "too many requests; try later")
+        try perEmail.admit(email, metrics: metrics, limit: "verification", "too many requests; try later")
         mailer.enqueue(.verify) {
             guard let account = try? await self.store.passwordAccount(email: email), account.emailVerifiedAt == nil
             else { return nil }
@@ -72,11 +67,9 @@ final class VerificationService: Sendable {
 
     private func verifyMail(to email: String, user: UserRecord, mailer: Mailer) async -> OutgoingMail? {
         do {
-            let secret = try SecureRandom.token(byteCount: 32)
-            try await store.createEmailLink(
-                hash: Digest.sha256(secret), user: user.id, purpose: EmailLinkPurpose.verify,
-                expiresAt: now + Self.lifetime, now: now)
-            let link = tokens.issuer + "/auth/verify?token=" + secret
+            let link = try await MailLink.create(
+                store: store, issuer: tokens.issuer, path: "/auth/verify", user: user.id,
+                purpose: EmailLinkPurpose.verify, lifetime: Self.lifetime, now: now)
             return mailer.compose(.verify, to: email, name: user.name, link: link, minutes: Self.lifetime / 60)
         } catch {
             logger.error("verification link not created", metadata: ["error": "\(error)"])
@@ -86,37 +79,34 @@ final class VerificationService: Sendable {
 
     /// `GET /auth/verify?token=…`: a page with one button; the link is not spent yet.
     func page(query: [String: String], secure: Bool) async throws -> APIResponse {
-        guard let token = query["token"], let hash = PasswordService.linkHash(token),
+        guard let token = query["token"], let hash = MailLink.hash(token),
             let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.verify, now: now)
         else {
             return Page.response(status: 400, Page.expiredVerification)
         }
-        let csrf = try SecureRandom.token(byteCount: 24)
-        var response = Page.response(status: 200, Page.verifyForm(token: token, csrf: csrf, email: user.email))
-        response.headers.append(("Set-Cookie", PasswordService.csrfCookieHeader(csrf, secure: secure)))
-        return response
+        return try FormGuard.page(secure: secure) { csrf in Page.verifyForm(token: token, csrf: csrf, email: user.email)
+        }
     }
 
     /// `POST /auth/verify` (the page's button): the address is confirmed, once.
     func confirm(_ input: RequestInput, cookie: String?, secure: Bool) async throws -> APIResponse {
         let token = (try? input.string("token")) ?? ""
         let csrf = (try? input.string("csrf")) ?? ""
-        guard let expected = PasswordService.cookieValue(cookie, name: PasswordService.csrfCookie), !csrf.isEmpty,
-            ConstantTime.equals(expected, csrf)
-        else {
+        guard FormGuard.accepts(cookie: cookie, field: csrf) else {
             return Page.response(status: 403, Page.staleForm)
         }
-        guard let hash = PasswordService.linkHash(token),
+        guard let hash = MailLink.hash(token),
             let user = try await store.verifyEmail(linkHash: hash, now: now)
         else {
             return Page.response(status: 400, Page.expiredVerification)
         }
         audit.record("email_verified", user: user)
         logger.info("address verified", metadata: ["broker.user": "\(user)"])
-        var response = Page.response(
-            status: 200,
-            Page.message(title: "Your address is confirmed", text: "Thank you. You can close this page and sign in."))
-        response.headers.append(("Set-Cookie", PasswordService.csrfCookieHeader("", secure: secure, expire: true)))
-        return response
+        return FormGuard.clearing(
+            Page.response(
+                status: 200,
+                Page.message(
+                    title: "Your address is confirmed", text: "Thank you. You can close this page and sign in.")),
+            secure: secure)
     }
 }
