@@ -31,6 +31,22 @@ final class SMTPSink: @unchecked Sendable {
 
     var url: String { "smtp://127.0.0.1:\(port)" }
 
+    /// The messages once `condition` holds for them; waits on the sink's "accepted" lines (off the cooperative
+    /// pool), at most `timeout` for each next one.
+    func messages(
+        timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([JSONValue]) -> Bool
+    ) async throws -> [JSONValue] {
+        try await offThread { [self] in
+            while true {
+                let kept = try messages()
+                if condition(kept) { return kept }
+                guard server.nextLine(timeout: timeout) == "accepted" else {
+                    throw ServerTestError("smtp_sink.py: the awaited messages did not come within \(timeout)")
+                }
+            }
+        }
+    }
+
     /// Every message accepted so far, as smtp_sink.py parsed it.
     func messages() throws -> [JSONValue] {
         guard let data = FileManager.default.contents(atPath: file) else { return [] }

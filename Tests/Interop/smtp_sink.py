@@ -2,7 +2,8 @@
 """A real SMTP server for the mail tests (aiosmtpd), keeping every message it accepts.
 
 Usage: smtp_sink.py [--tls-cert CERT --tls-key KEY] [--reject CODE]
-Prints "smtp sink listening on PORT" once listening; serves until stdin closes. Each accepted message is
+Prints "smtp sink listening on PORT" once listening, then "accepted" for each message once it is on file;
+serves until stdin closes. Each accepted message is
 parsed by Python's email package and appended, as one JSON line, to the file named by $SMTP_SINK_FILE:
 {"mail_from", "rcpt_tos", "from", "to", "subject", "date", "message_id", "content_type", "text", "html",
 "tls"}.
@@ -44,8 +45,11 @@ class Sink:
             "message_id": str(message["Message-ID"]), "content_type": message.get_content_type(),
             "text": parts.get("plain"), "html": parts.get("html"), "tls": session.ssl is not None,
         }
-        with self.lock, open(self.path, "a") as out:
-            out.write(json.dumps(record) + "\n")
+        with self.lock:
+            with open(self.path, "a") as out:
+                out.write(json.dumps(record) + "\n")
+            # One line per message kept, after it is on file: the tests wait on these, not on a clock.
+            print("accepted", flush=True)
         return "250 OK"
 
 
