@@ -108,37 +108,27 @@ private final class SMTPTransfer: @unchecked Sendable {
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         let me = Unmanaged.passUnretained(self).toOpaque()
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorPointer in
-            var setupFailed = CURLE_OK
-            func set(_ result: CURLcode) {
-                if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result }
-            }
-            set(broker_curl_setopt_string(handle, CURLOPT_URL, settings.url))
-            set(
-                broker_curl_setopt_pointer(
-                    handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
-            set(broker_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
-            set(broker_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "smtp,smtps"))
-            // Verification is always on; there is deliberately no switch to turn it off.
-            set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
-            set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-            if let caFile = settings.caFile { set(broker_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+            var options = CurlOptions(handle)
+            options.base(
+                url: settings.url, protocols: "smtp,smtps", errorBuffer: errorPointer.baseAddress,
+                connectTimeout: min(settings.timeout, .seconds(10)), timeout: settings.timeout)
+            if let caFile = settings.caFile { options.set(broker_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
             let implicitTLS = settings.url.lowercased().hasPrefix("smtps://")
             if !implicitTLS {
                 let level = settings.isLoopback ? CURLUSESSL_TRY : CURLUSESSL_ALL
-                set(broker_curl_setopt_long(handle, CURLOPT_USE_SSL, Int(level.rawValue)))
+                options.set(broker_curl_setopt_long(handle, CURLOPT_USE_SSL, Int(level.rawValue)))
             }
-            if let username = settings.username { set(broker_curl_setopt_string(handle, CURLOPT_USERNAME, username)) }
+            if let username = settings.username {
+                options.set(broker_curl_setopt_string(handle, CURLOPT_USERNAME, username))
+            }
             if let password = settings.password {
-                set(broker_curl_setopt_string(handle, CURLOPT_PASSWORD, password.exposed))
+                options.set(broker_curl_setopt_string(handle, CURLOPT_PASSWORD, password.exposed))
             }
-            let milliseconds = Int(settings.timeout.components.seconds * 1000)
-            set(broker_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, milliseconds))
-            set(broker_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(milliseconds, 10_000)))
-            set(broker_curl_setopt_string(handle, CURLOPT_MAIL_FROM, "<\(sender)>"))
-            set(broker_curl_setopt_slist(handle, CURLOPT_MAIL_RCPT, rcpt))
-            set(broker_curl_setopt_long(handle, CURLOPT_UPLOAD, 1))
-            set(broker_curl_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(message.count)))
-            set(
+            options.set(broker_curl_setopt_string(handle, CURLOPT_MAIL_FROM, "<\(sender)>"))
+            options.set(broker_curl_setopt_slist(handle, CURLOPT_MAIL_RCPT, rcpt))
+            options.set(broker_curl_setopt_long(handle, CURLOPT_UPLOAD, 1))
+            options.set(broker_curl_setopt_off(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(message.count)))
+            options.set(
                 broker_curl_setopt_data_cb(
                     handle, CURLOPT_READFUNCTION,
                     { buffer, size, count, user in
@@ -146,16 +136,16 @@ private final class SMTPTransfer: @unchecked Sendable {
                         return Unmanaged<SMTPTransfer>.fromOpaque(user).takeUnretainedValue().read(
                             into: buffer, size * count)
                     }))
-            set(broker_curl_setopt_pointer(handle, CURLOPT_READDATA, me))
-            if setupFailed != CURLE_OK { return setupFailed }
+            options.set(broker_curl_setopt_pointer(handle, CURLOPT_READDATA, me))
+            if options.failure != CURLE_OK { return options.failure }
             return curl_easy_perform(handle)
         }
         guard code == CURLE_OK else {
             var reply = 0
             _ = broker_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &reply)
-            let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let generic = String(cString: curl_easy_strerror(code))
-            return .failure(SMTPError(replyCode: reply >= 400 ? reply : 0, message: detail.isEmpty ? generic : detail))
+            return .failure(
+                SMTPError(
+                    replyCode: reply >= 400 ? reply : 0, message: CurlOptions.message(code, errorBuffer: errorBuffer)))
         }
         return .success(())
     }

@@ -39,59 +39,47 @@ final class Transfer: @unchecked Sendable {
         let body = request.body ?? []
         let code: CURLcode = errorBuffer.withUnsafeMutableBufferPointer { errorPointer in
             body.withUnsafeBufferPointer { bodyPointer in
-                var setupFailed = CURLE_OK
-                func set(_ result: CURLcode) {
-                    if result != CURLE_OK && setupFailed == CURLE_OK { setupFailed = result }
-                }
-
-                set(broker_curl_setopt_string(handle, CURLOPT_URL, request.url))
-                set(
-                    broker_curl_setopt_pointer(
-                        handle, CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorPointer.baseAddress)))
-                set(broker_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
-                set(broker_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
-                // Verification is always on; there is deliberately no switch to turn it off.
-                set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
-                set(broker_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-                set(
-                    broker_curl_setopt_long(
-                        handle, CURLOPT_CONNECTTIMEOUT_MS, Transfer.milliseconds(request.connectTimeout)))
-                set(broker_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Transfer.milliseconds(request.timeout)))
+                var options = CurlOptions(handle)
+                options.base(
+                    url: request.url, protocols: "http,https", errorBuffer: errorPointer.baseAddress,
+                    connectTimeout: request.connectTimeout, timeout: request.timeout)
                 if request.sink == nil {
                     // A streamed body has no size limit: it never sits in memory.
-                    set(
+                    options.set(
                         broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
                 }
-                set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
-                set(broker_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+                options.set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
+                options.set(broker_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
                 if request.followRedirects {
-                    set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
-                    set(broker_curl_setopt_long(handle, CURLOPT_MAXREDIRS, 5))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_MAXREDIRS, 5))
                     let https = lowerURL.hasPrefix("https://")
-                    set(broker_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https"))
+                    options.set(
+                        broker_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, https ? "https" : "http,https"))
                 } else {
-                    set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
                 }
 
                 switch request.method {
                 case "GET":
-                    set(broker_curl_setopt_long(handle, CURLOPT_HTTPGET, 1))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_HTTPGET, 1))
                 case "HEAD":
-                    set(broker_curl_setopt_long(handle, CURLOPT_NOBODY, 1))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_NOBODY, 1))
                 default:
-                    set(broker_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
+                    options.set(broker_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method))
                 }
                 if request.body != nil || request.method == "POST" {
-                    set(broker_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyPointer.count)))
+                    options.set(
+                        broker_curl_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyPointer.count)))
                     // libcurl reads the body straight from our buffer, which outlives curl_easy_perform.
                     let bodyAddress = UnsafeMutableRawPointer(mutating: bodyPointer.baseAddress) ?? me
-                    set(broker_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, bodyAddress))
+                    options.set(broker_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, bodyAddress))
                     if request.method == "POST" {
-                        set(broker_curl_setopt_long(handle, CURLOPT_POST, 1))
+                        options.set(broker_curl_setopt_long(handle, CURLOPT_POST, 1))
                     }
                 }
 
-                set(
+                options.set(
                     broker_curl_setopt_data_cb(
                         handle, CURLOPT_WRITEFUNCTION,
                         { data, size, count, user in
@@ -99,8 +87,8 @@ final class Transfer: @unchecked Sendable {
                             return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveBody(
                                 data, size * count)
                         }))
-                set(broker_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, me))
-                set(
+                options.set(broker_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, me))
+                options.set(
                     broker_curl_setopt_data_cb(
                         handle, CURLOPT_HEADERFUNCTION,
                         { data, size, count, user in
@@ -108,9 +96,9 @@ final class Transfer: @unchecked Sendable {
                             return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().receiveHeader(
                                 data, size * count)
                         }))
-                set(broker_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, me))
-                set(broker_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-                set(
+                options.set(broker_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, me))
+                options.set(broker_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+                options.set(
                     broker_curl_setopt_xferinfo_cb(
                         handle,
                         { user, _, _, _, _ in
@@ -119,8 +107,8 @@ final class Transfer: @unchecked Sendable {
                                 ordering: .relaxed)
                                 ? 1 : 0
                         }))
-                set(broker_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, me))
-                if setupFailed != CURLE_OK { return setupFailed }
+                options.set(broker_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, me))
+                if options.failure != CURLE_OK { return options.failure }
                 if cancelled.load(ordering: .relaxed) { return CURLE_ABORTED_BY_CALLBACK }
                 return curl_easy_perform(handle)
             }
@@ -133,9 +121,9 @@ final class Transfer: @unchecked Sendable {
                         kind: .transport, message: "the response body could not be written: the output was closed",
                         curlCode: Int(code.rawValue)))
             }
-            let detail = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let generic = String(cString: curl_easy_strerror(code))
-            return .failure(Transfer.error(for: code, message: detail.isEmpty ? generic : detail, tooLarge: tooLarge))
+            return .failure(
+                Transfer.error(
+                    for: code, message: CurlOptions.message(code, errorBuffer: errorBuffer), tooLarge: tooLarge))
         }
         var status = 0
         _ = broker_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
@@ -204,11 +192,6 @@ final class Transfer: @unchecked Sendable {
             let value = line[line.index(after: colon)...].trimmingWhitespace()
             return (name, value)
         }
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return max(1, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
     }
 
     private static func error(for code: CURLcode, message: String, tooLarge: Bool) -> HTTPClientError {
