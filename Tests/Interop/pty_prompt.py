@@ -8,10 +8,10 @@ and refuses a mismatch, login offers a choice of provider, colour only without N
 per failed check and exits 1 if any failed.
 """
 import os
-import pty
-import select
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pty_session import drive  # noqa: E402
 
 BINARY, URL, HOME = sys.argv[1:4]
 PASSWORD = "pty typed secret 4711"
@@ -28,33 +28,10 @@ def session(argv, script, extra_env=None, timeout=60):
     env = dict(os.environ, BROKER_URL=URL, BROKER_HOME=HOME, TERM="xterm")
     env.pop("NO_COLOR", None)
     env.update(extra_env or {})
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(BINARY, [BINARY] + argv, env)
-    transcript = b""
-    deadline = time.time() + timeout
-    steps = list(script)
-    while True:
-        if steps and steps[0][0].encode() in transcript:
-            _, line = steps.pop(0)
-            transcript += b"<<typed>>"  # marks where input went, so the echo check below is exact
-            os.write(fd, (line + "\n").encode())
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            transcript += chunk
-        if time.time() > deadline:
-            os.kill(pid, 9)
-            failures.append(f"{argv}: timed out; transcript: {transcript!r}")
-            break
-    _, status = os.waitpid(pid, 0)
-    check(not steps, f"{argv}: prompts never shown: {[s[0] for s in steps]}; transcript: {transcript!r}")
-    return os.waitstatus_to_exitcode(status), transcript.decode(errors="replace")
+    status, transcript, unanswered, timed_out = drive([BINARY] + argv, script, env, timeout)
+    check(not timed_out, f"{argv}: timed out; transcript: {transcript!r}")
+    check(not unanswered, f"{argv}: prompts never shown: {[s[0] for s in unanswered]}; transcript: {transcript!r}")
+    return status, transcript
 
 
 # register: email asked with echo, password asked twice without echo.

@@ -5,7 +5,7 @@
 
 SCRIPT_JSON is a list of [text to wait for, line to type]. The environment is passed on as it is. Prints
 one JSON object: {"status": exit status, "transcript": everything the terminal showed, "unanswered": [prompts
-never shown]}. Gives up (kills the command) after 120 seconds.
+never shown]}. Gives up (kills the command) after 120 seconds. `drive` is the same, for other scripts.
 """
 import json
 import os
@@ -14,34 +14,44 @@ import select
 import sys
 import time
 
-separator = sys.argv.index("--")
-steps = [tuple(step) for step in json.loads(sys.argv[1])]
-argv = sys.argv[separator + 1:]
-pid, fd = pty.fork()
-if pid == 0:
-    os.execvp(argv[0], argv)
-transcript = b""
-deadline = time.time() + 120
-while True:
-    if steps and steps[0][0].encode() in transcript:
-        _, line = steps.pop(0)
-        transcript += b"<<typed>>"
-        os.write(fd, (line + "\n").encode())
-    ready, _, _ = select.select([fd], [], [], 0.2)
-    if ready:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
+
+def drive(argv, steps, env=None, timeout=120):
+    """Runs argv on a pty, typing each step's line once its text was shown. Returns (status, transcript,
+    unanswered steps, timed out); "<<typed>>" marks in the transcript where input went."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        if env is None:
+            os.execvp(argv[0], argv)
+        os.execve(argv[0], argv, env)
+    steps = [tuple(step) for step in steps]
+    transcript = b""
+    deadline = time.time() + timeout
+    timed_out = False
+    while True:
+        if steps and steps[0][0].encode() in transcript:
+            _, line = steps.pop(0)
+            transcript += b"<<typed>>"
+            os.write(fd, (line + "\n").encode())
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            transcript += chunk
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            timed_out = True
             break
-        if not chunk:
-            break
-        transcript += chunk
-    if time.time() > deadline:
-        os.kill(pid, 9)
-        break
-_, status = os.waitpid(pid, 0)
-print(json.dumps({
-    "status": os.waitstatus_to_exitcode(status),
-    "transcript": transcript.decode(errors="replace"),
-    "unanswered": [step[0] for step in steps],
-}))
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), transcript.decode(errors="replace"), steps, timed_out
+
+
+if __name__ == "__main__":
+    separator = sys.argv.index("--")
+    status, transcript, unanswered, _ = drive(sys.argv[separator + 1:], json.loads(sys.argv[1]))
+    print(json.dumps({
+        "status": status, "transcript": transcript, "unanswered": [step[0] for step in unanswered],
+    }))
