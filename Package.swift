@@ -175,7 +175,7 @@ let package = Package(
         // (no Foundation, no libcurl: a few milliseconds), everything else exec'd into `broker-full`.
         .executableTarget(
             name: "broker",
-            dependencies: ["BrokerCore", "BrokerCredentials"],
+            dependencies: ["BrokerCore", "BrokerCredentials", "BrokerSystem"],
             path: "Sources/BrokerLauncher",
             swiftSettings: swiftSettings,
             linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux]))]

@@ -10,6 +10,7 @@
 // answer is the same code's answer.
 import BrokerCore
 import BrokerCredentials
+import BrokerSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -197,21 +198,13 @@ enum FastCredential {
 
     /// stdin, at most ``maxInput`` bytes (more is refused here, as broker-full refuses it).
     static func readStdin() -> [UInt8] {
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return bytes
-            }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: buffer[..<count])
-            if bytes.count > maxInput {
-                FastToken.write("broker: the request on stdin is too large\n", to: STDERR_FILENO)
-                exit(1)
-            }
+        // A read error (not seen in practice on a pipe) hands broker-full an empty request, answered as one.
+        let bytes = (try? PosixFile.readAll(descriptor: STDIN_FILENO, name: "stdin", limit: maxInput)) ?? []
+        if bytes.count > maxInput {
+            FastToken.write("broker: the request on stdin is too large\n", to: STDERR_FILENO)
+            exit(1)
         }
+        return bytes
     }
 
     static func answer(_ request: Request, input: [UInt8]) -> String? {

@@ -37,17 +37,25 @@ package enum PosixFile {
         guard Int(info.st_size) <= maxSize else {
             throw Failure(path: path, reason: "too large (\(info.st_size) bytes, at most \(maxSize))")
         }
+        let out = try readAll(descriptor: fd, name: path, limit: maxSize)
+        guard out.count <= maxSize else { throw Failure(path: path, reason: "too large (at most \(maxSize))") }
+        return out
+    }
+
+    /// What `descriptor` yields until end of input, reading no more than `limit + 1` bytes: a result longer than
+    /// `limit` means there was more (the caller says what that means). `name` is for the error.
+    package static func readAll(descriptor: Int32, name: String, limit: Int) throws(Failure) -> [UInt8] {
         var out = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        while out.count <= limit {
+            let wanted = min(buffer.count, limit + 1 - out.count)
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, wanted) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw Failure(path: path, reason: systemReason())
+                throw Failure(path: name, reason: systemReason())
             }
             if count == 0 { break }
             out.append(contentsOf: buffer[..<count])
-            guard out.count <= maxSize else { throw Failure(path: path, reason: "too large (at most \(maxSize))") }
         }
         return out
     }

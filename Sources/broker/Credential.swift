@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
+import BrokerSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -56,7 +57,13 @@ enum HelperSession {
 
     /// All of stdin (a helper's request is small; at most ``CredentialHelper/maxRequestBytes``).
     static func readStdin() throws -> String {
-        let bytes = try Broker.Request.readAll(STDIN_FILENO, what: "stdin")
+        let bytes: [UInt8]
+        do {
+            bytes = try PosixFile.readAll(
+                descriptor: STDIN_FILENO, name: "stdin", limit: CredentialHelper.maxRequestBytes)
+        } catch {
+            throw Console.fail("cannot read the request from stdin: \(error.reason)")
+        }
         guard bytes.count <= CredentialHelper.maxRequestBytes else {
             throw Console.fail("the request on stdin is too large")
         }

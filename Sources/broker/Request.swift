@@ -165,22 +165,17 @@ extension Broker {
         }
 
         static func readAll(_ descriptor: Int32, what: String) throws -> [UInt8] {
-            var bytes = [UInt8]()
-            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw Console.fail("cannot read the body from \(what): \(String(cString: strerror(errno)))")
-                }
-                if count == 0 { return bytes }
-                bytes.append(contentsOf: buffer[..<count])
-                guard bytes.count <= maxRequestBody else {
-                    throw Console.fail(
-                        "the body from \(what) is larger than \(maxRequestBody / 1024 / 1024) MiB",
-                        code: BrokerExit.usage)
-                }
+            let bytes: [UInt8]
+            do {
+                bytes = try PosixFile.readAll(descriptor: descriptor, name: what, limit: maxRequestBody)
+            } catch {
+                throw Console.fail("cannot read the body from \(what): \(error.reason)")
             }
+            guard bytes.count <= maxRequestBody else {
+                throw Console.fail(
+                    "the body from \(what) is larger than \(maxRequestBody / 1024 / 1024) MiB", code: BrokerExit.usage)
+            }
+            return bytes
         }
     }
 }

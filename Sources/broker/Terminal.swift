@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerCore
+import BrokerSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -47,19 +48,14 @@ enum Terminal {
 
     /// `--password-stdin`: all of stdin, without one trailing newline (`\n` or `\r\n`).
     static func readSecretFromStdin(what: String) throws -> Secret {
-        var bytes = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Console.fail("cannot read the \(what) from stdin: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: buffer[..<count])
-            if bytes.count > maxSecretBytes {
-                throw Console.fail("the \(what) on stdin is longer than \(maxSecretBytes) bytes")
-            }
+        var bytes: [UInt8]
+        do {
+            bytes = try PosixFile.readAll(descriptor: STDIN_FILENO, name: "stdin", limit: maxSecretBytes)
+        } catch {
+            throw Console.fail("cannot read the \(what) from stdin: \(error.reason)")
+        }
+        if bytes.count > maxSecretBytes {
+            throw Console.fail("the \(what) on stdin is longer than \(maxSecretBytes) bytes")
         }
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
