@@ -175,10 +175,46 @@ package struct BrokerAPI: Sendable {
         return try await postAuthorized("/auth/account/delete", body: .object(body), accessToken)
     }
 
-    /// A JSON POST with the session's access token, given the time a password check takes.
-    private func postAuthorized(_ path: String, body: JSONValue, _ accessToken: Secret) async throws(BrokerAPIError)
+    /// `GET /auth/identities`: the signed-in user's ways in (`{"user_id", "identities": […]}`).
+    package func identities(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPClientRequest(
+            url: baseURL + "/auth/identities",
+            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)])
+        return try await send(request, expect: 200)
+    }
+
+    /// `POST /auth/link` for a browser provider: a ticket for `/auth/{provider}/start`, bound to `challenge`.
+    package func linkTicket(_ accessToken: Secret, provider: ProviderID, challenge: String)
+        async throws(BrokerAPIError) -> String
+    {
+        let answer = try await postAuthorized(
+            "/auth/link",
+            body: ["provider": .string(provider.rawValue), "code_challenge": .string(challenge)], accessToken)
+        guard let ticket = answer["link_ticket"]?.stringValue, !ticket.isEmpty else {
+            throw .badResponse("the link answer carries no link_ticket")
+        }
+        return ticket
+    }
+
+    /// `POST /auth/link` for `custom`: adds an email + password way in to the signed-in user (201).
+    package func linkPassword(_ accessToken: Secret, email: String, password: Secret) async throws(BrokerAPIError)
         -> JSONValue
     {
+        try await postAuthorized(
+            "/auth/link",
+            body: ["provider": "custom", "email": .string(email), "password": .string(password.exposed)],
+            accessToken, expect: 201)
+    }
+
+    /// `POST /auth/unlink {"provider"}`.
+    package func unlink(_ accessToken: Secret, provider: ProviderID) async throws(BrokerAPIError) -> JSONValue {
+        try await postAuthorized("/auth/unlink", body: ["provider": .string(provider.rawValue)], accessToken)
+    }
+
+    /// A JSON POST with the session's access token, given the time a password check takes.
+    private func postAuthorized(
+        _ path: String, body: JSONValue, _ accessToken: Secret, expect status: Int = 200
+    ) async throws(BrokerAPIError) -> JSONValue {
         var api = self
         api.timeout = max(api.timeout, Self.passwordTimeout)
         let request = HTTPClientRequest(
@@ -188,7 +224,7 @@ package struct BrokerAPI: Sendable {
                 (name: "Authorization", value: "Bearer " + accessToken.exposed),
             ],
             body: body.serializedBytes)
-        return try await api.send(request, expect: 200)
+        return try await api.send(request, expect: status)
     }
 
     /// `GET /auth/account/export` with the session's token.

@@ -57,11 +57,16 @@ package struct LoopbackSignIn: Sendable {
     /// Seconds to wait for the browser.
     package let timeout: Double
     package let presenter: any SignInPresenter
+    /// `broker link`: the signed-in session's access token. The sign-in then attaches the provider account to
+    /// that session's user (through a link ticket) instead of signing in as whoever owns it.
+    package let linkingAs: Secret?
 
     package init(
         provider: ProviderID, displayName: String, settings: ClientSettings, api: BrokerAPI, openBrowser: Bool,
-        acceptPaste: Bool, interactive: Bool, timeout: Double, presenter: any SignInPresenter
+        acceptPaste: Bool, interactive: Bool, timeout: Double, presenter: any SignInPresenter,
+        linkingAs: Secret? = nil
     ) {
+        self.linkingAs = linkingAs
         self.interactive = interactive
         self.provider = provider
         self.displayName = displayName
@@ -105,13 +110,23 @@ package struct LoopbackSignIn: Sendable {
             throw .local("no random values for the sign-in: \(error)")
         }
         let redirectURI = "http://127.0.0.1:\(listener.port)/callback"
-        let url =
-            settings.key.brokerURL + "/auth/\(provider.rawValue)/start?"
-            + FormEncoding.encode([
-                ("redirect_uri", redirectURI), ("state", state), ("code_challenge", pkce.challenge),
-                ("code_challenge_method", "S256"),
-            ])
-        presenter.note("Sign in with \(displayName) in your browser:")
+        var parameters = [
+            ("redirect_uri", redirectURI), ("state", state), ("code_challenge", pkce.challenge),
+            ("code_challenge_method", "S256"),
+        ]
+        if let linkingAs {
+            do {
+                let ticket = try await api.linkTicket(linkingAs, provider: provider, challenge: pkce.challenge)
+                parameters.append(("link_ticket", ticket))
+            } catch {
+                throw .broker(error)
+            }
+        }
+        let url = settings.key.brokerURL + "/auth/\(provider.rawValue)/start?" + FormEncoding.encode(parameters)
+        presenter.note(
+            linkingAs == nil
+                ? "Sign in with \(displayName) in your browser:"
+                : "Sign in with the \(displayName) account to link, in your browser:")
         presenter.note("  \(url)")
         if openBrowser, let problem = BrowserOpener.open(url) {
             presenter.warning("could not open a browser (\(problem)); open the URL above")
@@ -160,8 +175,10 @@ package struct LoopbackSignIn: Sendable {
         do {
             let session = try SessionService(cache: settings.cache, api: api, key: settings.key).store(response)
             callback.respond(
-                status: 200, title: "Signed in",
-                message: "Signed in to \(settings.key.brokerURL) as \(session.userID) with \(displayName).")
+                status: 200, title: linkingAs == nil ? "Signed in" : "Linked",
+                message: linkingAs == nil
+                    ? "Signed in to \(settings.key.brokerURL) as \(session.userID) with \(displayName)."
+                    : "\(displayName) now signs in to \(settings.key.brokerURL) as \(session.userID).")
             return session
         } catch {
             callback.respond(status: 400, title: "Sign-in failed", message: "The session could not be saved.")

@@ -70,6 +70,15 @@ final class AccountSelfService: Sendable {
                 "email_verified_at": account.emailVerifiedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
             ]
         }
+        document["identities"] = .array(
+            try await store.identities(user: user.id).map { linked in
+                [
+                    "provider": .string(linked.identity.provider.rawValue), "subject": .string(linked.identity.subject),
+                    "email": linked.identity.email.map(JSONValue.string) ?? .null,
+                    "name": linked.identity.name.map(JSONValue.string) ?? .null,
+                    "linked_at": .string(RFC3339.format(epochSeconds: linked.linkedAt)),
+                ]
+            })
         document["sessions"] = .array(
             try await store.sessions(user: user.id).map { session in
                 [

@@ -217,6 +217,19 @@ package enum BrokerHTTPServer {
         router.get("/auth/account/export") { request, _ in
             try await response(service.selfService.export(authorization: request.headers[.authorization]))
         }
+        router.get("/auth/identities") { request, _ in
+            try await response(service.links.identities(authorization: request.headers[.authorization]))
+        }
+        router.post("/auth/link") { request, context in
+            try await response(
+                service.links.link(
+                    input(request, allowForm: false), authorization: request.headers[.authorization],
+                    address: context.clientAddress))
+        }
+        router.post("/auth/unlink") { request, _ in
+            try await response(
+                service.links.unlink(input(request, allowForm: false), authorization: request.headers[.authorization]))
+        }
         router.get("/auth/verify") { request, _ in
             try await response(service.verification.page(query: try query(request), secure: service.issuerIsHTTPS))
         }

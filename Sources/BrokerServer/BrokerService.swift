@@ -49,6 +49,7 @@ package final class BrokerService: Sendable {
     let passwords: PasswordService
     let verification: VerificationService
     let selfService: AccountSelfService
+    let links: LinkService
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -145,6 +146,7 @@ package final class BrokerService: Sendable {
                     http: http, clock: clock,
                     directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
             flowKey: flowKey, metrics: metrics, audit: audit)
+        links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).

@@ -3,6 +3,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import Logging
+import ProviderSupport
 
 /// `POST /auth/token` (every grant), `POST /auth/revoke` and `GET /auth/me`: what the broker does with the
 /// tokens it issued, and the one-time codes of the browser flow.
@@ -228,10 +229,56 @@ final class GrantService: Sendable {
             guard let user = try await store.user(id: record.userID) else {
                 throw APIError.invalidGrant("the account of this code no longer exists")
             }
+            if let identity = record.link { try await link(identity, to: user) }
             let (body, sessionID) = try await tokens.startSessionReturningID(
                 user: user, clientID: TokenIssuer.cliClientID, scope: nil)
             try await store.attachSession(toCode: hash, sessionID: sessionID)
             return .tokens(body)
+        }
+    }
+}
+
+extension GrantService {
+    /// Attaches the provider account a `broker link` sign-in vouched for, now that the CLI that asked for the
+    /// link has shown its verifier.
+    func link(_ identity: IdentityRecord, to user: UserRecord) async throws {
+        let name = tokens.configuration.descriptor(identity.provider)?.displayName ?? identity.provider.rawValue
+        let outcome = try await store.linkIdentity(identity, to: user.id, now: now)
+        metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
+        switch outcome {
+        case .linked:
+            audit.record("linked", user: user.id, fields: ["provider": identity.provider.rawValue])
+            logger.info(
+                "identity linked", metadata: ["broker.user": "\(user.id)", "broker.provider": "\(identity.provider)"])
+        case .alreadyLinked:
+            break
+        case .ownedByAnotherUser:
+            audit.record(
+                "linked", outcome: "failure", user: user.id,
+                fields: ["provider": identity.provider.rawValue, "reason": "owned_by_another_user"])
+            throw APIError(status: 403, code: "access_denied", detail: SignInService.ownedMessage(name))
+        case .providerTaken(let subject):
+            audit.record(
+                "linked", outcome: "failure", user: user.id,
+                fields: ["provider": identity.provider.rawValue, "reason": "provider_taken"])
+            throw APIError(
+                status: 403, code: "access_denied",
+                detail: SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject))
+        case .userMissing:
+            throw APIError.invalidGrant("the account of this code no longer exists")
+        }
+    }
+}
+
+extension LinkOutcome {
+    /// The outcome as a metrics label.
+    var label: String {
+        switch self {
+        case .linked: "linked"
+        case .alreadyLinked: "already_linked"
+        case .ownedByAnotherUser: "owned_by_another_user"
+        case .providerTaken: "provider_taken"
+        case .userMissing: "user_missing"
         }
     }
 }

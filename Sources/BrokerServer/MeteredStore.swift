@@ -34,8 +34,27 @@ final class MeteredStore: Store {
     func updatePasswordHash(email: String, from old: String, to new: String) async throws {
         try await timed("update_password_hash") { try await base.updatePasswordHash(email: email, from: old, to: new) }
     }
-    func upsertUser(_ user: UserRecord) async throws -> UserRecord {
-        try await timed("upsert_user") { try await base.upsertUser(user) }
+    func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
+        try await timed("identity_sign_in") { try await base.signIn(identity, now: now) }
+    }
+    func identities(user: UserID) async throws -> [LinkedIdentity] {
+        try await timed("identities") { try await base.identities(user: user) }
+    }
+    func identityOwner(provider: ProviderID, subject: String) async throws -> UserID? {
+        try await timed("identity_owner") { try await base.identityOwner(provider: provider, subject: subject) }
+    }
+    func linkIdentity(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws -> LinkOutcome {
+        try await timed("link_identity") { try await base.linkIdentity(identity, to: user, now: now) }
+    }
+    func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
+        -> PasswordLinkOutcome
+    {
+        try await timed("add_password_account") {
+            try await base.addPasswordAccount(user: user, email: email, passwordHash: passwordHash, now: now)
+        }
+    }
+    func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
+        try await timed("unlink_identity") { try await base.unlinkIdentity(user: user, provider: provider, now: now) }
     }
     func user(id: UserID) async throws -> UserRecord? { try await timed("user") { try await base.user(id: id) } }
     func passwordAccount(user: UserID) async throws -> PasswordAccount? {

@@ -109,6 +109,15 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// A `broker link` or `broker unlink` by provider and outcome (`linked`, `unlinked`, or a reason code).
+    func link(provider: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "broker_identity_links", unit: "total", "Identity links and unlinks by provider and outcome."),
+            labels: [("provider", provider), ("outcome", outcome)]
+        ).increment()
+    }
+
     /// A password replaced: `reset` (mailed link) or `change` (signed in).
     func passwordEvent(_ kind: String) {
         registry.makeCounter(

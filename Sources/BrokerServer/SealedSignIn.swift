@@ -21,25 +21,30 @@ struct SealedSignIn: Sendable, Hashable {
     var expiresAt: Int64
     /// The single-use marker, spent in the store when the sign-in completes.
     var marker: String
+    /// For `broker link`: the user the provider account is to be attached to (from a ``LinkTicket``); `nil`
+    /// for a sign-in.
+    var linkUser: UserID? = nil
 
     /// Longest sealed state accepted back (a bound on work before any check).
     static let maxSealedLength = 4096
 
     private enum Field: String {
         case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
-        case expiresAt = "e", marker = "m"
+        case expiresAt = "e", marker = "m", linkUser = "l"
     }
 
     /// The sealed, base64url form.
     func seal(key: [UInt8], provider: ProviderID) throws -> String {
-        let document: JSONValue = .object([
+        var fields: [String: JSONValue] = [
             Field.cliState.rawValue: .string(cliState), Field.codeChallenge.rawValue: .string(codeChallenge),
             Field.redirectURI.rawValue: .string(redirectURI), Field.nonce.rawValue: .string(nonce),
             Field.providerVerifier.rawValue: .string(providerVerifier), Field.expiresAt.rawValue: .int(expiresAt),
             Field.marker.rawValue: .string(marker),
-        ])
+        ]
+        if let linkUser { fields[Field.linkUser.rawValue] = .string(linkUser.description) }
         return Base64URL.encode(
-            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
+            try AESGCM.seal(
+                JSONValue.object(fields).serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
     }
 
     /// Opens a sealed state; `nil` when it is malformed, tampered with, or sealed for another provider or key.
@@ -55,8 +60,50 @@ struct SealedSignIn: Sendable, Hashable {
             let expiresAt = fields[Field.expiresAt.rawValue]?.intValue,
             let marker = fields[Field.marker.rawValue]?.stringValue
         else { return nil }
+        var linkUser: UserID?
+        if let text = fields[Field.linkUser.rawValue] {
+            guard let id = text.stringValue.flatMap(UserID.init) else { return nil }
+            linkUser = id
+        }
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker)
+            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser)
+    }
+}
+
+/// Permission to attach a provider account to a signed-in user (`broker link`): issued at `POST /auth/link`
+/// to the bearer of a live session and handed to `/auth/{provider}/start` in place of the session's token
+/// (which never goes into a browser's address bar).
+///
+/// Sealed under the flow key for one provider, bound to the CLI's PKCE challenge (only the process that asked
+/// for it can redeem the code its sign-in ends in, and the identity is attached only then), and short-lived.
+struct LinkTicket: Sendable, Hashable {
+    var user: UserID
+    var codeChallenge: String
+    var expiresAt: Int64
+
+    /// A ticket is good for this many seconds (a person signing in at the provider).
+    static let lifetime: Int64 = 600
+
+    private static func associatedData(_ provider: ProviderID) -> [UInt8] { Array("link:\(provider.rawValue)".utf8) }
+
+    func seal(key: [UInt8], provider: ProviderID) throws -> String {
+        let document: JSONValue = [
+            "u": .string(user.description), "c": .string(codeChallenge), "e": .int(expiresAt),
+        ]
+        return Base64URL.encode(
+            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData(provider)))
+    }
+
+    /// Opens a ticket sealed for `provider`; `nil` when it is malformed, tampered with or for another provider.
+    static func open(_ sealed: String, key: [UInt8], provider: ProviderID) -> LinkTicket? {
+        guard sealed.utf8.count <= SealedSignIn.maxSealedLength, let box = Base64URL.decode(sealed),
+            let opened = AESGCM.open(box, key: key, associatedData: associatedData(provider)),
+            let fields = JSONValue.parse(opened)?.objectValue,
+            let user = fields["u"]?.stringValue.flatMap(UserID.init),
+            let challenge = fields["c"]?.stringValue,
+            let expiresAt = fields["e"]?.intValue
+        else { return nil }
+        return LinkTicket(user: user, codeChallenge: challenge, expiresAt: expiresAt)
     }
 }

@@ -134,12 +134,26 @@ final class SignInService: Sendable {
         guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
             throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
         }
+        var linkUser: UserID?
+        if let sealedTicket = query["link_ticket"] {
+            guard let ticket = LinkTicket.open(sealedTicket, key: flowKey, provider: provider) else {
+                throw APIError.invalidRequest(
+                    "link_ticket is not one this broker issued for \(displayName(provider)); run broker link again")
+            }
+            guard now <= ticket.expiresAt else {
+                throw APIError.invalidRequest("the link ticket has expired; run broker link again")
+            }
+            guard ticket.codeChallenge == challenge else {
+                throw APIError.invalidRequest("the link ticket was issued for another sign-in (code_challenge)")
+            }
+            linkUser = ticket.user
+        }
         let nonce = try SecureRandom.token(byteCount: 16)
         let verifier = try PKCE.generate().verifier
         let marker = try SecureRandom.token(byteCount: 16)
         let state = try SealedSignIn(
             cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: verifier, expiresAt: now + Self.pendingLifetime, marker: marker
+            providerVerifier: verifier, expiresAt: now + Self.pendingLifetime, marker: marker, linkUser: linkUser
         ).seal(key: flowKey, provider: provider)
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
@@ -278,14 +292,46 @@ final class SignInService: Sendable {
         guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
             throw APIError.invalidRequest("this sign-in has already been completed")
         }
-        let user = try await store.upsertUser(
-            UserRecord(
-                id: UserID(provider: provider, subject: identity.subject),
-                email: identity.emailVerified ? identity.email : nil,
-                name: identity.name,
-                createdAt: now
-            ))
+        let record = IdentityRecord(
+            provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
+            name: identity.name)
         let code = try SecureRandom.token(byteCount: 32)
+        if let linkUser = sealed.linkUser {
+            // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
+            // provider account is someone else's, so the person sees why in the browser.
+            if let problem = try await linkProblem(record, to: linkUser) {
+                throw SignInRedirect(
+                    reason: "link_refused",
+                    response: .redirect(
+                        Self.loopback(
+                            redirectURI, [("error", "access_denied"), ("error_description", problem)], state: cliState,
+                            issuer: issuer)))
+            }
+            try await store.createAuthorizationCode(
+                AuthorizationCodeRecord(
+                    hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
+                    expiresAt: now + Self.codeLifetime, link: record))
+            logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
+            return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+        }
+        let user: UserRecord
+        switch try await store.signIn(record, now: now) {
+        case .user(let found): user = found
+        case .unlinked(let former):
+            throw SignInRedirect(
+                reason: "unlinked",
+                response: .redirect(
+                    Self.loopback(
+                        redirectURI,
+                        [
+                            ("error", "access_denied"),
+                            (
+                                "error_description",
+                                "this \(displayName(provider)) account was unlinked from the user \(former); sign in "
+                                    + "another way and run broker link --provider \(provider.rawValue) to attach it again"
+                            ),
+                        ], state: cliState, issuer: issuer)))
+        }
         try await store.createAuthorizationCode(
             AuthorizationCodeRecord(
                 hash: Digest.sha256(code),
@@ -297,6 +343,31 @@ final class SignInService: Sendable {
         logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
         audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
         return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+    }
+
+    /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is
+    /// attached to them already). The store decides again, atomically, when the code is redeemed.
+    func linkProblem(_ identity: IdentityRecord, to user: UserID) async throws -> String? {
+        let name = displayName(identity.provider)
+        if let owner = try await store.identityOwner(provider: identity.provider, subject: identity.subject) {
+            return owner == user ? nil : Self.ownedMessage(name)
+        }
+        if let taken = try await store.identities(user: user).first(where: {
+            $0.identity.provider == identity.provider
+        }) {
+            return Self.providerTakenMessage(name, provider: identity.provider, subject: taken.identity.subject)
+        }
+        return nil
+    }
+
+    static func ownedMessage(_ name: String) -> String {
+        "this \(name) account already signs in as another broker user; sign in with it and delete that user "
+            + "(broker account delete) or unlink it there, then link again"
+    }
+
+    static func providerTakenMessage(_ name: String, provider: ProviderID, subject: String) -> String {
+        "another \(name) account (\(subject)) is linked to this user; unlink it first "
+            + "(broker unlink --provider \(provider.rawValue))"
     }
 
     static func loopback(_ redirectURI: String, _ fields: [(String, String)], state: String, issuer: String) -> String {

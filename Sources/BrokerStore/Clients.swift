@@ -68,13 +68,20 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     package var codeChallenge: String
     package var redirectURI: String
     package var expiresAt: Int64
+    /// For a link (`broker link`): the identity to attach to ``userID`` when the code is redeemed with its
+    /// verifier; `nil` for a sign-in.
+    package var link: IdentityRecord?
 
-    package init(hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64) {
+    package init(
+        hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64,
+        link: IdentityRecord? = nil
+    ) {
         self.hash = hash
         self.userID = userID
         self.codeChallenge = codeChallenge
         self.redirectURI = redirectURI
         self.expiresAt = expiresAt
+        self.link = link
     }
 }
 

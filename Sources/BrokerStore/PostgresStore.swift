@@ -318,22 +318,241 @@ package final class PostgresStore: Store {
             """)
     }
 
-    package func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+    package func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
+        // Two first sign-ins of one identity at once: one inserts; the other meets the unique key, or (each
+        // statement reads what is committed by then) finds the user but not, a moment earlier, the identity.
+        // Tried again, it finds the identity the first one linked.
+        do {
+            let first = try await signInOnce(identity, now: now)
+            guard case .unlinked = first else { return first }
+            return try await signInOnce(identity, now: now)
+        } catch let error as StoreError where error.code == .conflict {
+            return try await signInOnce(identity, now: now)
+        }
+    }
+
+    private func signInOnce(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
+        let logger = logger
+        return try await transaction("identity sign-in") { connection in
+            let owners = try await connection.query(
+                """
+                UPDATE identities SET email = \(identity.email), name = \(identity.name)
+                WHERE provider = \(identity.provider.rawValue) AND subject = \(identity.subject) RETURNING user_id
+                """, logger: logger
+            ).decode(String.self)
+            var owner: String?
+            for try await found in owners { owner = found }
+            if let owner {
+                // The user's own email and name follow the identity their id was made from.
+                if owner == identity.derivedUserID.description {
+                    try await connection.query(
+                        "UPDATE users SET email = \(identity.email), name = \(identity.name) WHERE id = \(owner)",
+                        logger: logger
+                    ).drain()
+                }
+                let rows = try await connection.query(
+                    "SELECT email, name, created_at FROM users WHERE id = \(owner)", logger: logger
+                ).decode((String?, String?, Int64).self)
+                for try await (email, name, created) in rows {
+                    guard let id = UserID(owner) else { break }
+                    return .user(UserRecord(id: id, email: email, name: name, createdAt: created))
+                }
+                throw StoreError.unavailable("the identity's user \(owner) is missing")
+            }
+            let id = identity.derivedUserID
+            let existing = try await connection.query(
+                "SELECT 1 FROM users WHERE id = \(id.description)", logger: logger
+            ).decode(Int.self)
+            for try await _ in existing { return .unlinked(from: id) }
+            let user = UserRecord(id: id, email: identity.email, name: identity.name, createdAt: now)
+            try await Self.insert(user, connection, logger)
+            try await Self.insert(identity, user: id, now: now, connection, logger)
+            return .user(user)
+        }
+    }
+
+    private static func insert(
+        _ identity: IdentityRecord, user: UserID, now: Int64, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO identities (provider, subject, user_id, email, name, linked_at)
+            VALUES (\(identity.provider.rawValue), \(identity.subject), \(user.description), \(identity.email),
+                    \(identity.name), \(now))
+            """, logger: logger
+        ).drain()
+    }
+
+    /// Locks `user`'s row for the rest of the transaction (one change to a user's ways in at a time);
+    /// `false` when there is no such user.
+    private static func lockUser(_ user: UserID, _ connection: PostgresConnection, _ logger: Logger) async throws
+        -> Bool
+    {
+        let rows = try await connection.query(
+            "SELECT 1 FROM users WHERE id = \(user.description) FOR UPDATE", logger: logger
+        ).decode(Int.self)
+        for try await _ in rows { return true }
+        return false
+    }
+
+    /// The first column of the first row of `query`, if any.
+    private static func first<T: PostgresDecodable & Sendable>(
+        _ type: T.Type, _ query: PostgresQuery, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws -> T? {
+        for try await value in try await connection.query(query, logger: logger).decode(T.self) { return value }
+        return nil
+    }
+
+    // MARK: Linked identities
+
+    package func identities(user: UserID) async throws -> [LinkedIdentity] {
         let client = client
-        return try await run("user upsert") {
+        return try await run("identities") {
             let rows = try await client.query(
                 """
-                INSERT INTO users (id, provider, subject, email, name, created_at)
-                VALUES (\(user.id.description), \(user.id.provider.rawValue), \(user.id.subject), \(user.email),
-                        \(user.name), \(user.createdAt))
-                ON CONFLICT (id) DO UPDATE SET email = excluded.email, name = excluded.name
-                RETURNING email, name, created_at
+                SELECT provider, subject, email, name, linked_at FROM identities WHERE user_id = \(user.description)
+                ORDER BY linked_at, provider
                 """
-            ).decode((String?, String?, Int64).self)
-            for try await (email, name, created) in rows {
-                return UserRecord(id: user.id, email: email, name: name, createdAt: created)
+            ).decode((String, String, String?, String?, Int64).self)
+            var linked: [LinkedIdentity] = []
+            for try await (provider, subject, email, name, linkedAt) in rows {
+                guard let provider = ProviderID(rawValue: provider) else { continue }
+                linked.append(
+                    LinkedIdentity(
+                        identity: IdentityRecord(provider: provider, subject: subject, email: email, name: name),
+                        userID: user, linkedAt: linkedAt))
             }
-            return user
+            return linked
+        }
+    }
+
+    package func identityOwner(provider: ProviderID, subject: String) async throws -> UserID? {
+        let client = client
+        return try await run("identity owner") {
+            let rows = try await client.query(
+                "SELECT user_id FROM identities WHERE provider = \(provider.rawValue) AND subject = \(subject)"
+            ).decode(String.self)
+            for try await owner in rows { return UserID(owner) }
+            return nil
+        }
+    }
+
+    package func linkIdentity(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws -> LinkOutcome {
+        // The unique keys decide between two links at once; the loser, tried again, sees why it lost.
+        do {
+            return try await linkIdentityOnce(identity, to: user, now: now)
+        } catch let error as StoreError where error.code == .conflict {
+            return try await linkIdentityOnce(identity, to: user, now: now)
+        }
+    }
+
+    private func linkIdentityOnce(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws
+        -> LinkOutcome
+    {
+        let logger = logger
+        return try await transaction("identity link") { connection in
+            guard try await Self.lockUser(user, connection, logger) else { return .userMissing }
+            if let owner = try await Self.first(
+                String.self,
+                """
+                SELECT user_id FROM identities
+                WHERE provider = \(identity.provider.rawValue) AND subject = \(identity.subject)
+                """, connection, logger)
+            {
+                return owner == user.description ? .alreadyLinked : .ownedByAnotherUser
+            }
+            if let other = try await Self.first(
+                String.self,
+                """
+                SELECT subject FROM identities
+                WHERE user_id = \(user.description) AND provider = \(identity.provider.rawValue)
+                """, connection, logger)
+            {
+                return .providerTaken(subject: other)
+            }
+            // An identity unlinked from the user its id was made from may return to that user only.
+            if identity.derivedUserID != user,
+                try await Self.first(
+                    Int.self, "SELECT 1 FROM users WHERE id = \(identity.derivedUserID.description)", connection, logger
+                ) != nil
+            {
+                return .ownedByAnotherUser
+            }
+            try await Self.insert(identity, user: user, now: now, connection, logger)
+            return .linked
+        }
+    }
+
+    package func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
+        -> PasswordLinkOutcome
+    {
+        let logger = logger
+        do {
+            return try await transaction("password link") { connection in
+                guard try await Self.lockUser(user, connection, logger) else { return .userMissing }
+                if try await Self.first(
+                    Int.self, "SELECT 1 FROM password_accounts WHERE user_id = \(user.description)", connection,
+                    logger) != nil
+                {
+                    return .alreadyHasOne
+                }
+                let inserted = try await Self.first(
+                    Int.self,
+                    """
+                    INSERT INTO password_accounts (email, user_id, password_hash, updated_at)
+                    VALUES (\(email), \(user.description), \(passwordHash), \(now))
+                    ON CONFLICT (email) DO NOTHING RETURNING 1
+                    """, connection, logger)
+                return inserted == nil ? .emailTaken : .added
+            }
+        } catch let error as StoreError where error.code == .conflict {
+            // The user_id key: a second account for this user won a race.
+            return .alreadyHasOne
+        }
+    }
+
+    package func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
+        let logger = logger
+        return try await transaction("identity unlink") { connection in
+            guard try await Self.lockUser(user, connection, logger) else { return .notLinked }
+            let identities =
+                try await Self.first(
+                    Int64.self, "SELECT COUNT(*) FROM identities WHERE user_id = \(user.description)", connection,
+                    logger) ?? 0
+            let passwords =
+                try await Self.first(
+                    Int64.self, "SELECT COUNT(*) FROM password_accounts WHERE user_id = \(user.description)",
+                    connection, logger) ?? 0
+            let has: Bool
+            if provider == .custom {
+                has = passwords > 0
+            } else {
+                has =
+                    try await Self.first(
+                        Int.self,
+                        """
+                        SELECT 1 FROM identities WHERE user_id = \(user.description) AND provider = \(provider.rawValue)
+                        """, connection, logger) != nil
+            }
+            guard has else { return .notLinked }
+            guard identities + passwords > 1 else { return .lastWayIn }
+            if provider == .custom {
+                try await connection.query(
+                    "DELETE FROM password_accounts WHERE user_id = \(user.description)", logger: logger
+                ).drain()
+                try await connection.query(
+                    """
+                    UPDATE email_links SET used_at = \(now) WHERE user_id = \(user.description) AND used_at IS NULL
+                    """, logger: logger
+                ).drain()
+            } else {
+                try await connection.query(
+                    """
+                    DELETE FROM identities WHERE user_id = \(user.description) AND provider = \(provider.rawValue)
+                    """, logger: logger
+                ).drain()
+            }
+            return .unlinked
         }
     }
 
@@ -819,9 +1038,9 @@ package final class PostgresStore: Store {
         try await query(
             "code issue",
             """
-            INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at)
+            INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity)
             VALUES (\(code.hash.hex), \(code.userID.description), \(code.codeChallenge), \(code.redirectURI),
-                    \(code.expiresAt))
+                    \(code.expiresAt), \(code.link?.serialized))
             """)
     }
 
@@ -831,15 +1050,15 @@ package final class PostgresStore: Store {
             let spent = try await client.query(
                 """
                 UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex) AND used_at IS NULL
-                RETURNING user_id, code_challenge, redirect_uri, expires_at
+                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity
                 """
-            ).decode((String, String, String, Int64).self)
-            for try await (user, challenge, redirect, expires) in spent {
+            ).decode((String, String, String, Int64, String?).self)
+            for try await (user, challenge, redirect, expires, link) in spent {
                 guard let userID = UserID(user) else { return .unknown }
                 return .redeemed(
                     AuthorizationCodeRecord(
                         hash: hash, userID: userID, codeChallenge: challenge, redirectURI: redirect,
-                        expiresAt: expires))
+                        expiresAt: expires, link: link.flatMap(IdentityRecord.init(serialized:))))
             }
             let earlier = try await client.query(
                 "SELECT session_id FROM authorization_codes WHERE hash = \(hash.hex)"

@@ -121,24 +121,157 @@ package final class SQLiteStore: Store {
         }
     }
 
-    package func upsertUser(_ user: UserRecord) async throws -> UserRecord {
+    package func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
         try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO users (id, provider, subject, email, name, created_at) VALUES (?, ?, ?, ?, ?, ?)
-                    ON CONFLICT(id) DO UPDATE SET email = excluded.email, name = excluded.name
-                    """,
-                arguments: [
-                    user.id.description, user.id.provider.rawValue, user.id.subject, user.email, user.name,
-                    user.createdAt,
-                ]
-            )
-            let row = try Row.fetchOne(
+            let selectUser = "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?"
+            if let owner = try String.fetchOne(
+                db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",
+                arguments: [identity.provider.rawValue, identity.subject])
+            {
+                try db.execute(
+                    sql: "UPDATE identities SET email = ?, name = ? WHERE provider = ? AND subject = ?",
+                    arguments: [identity.email, identity.name, identity.provider.rawValue, identity.subject])
+                // The user's own email and name follow the identity their id was made from.
+                if owner == identity.derivedUserID.description {
+                    try db.execute(
+                        sql: "UPDATE users SET email = ?, name = ? WHERE id = ?",
+                        arguments: [identity.email, identity.name, owner])
+                }
+                guard let user = try Row.fetchOne(db, sql: selectUser, arguments: [owner]).flatMap(Self.user) else {
+                    throw StoreError.unavailable("the identity's user \(owner) is missing")
+                }
+                return .user(user)
+            }
+            let id = identity.derivedUserID
+            if try Row.fetchOne(db, sql: selectUser, arguments: [id.description]) != nil { return .unlinked(from: id) }
+            let user = UserRecord(id: id, email: identity.email, name: identity.name, createdAt: now)
+            try Self.insert(user, db)
+            try Self.insert(identity, user: id, now: now, db)
+            return .user(user)
+        }
+    }
+
+    private static func insert(_ identity: IdentityRecord, user: UserID, now: Int64, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO identities (provider, subject, user_id, email, name, linked_at) VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                identity.provider.rawValue, identity.subject, user.description, identity.email, identity.name, now,
+            ])
+    }
+
+    // MARK: Linked identities
+
+    package func identities(user: UserID) async throws -> [LinkedIdentity] {
+        try await pool.read { db in
+            try Row.fetchAll(
                 db,
-                sql: "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?",
-                arguments: [user.id.description]
-            )
-            return row.flatMap(Self.user) ?? user
+                sql: """
+                    SELECT provider, subject, email, name, linked_at FROM identities WHERE user_id = ?
+                    ORDER BY linked_at, provider
+                    """,
+                arguments: [user.description]
+            ).compactMap { row in
+                guard let provider = ProviderID(rawValue: row["provider"]) else { return nil }
+                return LinkedIdentity(
+                    identity: IdentityRecord(
+                        provider: provider, subject: row["subject"], email: row["email"], name: row["name"]),
+                    userID: user, linkedAt: row["linked_at"])
+            }
+        }
+    }
+
+    package func identityOwner(provider: ProviderID, subject: String) async throws -> UserID? {
+        try await pool.read { db in
+            try String.fetchOne(
+                db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",
+                arguments: [provider.rawValue, subject]
+            ).flatMap(UserID.init)
+        }
+    }
+
+    package func linkIdentity(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws -> LinkOutcome {
+        try await pool.write { db in
+            guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [user.description]) != nil
+            else { return .userMissing }
+            if let owner = try String.fetchOne(
+                db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",
+                arguments: [identity.provider.rawValue, identity.subject])
+            {
+                return owner == user.description ? .alreadyLinked : .ownedByAnotherUser
+            }
+            if let other = try String.fetchOne(
+                db, sql: "SELECT subject FROM identities WHERE user_id = ? AND provider = ?",
+                arguments: [user.description, identity.provider.rawValue])
+            {
+                return .providerTaken(subject: other)
+            }
+            // An identity unlinked from the user its id was made from may return to that user only.
+            if identity.derivedUserID != user,
+                try Int.fetchOne(
+                    db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [identity.derivedUserID.description])
+                    != nil
+            {
+                return .ownedByAnotherUser
+            }
+            try Self.insert(identity, user: user, now: now, db)
+            return .linked
+        }
+    }
+
+    package func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
+        -> PasswordLinkOutcome
+    {
+        try await pool.write { db in
+            guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [user.description]) != nil
+            else { return .userMissing }
+            if try Int.fetchOne(
+                db, sql: "SELECT 1 FROM password_accounts WHERE user_id = ?", arguments: [user.description]) != nil
+            {
+                return .alreadyHasOne
+            }
+            if try Int.fetchOne(db, sql: "SELECT 1 FROM password_accounts WHERE email = ?", arguments: [email]) != nil {
+                return .emailTaken
+            }
+            try db.execute(
+                sql: "INSERT INTO password_accounts (email, user_id, password_hash, updated_at) VALUES (?, ?, ?, ?)",
+                arguments: [email, user.description, passwordHash, now])
+            return .added
+        }
+    }
+
+    package func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
+        try await pool.write { db in
+            let identities =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [user.description]) ?? 0
+            let passwords =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM password_accounts WHERE user_id = ?", arguments: [user.description])
+                ?? 0
+            let has: Bool
+            if provider == .custom {
+                has = passwords > 0
+            } else {
+                has =
+                    try Int.fetchOne(
+                        db, sql: "SELECT 1 FROM identities WHERE user_id = ? AND provider = ?",
+                        arguments: [user.description, provider.rawValue]) != nil
+            }
+            guard has else { return .notLinked }
+            guard identities + passwords > 1 else { return .lastWayIn }
+            if provider == .custom {
+                try db.execute(sql: "DELETE FROM password_accounts WHERE user_id = ?", arguments: [user.description])
+                try db.execute(
+                    sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",
+                    arguments: [now, user.description])
+            } else {
+                try db.execute(
+                    sql: "DELETE FROM identities WHERE user_id = ? AND provider = ?",
+                    arguments: [user.description, provider.rawValue])
+            }
+            return .unlinked
         }
     }
 
@@ -286,11 +419,13 @@ package final class SQLiteStore: Store {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at)
-                    VALUES (?, ?, ?, ?, ?)
+                    INSERT INTO authorization_codes
+                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity)
+                    VALUES (?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     code.hash.hex, code.userID.description, code.codeChallenge, code.redirectURI, code.expiresAt,
+                    code.link?.serialized,
                 ]
             )
         }
@@ -302,7 +437,7 @@ package final class SQLiteStore: Store {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id
+                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id, link_identity
                         FROM authorization_codes WHERE hash = ?
                         """,
                     arguments: [hash.hex]
@@ -320,7 +455,8 @@ package final class SQLiteStore: Store {
                     userID: user,
                     codeChallenge: row["code_challenge"],
                     redirectURI: row["redirect_uri"],
-                    expiresAt: row["expires_at"]
+                    expiresAt: row["expires_at"],
+                    link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:))
                 )
             )
         }

@@ -10,11 +10,11 @@ package enum Schema {
     package struct Migration: Sendable {
         package let version: Int
         package let name: String
-        let sqlite: String
-        let postgres: String
+        package let sqlite: String
+        package let postgres: String
 
         /// The identifier SQLite's GRDB migrator records (the first three predate this list and keep theirs).
-        var identifier: String { "v\(version): \(name)" }
+        package var identifier: String { "v\(version): \(name)" }
     }
 
     /// The newest version this binary knows.
@@ -287,6 +287,40 @@ package enum Schema {
                 ALTER TABLE password_accounts ADD COLUMN email_verified_at BIGINT;
                 """
         ),
+        Migration(
+            version: 8,
+            name: "linked identities (each provider account's user), links pending in one-time codes",
+            sqlite: """
+                CREATE TABLE identities (
+                    provider TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    email TEXT,
+                    name TEXT,
+                    linked_at INTEGER NOT NULL,
+                    PRIMARY KEY (provider, subject)
+                );
+                CREATE UNIQUE INDEX identities_user_provider ON identities(user_id, provider);
+                INSERT INTO identities (provider, subject, user_id, email, name, linked_at)
+                    SELECT provider, subject, id, email, name, created_at FROM users WHERE provider <> 'custom';
+                ALTER TABLE authorization_codes ADD COLUMN link_identity TEXT;
+                """,
+            postgres: """
+                CREATE TABLE identities (
+                    provider TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    email TEXT,
+                    name TEXT,
+                    linked_at BIGINT NOT NULL,
+                    PRIMARY KEY (provider, subject)
+                );
+                CREATE UNIQUE INDEX identities_user_provider ON identities(user_id, provider);
+                INSERT INTO identities (provider, subject, user_id, email, name, linked_at)
+                    SELECT provider, subject, id, email, name, created_at FROM users WHERE provider <> 'custom';
+                ALTER TABLE authorization_codes ADD COLUMN link_identity TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -325,6 +359,12 @@ extension Schema {
                 ("email_verified_at", .integer),
             ]),
         Table(
+            name: "identities",
+            columns: [
+                ("provider", .text), ("subject", .text), ("user_id", .text), ("email", .text), ("name", .text),
+                ("linked_at", .integer),
+            ]),
+        Table(
             name: "sessions",
             columns: [
                 ("id", .text), ("user_id", .text), ("client_id", .text), ("scope", .text), ("created_at", .integer),
@@ -348,7 +388,7 @@ extension Schema {
             name: "authorization_codes",
             columns: [
                 ("hash", .text), ("user_id", .text), ("code_challenge", .text), ("redirect_uri", .text),
-                ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
+                ("expires_at", .integer), ("used_at", .integer), ("session_id", .text), ("link_identity", .text),
             ]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(

@@ -169,7 +169,9 @@ package protocol AuditStore: Sendable {
     func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord]
 }
 
-package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore {
+package protocol Store:
+    ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore
+{
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 
@@ -194,8 +196,11 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
     /// Replaces a password hash (rehash on login after the cost went up).
     func updatePasswordHash(email: String, from old: String, to new: String) async throws
 
-    /// Creates or updates the user of a provider account (name and email follow the provider).
-    func upsertUser(_ user: UserRecord) async throws -> UserRecord
+    /// The user a provider account signs in as, in one transaction: the user the identity is linked to (its
+    /// email and name follow the provider), else a new user whose id is made from the identity
+    /// (`provider:subject`) with the identity linked to it. ``IdentitySignIn/unlinked(from:)`` when that id
+    /// belongs to a user the identity was unlinked from (a new user cannot take their id).
+    func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn
 
     func user(id: UserID) async throws -> UserRecord?
 
@@ -253,6 +258,117 @@ package protocol Store: ClientStore, BrowserFlowStore, SharedStateStore, Copyabl
     /// whether the hash was replaced.
     func changePassword(user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64)
         async throws -> Bool
+}
+
+/// A provider account as the provider described it: who it is (`provider`, `subject`) and what it said.
+package struct IdentityRecord: Sendable, Hashable {
+    package var provider: ProviderID
+    package var subject: String
+    /// Only an address the provider verified.
+    package var email: String?
+    package var name: String?
+
+    package init(provider: ProviderID, subject: String, email: String?, name: String?) {
+        self.provider = provider
+        self.subject = subject
+        self.email = email
+        self.name = name
+    }
+
+    /// The id of a user first made from this identity.
+    package var derivedUserID: UserID { UserID(provider: provider, subject: subject) }
+
+    /// The identity as one JSON text (a link's code keeps it in one column).
+    package var serialized: String {
+        var fields: [String: JSONValue] = ["provider": .string(provider.rawValue), "subject": .string(subject)]
+        if let email { fields["email"] = .string(email) }
+        if let name { fields["name"] = .string(name) }
+        return String(decoding: JSONValue.object(fields).serializedBytes, as: UTF8.self)
+    }
+
+    /// Reads ``serialized``; `nil` for anything else.
+    package init?(serialized: String) {
+        guard let fields = JSONValue.parse(Array(serialized.utf8))?.objectValue,
+            let provider = fields["provider"]?.stringValue.flatMap(ProviderID.init(rawValue:)),
+            let subject = fields["subject"]?.stringValue, !subject.isEmpty
+        else { return nil }
+        self.init(
+            provider: provider, subject: subject, email: fields["email"]?.stringValue,
+            name: fields["name"]?.stringValue)
+    }
+}
+
+/// An identity attached to a user: the way that provider account signs in as that user.
+package struct LinkedIdentity: Sendable, Hashable {
+    package var identity: IdentityRecord
+    package var userID: UserID
+    package var linkedAt: Int64
+
+    package init(identity: IdentityRecord, userID: UserID, linkedAt: Int64) {
+        self.identity = identity
+        self.userID = userID
+        self.linkedAt = linkedAt
+    }
+}
+
+/// What signing in with a provider account came to.
+package enum IdentitySignIn: Sendable, Hashable {
+    case user(UserRecord)
+    /// The identity was unlinked from the user that bears its derived id; it signs in as nobody until linked.
+    case unlinked(from: UserID)
+}
+
+/// What attaching an identity to a user came to.
+package enum LinkOutcome: Sendable, Hashable {
+    case linked
+    /// It was attached to this user already (nothing changed).
+    case alreadyLinked
+    /// Another user signs in with it.
+    case ownedByAnotherUser
+    /// The user has another account of this provider attached (one per provider).
+    case providerTaken(subject: String)
+    case userMissing
+}
+
+/// What adding an email + password way in to an existing user came to.
+package enum PasswordLinkOutcome: Sendable, Hashable {
+    case added
+    /// Another account uses this email.
+    case emailTaken
+    /// The user has a password account already.
+    case alreadyHasOne
+    case userMissing
+}
+
+/// What detaching a way in came to.
+package enum UnlinkOutcome: Sendable, Hashable {
+    case unlinked
+    case notLinked
+    /// It is the user's only way to sign in.
+    case lastWayIn
+}
+
+/// Linked identities (schema v8): which provider accounts sign in as which user. A user's ways in are their
+/// identities plus their password account.
+package protocol IdentityStore: Sendable {
+    /// The identities attached to `user`, oldest first.
+    func identities(user: UserID) async throws -> [LinkedIdentity]
+
+    /// The user an identity signs in as, if it is attached to one.
+    func identityOwner(provider: ProviderID, subject: String) async throws -> UserID?
+
+    /// Attaches `identity` to `user` in one transaction: never one attached to another user, at most one per
+    /// provider per user (a unique index decides, so two links at once cannot both win).
+    func linkIdentity(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws -> LinkOutcome
+
+    /// Gives `user` an email + password way in (a password account), under the same unique email as
+    /// registration.
+    func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
+        -> PasswordLinkOutcome
+
+    /// Detaches `user`'s identity of `provider` (for `.custom`: their password account, and their unused mail
+    /// links), unless it is their last way in. The user keeps their id.
+    func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome
 }
 
 /// What a mail link is for (`email_links.purpose`).

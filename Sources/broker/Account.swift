@@ -44,8 +44,9 @@ extension Broker.Account {
                     throw Console.fail("not confirmed; nothing was deleted")
                 }
             }
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
             var password: Secret?
-            if session.provider == .custom {
+            if try await Self.hasPassword(session, api: api, settings: settings) {
                 if passwordStdin {
                     password = try Terminal.readSecretFromStdin(what: "password")
                 } else if Terminal.isInteractive, let typed = Terminal.askSecret("Password: "), !typed.exposed.isEmpty {
@@ -55,7 +56,6 @@ extension Broker.Account {
                         "the account's password is needed (on a terminal, or --password-stdin)", code: BrokerExit.usage)
                 }
             }
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
             do {
                 _ = try await api.deleteAccount(session.accessToken, password: password)
             } catch {
@@ -73,6 +73,23 @@ extension Broker.Account {
             }
             try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
             Console.note("Deleted \(session.userID); its tokens no longer work.")
+        }
+
+        /// Whether the user signs in with a password (their own account, or one linked to a provider's user):
+        /// the deletion is then confirmed with it.
+        static func hasPassword(_ session: Session, api: BrokerAPI, settings: ClientSettings) async throws -> Bool {
+            if session.provider == .custom { return true }
+            do {
+                let listed = try await api.identities(session.accessToken)["identities"]?.arrayValue ?? []
+                return listed.contains { $0["provider"]?.stringValue == "custom" }
+            } catch {
+                if error.isAuthenticationRefusal {
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                // An older broker without the list: only its own custom accounts have a password.
+                if case .rejected(404, _, _) = error { return false }
+                throw ClientFailure.exit(error, doing: "the deletion")
+            }
         }
     }
 

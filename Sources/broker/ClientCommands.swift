@@ -420,6 +420,13 @@ extension Broker {
                 }
                 Console.warning("could not confirm the session with the broker (\(error)); showing the cached one")
             }
+            // The ways in, once the broker has confirmed the session (an older broker without the endpoint: none).
+            var identities: [JSONValue] = []
+            if profile != nil {
+                var quick = api
+                quick.timeout = .seconds(5)
+                identities = (try? await quick.identities(session.accessToken))?["identities"]?.arrayValue ?? []
+            }
             let now = SystemClock().seconds()
             let email = profile?["email"]?.stringValue
             let emailVerified = profile?["email_verified"]?.boolValue
@@ -437,14 +444,18 @@ extension Broker {
                 if let email { fields["email"] = .string(email) }
                 if let emailVerified { fields["email_verified"] = .bool(emailVerified) }
                 if let name { fields["name"] = .string(name) }
+                if !identities.isEmpty { fields["identities"] = .array(identities) }
                 Console.out(JSONValue.object(fields).serialized())
                 return
             }
             var lines = [("user", session.userID.description)]
             if let name { lines.append(("name", name)) }
             if let email { lines.append(("email", email + (emailVerified == false ? " (not confirmed)" : ""))) }
+            lines.append(("provider", session.provider.rawValue))
+            if !identities.isEmpty {
+                lines.append(("signs in", identities.map(Self.describe).joined(separator: ", ")))
+            }
             lines += [
-                ("provider", session.provider.rawValue),
                 ("expires", Expiry.describe(session.expiresAt, now: now)),
                 ("broker", session.key.brokerURL),
                 ("profile", session.key.profile),
@@ -452,6 +463,19 @@ extension Broker {
             for (label, value) in lines {
                 Console.out(label + String(repeating: " ", count: max(1, 10 - label.count)) + value)
             }
+        }
+
+        /// One way in, as whoami lists it: `google (ada@example.com)`, `custom (ada@example.com, not confirmed)`.
+        static func describe(_ identity: JSONValue) -> String {
+            let provider = identity["provider"]?.stringValue ?? "?"
+            var details: [String] = []
+            if let email = identity["email"]?.stringValue {
+                details.append(email)
+            } else if let subject = identity["subject"]?.stringValue {
+                details.append(subject)
+            }
+            if identity["email_verified"]?.boolValue == false { details.append("not confirmed") }
+            return details.isEmpty ? provider : "\(provider) (\(details.joined(separator: ", ")))"
         }
     }
 

@@ -61,10 +61,11 @@ struct AccountSelfServiceTests {
 
     @Test func aProviderAccountNeedsASignInOfTheLastTenMinutes() async throws {
         let broker = try await InProcessBroker()
-        let user = try await broker.store.upsertUser(
-            UserRecord(
-                id: UserID(provider: "google", subject: "1045"), email: "g@example.com", name: "G",
-                createdAt: broker.clock.seconds()))
+        guard
+            case .user(let user) = try await broker.store.signIn(
+                IdentityRecord(provider: "google", subject: "1045", email: "g@example.com", name: "G"),
+                now: broker.clock.seconds())
+        else { throw StoreError.conflict("unlinked") }
         let first = try await broker.service.tokens.startSession(user: user, clientID: "broker-cli", scope: nil)
         let stale = try #require(first["access_token"]?.stringValue)
         try await broker.test { client in

@@ -87,18 +87,18 @@ struct StoreContract {
     }
 
     @Test(arguments: StoreUnderTest.available)
-    func upsertCreatesThenFollowsTheProviderKeepingCreation(kind: StoreUnderTest) async throws {
+    func aProviderSignInCreatesThenFollowsTheProviderKeepingCreation(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let created = try await store.upsertUser(
+        let created = try await store.providerUser(
             Make.user("google", subject: "1234", email: "a@example.com", name: "A", at: 100))
         #expect(created.createdAt == 100 && created.email == "a@example.com" && created.name == "A")
-        let updated = try await store.upsertUser(
+        let updated = try await store.providerUser(
             Make.user("google", subject: "1234", email: "b@example.com", name: nil, at: 200))
         #expect(updated.id == created.id)
         #expect(updated.email == "b@example.com" && updated.name == nil, "name and email follow the provider")
         #expect(updated.createdAt == 100, "the first sign-in's time stays")
         #expect(try await store.user(id: created.id) == updated)
-        let other = try await store.upsertUser(Make.user("facebook", subject: "1234"))
+        let other = try await store.providerUser(Make.user("facebook", subject: "1234"))
         #expect(other.id != created.id, "the same subject at another provider is another user")
         #expect(try await store.user(id: UserID(provider: "twitter", subject: "1234")) == nil)
     }
@@ -201,10 +201,10 @@ struct StoreContract {
     @Test(arguments: StoreUnderTest.available)
     func usersAreListedOldestFirstAndByProvider(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let google = try await store.upsertUser(Make.user("google", at: 200))
+        let google = try await store.providerUser(Make.user("google", at: 200))
         let custom = Make.user(email: "c@example.com", at: 100)
         try await store.createPasswordAccount(user: custom, email: "c@example.com", passwordHash: "h")
-        let facebook = try await store.upsertUser(Make.user("facebook", at: 300))
+        let facebook = try await store.providerUser(Make.user("facebook", at: 300))
         #expect(try await store.users(provider: nil).map(\.user.id) == [custom.id, google.id, facebook.id])
         #expect(try await store.users(provider: ProviderID("google")) == [UserStatus(user: google, disabledAt: nil)])
         #expect(try await store.users(provider: ProviderID("twitter")).isEmpty)
@@ -327,7 +327,7 @@ struct StoreContract {
     @Test(arguments: StoreUnderTest.available)
     func sessionsAreListedNewestFirstAndRevokedPerUser(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let user = try await store.upsertUser(Make.user("google"))
+        let user = try await store.providerUser(Make.user("google"))
         let older = Make.session(for: user, at: 100)
         let newer = Make.session(for: user, at: 200)
         try await store.createSession(older, firstToken: Make.token(Make.hash(), session: older.id))
@@ -465,7 +465,7 @@ struct StoreContract {
         let store = try await kind.make()
         let (_, dead, deadToken) = try await Make.signedIn(store, lifetime: 10)
         let (liveUser, live, liveToken) = try await Make.signedIn(store, lifetime: 10_000)
-        let user = try await store.upsertUser(Make.user())
+        let user = try await store.providerUser(Make.user())
         let oldCode = AuthorizationCodeRecord(
             hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
             expiresAt: Make.now + 10)
@@ -505,7 +505,7 @@ struct StoreContract {
     @Test(arguments: StoreUnderTest.available)
     func codeIsRedeemedOnceAndItsReuseNamesTheSession(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let user = try await store.upsertUser(Make.user("google"))
+        let user = try await store.providerUser(Make.user("google"))
         let code = AuthorizationCodeRecord(
             hash: Make.hash(), userID: user.id, codeChallenge: "challenge", redirectURI: "http://127.0.0.1:5/cb",
             expiresAt: Make.now + 60)
@@ -521,7 +521,7 @@ struct StoreContract {
     @Test(arguments: StoreUnderTest.available)
     func concurrentRedemptionsOfOneCodeRedeemOnce(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
-        let user = try await store.upsertUser(Make.user("google"))
+        let user = try await store.providerUser(Make.user("google"))
         let code = AuthorizationCodeRecord(
             hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:5/cb",
             expiresAt: Make.now + 60)

@@ -70,10 +70,23 @@ enum Make {
     static func signedIn(_ store: any Store, lifetime: Int64 = 3600) async throws
         -> (user: UserRecord, session: SessionRecord, token: [UInt8])
     {
-        let user = try await store.upsertUser(Make.user("google", email: "someone@example.com", name: "Someone"))
+        let user = try await store.providerUser(Make.user("google", email: "someone@example.com", name: "Someone"))
         let session = Make.session(for: user)
         let token = Make.hash()
         try await store.createSession(session, firstToken: Make.token(token, session: session.id, lifetime: lifetime))
         return (user, session, token)
+    }
+}
+
+extension Store {
+    /// Signs in the provider account `user` is made from (its id's provider and subject), as the browser flow
+    /// does; the user it signs in as.
+    func providerUser(_ user: UserRecord) async throws -> UserRecord {
+        let identity = IdentityRecord(
+            provider: user.id.provider, subject: user.id.subject, email: user.email, name: user.name)
+        guard case .user(let signedIn) = try await signIn(identity, now: user.createdAt) else {
+            throw StoreError.conflict("\(user.id) was unlinked from its user")
+        }
+        return signedIn
     }
 }

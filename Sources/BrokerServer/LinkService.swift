@@ -1,0 +1,183 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// Account linking: the ways one user signs in. A provider account is attached only after its own sign-in
+/// (never by matching emails): `POST /auth/link` gives the signed-in CLI a ``LinkTicket`` for the browser flow,
+/// and the identity is attached when the code that flow ends in is redeemed (``GrantService/link(_:to:)``). An
+/// email + password way in is added directly (`{"provider": "custom", "email", "password"}`). The user keeps
+/// the id of their first identity whatever is linked or unlinked later.
+final class LinkService: Sendable {
+    let accounts: AccountService
+    let grants: GrantService
+    let signIn: SignInService
+
+    init(accounts: AccountService, grants: GrantService, signIn: SignInService) {
+        self.accounts = accounts
+        self.grants = grants
+        self.signIn = signIn
+    }
+
+    var store: any Store { accounts.store }
+    var now: Int64 { accounts.now }
+
+    /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
+    func identities(authorization: String?) async throws -> APIResponse {
+        let (_, user) = try await grants.authenticate(authorization: authorization)
+        var entries: [(primary: Bool, linkedAt: Int64, value: JSONValue)] = []
+        for linked in try await store.identities(user: user.id) {
+            let identity = linked.identity
+            let primary = identity.derivedUserID == user.id
+            entries.append(
+                (
+                    primary, linked.linkedAt,
+                    [
+                        "provider": .string(identity.provider.rawValue), "subject": .string(identity.subject),
+                        "email": identity.email.map(JSONValue.string) ?? .null,
+                        "name": identity.name.map(JSONValue.string) ?? .null,
+                        "linked_at": .string(RFC3339.format(epochSeconds: linked.linkedAt)),
+                        "primary": .bool(primary),
+                    ]
+                ))
+        }
+        if let account = try await store.passwordAccount(user: user.id) {
+            let primary = user.id.provider == .custom
+            entries.append(
+                (
+                    primary, primary ? user.createdAt : Int64.max,
+                    [
+                        "provider": "custom", "email": .string(account.email),
+                        "email_verified": .bool(account.emailVerifiedAt != nil), "primary": .bool(primary),
+                    ]
+                ))
+        }
+        entries.sort { ($0.primary ? 0 : 1, $0.linkedAt) < ($1.primary ? 0 : 1, $1.linkedAt) }
+        return APIResponse(
+            status: 200,
+            body: ["user_id": .string(user.id.description), "identities": .array(entries.map(\.value))],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// `POST /auth/link`: `{"provider", "code_challenge"}` for a browser provider (→ a ticket for
+    /// `/auth/{provider}/start`), or `{"provider": "custom", "email", "password"}` (→ 201, the password account
+    /// added and its verification link mailed).
+    func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
+        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let name = try input.string("provider")
+        guard let provider = ProviderID(rawValue: name) else {
+            throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
+        }
+        if provider == .custom { return try await linkPassword(input, user: user, address: address) }
+        guard signIn.identityProviders[provider] != nil else {
+            throw APIError.notFound("\(signIn.displayName(provider)) is not enabled on this broker")
+        }
+        guard let challenge = try input.optionalString("code_challenge"), PKCE.isValidS256Challenge(challenge) else {
+            throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
+        }
+        if let taken = try await store.identities(user: user.id).first(where: { $0.identity.provider == provider }) {
+            throw APIError(
+                status: 409, code: "already_linked",
+                detail: SignInService.providerTakenMessage(
+                    signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
+        }
+        let ticket = try LinkTicket(user: user.id, codeChallenge: challenge, expiresAt: now + LinkTicket.lifetime)
+            .seal(key: signIn.flowKey, provider: provider)
+        return APIResponse(
+            status: 200,
+            body: [
+                "provider": .string(provider.rawValue), "link_ticket": .string(ticket),
+                "expires_in": .int(LinkTicket.lifetime),
+                "authorization_endpoint": .string(signIn.issuer + "/auth/\(provider.rawValue)/start"),
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    private func linkPassword(_ input: RequestInput, user: UserRecord, address: String?) async throws -> APIResponse {
+        guard signIn.configuration.customEnabled else {
+            throw APIError.notFound("email and password accounts are not enabled on this broker")
+        }
+        try accounts.registrations.admit(
+            address, metrics: accounts.metrics, limit: "registrations",
+            "too many new accounts from this address; try again later")
+        let email: String
+        switch AccountRules.normalizedEmail(try input.string("email")) {
+        case .success(let value): email = value
+        case .failure(let violation): throw APIError.invalidRequest(violation.message)
+        }
+        let password = try input.string("password")
+        if let problem = AccountRules.passwordProblem(password, email: email) {
+            throw APIError.invalidRequest(problem.message)
+        }
+        if try await store.passwordAccount(user: user.id) != nil { throw Self.alreadyHasPassword }
+        if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
+        let hash = try await accounts.hashPassword(Secret(password))
+        let outcome = try await store.addPasswordAccount(user: user.id, email: email, passwordHash: hash, now: now)
+        accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))
+        switch outcome {
+        case .added: break
+        case .emailTaken: throw APIError.accountExists
+        case .alreadyHasOne: throw Self.alreadyHasPassword
+        case .userMissing: throw APIError.invalidToken("the account no longer exists")
+        }
+        accounts.audit.record("linked", user: user.id, fields: ["provider": "custom"])
+        accounts.logger.info("password way in added", metadata: ["broker.user": "\(user.id)"])
+        accounts.verification.registered(user, email: email)
+        var body: [String: JSONValue] = [
+            "user_id": .string(user.id.description), "provider": "custom", "email": .string(email),
+            "status": "linked", "email_verified": false,
+        ]
+        if accounts.verification.mailer != nil { body["verification"] = "sent" }
+        return APIResponse(status: 201, body: .object(body), headers: [("Cache-Control", "no-store")])
+    }
+
+    static let alreadyHasPassword = APIError(
+        status: 409, code: "already_linked",
+        detail: "this user already signs in with an email and password (broker password change to change it)")
+
+    static func label(_ outcome: PasswordLinkOutcome) -> String {
+        switch outcome {
+        case .added: "linked"
+        case .emailTaken: "email_taken"
+        case .alreadyHasOne: "provider_taken"
+        case .userMissing: "user_missing"
+        }
+    }
+
+    /// `POST /auth/unlink {"provider"}`: detaches that way in, unless it is the user's last.
+    func unlink(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let name = try input.string("provider")
+        guard let provider = ProviderID(rawValue: name) else {
+            throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
+        }
+        let display = signIn.displayName(provider)
+        let outcome = try await store.unlinkIdentity(user: user.id, provider: provider, now: now)
+        switch outcome {
+        case .unlinked:
+            accounts.metrics.link(provider: provider.rawValue, outcome: "unlinked")
+            accounts.audit.record("unlinked", user: user.id, fields: ["provider": provider.rawValue])
+            accounts.logger.info(
+                "identity unlinked", metadata: ["broker.user": "\(user.id)", "broker.provider": "\(provider)"])
+            return APIResponse(
+                status: 200,
+                body: [
+                    "user_id": .string(user.id.description), "provider": .string(provider.rawValue),
+                    "status": "unlinked",
+                ],
+                headers: [("Cache-Control", "no-store")])
+        case .notLinked:
+            throw APIError.notFound("no \(display) sign-in is linked to this user")
+        case .lastWayIn:
+            accounts.metrics.link(provider: provider.rawValue, outcome: "last_identity")
+            accounts.audit.record(
+                "unlinked", outcome: "failure", user: user.id,
+                fields: ["provider": provider.rawValue, "reason": "last_identity"])
+            throw APIError(
+                status: 409, code: "last_identity",
+                detail: "\(display) is this user's only way to sign in; link another first "
+                    + "(broker link --provider P), or delete the account (broker account delete)")
+        }
+    }
+}

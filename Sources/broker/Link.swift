@@ -1,0 +1,148 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+import BrokerProviders
+import ProviderSupport
+
+extension Broker {
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attach another way to sign in to the signed-in user.",
+            discussion: """
+                A browser provider: sign in with the account to link, in the browser (the same loopback flow as
+                broker login); from then on that account signs in as this user. custom: choose an email and a
+                password for this user (asked on a terminal, or --email and --password-stdin); a confirmation
+                link is mailed when the broker sends mail. Accounts are never linked by matching emails, and an
+                account that already signs in as another user is refused. The user id does not change.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
+        var provider: String
+
+        @Option(name: .long, help: "The email address to sign in with (custom).")
+        var email: String?
+
+        @Flag(name: .long, help: "Read the new password from stdin instead of asking (custom).")
+        var passwordStdin = false
+
+        @Flag(name: .long, help: "Only print the sign-in URL; do not open a browser.")
+        var noBrowser = false
+
+        @Option(name: .long, help: ArgumentHelp("How long to wait for the browser sign-in.", valueName: "SECONDS"))
+        var timeout = 300
+
+        func validate() throws {
+            guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
+                let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
+            }
+            guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        }
+
+        func run() async throws {
+            let settings = try client.settings()
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let session = try await Broker.Token.session(settings, minValid: 60)
+            guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
+            if chosen == .custom { return try await linkPassword(session: session, settings: settings, api: api) }
+            let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+            let signIn = LoopbackSignIn(
+                provider: chosen, displayName: name, settings: settings, api: api, openBrowser: !noBrowser,
+                acceptPaste: noBrowser && Terminal.isInteractive, interactive: Terminal.isInteractive,
+                timeout: Double(timeout), presenter: BrowserLogin.ConsolePresenter(), linkingAs: session.accessToken)
+            let linked: Session
+            do {
+                linked = try await signIn.run()
+            } catch {
+                switch error {
+                case .broker(let failure):
+                    if case .rejected(_, "already_linked", let description) = failure {
+                        throw Console.fail(description)
+                    }
+                    if case .rejected(_, "access_denied", let description) = failure {
+                        throw Console.fail("not linked: \(description)")
+                    }
+                    if failure.isAuthenticationRefusal {
+                        throw ClientFailure.exit(
+                            .rejected(settings.key, reason: failure.description), settings: settings)
+                    }
+                    throw ClientFailure.exit(failure, doing: "linking")
+                case .session(let failure): throw ClientFailure.exit(failure, settings: settings)
+                default: throw Console.fail("not linked: \(error.description)")
+                }
+            }
+            // The link's sign-in started a fresh session for the same user; the one it replaced ends.
+            if let old = session.refreshToken { try? await api.revoke(old) }
+            Console.note("Linked \(name): it now signs in as \(linked.userID).")
+        }
+
+        private func linkPassword(session: Session, settings: ClientSettings, api: BrokerAPI) async throws {
+            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
+            let answer: JSONValue
+            do {
+                answer = try await api.linkPassword(
+                    session.accessToken, email: credentials.email, password: credentials.password)
+            } catch {
+                if case .rejected(_, "account_exists", _) = error {
+                    Console.error("\(credentials.email) already signs in as another user at \(settings.key.brokerURL)")
+                    Console.hint("choose another address, or delete that account first")
+                    throw BrokerExit.failure
+                }
+                if case .rejected(_, "already_linked", let description) = error { throw Console.fail(description) }
+                if case .rejected(400, _, let description) = error { throw Console.fail(description) }
+                if error.isAuthenticationRefusal {
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                throw ClientFailure.exit(error, doing: "linking")
+            }
+            Console.note("Linked \(credentials.email): it now signs in as \(session.userID).")
+            if answer["verification"]?.stringValue == "sent" {
+                Console.note("A link to confirm \(credentials.email) is on its way.")
+            }
+        }
+    }
+
+    struct Unlink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Detach a way to sign in from the signed-in user (never the last one).",
+            discussion: """
+                The provider account no longer signs in as this user; custom removes the user's email and
+                password. The user id does not change. The last way to sign in cannot be unlinked: link another
+                first, or delete the account.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
+        var provider: String
+
+        func validate() throws {
+            guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
+                let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
+            }
+        }
+
+        func run() async throws {
+            let settings = try client.settings()
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let session = try await Broker.Token.session(settings, minValid: 30)
+            guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
+            do {
+                _ = try await api.unlink(session.accessToken, provider: chosen)
+            } catch {
+                if case .rejected(_, "last_identity", let description) = error { throw Console.fail(description) }
+                if case .rejected(404, _, let description) = error { throw Console.fail(description) }
+                if error.isAuthenticationRefusal {
+                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
+                }
+                throw ClientFailure.exit(error, doing: "unlinking")
+            }
+            Console.note("Unlinked \(chosen.rawValue) from \(session.userID).")
+        }
+    }
+}

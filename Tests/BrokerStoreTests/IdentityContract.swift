@@ -1,0 +1,243 @@
+import BrokerCore
+import BrokerStore
+import BrokerTesting
+import Foundation
+import Testing
+
+/// The ``IdentityStore`` half of the contract (schema v8): which provider accounts sign in as which user,
+/// linking and unlinking, for SQLite and PostgreSQL alike — including two links racing.
+@Suite("Store contract: linked identities")
+struct IdentityContract {
+    static func google(_ subject: String = "1045", email: String? = "g@example.com") -> IdentityRecord {
+        IdentityRecord(provider: "google", subject: subject, email: email, name: "G")
+    }
+
+    static func user(_ store: any Store, _ identity: IdentityRecord, now: Int64 = Make.now) async throws -> UserRecord {
+        guard case .user(let user) = try await store.signIn(identity, now: now) else {
+            throw TestSupportError("\(identity.derivedUserID) signs in as nobody")
+        }
+        return user
+    }
+
+    /// A custom user with a password account.
+    static func custom(_ store: any Store, _ email: String) async throws -> UserRecord {
+        let user = Make.user(email: email)
+        try await store.createPasswordAccount(user: user, email: email, passwordHash: "h")
+        return user
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aFirstSignInMakesAUserWithItsIdentityAndLaterOnesFollowTheProvider(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let first = try await Self.user(store, Self.google(), now: 100)
+        #expect(first.id == UserID(provider: "google", subject: "1045") && first.createdAt == 100)
+        let linked = try await store.identities(user: first.id)
+        #expect(linked == [LinkedIdentity(identity: Self.google(), userID: first.id, linkedAt: 100)])
+        #expect(try await store.identityOwner(provider: "google", subject: "1045") == first.id)
+        let again = try await Self.user(store, Self.google(email: "new@example.com"), now: 200)
+        #expect(again.id == first.id && again.email == "new@example.com" && again.createdAt == 100)
+        #expect(try await store.identities(user: first.id).first?.identity.email == "new@example.com")
+        #expect(try await store.identityOwner(provider: "facebook", subject: "1045") == nil)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aLinkedIdentitySignsInAsItsUserWithoutChangingTheirProfile(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 300) == .linked)
+        let signedIn = try await Self.user(store, Self.google(email: "other@example.com"))
+        #expect(signedIn.id == ada.id, "the custom user's id, not google:1045")
+        #expect(signedIn.email == "ada@example.com", "a linked identity does not rewrite the user's email")
+        #expect(try await store.user(id: UserID(provider: "google", subject: "1045")) == nil, "no second user")
+        #expect(try await store.identities(user: ada.id).map(\.linkedAt) == [300])
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 400) == .alreadyLinked)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func anIdentityBelongsToOneUserAndAUserHasOnePerProvider(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let owner = try await Self.user(store, Self.google())
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: Make.now) == .ownedByAnotherUser)
+        #expect(try await store.identityOwner(provider: "google", subject: "1045") == owner.id, "unchanged")
+        #expect(try await store.linkIdentity(Self.google("2000"), to: ada.id, now: Make.now) == .linked)
+        #expect(
+            try await store.linkIdentity(Self.google("3000"), to: ada.id, now: Make.now)
+                == .providerTaken(subject: "2000"))
+        #expect(try await store.identities(user: ada.id).map(\.identity.subject) == ["2000"])
+        #expect(
+            try await store.linkIdentity(Self.google("4000"), to: Make.user().id, now: Make.now) == .userMissing)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func twoUsersLinkingOneIdentityAtOnceGiveOneLink(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        var users: [UserID] = []
+        for index in 0..<8 { users.append(try await Self.custom(store, "racer\(index)@example.com").id) }
+        let outcomes = try await withThrowingTaskGroup(of: LinkOutcome.self) { group in
+            for user in users {
+                group.addTask { try await store.linkIdentity(Self.google("race"), to: user, now: Make.now) }
+            }
+            return try await group.reduce(into: [LinkOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == .linked }.count == 1)
+        #expect(outcomes.filter { $0 == .ownedByAnotherUser }.count == users.count - 1)
+        let owner = try #require(try await store.identityOwner(provider: "google", subject: "race"))
+        #expect(users.contains(owner))
+        #expect(try await Self.user(store, Self.google("race")).id == owner)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func firstSignInsOfOneIdentityAtOnceMakeOneUser(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ids = try await withThrowingTaskGroup(of: UserID.self) { group in
+            for _ in 0..<10 { group.addTask { try await Self.user(store, Self.google("burst")).id } }
+            return try await group.reduce(into: Set<UserID>()) { $0.insert($1) }
+        }
+        #expect(ids == [UserID(provider: "google", subject: "burst")])
+        #expect(try await store.identities(user: UserID(provider: "google", subject: "burst")).count == 1)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aPasswordWayInIsAddedOnceUnderTheUniqueEmail(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await Self.user(store, Self.google())
+        _ = try await Self.custom(store, "taken@example.com")
+        #expect(
+            try await store.addPasswordAccount(user: user.id, email: "taken@example.com", passwordHash: "x", now: 1)
+                == .emailTaken)
+        #expect(try await store.passwordAccount(user: user.id) == nil, "nothing was added")
+        #expect(
+            try await store.addPasswordAccount(user: user.id, email: "g@example.com", passwordHash: "h1", now: 1)
+                == .added)
+        let account = try #require(try await store.passwordAccount(email: "g@example.com"))
+        #expect(account.user.id == user.id && account.passwordHash == "h1" && account.emailVerifiedAt == nil)
+        #expect(
+            try await store.addPasswordAccount(user: user.id, email: "second@example.com", passwordHash: "h", now: 1)
+                == .alreadyHasOne)
+        #expect(
+            try await store.addPasswordAccount(user: Make.user().id, email: "n@example.com", passwordHash: "h", now: 1)
+                == .userMissing)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func unlinkingNeverRemovesTheLastWayIn(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.unlinkIdentity(user: ada.id, provider: .custom, now: 1) == .lastWayIn)
+        #expect(try await store.unlinkIdentity(user: ada.id, provider: "google", now: 1) == .notLinked)
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 1) == .linked)
+        try await store.createEmailLink(
+            hash: Array(repeating: 7, count: 32), user: ada.id, purpose: EmailLinkPurpose.reset,
+            expiresAt: Make.now + 600, now: Make.now)
+        #expect(try await store.unlinkIdentity(user: ada.id, provider: .custom, now: Make.now) == .unlinked)
+        #expect(try await store.passwordAccount(email: "ada@example.com") == nil)
+        #expect(
+            try await store.emailLinkUser(hash: Array(repeating: 7, count: 32), purpose: "reset", now: Make.now) == nil,
+            "a reset link for the removed password is spent")
+        #expect(try await store.user(id: ada.id) != nil, "the user and their id stay")
+        #expect(try await Self.user(store, Self.google()).id == ada.id, "Google still signs in as Ada")
+        #expect(try await store.unlinkIdentity(user: ada.id, provider: "google", now: 1) == .lastWayIn)
+        #expect(try await store.identities(user: ada.id).count == 1)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func twoUnlinksAtOnceLeaveOneWayIn(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 1) == .linked)
+        let outcomes = try await withThrowingTaskGroup(of: UnlinkOutcome.self) { group in
+            group.addTask { try await store.unlinkIdentity(user: ada.id, provider: .custom, now: 2) }
+            group.addTask { try await store.unlinkIdentity(user: ada.id, provider: "google", now: 2) }
+            return try await group.reduce(into: [UnlinkOutcome]()) { $0.append($1) }
+        }
+        #expect(outcomes.sorted { "\($0)" < "\($1)" } == [.lastWayIn, .unlinked])
+        let left =
+            try await store.identities(user: ada.id).count
+            + (try await store.passwordAccount(user: ada.id) == nil ? 0 : 1)
+        #expect(left == 1)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func anIdentityUnlinkedFromItsOwnUserSignsInAsNobodyUntilLinkedBack(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let gina = try await Self.user(store, Self.google())
+        #expect(
+            try await store.addPasswordAccount(user: gina.id, email: "g@example.com", passwordHash: "h", now: 1)
+                == .added)
+        #expect(try await store.unlinkIdentity(user: gina.id, provider: "google", now: 2) == .unlinked)
+        #expect(try await store.signIn(Self.google(), now: 3) == .unlinked(from: gina.id))
+        #expect(try await store.identities(user: gina.id).isEmpty, "the refused sign-in wrote nothing")
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(
+            try await store.linkIdentity(Self.google(), to: ada.id, now: 4) == .ownedByAnotherUser,
+            "it cannot become someone else's while its id is Gina's")
+        #expect(try await store.linkIdentity(Self.google(), to: gina.id, now: 5) == .linked)
+        #expect(try await Self.user(store, Self.google()).id == gina.id)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func deletingAUserFreesTheirIdentities(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 1) == .linked)
+        #expect(try await store.deleteUser(id: ada.id))
+        #expect(try await store.identityOwner(provider: "google", subject: "1045") == nil)
+        #expect(try await Self.user(store, Self.google()).id == UserID(provider: "google", subject: "1045"))
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func aLinkCodeCarriesItsIdentityToRedemption(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        let identity = IdentityRecord(provider: "twitter", subject: "2244994945", email: nil, name: "Grace \"G\"")
+        let code = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: ada.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/callback",
+            expiresAt: Make.now + 60, link: identity)
+        try await store.createAuthorizationCode(code)
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
+        let plain = AuthorizationCodeRecord(
+            hash: Make.hash(), userID: ada.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/callback",
+            expiresAt: Make.now + 60)
+        try await store.createAuthorizationCode(plain)
+        #expect(try await store.redeemAuthorizationCode(hash: plain.hash, now: Make.now) == .redeemed(plain))
+    }
+
+    /// A database written by a broker before linking existed (schema v7): opening it with this one makes every
+    /// provider user's identity, so that they sign in as before.
+    @Test func upgradingFromVersionSevenGivesEveryProviderUserTheirIdentity() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "broker-v7")
+        let path = directory.appendingPathComponent("broker.sqlite3").path
+        let older = Schema.migrations.filter { $0.version <= 7 }
+        let script = """
+            import sqlite3, sys, json
+            db = sqlite3.connect(sys.argv[1])
+            migrations = json.loads(sys.stdin.read())
+            db.execute("CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            for identifier, sql in migrations:
+                db.executescript(sql)
+                db.execute("INSERT INTO grdb_migrations VALUES (?)", (identifier,))
+            db.execute("INSERT INTO users (id, provider, subject, email, name, created_at) "
+                       "VALUES ('google:77', 'google', '77', 'g@example.com', 'G', 100)")
+            db.execute("INSERT INTO users (id, provider, subject, email, name, created_at) "
+                       "VALUES ('custom:abc', 'custom', 'abc', 'c@example.com', NULL, 200)")
+            db.commit()
+            """
+        let input = JSONValue.array(
+            older.map { .array([.string($0.identifier), .string($0.sqlite)]) }
+        ).serializedBytes
+        let made = try await ProcessRunner.run("/usr/bin/python3", ["-c", script, path], stdin: input)
+        #expect(made.status == 0, "\(made.stderr)")
+        let store = try SQLiteStore(path: path)
+        #expect(try await store.schemaVersion() == Schema.current)
+        let google = UserID(provider: "google", subject: "77")
+        #expect(
+            try await store.identities(user: google).map(\.identity)
+                == [IdentityRecord(provider: "google", subject: "77", email: "g@example.com", name: "G")])
+        #expect(try await store.identities(user: UserID(provider: .custom, subject: "abc")).isEmpty)
+        #expect(
+            try await IdentityContract.user(
+                store, IdentityRecord(provider: "google", subject: "77", email: nil, name: nil)
+            ).id == google)
+    }
+}
