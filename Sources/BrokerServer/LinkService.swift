@@ -152,7 +152,7 @@ final class LinkService: Sendable {
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
         }
-        let display = signIn.displayName(provider)
+        let display = provider == .custom ? "email and password" : signIn.displayName(provider)
         let outcome = try await store.unlinkIdentity(user: user.id, provider: provider, now: now)
         switch outcome {
         case .unlinked:

@@ -299,7 +299,11 @@ final class SignInService: Sendable {
         if let linkUser = sealed.linkUser {
             // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
             // provider account is someone else's, so the person sees why in the browser.
-            if let problem = try await linkProblem(record, to: linkUser) {
+            if let (reason, problem) = try await linkProblem(record, to: linkUser) {
+                metrics.link(provider: provider.rawValue, outcome: reason)
+                audit.record(
+                    "linked", outcome: "failure", user: linkUser,
+                    fields: ["provider": provider.rawValue, "reason": reason])
                 throw SignInRedirect(
                     reason: "link_refused",
                     response: .redirect(
@@ -347,15 +351,21 @@ final class SignInService: Sendable {
 
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is
     /// attached to them already). The store decides again, atomically, when the code is redeemed.
-    func linkProblem(_ identity: IdentityRecord, to user: UserID) async throws -> String? {
+    func linkProblem(_ identity: IdentityRecord, to user: UserID) async throws -> (reason: String, message: String)? {
         let name = displayName(identity.provider)
         if let owner = try await store.identityOwner(provider: identity.provider, subject: identity.subject) {
-            return owner == user ? nil : Self.ownedMessage(name)
+            return owner == user ? nil : ("owned_by_another_user", Self.ownedMessage(name))
+        }
+        if identity.derivedUserID != user, try await store.user(id: identity.derivedUserID) != nil {
+            return ("owned_by_another_user", Self.ownedMessage(name))
         }
         if let taken = try await store.identities(user: user).first(where: {
             $0.identity.provider == identity.provider
         }) {
-            return Self.providerTakenMessage(name, provider: identity.provider, subject: taken.identity.subject)
+            return (
+                "provider_taken",
+                Self.providerTakenMessage(name, provider: identity.provider, subject: taken.identity.subject)
+            )
         }
         return nil
     }

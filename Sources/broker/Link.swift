@@ -98,9 +98,10 @@ extension Broker {
                 }
                 throw ClientFailure.exit(error, doing: "linking")
             }
-            Console.note("Linked \(credentials.email): it now signs in as \(session.userID).")
+            let email = answer["email"]?.stringValue ?? credentials.email
+            Console.note("Linked \(email): it now signs in as \(session.userID).")
             if answer["verification"]?.stringValue == "sent" {
-                Console.note("A link to confirm \(credentials.email) is on its way.")
+                Console.note("A link to confirm \(email) is on its way.")
             }
         }
     }

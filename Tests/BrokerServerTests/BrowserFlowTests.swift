@@ -539,14 +539,14 @@ struct CLIBrowserLoginTests {
     /// The same against whatever broker `client` points at.
     static func login(
         _ client: ClientHome, provider: String = "google", browser: [String: String] = [:], extra: [String] = [],
-        timeout: Int = 60
+        timeout: Int = 60, command: String = "login"
     ) async throws -> (CLI.Result, JSONValue?) {
         let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path
         var environment = ["BROWSER": "python3 \(script) --open", "BROWSER_RESULT": resultFile]
         environment.merge(browser) { $1 }
         let result = try await client.run(
-            ["login", "--provider", provider, "--timeout", "\(timeout)"] + extra, environment: environment)
+            [command, "--provider", provider, "--timeout", "\(timeout)"] + extra, environment: environment)
         let seen = (try? Data(contentsOf: URL(fileURLWithPath: resultFile))).flatMap { JSONValue.parse(Array($0)) }
         return (result, seen)
     }
