@@ -167,6 +167,7 @@ let package = Package(
             resources: [
                 .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
                 .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
+                .embedInCode("MailTemplates/exists.txt"), .embedInCode("MailTemplates/exists.html"),
             ],
             swiftSettings: swiftSettings
         ),

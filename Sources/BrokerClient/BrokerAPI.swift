@@ -84,6 +84,9 @@ package struct BrokerAPI: Sendable {
         case session(SessionResponse, verificationSent: Bool)
         /// The account exists; signing in waits for the mailed link to be followed.
         case awaitingVerification(UserID)
+        /// The broker does not say whether the address had an account (`server.enumeration_protection`): it
+        /// mailed the address either a confirmation link or a note on how to sign in.
+        case mailed
     }
 
     package func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
@@ -92,7 +95,10 @@ package struct BrokerAPI: Sendable {
         var body: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
         if let name { body["name"] = .string(name) }
         let document = try await postJSON(
-            "/auth/register", body: .object(body), expect: 201, timeout: Self.passwordTimeout)
+            "/auth/register", body: .object(body), accepting: [201, 202], timeout: Self.passwordTimeout)
+        if document["access_token"] == nil, document["user_id"] == nil, document["status"]?.stringValue == "accepted" {
+            return .mailed
+        }
         let sent = document["verification"]?.stringValue == "sent"
         if document["access_token"] == nil, sent, let user = document["user_id"]?.stringValue.flatMap(UserID.init) {
             return .awaitingVerification(user)
@@ -295,22 +301,34 @@ package struct BrokerAPI: Sendable {
     private func postJSON(_ path: String, body: JSONValue, expect: Int, timeout: Duration? = nil)
         async throws(BrokerAPIError) -> JSONValue
     {
-        var api = self
-        if let timeout { api.timeout = max(api.timeout, timeout) }
-        return try await api.postJSONNow(path, body: body, expect: expect)
+        try await postJSON(path, body: body, accepting: [expect], timeout: timeout)
     }
 
-    private func postJSONNow(_ path: String, body: JSONValue, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+    private func postJSON(_ path: String, body: JSONValue, accepting: Set<Int>, timeout: Duration? = nil)
+        async throws(BrokerAPIError) -> JSONValue
+    {
+        var api = self
+        if let timeout { api.timeout = max(api.timeout, timeout) }
+        return try await api.postJSONNow(path, body: body, accepting: accepting)
+    }
+
+    private func postJSONNow(_ path: String, body: JSONValue, accepting: Set<Int>) async throws(BrokerAPIError)
+        -> JSONValue
+    {
         let request = HTTPClientRequest(
             method: "POST",
             url: baseURL + path,
             headers: Self.accept + [(name: "Content-Type", value: "application/json")],
             body: body.serializedBytes
         )
-        return try await send(request, expect: expect)
+        return try await send(request, accepting: accepting)
     }
 
     private func send(_ request: HTTPClientRequest, expect: Int) async throws(BrokerAPIError) -> JSONValue {
+        try await send(request, accepting: [expect])
+    }
+
+    private func send(_ request: HTTPClientRequest, accepting: Set<Int>) async throws(BrokerAPIError) -> JSONValue {
         var request = request
         request.timeout = timeout
         request.connectTimeout = min(timeout, .seconds(10))
@@ -324,7 +342,7 @@ package struct BrokerAPI: Sendable {
             throw .unreachable("\(error)")
         }
         let document = JSONValue.parse(response.body)
-        guard response.status == expect else {
+        guard accepting.contains(response.status) else {
             if let code = document?["error"]?.stringValue {
                 throw .rejected(
                     status: response.status,

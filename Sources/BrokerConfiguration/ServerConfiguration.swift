@@ -50,6 +50,10 @@ package struct ServerConfiguration: Sendable {
     package var auditStore = false
     /// Login refuses custom accounts whose address has not been verified (`server.require_verified_email`).
     package var requireVerifiedEmail = false
+    /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
+    /// 202 and mail to the address — a confirmation link for a new account, a note with a reset link for an
+    /// existing one — instead of 201 with a session or 409 `account_exists`.
+    package var enumerationProtection = false
     /// The `mail` section: how the broker sends verification and reset mail; `nil`: no mail is sent.
     package var mail: MailConfiguration?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
@@ -126,7 +130,7 @@ extension ServerConfiguration {
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
-        "audit_log", "audit_store", "require_verified_email",
+        "audit_log", "audit_store", "require_verified_email", "enumeration_protection",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -322,6 +326,7 @@ extension ServerConfiguration {
         case "login_throttle": loginThrottle = try boolean()
         case "audit_store": auditStore = try boolean()
         case "require_verified_email": requireVerifiedEmail = try boolean()
+        case "enumeration_protection": enumerationProtection = try boolean()
         case "password_hash_workers", "password_hash_queue":
             let number = try integer(in: 1...1024)
             if key == "password_hash_workers" {
@@ -435,6 +440,11 @@ extension ServerConfiguration {
                     source: source, key: "mail.from",
                     problem: "must be an address like broker@example.com or \"Broker <broker@example.com>\"")
             }
+        }
+        if enumerationProtection && mail == nil && customEnabled {
+            throw ConfigurationError(
+                source: source, key: "server.enumeration_protection",
+                problem: "needs a mail section: the answer to a registration is the mail that follows it")
         }
         if requireVerifiedEmail && mail == nil && customEnabled {
             throw ConfigurationError(

@@ -50,6 +50,14 @@ final class AccountService: Sendable {
     /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
     /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
     func register(_ input: RequestInput, address: String? = nil) async throws -> APIResponse {
+        do {
+            return try await countedRegistration(input, address: address)
+        } catch let concealed as ConcealedFailure {
+            return concealed.response
+        }
+    }
+
+    private func countedRegistration(_ input: RequestInput, address: String?) async throws -> APIResponse {
         try await metrics.counting(
             success: "created",
             { outcome in
@@ -82,6 +90,10 @@ final class AccountService: Sendable {
             case .success(let value): name = value
             case .failure(let violation): throw APIError.invalidRequest(violation.message)
             }
+        }
+        if tokens.configuration.enumerationProtection {
+            return try await concealedRegistration(
+                email: email, password: Secret(password), name: name, address: address)
         }
         // Cheap check first, so that a taken email costs no hash; the unique index still decides races.
         if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
@@ -124,6 +136,48 @@ final class AccountService: Sendable {
             body = .object(fields)
         }
         return .tokens(body, status: 201)
+    }
+
+    /// The answer to every well-formed registration under `server.enumeration_protection`.
+    static let concealedAnswer = APIResponse(
+        status: 202,
+        body: [
+            "status": "accepted",
+            "message": .string(
+                "Check your mail: a link to confirm the new account, or, if the address has an account already, "
+                    + "how to sign in."),
+        ],
+        headers: [("Cache-Control", "no-store")])
+
+    /// Registration that does not tell whether the address has an account: the same work (the password is
+    /// hashed either way), the same answer (202, no session), and the difference only in the mail the address's
+    /// owner receives — a confirmation link, or a note with a reset link.
+    private func concealedRegistration(email: String, password: Secret, name: String?, address: String?) async throws
+        -> APIResponse
+    {
+        let hash: String
+        do {
+            hash = try await hashPassword(password)
+        } catch {
+            if let address { registrations.giveBack(address) }
+            throw error
+        }
+        if try await store.passwordAccount(email: email) == nil {
+            let user = UserRecord(
+                id: UserID(provider: .custom, subject: UUID().uuidString.lowercased()), email: email, name: name,
+                createdAt: now)
+            do {
+                try await store.createPasswordAccount(user: user, email: email, passwordHash: hash)
+                logger.info("account created", metadata: ["broker.user": "\(user.id)"])
+                audit.record("registration", user: user.id, fields: ["provider": "custom"])
+                verification.registered(user, email: email)
+                return Self.concealedAnswer
+            } catch let error as StoreError where error.code == .conflict {
+                // Registered a moment ago by someone else: as if it had been there.
+            }
+        }
+        verification.alreadyRegistered(email: email)
+        throw ConcealedFailure(reason: "account_exists", response: Self.concealedAnswer)
     }
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.

@@ -10,6 +10,9 @@ import Synchronization
 enum MailKind: String, Sendable {
     case reset
     case verify
+    /// To the owner of an address someone tried to register again (`server.enumeration_protection`), with a
+    /// reset link.
+    case exists
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
@@ -41,6 +44,7 @@ struct MailTemplates: Sendable {
         for (kind, text, html) in [
             (MailKind.reset, PackageResources.reset_txt, PackageResources.reset_html),
             (.verify, PackageResources.verify_txt, PackageResources.verify_html),
+            (.exists, PackageResources.exists_txt, PackageResources.exists_html),
         ] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)

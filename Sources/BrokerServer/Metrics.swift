@@ -60,6 +60,7 @@ package final class BrokerMetrics: Sendable {
     static func reason(_ error: any Error) -> String {
         if let error = error as? APIError { return error.code }
         if let error = error as? SignInRedirect { return error.reason }
+        if let error = error as? ConcealedFailure { return error.reason }
         if let error = error as? StoreError, error.code == .unavailable { return "store_unavailable" }
         return "error"
     }

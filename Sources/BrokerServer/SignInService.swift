@@ -401,3 +401,10 @@ struct SignInRedirect: Error {
     let reason: String
     let response: APIResponse
 }
+
+/// A refusal answered as if it were a success (enumeration protection): thrown so that it is counted and
+/// audited under `reason`, then answered with `response`.
+struct ConcealedFailure: Error {
+    let reason: String
+    let response: APIResponse
+}

@@ -43,6 +43,30 @@ final class VerificationService: Sendable {
         mailer.enqueue(.verify) { await self.verifyMail(to: email, user: user, mailer: mailer) }
     }
 
+    /// After a registration for an address that has an account (`server.enumeration_protection`): its owner is
+    /// told, with a reset link, at most three times an hour; nothing changes on the account.
+    func alreadyRegistered(email: String) {
+        guard let mailer, perEmail.take("exists:" + email) == nil else { return }
+        mailer.enqueue(.exists) {
+            do {
+                guard let account = try await self.store.passwordAccount(email: email) else { return nil }
+                let link = try await MailLink.create(
+                    store: self.store, issuer: self.tokens.issuer, path: "/auth/password/reset",
+                    user: account.user.id, purpose: EmailLinkPurpose.reset, lifetime: Self.existsLinkLifetime,
+                    now: self.now)
+                return mailer.compose(
+                    .exists, to: account.email, name: account.user.name, link: link,
+                    minutes: Self.existsLinkLifetime / 60)
+            } catch {
+                self.logger.error("reset link for a repeated registration not created", metadata: ["error": "\(error)"])
+                return nil
+            }
+        }
+    }
+
+    /// The reset link in that note lives as long as one asked for (`PasswordService.resetLifetime`).
+    static let existsLinkLifetime: Int64 = 1800
+
     /// `POST /auth/verify/resend {"email"}` → 202, the same for every address.
     func resend(_ input: RequestInput, address: String?) async throws -> APIResponse {
         guard let mailer else {

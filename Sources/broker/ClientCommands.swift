@@ -146,6 +146,12 @@ extension Broker {
                         "Registered \(user). Confirm \(credentials.email) with the link we mailed, then sign in: "
                             + "broker login --provider custom --email \(credentials.email)")
                     return
+                case .mailed:
+                    Console.note(
+                        "Check the mail to \(credentials.email): a link to confirm the new account, or — if the address "
+                            + "has one already — how to sign in. Then: broker login --provider custom --email "
+                            + credentials.email)
+                    return
                 }
             } catch {
                 if case .rejected(_, "account_exists", _) = error {
