@@ -37,6 +37,24 @@ final class MeteredStore: Store {
     func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
         try await timed("identity_sign_in") { try await base.signIn(identity, now: now) }
     }
+    func createDeviceAuthorization(_ record: DeviceAuthorization, maxPending: Int, now: Int64) async throws -> Bool {
+        try await timed("create_device_authorization") {
+            try await base.createDeviceAuthorization(record, maxPending: maxPending, now: now)
+        }
+    }
+    func pendingDeviceAuthorization(userCode: String, now: Int64) async throws -> DeviceAuthorization? {
+        try await timed("pending_device_authorization") {
+            try await base.pendingDeviceAuthorization(userCode: userCode, now: now)
+        }
+    }
+    func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool {
+        try await timed("decide_device_authorization") {
+            try await base.decideDeviceAuthorization(userCode: userCode, user: user, now: now)
+        }
+    }
+    func pollDeviceAuthorization(hash: [UInt8], now: Int64) async throws -> DevicePoll {
+        try await timed("poll_device_authorization") { try await base.pollDeviceAuthorization(hash: hash, now: now) }
+    }
     func identities(user: UserID) async throws -> [LinkedIdentity] {
         try await timed("identities") { try await base.identities(user: user) }
     }

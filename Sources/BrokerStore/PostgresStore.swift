@@ -403,6 +403,114 @@ package final class PostgresStore: Store {
         return nil
     }
 
+    // MARK: Device authorizations
+
+    package func createDeviceAuthorization(_ record: DeviceAuthorization, maxPending: Int, now: Int64) async throws
+        -> Bool
+    {
+        let logger = logger
+        return try await transaction("device authorization") { connection in
+            // One creation at a time, so that the bound holds across brokers.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(Self.deviceLock))", logger: logger
+            ).drain()
+            let pending =
+                try await Self.first(
+                    Int64.self,
+                    """
+                    SELECT COUNT(*) FROM device_codes WHERE status = \(DeviceStatus.pending) AND expires_at > \(now)
+                    """, connection, logger) ?? 0
+            guard pending < maxPending else { return false }
+            try await connection.query(
+                """
+                INSERT INTO device_codes (hash, user_code, client_id, provider, client_address, created_at,
+                expires_at, poll_interval, status)
+                VALUES (\(record.deviceCodeHash.hex), \(record.userCode), \(record.clientID),
+                        \(record.provider?.rawValue), \(record.clientAddress), \(record.createdAt),
+                        \(record.expiresAt), \(record.interval), \(DeviceStatus.pending))
+                """, logger: logger
+            ).drain()
+            return true
+        }
+    }
+
+    static let deviceLock: Int64 = 0x6272_6f6b_6465  // "brokde"
+
+    package func pendingDeviceAuthorization(userCode: String, now: Int64) async throws -> DeviceAuthorization? {
+        let client = client
+        return try await run("device authorization") {
+            let rows = try await client.query(
+                """
+                SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval
+                FROM device_codes WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending)
+                AND expires_at > \(now)
+                """
+            ).decode((String, String, String, String?, String?, Int64, Int64, Int64).self)
+            for try await (hash, code, clientID, provider, address, created, expires, interval) in rows {
+                guard let bytes = SQLiteStore.bytes(hex: hash) else { return nil }
+                return DeviceAuthorization(
+                    deviceCodeHash: bytes, userCode: code, clientID: clientID,
+                    provider: provider.flatMap(ProviderID.init(rawValue:)), clientAddress: address, createdAt: created,
+                    expiresAt: expires, interval: interval)
+            }
+            return nil
+        }
+    }
+
+    package func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool {
+        try await returnsRow(
+            "device decision",
+            """
+            UPDATE device_codes SET status = \(user == nil ? DeviceStatus.denied : DeviceStatus.approved),
+            user_id = \(user?.description)
+            WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending) AND expires_at > \(now) RETURNING 1
+            """)
+    }
+
+    package func pollDeviceAuthorization(hash: [UInt8], now: Int64) async throws -> DevicePoll {
+        let logger = logger
+        return try await transaction("device poll") { connection in
+            let rows = try await connection.query(
+                """
+                SELECT expires_at, poll_interval, last_polled_at, status, user_id FROM device_codes
+                WHERE hash = \(hash.hex) FOR UPDATE
+                """, logger: logger
+            ).decode((Int64, Int64, Int64?, String, String?).self)
+            var found: (Int64, Int64, Int64?, String, String?)?
+            for try await row in rows { found = row }
+            guard let (expires, interval, last, status, user) = found else { return .unknown }
+            if status == DeviceStatus.spent { return .spent }
+            if now >= expires { return .expired }
+            if let last, now - last < interval - 1 {
+                try await connection.query(
+                    """
+                    UPDATE device_codes SET poll_interval = \(interval + 5), last_polled_at = \(now)
+                    WHERE hash = \(hash.hex)
+                    """, logger: logger
+                ).drain()
+                return .slowDown(interval: interval + 5)
+            }
+            switch status {
+            case DeviceStatus.approved:
+                guard let user = user.flatMap(UserID.init) else { return .denied }
+                try await connection.query(
+                    """
+                    UPDATE device_codes SET status = \(DeviceStatus.spent), last_polled_at = \(now)
+                    WHERE hash = \(hash.hex)
+                    """, logger: logger
+                ).drain()
+                return .approved(user)
+            case DeviceStatus.denied:
+                return .denied
+            default:
+                try await connection.query(
+                    "UPDATE device_codes SET last_polled_at = \(now) WHERE hash = \(hash.hex)", logger: logger
+                ).drain()
+                return .pending
+            }
+        }
+    }
+
     // MARK: Linked identities
 
     package func identities(user: UserID) async throws -> [LinkedIdentity] {
@@ -1018,6 +1126,7 @@ package final class PostgresStore: Store {
                 "DELETE FROM authorization_codes WHERE expires_at < \(before)",
                 "DELETE FROM state_markers WHERE expires_at < \(before)",
                 "DELETE FROM email_links WHERE expires_at < \(before)",
+                "DELETE FROM device_codes WHERE expires_at < \(before)",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
                 AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))

@@ -321,6 +321,42 @@ package enum Schema {
                 ALTER TABLE authorization_codes ADD COLUMN link_identity TEXT;
                 """
         ),
+        Migration(
+            version: 9,
+            name: "device authorizations (RFC 8628)",
+            sqlite: """
+                CREATE TABLE device_codes (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    user_code TEXT NOT NULL UNIQUE,
+                    client_id TEXT NOT NULL,
+                    provider TEXT,
+                    client_address TEXT,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    poll_interval INTEGER NOT NULL,
+                    last_polled_at INTEGER,
+                    status TEXT NOT NULL,
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE
+                );
+                CREATE INDEX device_codes_expiry ON device_codes(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE device_codes (
+                    hash TEXT PRIMARY KEY,
+                    user_code TEXT NOT NULL UNIQUE,
+                    client_id TEXT NOT NULL,
+                    provider TEXT,
+                    client_address TEXT,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    poll_interval BIGINT NOT NULL,
+                    last_polled_at BIGINT,
+                    status TEXT NOT NULL,
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE
+                );
+                CREATE INDEX device_codes_expiry ON device_codes(expires_at);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.

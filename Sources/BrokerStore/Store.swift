@@ -170,7 +170,8 @@ package protocol AuditStore: Sendable {
 }
 
 package protocol Store:
-    ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore
+    ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
+    DeviceStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
