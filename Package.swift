@@ -37,6 +37,13 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Debian's libqrencode: the QR code `broker login --device` draws on a terminal.
+        .systemLibrary(
+            name: "CQREncode",
+            path: "Sources/CQREncode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
         .systemLibrary(
             name: "COpenSSL",
             path: "Sources/COpenSSL",
@@ -61,7 +68,9 @@ let package = Package(
         // The CLI's side: the broker API client and single-flight refresh (re-exports BrokerCredentials).
         .target(
             name: "BrokerClient",
-            dependencies: ["BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerSystem"],
+            dependencies: [
+                "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerSystem", "CQREncode",
+            ],
             swiftSettings: swiftSettings
         ),
 

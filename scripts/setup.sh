@@ -4,7 +4,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-  pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev openssl ca-certificates python3 python3-pip
+  pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev libqrencode-dev openssl ca-certificates python3 python3-pip
   postgresql wrk hyperfine tmux nginx prometheus
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)

@@ -139,6 +139,34 @@ package struct BrokerAPI: Sendable {
         return try Self.session(from: await send(request, expect: 200))
     }
 
+    /// `POST /auth/device` (RFC 8628 §3.1): a device code for the CLI, a user code for the person.
+    package func deviceAuthorization(provider: ProviderID?) async throws(BrokerAPIError) -> DeviceStart {
+        var fields = [("client_id", "broker-cli")]
+        if let provider { fields.append(("provider", provider.rawValue)) }
+        let document = try await send(.form(url: baseURL + "/auth/device", fields: fields), expect: 200)
+        guard let deviceCode = document["device_code"]?.stringValue, !deviceCode.isEmpty,
+            let userCode = document["user_code"]?.stringValue,
+            let uri = document["verification_uri"]?.stringValue,
+            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
+        else { throw .badResponse("the device authorization answer lacks device_code, user_code or expires_in") }
+        return DeviceStart(
+            deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: uri,
+            verificationURIComplete: document["verification_uri_complete"]?.stringValue, expiresIn: expiresIn,
+            interval: max(1, document["interval"]?.intValue ?? 5))
+    }
+
+    /// One poll of the device code (RFC 8628 §3.4): the session once approved, else the broker's refusal
+    /// (`authorization_pending`, `slow_down`, `access_denied`, `expired_token`, …) as ``BrokerAPIError/rejected``.
+    package func pollDevice(_ deviceCode: Secret) async throws(BrokerAPIError) -> SessionResponse {
+        let request = HTTPClientRequest.form(
+            url: baseURL + "/auth/token",
+            fields: [
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode.exposed),
+                ("client_id", "broker-cli"),
+            ])
+        return try Self.session(from: await send(request, expect: 200))
+    }
+
     /// RFC 7009: the broker answers 200 whether or not it knew the token.
     package func revoke(_ token: Secret) async throws(BrokerAPIError) {
         let request = HTTPClientRequest.form(url: baseURL + "/auth/revoke", fields: [("token", token.exposed)])
@@ -370,4 +398,14 @@ package struct BrokerAPI: Sendable {
             refreshToken: document["refresh_token"]?.stringValue.map(Secret.init)
         )
     }
+}
+
+/// What `POST /auth/device` answered.
+package struct DeviceStart: Sendable {
+    package var deviceCode: Secret
+    package var userCode: String
+    package var verificationURI: String
+    package var verificationURIComplete: String?
+    package var expiresIn: Int64
+    package var interval: Int64
 }

@@ -131,6 +131,11 @@ package struct LoopbackSignIn: Sendable {
         if openBrowser, let problem = BrowserOpener.open(url) {
             presenter.warning("could not open a browser (\(problem)); open the URL above")
         }
+        if interactive, linkingAs == nil, !BrowserOpener.likely {
+            presenter.note(
+                "No browser on this machine? broker login --device --provider \(provider.rawValue) signs in from "
+                    + "your phone or another computer.")
+        }
         if interactive {
             presenter.note("Waiting for the browser (at most \(Int(timeout)) s; Ctrl-C to cancel)…")
         }
@@ -277,6 +282,16 @@ package struct LoopbackSignIn: Sendable {
 /// Opens a URL in the person's browser: `$BROWSER URL` (through `/bin/sh`, the URL passed as an argument,
 /// never spliced into the command line) or `xdg-open URL`, detached, its output discarded.
 package enum BrowserOpener {
+    /// Whether a browser can plausibly be opened here: `$BROWSER`, or a display with `xdg-open` installed.
+    package static var likely: Bool {
+        let environment = ClientSettings.processEnvironment
+        if let browser = environment["BROWSER"], !browser.isEmpty { return true }
+        let display = [environment["DISPLAY"], environment["WAYLAND_DISPLAY"]].contains { !($0 ?? "").isEmpty }
+        guard display else { return false }
+        let path = environment["PATH"] ?? "/usr/bin:/bin"
+        return path.split(separator: ":").contains { access("\($0)/xdg-open", X_OK) == 0 }
+    }
+
     /// Starts the browser; the reason when it could not be started (the URL is printed anyway).
     package static func open(_ url: String) -> String? {
         let environment = ClientSettings.processEnvironment

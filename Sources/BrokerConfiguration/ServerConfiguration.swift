@@ -54,6 +54,10 @@ package struct ServerConfiguration: Sendable {
     /// 202 and mail to the address — a confirmation link for a new account, a note with a reset link for an
     /// existing one — instead of 201 with a session or 409 `account_exists`.
     package var enumerationProtection = false
+    /// How long a device code (RFC 8628) may wait for its approval (`server.device_code_ttl`, seconds).
+    package var deviceCodeTTL: Int64 = 600
+    /// The device's polling interval to begin with (`server.device_poll_interval`, seconds).
+    package var devicePollInterval: Int64 = 5
     /// The `mail` section: how the broker sends verification and reset mail; `nil`: no mail is sent.
     package var mail: MailConfiguration?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
@@ -131,6 +135,7 @@ extension ServerConfiguration {
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
         "audit_log", "audit_store", "require_verified_email", "enumeration_protection",
+        "device_code_ttl", "device_poll_interval",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -327,6 +332,8 @@ extension ServerConfiguration {
         case "audit_store": auditStore = try boolean()
         case "require_verified_email": requireVerifiedEmail = try boolean()
         case "enumeration_protection": enumerationProtection = try boolean()
+        case "device_code_ttl": deviceCodeTTL = try integer(in: 5...86_400, unit: "seconds")
+        case "device_poll_interval": devicePollInterval = try integer(in: 1...60, unit: "seconds")
         case "password_hash_workers", "password_hash_queue":
             let number = try integer(in: 1...1024)
             if key == "password_hash_workers" {

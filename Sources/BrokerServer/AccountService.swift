@@ -196,8 +196,17 @@ final class AccountService: Sendable {
     }
 
     private func passwordLogin(_ input: RequestInput, address: String?) async throws -> APIResponse {
-        let rawEmail = try input.string("email")
-        let password = Secret(try input.string("password"))
+        let user = try await authenticate(
+            email: try input.string("email"), password: Secret(try input.string("password")), address: address)
+        let response = APIResponse.tokens(
+            try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil))
+        audit.record("sign_in", user: user.id, fields: ["provider": "custom"])
+        return response
+    }
+
+    /// The user an email and password sign in as, under the login throttle and the verification rule; one
+    /// answer (``APIError/invalidCredentials``) for every wrong pair. Also the device flow's custom sign-in.
+    func authenticate(email rawEmail: String, password: Secret, address: String?) async throws -> UserRecord {
         let email = AccountRules.lookupEmail(rawEmail)
         // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
         let admission = try await throttle?.admit(account: email, address: address) ?? .open
@@ -260,10 +269,7 @@ final class AccountService: Sendable {
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }
-        let response = APIResponse.tokens(
-            try await tokens.startSession(user: account.user, clientID: TokenIssuer.cliClientID, scope: nil))
-        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom"])
-        return response
+        return account.user
     }
 
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best

@@ -217,6 +217,27 @@ package enum BrokerHTTPServer {
         router.get("/auth/account/export") { request, _ in
             try await response(service.selfService.export(authorization: request.headers[.authorization]))
         }
+        router.post("/auth/device") { request, context in
+            try await response(
+                service.devices.authorize(input(request, allowForm: true), address: context.clientAddress))
+        }
+        router.get("/device") { request, context in
+            try await response(service.devices.page(query: try query(request), address: context.clientAddress))
+        }
+        router.post("/auth/device/signin") { request, context in
+            try await response(
+                service.devices.startSignIn(
+                    input(request, allowForm: true), cookie: request.headers[.cookie], address: context.clientAddress))
+        }
+        router.post("/auth/device/password") { request, context in
+            try await response(
+                service.devices.passwordSignIn(
+                    input(request, allowForm: true), cookie: request.headers[.cookie], address: context.clientAddress))
+        }
+        router.post("/auth/device/decision") { request, _ in
+            try await response(
+                service.devices.decide(input(request, allowForm: true), cookie: request.headers[.cookie]))
+        }
         router.get("/auth/identities") { request, _ in
             try await response(service.links.identities(authorization: request.headers[.authorization]))
         }

@@ -50,6 +50,7 @@ package final class BrokerService: Sendable {
     let verification: VerificationService
     let selfService: AccountSelfService
     let links: LinkService
+    let devices: DeviceService
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -134,10 +135,6 @@ package final class BrokerService: Sendable {
         clients = try ClientService(
             tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
-        grants = GrantService(
-            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit)
-        passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
-        selfService = AccountSelfService(accounts: accounts, grants: grants)
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(
@@ -146,6 +143,12 @@ package final class BrokerService: Sendable {
                     http: http, clock: clock,
                     directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
             flowKey: flowKey, metrics: metrics, audit: audit)
+        devices = DeviceService(tokens: tokens, store: store, accounts: accounts, signIn: signIn)
+        grants = GrantService(
+            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit,
+            devices: devices)
+        passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
+        selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
     }
 
@@ -195,6 +198,7 @@ package final class BrokerService: Sendable {
             "jwks_uri": .string(base + "/.well-known/jwks.json"),
             "token_endpoint": .string(base + "/auth/token"),
             "revocation_endpoint": .string(base + "/auth/revoke"),
+            "device_authorization_endpoint": .string(base + "/auth/device"),
             "userinfo_endpoint": .string(base + "/auth/me"),
             "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
             "response_types_supported": .array(["code"]),
@@ -214,6 +218,7 @@ package final class BrokerService: Sendable {
 
     static let grantTypes = [
         "authorization_code", "refresh_token", "client_credentials", ClientService.tokenExchangeGrant,
+        DeviceService.grantType,
     ]
 
     func jwks() -> APIResponse {

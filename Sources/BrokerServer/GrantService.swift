@@ -14,11 +14,14 @@ final class GrantService: Sendable {
     let logger: Logger
     let metrics: BrokerMetrics
     let audit: AuditTrail
+    /// The device flow's grant (RFC 8628).
+    let devices: DeviceService
 
     init(
         tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger, metrics: BrokerMetrics,
-        audit: AuditTrail
+        audit: AuditTrail, devices: DeviceService
     ) {
+        self.devices = devices
         self.metrics = metrics
         self.audit = audit
         self.tokens = tokens
@@ -44,8 +47,8 @@ final class GrantService: Sendable {
                 try await clients.tokenExchange(input, authorization: authorization)
             }
         case "authorization_code": return try await authorizationCode(input)
-        case "urn:ietf:params:oauth:grant-type:device_code":
-            throw APIError.unsupportedGrantType("grant_type \(grantType) is not enabled on this broker")
+        case DeviceService.grantType:
+            return try await devices.grant(input)
         default:
             throw APIError.unsupportedGrantType("unknown grant_type \"\(grantType.prefix(100))\"")
         }

@@ -110,6 +110,14 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// A device-code poll (RFC 8628) by outcome: `pending`, `slow_down`, `approved`, `denied`, `expired`, …
+    func devicePoll(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_device_polls", unit: "total", "Device-code polls by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     /// A `broker link` or `broker unlink` by provider and outcome (`linked`, `unlinked`, or a reason code).
     func link(provider: String, outcome: String) {
         registry.makeCounter(

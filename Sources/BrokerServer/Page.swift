@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 
 /// The broker's own web pages (password reset): server-rendered HTML with no script and no external asset,
 /// every value escaped, readable at a phone's width; sent with a strict Content-Security-Policy, no framing,
@@ -34,7 +35,13 @@ enum Page {
         main { max-width: 26rem; margin: 3rem auto; padding: 1.5rem; background: #fff; border: 1px solid #d0d7de; border-radius: 10px; }
         h1 { font-size: 1.35rem; margin-top: 0; }
         label { display: block; margin: .9rem 0 .3rem; font-weight: 600; }
-        input[type=password] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8c959f; border-radius: 6px; }
+        input[type=password], input[type=email], input[type=text] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8c959f; border-radius: 6px; }
+        input.code { font-family: ui-monospace, monospace; font-size: 1.4rem; letter-spacing: .15em; text-transform: uppercase; text-align: center; }
+        .code { font-family: ui-monospace, monospace; font-weight: 700; letter-spacing: .1em; }
+        .asking { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .8rem; }
+        button.secondary { color: #1f2328; background: #f6f8fa; border: 1px solid #d0d7de; }
+        button.danger { color: #fff; background: #cf222e; }
+        .or { text-align: center; color: #59636e; margin: 1.2rem 0 0; }
         button { margin-top: 1.2rem; width: 100%; padding: .7rem; font-size: 1rem; color: #fff; background: #1f6feb; border: 0; border-radius: 6px; }
         .problem { color: #a40e26; background: #ffebe9; border: 1px solid #ff8182; border-radius: 6px; padding: .6rem; }
         .muted { color: #59636e; font-size: .9rem; }
@@ -79,6 +86,124 @@ enum Page {
             </form>
             """
         return document(title: "Confirm your email address", body: body)
+    }
+
+    // MARK: The device flow
+
+    static let deviceGone = message(
+        title: "This sign-in is no longer waiting",
+        text:
+            "The code expired, was used, or was denied. Start again on the device (broker login --device) and enter the new code."
+    )
+
+    static let staleDeviceForm = message(
+        title: "This form has expired",
+        text: "The page was opened in another browser or too long ago. Open the device page again and enter the code.")
+
+    /// `GET /device`: where the person types the code the device shows.
+    static func deviceEntry(code: String, problem: String?) -> String {
+        var body = "<p>Enter the code shown on the device that wants to sign in.</p>\n"
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        body += """
+            <form method="get" action="/device">
+            <label for="user_code">Code</label>
+            <input type="text" class="code" id="user_code" name="user_code" value="\(HTML.escape(code))" autocomplete="off" autocapitalize="characters" spellcheck="false" placeholder="BCDF-GHJK" required maxlength="16">
+            <button type="submit">Continue</button>
+            </form>
+            """
+        return document(title: "Sign in on a device", body: body)
+    }
+
+    /// What is asking, as RFC 8628 §5.4 wants it shown: the client, where the request came from, and when.
+    static func asking(_ authorization: DeviceAuthorization) -> String {
+        let from = authorization.clientAddress.map { " on \(HTML.escape($0))" } ?? ""
+        return """
+            <p class="asking"><strong>broker CLI</strong>\(from), \(HTML.escape(shownTime(authorization.createdAt)))<br>
+            <span class="muted">code <span class="code">\(HTML.escape(DeviceService.display(authorization.userCode)))</span></span></p>
+            <p class="muted">Continue only if you started this yourself, on a device you use.</p>
+            """
+    }
+
+    /// `2026-11-24 12:57 UTC`: when a request was made, as people read it.
+    static func shownTime(_ seconds: Int64) -> String {
+        let stamp = RFC3339.format(epochSeconds: seconds)  // 2026-11-24T12:57:42Z
+        return String(stamp.prefix(10)) + " " + String(stamp.dropFirst(11).prefix(5)) + " UTC"
+    }
+
+    /// How to sign in for the device: each browser provider, or email and password.
+    static func deviceChoice(
+        authorization: DeviceAuthorization, csrf: String, providers: [(ProviderID, String)], password: Bool,
+        email: String = "", problem: String? = nil
+    ) -> String {
+        var body = asking(authorization)
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        let code = HTML.escape(authorization.userCode)
+        for (id, name) in providers {
+            let suggested = authorization.provider == id ? "" : " class=\"secondary\""
+            body += """
+                <form method="post" action="/auth/device/signin">
+                <input type="hidden" name="user_code" value="\(code)">
+                <input type="hidden" name="provider" value="\(HTML.escape(id.rawValue))">
+                <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+                <button type="submit"\(authorization.provider == nil ? "" : suggested)>Sign in with \(HTML.escape(name))</button>
+                </form>
+
+                """
+        }
+        if password {
+            if !providers.isEmpty { body += "<p class=\"or\">or with your email and password</p>\n" }
+            body += """
+                <form method="post" action="/auth/device/password">
+                <input type="hidden" name="user_code" value="\(code)">
+                <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+                <label for="email">Email</label>
+                <input type="email" id="email" name="email" value="\(HTML.escape(email))" autocomplete="username" required>
+                <label for="password">Password</label>
+                <input type="password" id="password" name="password" autocomplete="current-password" required>
+                <button type="submit">Sign in</button>
+                </form>
+                """
+        }
+        return document(title: "Sign in on a device", body: body)
+    }
+
+    /// On to the provider's sign-in page, at once (a refresh, no script), with a link if that is not followed.
+    static func onward(to url: String, name: String) -> String {
+        let escaped = HTML.escape(url)
+        return document(
+            title: "Signing in with \(name)…",
+            body: """
+                <meta http-equiv="refresh" content="0;url=\(escaped)">
+                <p><a href="\(escaped)">Continue to \(HTML.escape(name))</a></p>
+                """)
+    }
+
+    /// The last step: Allow or Deny, naming who signed in and what is asking.
+    static func deviceConfirm(authorization: DeviceAuthorization, user: UserRecord, approval: String, csrf: String)
+        -> String
+    {
+        let who =
+            user.email.map { "\(HTML.escape($0)) (\(HTML.escape(user.id.description)))" }
+            ?? HTML.escape(user.id.description)
+        let hidden = """
+            <input type="hidden" name="approval" value="\(HTML.escape(approval))">
+            <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+            """
+        let body =
+            asking(authorization) + """
+                <p>Sign this device in as <strong>\(who)</strong>?</p>
+                <form method="post" action="/auth/device/decision">
+                \(hidden)
+                <input type="hidden" name="decision" value="allow">
+                <button type="submit">Allow</button>
+                </form>
+                <form method="post" action="/auth/device/decision">
+                \(hidden)
+                <input type="hidden" name="decision" value="deny">
+                <button type="submit" class="danger">Deny</button>
+                </form>
+                """
+        return document(title: "Allow this device?", body: body)
     }
 
     /// The new-password form; `token` and `csrf` go back in hidden fields.

@@ -44,6 +44,17 @@ final class RateLimiter: Sendable {
         }
     }
 
+    /// Whether `key` has no token left, without taking one: `nil` when it has, else the seconds until it will.
+    func peek(_ key: String) -> Double? {
+        let now = clock.now()
+        let rate = capacity / period
+        return buckets.withLock { buckets in
+            guard let bucket = buckets[key] else { return nil }
+            let tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
+            return tokens >= 1 ? nil : (1 - tokens) / rate
+        }
+    }
+
     /// Takes one token for `key` (nothing when `key` is `nil`), or counts the refusal under `limit` and throws
     /// 429 with `detail` and the seconds to wait.
     func admit(_ key: String?, metrics: BrokerMetrics, limit: String, _ detail: String) throws {

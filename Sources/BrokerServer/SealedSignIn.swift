@@ -24,13 +24,16 @@ struct SealedSignIn: Sendable, Hashable {
     /// For `broker link`: the user the provider account is to be attached to (from a ``LinkTicket``); `nil`
     /// for a sign-in.
     var linkUser: UserID? = nil
+    /// For the device flow: the user code of the authorization this sign-in is for; `nil` for the loopback flow
+    /// (the broker then answers with its own confirmation page instead of a redirect to the CLI).
+    var deviceUserCode: String? = nil
 
     /// Longest sealed state accepted back (a bound on work before any check).
     static let maxSealedLength = 4096
 
     private enum Field: String {
         case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
-        case expiresAt = "e", marker = "m", linkUser = "l"
+        case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d"
     }
 
     /// The sealed, base64url form.
@@ -42,6 +45,7 @@ struct SealedSignIn: Sendable, Hashable {
             Field.marker.rawValue: .string(marker),
         ]
         if let linkUser { fields[Field.linkUser.rawValue] = .string(linkUser.description) }
+        if let deviceUserCode { fields[Field.deviceUserCode.rawValue] = .string(deviceUserCode) }
         return Base64URL.encode(
             try AESGCM.seal(
                 JSONValue.object(fields).serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
@@ -65,9 +69,15 @@ struct SealedSignIn: Sendable, Hashable {
             guard let id = text.stringValue.flatMap(UserID.init) else { return nil }
             linkUser = id
         }
+        var deviceUserCode: String?
+        if let text = fields[Field.deviceUserCode.rawValue] {
+            guard let code = text.stringValue else { return nil }
+            deviceUserCode = code
+        }
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser)
+            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser,
+            deviceUserCode: deviceUserCode)
     }
 }
 

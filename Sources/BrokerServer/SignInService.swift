@@ -148,13 +148,37 @@ final class SignInService: Sendable {
             }
             linkUser = ticket.user
         }
+        return try await redirect(
+            to: provider, module: module,
+            SealedSignIn(
+                cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: "",
+                providerVerifier: "", expiresAt: 0, marker: "", linkUser: linkUser))
+    }
+
+    /// The device flow's sign-in at a provider (`POST /auth/device/signin`): the same sealed state, for the
+    /// authorization with `userCode`, ending in the broker's confirmation page instead of a redirect to a CLI.
+    func startDeviceSignIn(provider: ProviderID, userCode: String, address: String?) async throws -> APIResponse {
+        let (provider, module) = try browserProvider(provider.rawValue)
+        try limit(address)
+        return try await redirect(
+            to: provider, module: module,
+            SealedSignIn(
+                cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
+                marker: "", deviceUserCode: userCode))
+    }
+
+    /// Seals `template` (with a fresh nonce, provider verifier, marker and expiry) into the provider's state
+    /// and answers with the redirect to the provider's authorization page.
+    private func redirect(to provider: ProviderID, module: any IdentityProvider, _ template: SealedSignIn)
+        async throws -> APIResponse
+    {
         let nonce = try SecureRandom.token(byteCount: 16)
         let verifier = try PKCE.generate().verifier
         let marker = try SecureRandom.token(byteCount: 16)
-        let state = try SealedSignIn(
-            cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: verifier, expiresAt: now + Self.pendingLifetime, marker: marker, linkUser: linkUser
-        ).seal(key: flowKey, provider: provider)
+        var sealed = template
+        (sealed.nonce, sealed.providerVerifier, sealed.marker) = (nonce, verifier, marker)
+        sealed.expiresAt = now + Self.pendingLifetime
+        let state = try sealed.seal(key: flowKey, provider: provider)
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
         let started: AuthorizationStart
@@ -242,13 +266,8 @@ final class SignInService: Sendable {
         let (cliState, challenge, redirectURI) = (sealed.cliState, sealed.codeChallenge, sealed.redirectURI)
         let (nonce, verifier, expiry, marker) = (sealed.nonce, sealed.providerVerifier, sealed.expiresAt, sealed.marker)
         guard now <= expiry else {
-            throw SignInRedirect(
-                reason: "expired",
-                response: .redirect(
-                    Self.loopback(
-                        redirectURI,
-                        [("error", "access_denied"), ("error_description", "the sign-in took too long; start again")],
-                        state: cliState, issuer: issuer)))
+            throw refusal(
+                sealed, reason: "expired", code: "access_denied", description: "the sign-in took too long; start again")
         }
         // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
         // with a state from /start (any visitor can get one) writes nothing.
@@ -280,12 +299,9 @@ final class SignInService: Sendable {
                 code = "server_error"
                 description = "\(displayName(provider)) sign-in failed: \(error)"
             }
-            throw SignInRedirect(
-                reason: { if case .denied = error { "denied" } else { "provider_error" } }(),
-                response: .redirect(
-                    Self.loopback(
-                        redirectURI, [("error", code), ("error_description", description)], state: cliState,
-                        issuer: issuer)))
+            throw refusal(
+                sealed, reason: { if case .denied = error { "denied" } else { "provider_error" } }(), code: code,
+                description: description)
         }
         // Two copies of one callback racing: the provider's single-use code stops all but one, and the
         // marker stops whatever got through.
@@ -295,6 +311,9 @@ final class SignInService: Sendable {
         let record = IdentityRecord(
             provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
             name: identity.name)
+        if let userCode = sealed.deviceUserCode {
+            return try await completeDeviceSignIn(record, provider: provider, userCode: userCode, sealed: sealed)
+        }
         let code = try SecureRandom.token(byteCount: 32)
         if let linkUser = sealed.linkUser {
             // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
@@ -347,6 +366,48 @@ final class SignInService: Sendable {
         logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
         audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
         return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+    }
+
+    /// A sign-in that ends without a user: a redirect carrying the error to the CLI's loopback, or for the
+    /// device flow a page saying why.
+    func refusal(_ sealed: SealedSignIn, reason: String, code: String, description: String) -> SignInRedirect {
+        if sealed.deviceUserCode != nil {
+            return SignInRedirect(
+                reason: reason,
+                response: Page.response(
+                    status: 400,
+                    Page.message(title: "Sign-in failed", text: description + ". Start again from the device page.")))
+        }
+        return SignInRedirect(
+            reason: reason,
+            response: .redirect(
+                Self.loopback(
+                    sealed.redirectURI, [("error", code), ("error_description", description)], state: sealed.cliState,
+                    issuer: issuer)))
+    }
+
+    /// The device flow after the provider vouched for someone: the confirmation page (Allow / Deny) for the
+    /// authorization, if it is still waiting.
+    private func completeDeviceSignIn(
+        _ record: IdentityRecord, provider: ProviderID, userCode: String, sealed: SealedSignIn
+    ) async throws -> APIResponse {
+        let user: UserRecord
+        switch try await store.signIn(record, now: now) {
+        case .user(let found): user = found
+        case .unlinked(let former):
+            throw refusal(
+                sealed, reason: "unlinked", code: "access_denied",
+                description: "this \(displayName(provider)) account was unlinked from the user \(former)")
+        }
+        guard let authorization = try await store.pendingDeviceAuthorization(userCode: userCode, now: now) else {
+            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
+        }
+        logger.info(
+            "signed in for a device", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
+        return try DeviceApproval.confirmationPage(
+            user: user, authorization: authorization, key: flowKey, now: now,
+            secure: issuer.lowercased().hasPrefix("https://"))
     }
 
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is

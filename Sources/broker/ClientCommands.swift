@@ -214,10 +214,18 @@ extension Broker {
         @Flag(name: .long, help: "Only print the sign-in URL; do not open a browser.")
         var noBrowser = false
 
+        @Flag(
+            name: .long,
+            help: "Sign in from another device (RFC 8628): show a code and a URL (and a QR code), wait for approval.")
+        var device = false
+
         @Option(name: .long, help: ArgumentHelp("How long to wait for the browser sign-in.", valueName: "SECONDS"))
         var timeout = 300
 
         func validate() throws {
+            if device && (email != nil || passwordStdin) {
+                throw ValidationError("--device signs in on another device: --email and --password-stdin do not apply")
+            }
             if let provider, !Self.knownProviders.contains(where: { $0.rawValue == provider }) {
                 let known = Self.knownProviders.map(\.rawValue).joined(separator: ", ")
                 throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
@@ -228,6 +236,7 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
                 let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
@@ -238,6 +247,29 @@ extension Broker {
             }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
             try await Self.passwordSignIn(credentials, settings: settings, api: api)
+        }
+
+        /// `--device`: the code on stderr, the approval on another device, the session cached like any other.
+        func deviceSignIn(settings: ClientSettings, api: BrokerAPI) async throws {
+            // Ctrl-C ends the wait at once with exit 1: nothing is written before the approval arrives.
+            signal(SIGINT) { _ in
+                let message: StaticString = "\nbroker: stopped waiting; nothing was stored\n"
+                _ = write(2, message.utf8Start, message.utf8CodeUnitCount)
+                _exit(1)
+            }
+            let signIn = DeviceSignIn(
+                settings: settings, api: api, provider: provider.flatMap(ProviderID.init(rawValue:)),
+                showQR: Terminal.isInteractive, presenter: BrowserLogin.ConsolePresenter())
+            do {
+                let session = try await signIn.run()
+                Console.note("Signed in as \(session.userID) (\(settings.key)).")
+            } catch {
+                switch error {
+                case .denied, .expired: throw Console.fail(error.description)
+                case .broker(let failure): throw ClientFailure.exit(failure, doing: "device sign-in")
+                case .session(let failure): throw ClientFailure.exit(failure, settings: settings)
+                }
+            }
         }
 
         /// Signs in with an email and password and caches the session (also `broker request`'s sign-in again).

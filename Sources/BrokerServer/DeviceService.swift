@@ -1,0 +1,340 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// The device authorization grant (RFC 8628): `POST /auth/device` for the CLI, the `device_code` grant it
+/// polls, and the pages a person uses on another device — `GET /device` (enter the code), a choice of how to
+/// sign in (each browser provider, through the same modules as the loopback flow, or email and password), a
+/// confirmation that names what is asking (RFC 8628 §5.4), and the decision.
+///
+/// Every form is CSRF-protected (``FormGuard``); every page is ``Page``'s (no script, no external asset, no
+/// framing). Device codes are 256-bit and stored as SHA-256; user codes are eight letters of RFC 8628 §6.1's
+/// twenty consonants. Wrong user codes and authorization requests are limited per client address.
+final class DeviceService: Sendable {
+    let tokens: TokenIssuer
+    let store: any Store
+    let accounts: AccountService
+    let signIn: SignInService
+    let logger: Logger
+    let audit: AuditTrail
+    let metrics: BrokerMetrics
+    /// Device authorization requests per client address: 30 at once, 30 more every ten minutes.
+    let requests: RateLimiter
+    /// Wrong user codes per client address: 10 at once, 10 more every ten minutes.
+    let wrongCodes: RateLimiter
+
+    /// At most this many codes wait for approval at once (all brokers together).
+    static let maxPending = 10_000
+    static let alphabet = Array("BCDFGHJKLMNPQRSTVWXZ".utf8)
+    static let grantType = "urn:ietf:params:oauth:grant-type:device_code"
+
+    init(tokens: TokenIssuer, store: any Store, accounts: AccountService, signIn: SignInService) {
+        self.tokens = tokens
+        self.store = store
+        self.accounts = accounts
+        self.signIn = signIn
+        logger = accounts.logger
+        audit = accounts.audit
+        metrics = accounts.metrics
+        requests = RateLimiter(capacity: 30, per: 600, clock: tokens.clock)
+        wrongCodes = RateLimiter(capacity: 10, per: 600, clock: tokens.clock)
+    }
+
+    var now: Int64 { tokens.now }
+    var configuration: ServerConfiguration { tokens.configuration }
+    var secure: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
+
+    // MARK: The CLI's side
+
+    /// `POST /auth/device` (RFC 8628 §3.1–3.2): `client_id=broker-cli`, optional `provider`.
+    func authorize(_ input: RequestInput, address: String?) async throws -> APIResponse {
+        guard try input.optionalString("client_id") == TokenIssuer.cliClientID else {
+            throw APIError(status: 401, code: "invalid_client", detail: "client_id must be broker-cli")
+        }
+        var provider: ProviderID?
+        if let name = try input.optionalString("provider") {
+            guard let id = ProviderID(rawValue: name), configuration.enabledProviders.contains(id) else {
+                throw APIError.invalidRequest("provider \"\(name.prefix(64))\" is not enabled on this broker")
+            }
+            provider = id
+        }
+        try requests.admit(address, metrics: metrics, limit: "device_authorization", "too many device sign-ins")
+        let deviceCode = try SecureRandom.token(byteCount: 32)
+        let created = now
+        for _ in 0..<4 {
+            let userCode = try Self.newUserCode()
+            let record = DeviceAuthorization(
+                deviceCodeHash: Digest.sha256(deviceCode), userCode: userCode, clientID: TokenIssuer.cliClientID,
+                provider: provider, clientAddress: address.map { String($0.prefix(64)) }, createdAt: created,
+                expiresAt: created + configuration.deviceCodeTTL, interval: configuration.devicePollInterval)
+            do {
+                guard try await store.createDeviceAuthorization(record, maxPending: Self.maxPending, now: created)
+                else {
+                    metrics.throttled("device_pending")
+                    throw APIError.tooManyRequests(retryAfter: 60, "too many device sign-ins are waiting; try later")
+                }
+            } catch let error as StoreError where error.code == .conflict {
+                continue
+            }
+            audit.record("device_authorization", fields: ["provider": provider?.rawValue ?? ""])
+            let base = tokens.issuer + "/device"
+            return .tokens([
+                "device_code": .string(deviceCode), "user_code": .string(Self.display(userCode)),
+                "verification_uri": .string(base),
+                "verification_uri_complete": .string(base + "?user_code=" + Self.display(userCode)),
+                "expires_in": .int(configuration.deviceCodeTTL), "interval": .int(configuration.devicePollInterval),
+            ])
+        }
+        throw APIError.serverError
+    }
+
+    /// Eight letters from the twenty consonants, uniformly (rejection sampling of random bytes).
+    static func newUserCode() throws -> String {
+        var letters: [UInt8] = []
+        while letters.count < 8 {
+            for byte in try SecureRandom.bytes(16) where byte < 240 && letters.count < 8 {
+                letters.append(alphabet[Int(byte % 20)])
+            }
+        }
+        return String(decoding: letters, as: UTF8.self)
+    }
+
+    /// `BCDFGHJK` → `BCDF-GHJK`.
+    static func display(_ code: String) -> String { String(code.prefix(4)) + "-" + String(code.dropFirst(4)) }
+
+    /// A typed code as stored: letters only, upper case; `nil` unless it is eight letters of the alphabet.
+    static func normalize(_ typed: String) -> String? {
+        var letters: [UInt8] = []
+        for byte in typed.utf8 {
+            if byte == UInt8(ascii: "-") || byte == UInt8(ascii: " ") { continue }
+            let upper = (byte >= 0x61 && byte <= 0x7A) ? byte - 0x20 : byte
+            guard alphabet.contains(upper), letters.count < 8 else { return nil }
+            letters.append(upper)
+        }
+        return letters.count == 8 ? String(decoding: letters, as: UTF8.self) : nil
+    }
+
+    /// `grant_type=urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 §3.4–3.5).
+    func grant(_ input: RequestInput) async throws -> APIResponse {
+        guard try input.optionalString("client_id") == TokenIssuer.cliClientID else {
+            throw APIError(status: 401, code: "invalid_client", detail: "client_id must be broker-cli")
+        }
+        let deviceCode = try input.string("device_code")
+        guard deviceCode.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(deviceCode) != nil else {
+            throw APIError.invalidGrant("the device code is not one this broker issued")
+        }
+        let outcome = try await store.pollDeviceAuthorization(hash: Digest.sha256(deviceCode), now: now)
+        metrics.devicePoll(outcome: outcome.label)
+        switch outcome {
+        case .unknown: throw APIError.invalidGrant("the device code is not one this broker issued")
+        case .spent: throw APIError.invalidGrant("the device code was used already")
+        case .expired:
+            throw APIError(status: 400, code: "expired_token", detail: "the code expired before it was approved")
+        case .slowDown(let interval):
+            throw APIError(
+                status: 400, code: "slow_down", detail: "polling too fast: wait \(interval) seconds between polls")
+        case .pending:
+            throw APIError(status: 400, code: "authorization_pending", detail: "waiting for the person to approve")
+        case .denied: throw APIError(status: 400, code: "access_denied", detail: "the sign-in was denied")
+        case .approved(let userID):
+            guard let user = try await store.user(id: userID) else {
+                throw APIError.invalidGrant("the approving account no longer exists")
+            }
+            let body = try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+            audit.record("sign_in", user: user.id, fields: ["flow": "device"])
+            return .tokens(body)
+        }
+    }
+
+    // MARK: The person's side
+
+    /// `GET /device[?user_code=…]`: the code form, or — for a code that waits — the choice of sign-in.
+    func page(query: [String: String], address: String?) async throws -> APIResponse {
+        guard let typed = query["user_code"], !typed.isEmpty else {
+            return Page.response(status: 200, Page.deviceEntry(code: "", problem: nil))
+        }
+        guard let authorization = try await waiting(typed, address: address) else {
+            return Page.response(
+                status: 400,
+                Page.deviceEntry(
+                    code: String(typed.prefix(16)),
+                    problem: "That code is not waiting for a sign-in. Check it on the device and type it again."))
+        }
+        return try FormGuard.page(secure: secure) { csrf in
+            Page.deviceChoice(
+                authorization: authorization, csrf: csrf, providers: browserProviders(),
+                password: configuration.customEnabled)
+        }
+    }
+
+    /// The authorization waiting under a typed code; a wrong code counts against the address (429 past the limit).
+    func waiting(_ typed: String, address: String?) async throws -> DeviceAuthorization? {
+        if let address, let wait = wrongCodes.peek(address) {
+            metrics.throttled("device_user_code")
+            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many wrong codes; try later")
+        }
+        if let code = Self.normalize(typed),
+            let found = try await store.pendingDeviceAuthorization(userCode: code, now: now)
+        {
+            return found
+        }
+        if let address { _ = wrongCodes.take(address) }
+        audit.record("device_code_refused", outcome: "failure", fields: ["reason": "unknown_user_code"])
+        return nil
+    }
+
+    /// The browser providers this broker offers, with their names.
+    func browserProviders() -> [(ProviderID, String)] {
+        configuration.enabledProviders.filter { $0 != .custom && signIn.identityProviders[$0] != nil }.map {
+            ($0, signIn.displayName($0))
+        }
+    }
+
+    /// `POST /auth/device/signin {user_code, provider, csrf}`: off to the provider.
+    func startSignIn(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address) else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        guard let provider = ProviderID(rawValue: (try? input.string("provider")) ?? ""),
+            browserProviders().contains(where: { $0.0 == provider })
+        else {
+            return Page.response(
+                status: 400, Page.message(title: "Unknown provider", text: "Choose one from the list."))
+        }
+        let started = try await signIn.startDeviceSignIn(
+            provider: provider, userCode: authorization.userCode, address: address)
+        // A page that moves on by itself rather than a redirect: the choice page's `form-action 'self'` would
+        // stop a form's redirect to the provider's origin.
+        guard let location = started.headers.first(where: { $0.0 == "Location" })?.1 else { return started }
+        var onward = Page.response(status: 200, Page.onward(to: location, name: signIn.displayName(provider)))
+        onward.headers += started.headers.filter { $0.0 == "Set-Cookie" }
+        return onward
+    }
+
+    /// `POST /auth/device/password {user_code, email, password, csrf}`: the custom account, then the
+    /// confirmation.
+    func passwordSignIn(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let csrf = (try? input.string("csrf")) ?? ""
+        guard FormGuard.accepts(cookie: cookie, field: csrf) else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard configuration.customEnabled,
+            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address)
+        else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        let email = (try? input.string("email")) ?? ""
+        let user: UserRecord
+        do {
+            user = try await accounts.authenticate(
+                email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
+        } catch let error as APIError where error.status < 500 {
+            metrics.signIn(provider: "custom", outcome: error.code)
+            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])
+            return Page.response(
+                status: error.status,
+                Page.deviceChoice(
+                    authorization: authorization, csrf: csrf, providers: browserProviders(), password: true,
+                    email: String(email.prefix(254)),
+                    problem: error.code == "invalid_credentials" ? "Wrong email or password." : error.detail))
+        }
+        metrics.signIn(provider: "custom", outcome: "success")
+        audit.record("sign_in", user: user.id, fields: ["provider": "custom", "flow": "device"])
+        return try DeviceApproval.confirmationPage(
+            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure)
+    }
+
+    /// `POST /auth/device/decision {approval, decision, csrf}`: Allow or Deny, once.
+    func decide(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard let approval = DeviceApproval.open((try? input.string("approval")) ?? "", key: signIn.flowKey),
+            now <= approval.expiresAt
+        else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        let allow = (try? input.string("decision")) == "allow"
+        guard
+            try await store.decideDeviceAuthorization(
+                userCode: approval.userCode, user: allow ? approval.user : nil, now: now)
+        else {
+            return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
+        }
+        audit.record(allow ? "device_approved" : "device_denied", user: approval.user)
+        logger.info(
+            allow ? "device sign-in approved" : "device sign-in denied", metadata: ["broker.user": "\(approval.user)"])
+        return FormGuard.clearing(
+            Page.response(
+                status: 200,
+                allow
+                    ? Page.message(
+                        title: "You are signed in on the device",
+                        text: "Go back to the device: broker continues by itself. You can close this page.")
+                    : Page.message(
+                        title: "Sign-in denied",
+                        text: "The device was not signed in. If you did not start this, nothing else is needed.")),
+            secure: secure)
+    }
+}
+
+/// The confirmation step's token: which authorization, which user, until when — sealed under the flow key,
+/// so that the decision needs no session and cannot be forged or moved to another code.
+struct DeviceApproval: Sendable, Hashable {
+    var userCode: String
+    var user: UserID
+    var expiresAt: Int64
+
+    static let lifetime: Int64 = 600
+    private static let associatedData = Array("device-approval".utf8)
+
+    func seal(key: [UInt8]) throws -> String {
+        let document: JSONValue = [
+            "c": .string(userCode), "u": .string(user.description), "e": .int(expiresAt),
+        ]
+        return Base64URL.encode(
+            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData))
+    }
+
+    static func open(_ sealed: String, key: [UInt8]) -> DeviceApproval? {
+        guard sealed.utf8.count <= SealedSignIn.maxSealedLength, let box = Base64URL.decode(sealed),
+            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
+            let fields = JSONValue.parse(opened)?.objectValue,
+            let code = fields["c"]?.stringValue, let user = fields["u"]?.stringValue.flatMap(UserID.init),
+            let expires = fields["e"]?.intValue
+        else { return nil }
+        return DeviceApproval(userCode: code, user: user, expiresAt: expires)
+    }
+
+    /// The Allow / Deny page for `user` and `authorization`, with its CSRF cookie.
+    static func confirmationPage(
+        user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool
+    ) throws -> APIResponse {
+        let approval = try DeviceApproval(
+            userCode: authorization.userCode, user: user.id,
+            expiresAt: min(authorization.expiresAt, now + lifetime)
+        ).seal(key: key)
+        return try FormGuard.page(secure: secure) { csrf in
+            Page.deviceConfirm(authorization: authorization, user: user, approval: approval, csrf: csrf)
+        }
+    }
+}
+
+extension DevicePoll {
+    var label: String {
+        switch self {
+        case .unknown: "unknown"
+        case .expired: "expired"
+        case .slowDown: "slow_down"
+        case .pending: "pending"
+        case .denied: "denied"
+        case .approved: "approved"
+        case .spent: "spent"
+        }
+    }
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Plays the person on the other device of `broker login --device`, in a real headless Chromium (Selenium +
+Debian's chromium-driver): opens the broker's /device page, types the code, signs in, and allows or denies.
+
+Usage: device_in_chromium.py BROKER_URL USER_CODE WAY DECISION SCREENSHOT_DIR [EMAIL]
+WAY: google (through `broker emulate`'s consent page, account alice) or custom (EMAIL, and the password from
+the environment variable DEVICE_PASSWORD — never from argv). DECISION: allow or deny.
+The code is typed lower-case and without its hyphen, as people do. Prints one JSON object with each page's
+title ({"entry", "choice", "asking", "confirm", "result", "result_text"}) and writes screenshots of each
+broker page at a phone's width and a desktop's into SCREENSHOT_DIR (device-<page>-<phone|desktop>.png).
+"""
+import json
+import os
+import sys
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+broker, code, way, decision, shots = sys.argv[1:6]
+options = webdriver.ChromeOptions()
+for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                 "--disable-dev-shm-usage"]:
+    options.add_argument(argument)
+options.binary_location = "/usr/bin/chromium"
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver.set_page_load_timeout(60)
+
+
+def shoot(name):
+    for label, (width, height) in {"phone": (390, 844), "desktop": (1280, 800)}.items():
+        driver.set_window_size(width, height)
+        driver.save_screenshot(os.path.join(shots, f"device-{name}-{label}.png"))
+
+
+def title():
+    return driver.find_element(By.TAG_NAME, "h1").text
+
+
+result = {}
+try:
+    driver.get(broker + "/device")
+    result["entry"] = title()
+    shoot("entry")
+    field = driver.find_element(By.ID, "user_code")
+    field.send_keys(code.replace("-", "").lower())
+    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    result["choice"] = title()
+    result["asking"] = driver.find_element(By.CSS_SELECTOR, ".asking").text
+    shoot("choice")
+    if way == "google":
+        driver.find_element(By.XPATH, "//button[contains(., 'Google')]").click()
+        driver.find_element(By.ID, "allow").click()  # the emulator's consent page, first account (alice)
+    else:
+        driver.find_element(By.ID, "email").send_keys(sys.argv[6])
+        driver.find_element(By.ID, "password").send_keys(os.environ["DEVICE_PASSWORD"])
+        driver.find_element(By.XPATH, "//form[@action='/auth/device/password']//button").click()
+    result["confirm"] = title()
+    result["confirm_text"] = driver.find_element(By.TAG_NAME, "main").text
+    shoot("confirm")
+    label = "Allow" if decision == "allow" else "Deny"
+    driver.find_element(By.XPATH, f"//button[. = '{label}']").click()
+    result["result"] = title()
+    result["result_text"] = driver.find_element(By.TAG_NAME, "p").text
+    shoot("result-" + decision)
+finally:
+    driver.quit()
+print(json.dumps(result))
