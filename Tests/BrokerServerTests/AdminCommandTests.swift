@@ -29,7 +29,7 @@ struct AdminCommandTests {
         func me(_ token: String) async throws -> Int {
             var request = HTTPClientRequest(
                 url: server.url + "/auth/me", headers: [(name: "Authorization", value: "Bearer \(token)")])
-            request.timeout = .seconds(30)
+            request.timeout = .seconds(120)
             return try await HTTPClient.shared.send(request).status
         }
         let ada = try await register("ada@example.com")

@@ -21,7 +21,7 @@ struct AuditTrailTests {
             var request = HTTPClientRequest(
                 method: "POST", url: server.url + path,
                 headers: [(name: "Content-Type", value: "application/json")] + headers, body: Array(json.utf8))
-            request.timeout = .seconds(30)
+            request.timeout = .seconds(120)
             let response = try await HTTPClient.shared.send(request)
             return (response.status, JSONValue.parse(response.body))
         }
@@ -31,7 +31,7 @@ struct AuditTrailTests {
                 method: "POST", url: server.url + path,
                 headers: [(name: "Content-Type", value: "application/x-www-form-urlencoded")],
                 body: Array(FormEncoding.encode(fields).utf8))
-            request.timeout = .seconds(30)
+            request.timeout = .seconds(120)
             let response = try await HTTPClient.shared.send(request)
             return (response.status, JSONValue.parse(response.body))
         }
@@ -51,7 +51,7 @@ struct AuditTrailTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(6)))
     func aScriptedDayIsRecordedInOrderWithoutSecretsAndSurvivesRotation() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let auditPath = directory.appendingPathComponent("audit.log").path
@@ -147,7 +147,7 @@ struct AuditTrailTests {
         #expect((before.dropFirst(day.count) + after).allSatisfy { $0["event"]?.stringValue == "sign_in" })
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(6)))
     func eventsKeptInTheStoreAreListedByTheCLI() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let auditPath = directory.appendingPathComponent("audit.log").path
@@ -202,7 +202,7 @@ struct AuditTrailTests {
         let server = try await BrokerProcess.start(arguments: ["--log-format", "json"])
         var request = HTTPClientRequest(
             url: server.url + "/healthz", headers: [(name: "X-Request-Id", value: "json-log-1")])
-        request.timeout = .seconds(30)
+        request.timeout = .seconds(120)
         #expect(try await HTTPClient.shared.send(request).status == 200)
         #expect(try await server.terminate() == 0)
         let lines = server.stderr.split(separator: "\n")

@@ -160,7 +160,7 @@ struct MetricsTests {
             method: "POST", url: broker.url + "/auth/register",
             headers: [(name: "Content-Type", value: "application/json")],
             body: Array(#"{"email":"scraped@example.com","password":"correct horse battery staple"}"#.utf8))
-        register.timeout = .seconds(30)
+        register.timeout = .seconds(120)
         #expect(try await HTTPClient.shared.send(register).status == 201)
 
         let prometheus = try PrometheusProcess(target: "127.0.0.1:\(metricsPort)", tokenFile: tokenFile.path)
