@@ -16,6 +16,7 @@ import sys
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 broker, code, way, decision, shots = sys.argv[1:6]
 options = webdriver.ChromeOptions()
@@ -37,6 +38,11 @@ def title():
     return driver.find_element(By.TAG_NAME, "h1").text
 
 
+def wait_for(xpath):
+    """Waits for the page that has `xpath` (a click's navigation, a refresh, redirects) and returns the element."""
+    return WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.XPATH, xpath) and d.find_element(By.XPATH, xpath))
+
+
 result = {}
 try:
     driver.get(broker + "/device")
@@ -45,21 +51,24 @@ try:
     field = driver.find_element(By.ID, "user_code")
     field.send_keys(code.replace("-", "").lower())
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for("//*[@class='asking']")
     result["choice"] = title()
     result["asking"] = driver.find_element(By.CSS_SELECTOR, ".asking").text
     shoot("choice")
     if way == "google":
         driver.find_element(By.XPATH, "//button[contains(., 'Google')]").click()
-        driver.find_element(By.ID, "allow").click()  # the emulator's consent page, first account (alice)
+        wait_for("//*[@id='allow']").click()  # the emulator's consent page, first account (alice)
     else:
         driver.find_element(By.ID, "email").send_keys(sys.argv[6])
         driver.find_element(By.ID, "password").send_keys(os.environ["DEVICE_PASSWORD"])
         driver.find_element(By.XPATH, "//form[@action='/auth/device/password']//button").click()
+    wait_for("//form[@action='/auth/device/decision']")
     result["confirm"] = title()
     result["confirm_text"] = driver.find_element(By.TAG_NAME, "main").text
     shoot("confirm")
     label = "Allow" if decision == "allow" else "Deny"
     driver.find_element(By.XPATH, f"//button[. = '{label}']").click()
+    WebDriverWait(driver, 60).until(lambda d: not d.find_elements(By.XPATH, "//form[@action='/auth/device/decision']"))
     result["result"] = title()
     result["result_text"] = driver.find_element(By.TAG_NAME, "p").text
     shoot("result-" + decision)
