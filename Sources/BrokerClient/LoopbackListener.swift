@@ -208,15 +208,13 @@ package final class LoopbackListener: @unchecked Sendable {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
-    /// A small page; every text in it is HTML-escaped (it may come from the provider or the URL).
+    /// A small page in the broker's pages' look; every text in it is HTML-escaped (it may come from the
+    /// provider or the URL).
     static func page(title: String, message: String, success: Bool) -> String {
-        """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>\(HTML.escape(title))</title>
-        <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}
-        h1{font-size:1.4rem;color:\(success ? "#1a7f37" : "#b42318")}</style></head>
-        <body><h1>\(HTML.escape(title))</h1><p>\(HTML.escape(message))</p><p>You can close this tab.</p></body></html>
-        """
+        HTML.document(
+            title: title,
+            body: "<p>\(HTML.escape(message))</p>\n<p class=\"muted\">You can close this tab.</p>",
+            tone: success ? .success : .failure)
     }
 
 }

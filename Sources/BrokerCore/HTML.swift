@@ -17,3 +17,47 @@ package enum HTML {
         return out
     }
 }
+
+extension HTML {
+    /// How a page's title reads: neutral, or the end of a sign-in that worked or failed.
+    package enum Tone: Sendable { case neutral, success, failure }
+
+    /// One look for every page people see from broker — the broker's own pages (reset, verification, device)
+    /// and the CLI's loopback page at the end of a browser sign-in: no script, no external asset, readable at a
+    /// phone's width. `body` is trusted markup (callers escape what they put in); the title is escaped here.
+    package static func document(title: String, body: String, tone: Tone = .neutral) -> String {
+        let titleColour =
+            switch tone {
+            case .neutral: ""
+            case .success: " color: #1a7f37;"
+            case .failure: " color: #b42318;"
+            }
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>\(escape(title))</title>
+            <style>
+            body { font-family: system-ui, sans-serif; line-height: 1.5; color: #1f2328; background: #f6f8fa; margin: 0; }
+            main { max-width: 26rem; margin: 3rem auto; padding: 1.5rem; background: #fff; border: 1px solid #d0d7de; border-radius: 10px; }
+            h1 { font-size: 1.35rem; margin-top: 0;\(titleColour) }
+            label { display: block; margin: .9rem 0 .3rem; font-weight: 600; }
+            input[type=password], input[type=email], input[type=text] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8c959f; border-radius: 6px; }
+            input.code { font-family: ui-monospace, monospace; font-size: 1.4rem; letter-spacing: .15em; text-transform: uppercase; text-align: center; }
+            .code { font-family: ui-monospace, monospace; font-weight: 700; letter-spacing: .1em; }
+            .asking { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .8rem; }
+            button { margin-top: 1.2rem; width: 100%; padding: .7rem; font-size: 1rem; color: #fff; background: #1f6feb; border: 0; border-radius: 6px; }
+            button.secondary { color: #1f2328; background: #f6f8fa; border: 1px solid #d0d7de; }
+            button.danger { color: #fff; background: #cf222e; }
+            .or { text-align: center; color: #59636e; margin: 1.2rem 0 0; }
+            .problem { color: #a40e26; background: #ffebe9; border: 1px solid #ff8182; border-radius: 6px; padding: .6rem; }
+            .muted { color: #59636e; font-size: .9rem; }
+            @media (max-width: 30rem) { main { margin: 0; border: 0; border-radius: 0; min-height: 100vh; } }
+            </style></head>
+            <body><main>
+            <h1>\(escape(title))</h1>
+            \(body)
+            </main></body></html>
+            """
+    }
+}

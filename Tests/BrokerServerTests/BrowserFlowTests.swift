@@ -761,6 +761,7 @@ struct CLIBrowserLoginTests {
         #expect(outcome?["status"]?.intValue == 0, "\(output)")
         #expect(output.contains("not an address starting with"), "a wrong paste is refused, not fatal")
         #expect(output.contains("Signed in as google:"), "\(output)")
+        #expect(output.contains("No browser on this machine? broker login --device --provider google"), "\(output)")
         #expect(try client.cached()?.provider == Google.id)
     }
 

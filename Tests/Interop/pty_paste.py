@@ -22,7 +22,8 @@ def main():
     binary, broker, home, provider = sys.argv[1:5]
     garbage_first = len(sys.argv) > 5
     env = dict(os.environ, BROKER_HOME=home, BROKER_URL=broker, NO_COLOR="1", TERM="dumb")
-    env.pop("BROWSER", None)
+    for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY"):  # a machine with no way to open a browser
+        env.pop(name, None)
     pid, fd = pty.fork()
     if pid == 0:
         os.execve(binary, [binary, "login", "--provider", provider, "--no-browser", "--timeout", "60"], env)
