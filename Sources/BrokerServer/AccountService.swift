@@ -75,15 +75,7 @@ final class AccountService: Sendable {
         try registrations.admit(
             address, metrics: metrics, limit: "registrations",
             "too many registrations from this address; try again later")
-        let email: String
-        switch AccountRules.normalizedEmail(try input.string("email")) {
-        case .success(let value): email = value
-        case .failure(let violation): throw APIError.invalidRequest(violation.message)
-        }
-        let password = try input.string("password")
-        if let problem = AccountRules.passwordProblem(password, email: email) {
-            throw APIError.invalidRequest(problem.message)
-        }
+        let (email, password) = try Self.newCredentials(input)
         var name: String?
         if let raw = try input.optionalString("name") {
             switch AccountRules.displayName(raw) {
@@ -136,6 +128,21 @@ final class AccountService: Sendable {
             body = .object(fields)
         }
         return .tokens(body, status: 201)
+    }
+
+    /// The `email` (normalised) and `password` of a new way to sign in, under the registration rules; 400
+    /// `invalid_request` saying which rule a value breaks.
+    static func newCredentials(_ input: RequestInput) throws -> (email: String, password: String) {
+        let email: String
+        switch AccountRules.normalizedEmail(try input.string("email")) {
+        case .success(let value): email = value
+        case .failure(let violation): throw APIError.invalidRequest(violation.message)
+        }
+        let password = try input.string("password")
+        if let problem = AccountRules.passwordProblem(password, email: email) {
+            throw APIError.invalidRequest(problem.message)
+        }
+        return (email, password)
     }
 
     /// The answer to every well-formed registration under `server.enumeration_protection`.

@@ -101,15 +101,7 @@ final class LinkService: Sendable {
         try accounts.registrations.admit(
             address, metrics: accounts.metrics, limit: "registrations",
             "too many new accounts from this address; try again later")
-        let email: String
-        switch AccountRules.normalizedEmail(try input.string("email")) {
-        case .success(let value): email = value
-        case .failure(let violation): throw APIError.invalidRequest(violation.message)
-        }
-        let password = try input.string("password")
-        if let problem = AccountRules.passwordProblem(password, email: email) {
-            throw APIError.invalidRequest(problem.message)
-        }
+        let (email, password) = try AccountService.newCredentials(input)
         if try await store.passwordAccount(user: user.id) != nil { throw Self.alreadyHasPassword }
         if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
         let hash = try await accounts.hashPassword(Secret(password))

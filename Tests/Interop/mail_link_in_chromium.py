@@ -14,24 +14,16 @@ import json
 import os
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chromium  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 
 mode, link, shots = sys.argv[1], sys.argv[2], sys.argv[3]
-options = webdriver.ChromeOptions()
-for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                 "--disable-dev-shm-usage"]:
-    options.add_argument(argument)
-options.binary_location = "/usr/bin/chromium"
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-driver.set_page_load_timeout(60)
+driver = chromium.start()
 
 
 def shoot(name):
-    for label, (width, height) in {"phone": (390, 844), "desktop": (1280, 800)}.items():
-        driver.set_window_size(width, height)
-        driver.save_screenshot(os.path.join(shots, f"{name}-{label}.png"))
+    chromium.shoot(driver, shots, name)
 
 
 def title():
