@@ -140,10 +140,18 @@ package struct BrokerAPI: Sendable {
     }
 
     /// `POST /auth/device` (RFC 8628 §3.1): a device code for the CLI, a user code for the person.
-    package func deviceAuthorization(provider: ProviderID?) async throws(BrokerAPIError) -> DeviceStart {
+    package func deviceAuthorization(provider: ProviderID?, linkingAs: Secret? = nil) async throws(BrokerAPIError)
+        -> DeviceStart
+    {
         var fields = [("client_id", "broker-cli")]
         if let provider { fields.append(("provider", provider.rawValue)) }
-        let document = try await send(.form(url: baseURL + "/auth/device", fields: fields), expect: 200)
+        var headers: [(name: String, value: String)] = []
+        if let linkingAs {
+            fields.append(("purpose", "link"))
+            headers.append((name: "Authorization", value: "Bearer " + linkingAs.exposed))
+        }
+        let document = try await send(
+            .form(url: baseURL + "/auth/device", fields: fields, headers: headers), expect: 200)
         guard let deviceCode = document["device_code"]?.stringValue, !deviceCode.isEmpty,
             let userCode = document["user_code"]?.stringValue,
             let uri = document["verification_uri"]?.stringValue,

@@ -30,12 +30,16 @@ package struct DeviceSignIn: Sendable {
     package let presenter: any SignInPresenter
     /// Waits between polls; injected so that tests need not wait (the CLI sleeps).
     package let pause: @Sendable (Int64) async throws -> Void
+    /// `broker link --device`: the signed-in session's access token; the account signed in with on the other
+    /// device is then attached to its user.
+    package let linkingAs: Secret?
 
     package init(
         settings: ClientSettings, api: BrokerAPI, provider: ProviderID?, showQR: Bool,
-        presenter: any SignInPresenter,
+        presenter: any SignInPresenter, linkingAs: Secret? = nil,
         pause: @escaping @Sendable (Int64) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }
     ) {
+        self.linkingAs = linkingAs
         self.settings = settings
         self.api = api
         self.provider = provider
@@ -47,11 +51,13 @@ package struct DeviceSignIn: Sendable {
     package func run() async throws(Failure) -> Session {
         let start: DeviceStart
         do {
-            start = try await api.deviceAuthorization(provider: provider)
+            start = try await api.deviceAuthorization(provider: provider, linkingAs: linkingAs)
         } catch {
             throw .broker(error)
         }
-        presenter.note("To sign in, open \(start.verificationURI) on any device and enter the code:")
+        presenter.note(
+            "To \(linkingAs == nil ? "sign in" : "link the account"), open \(start.verificationURI) on any device and "
+                + "enter the code:")
         presenter.note("")
         presenter.note("    \(start.userCode)")
         presenter.note("")

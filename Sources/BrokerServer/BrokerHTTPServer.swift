@@ -219,7 +219,9 @@ package enum BrokerHTTPServer {
         }
         router.post("/auth/device") { request, context in
             try await response(
-                service.devices.authorize(input(request, allowForm: true), address: context.clientAddress))
+                service.devices.authorize(
+                    input(request, allowForm: true), address: context.clientAddress,
+                    authorization: request.headers[.authorization]))
         }
         router.get("/device") { request, context in
             try await response(service.devices.page(query: try query(request), address: context.clientAddress))

@@ -48,8 +48,12 @@ final class DeviceService: Sendable {
 
     // MARK: The CLI's side
 
-    /// `POST /auth/device` (RFC 8628 §3.1–3.2): `client_id=broker-cli`, optional `provider`.
-    func authorize(_ input: RequestInput, address: String?) async throws -> APIResponse {
+    /// `POST /auth/device` (RFC 8628 §3.1–3.2): `client_id=broker-cli`, optional `provider`; with
+    /// `purpose=link` and the session's bearer token, a link (`broker link --device`): the provider account
+    /// signed in with on the other device is attached to that session's user.
+    func authorize(_ input: RequestInput, address: String?, authorization: String? = nil) async throws
+        -> APIResponse
+    {
         guard try input.optionalString("client_id") == TokenIssuer.cliClientID else {
             throw APIError(status: 401, code: "invalid_client", detail: "client_id must be broker-cli")
         }
@@ -60,6 +64,24 @@ final class DeviceService: Sendable {
             }
             provider = id
         }
+        var linkUser: UserID?
+        switch try input.optionalString("purpose") {
+        case nil, "sign_in": break
+        case "link":
+            let user = try await tokens.authenticate(authorization: authorization).1.id
+            guard let provider, provider != .custom else {
+                throw APIError.invalidRequest("a link names the browser provider to link (provider)")
+            }
+            if let taken = try await store.identities(user: user).first(where: { $0.identity.provider == provider }) {
+                throw APIError(
+                    status: 409, code: "already_linked",
+                    detail: SignInService.providerTakenMessage(
+                        signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
+            }
+            linkUser = user
+        case let other?:
+            throw APIError.invalidRequest("purpose must be sign_in or link, not \"\(other.prefix(32))\"")
+        }
         try requests.admit(address, metrics: metrics, limit: "device_authorization", "too many device sign-ins")
         let deviceCode = try SecureRandom.token(byteCount: 32)
         let created = now
@@ -68,7 +90,8 @@ final class DeviceService: Sendable {
             let record = DeviceAuthorization(
                 deviceCodeHash: Digest.sha256(deviceCode), userCode: userCode, clientID: TokenIssuer.cliClientID,
                 provider: provider, clientAddress: address.map { String($0.prefix(64)) }, createdAt: created,
-                expiresAt: created + configuration.deviceCodeTTL, interval: configuration.devicePollInterval)
+                expiresAt: created + configuration.deviceCodeTTL, interval: configuration.devicePollInterval,
+                linkUser: linkUser)
             do {
                 guard try await store.createDeviceAuthorization(record, maxPending: Self.maxPending, now: created)
                 else {
@@ -78,7 +101,9 @@ final class DeviceService: Sendable {
             } catch let error as StoreError where error.code == .conflict {
                 continue
             }
-            audit.record("device_authorization", fields: ["provider": provider?.rawValue ?? ""])
+            audit.record(
+                "device_authorization", user: linkUser,
+                fields: ["provider": provider?.rawValue ?? "", "purpose": linkUser == nil ? "sign_in" : "link"])
             let base = tokens.issuer + "/device"
             return .tokens([
                 "device_code": .string(deviceCode), "user_code": .string(Self.display(userCode)),
@@ -164,8 +189,8 @@ final class DeviceService: Sendable {
         }
         return try FormGuard.page(secure: secure) { csrf in
             Page.deviceChoice(
-                authorization: authorization, csrf: csrf, providers: browserProviders(),
-                password: configuration.customEnabled)
+                authorization: authorization, csrf: csrf, providers: choices(for: authorization),
+                password: configuration.customEnabled && authorization.linkUser == nil)
         }
     }
 
@@ -185,6 +210,12 @@ final class DeviceService: Sendable {
         return nil
     }
 
+    /// The ways offered for `authorization`: a link offers only the provider it names.
+    func choices(for authorization: DeviceAuthorization) -> [(ProviderID, String)] {
+        guard authorization.linkUser != nil else { return browserProviders() }
+        return browserProviders().filter { $0.0 == authorization.provider }
+    }
+
     /// The browser providers this broker offers, with their names.
     func browserProviders() -> [(ProviderID, String)] {
         configuration.enabledProviders.filter { $0 != .custom && signIn.identityProviders[$0] != nil }.map {
@@ -201,7 +232,7 @@ final class DeviceService: Sendable {
             return Page.response(status: 400, Page.deviceGone)
         }
         guard let provider = ProviderID(rawValue: (try? input.string("provider")) ?? ""),
-            browserProviders().contains(where: { $0.0 == provider })
+            choices(for: authorization).contains(where: { $0.0 == provider })
         else {
             return Page.response(
                 status: 400, Page.message(title: "Unknown provider", text: "Choose one from the list."))
@@ -224,7 +255,8 @@ final class DeviceService: Sendable {
             return Page.response(status: 403, Page.staleDeviceForm)
         }
         guard configuration.customEnabled,
-            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address)
+            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address),
+            authorization.linkUser == nil
         else {
             return Page.response(status: 400, Page.deviceGone)
         }
@@ -260,26 +292,64 @@ final class DeviceService: Sendable {
             return Page.response(status: 400, Page.deviceGone)
         }
         let allow = (try? input.string("decision")) == "allow"
+        if allow, let identity = approval.identity,
+            let refusal = try await attach(identity, to: approval.user, userCode: approval.userCode)
+        {
+            return FormGuard.clearing(refusal, secure: secure)
+        }
         guard
             try await store.decideDeviceAuthorization(
                 userCode: approval.userCode, user: allow ? approval.user : nil, now: now)
         else {
             return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
         }
-        audit.record(allow ? "device_approved" : "device_denied", user: approval.user)
+        audit.record(
+            allow ? "device_approved" : "device_denied", user: approval.user,
+            fields: approval.identity == nil ? [:] : ["purpose": "link"])
         logger.info(
             allow ? "device sign-in approved" : "device sign-in denied", metadata: ["broker.user": "\(approval.user)"])
-        return FormGuard.clearing(
-            Page.response(
-                status: 200,
-                allow
-                    ? Page.message(
-                        title: "You are signed in on the device",
-                        text: "Go back to the device: broker continues by itself. You can close this page.")
-                    : Page.message(
-                        title: "Sign-in denied",
-                        text: "The device was not signed in. If you did not start this, nothing else is needed.")),
-            secure: secure)
+        let page: String
+        if !allow {
+            page = Page.message(
+                title: "Sign-in denied",
+                text: "The device was not signed in. If you did not start this, nothing else is needed.")
+        } else if approval.identity != nil {
+            page = Page.message(
+                title: "Linked",
+                text: "The account now signs in as \(approval.user). Go back to the device: broker continues by itself."
+            )
+        } else {
+            page = Page.message(
+                title: "You are signed in on the device",
+                text: "Go back to the device: broker continues by itself. You can close this page.")
+        }
+        return FormGuard.clearing(Page.response(status: 200, page), secure: secure)
+    }
+}
+
+extension DeviceService {
+    /// Attaches the identity of a device link once the person allowed it; the page that says why not, if it
+    /// cannot be attached (the authorization is then denied, so the CLI stops).
+    func attach(_ identity: IdentityRecord, to user: UserID, userCode: String) async throws -> APIResponse? {
+        let outcome = try await store.linkIdentity(identity, to: user, now: now)
+        metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
+        let name = signIn.displayName(identity.provider)
+        let problem: String
+        switch outcome {
+        case .linked:
+            audit.record("linked", user: user, fields: ["provider": identity.provider.rawValue, "flow": "device"])
+            return nil
+        case .alreadyLinked: return nil
+        case .ownedByAnotherUser: problem = SignInService.ownedMessage(name)
+        case .providerTaken(let subject):
+            problem = SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject)
+        case .userMissing: problem = "the user to link to no longer exists"
+        }
+        audit.record(
+            "linked", outcome: "failure", user: user,
+            fields: ["provider": identity.provider.rawValue, "reason": outcome.label, "flow": "device"])
+        _ = try await store.decideDeviceAuthorization(userCode: userCode, user: nil, now: now)
+        return Page.response(status: 409, Page.message(title: "Not linked", text: problem))
     }
 }
 
@@ -289,16 +359,19 @@ struct DeviceApproval: Sendable, Hashable {
     var userCode: String
     var user: UserID
     var expiresAt: Int64
+    /// For a link: the provider account to attach to ``user`` when the person allows it.
+    var identity: IdentityRecord? = nil
 
     static let lifetime: Int64 = 600
     private static let associatedData = Array("device-approval".utf8)
 
     func seal(key: [UInt8]) throws -> String {
-        let document: JSONValue = [
+        var document: [String: JSONValue] = [
             "c": .string(userCode), "u": .string(user.description), "e": .int(expiresAt),
         ]
+        if let identity { document["i"] = .string(identity.serialized) }
         return Base64URL.encode(
-            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData))
+            try AESGCM.seal(JSONValue.object(document).serializedBytes, key: key, associatedData: Self.associatedData))
     }
 
     static func open(_ sealed: String, key: [UInt8]) -> DeviceApproval? {
@@ -308,19 +381,26 @@ struct DeviceApproval: Sendable, Hashable {
             let code = fields["c"]?.stringValue, let user = fields["u"]?.stringValue.flatMap(UserID.init),
             let expires = fields["e"]?.intValue
         else { return nil }
-        return DeviceApproval(userCode: code, user: user, expiresAt: expires)
+        var identity: IdentityRecord?
+        if let text = fields["i"] {
+            guard let parsed = text.stringValue.flatMap(IdentityRecord.init(serialized:)) else { return nil }
+            identity = parsed
+        }
+        return DeviceApproval(userCode: code, user: user, expiresAt: expires, identity: identity)
     }
 
     /// The Allow / Deny page for `user` and `authorization`, with its CSRF cookie.
     static func confirmationPage(
-        user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool
+        user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool,
+        linking identity: IdentityRecord? = nil
     ) throws -> APIResponse {
         let approval = try DeviceApproval(
             userCode: authorization.userCode, user: user.id,
-            expiresAt: min(authorization.expiresAt, now + lifetime)
+            expiresAt: min(authorization.expiresAt, now + lifetime), identity: identity
         ).seal(key: key)
         return try FormGuard.page(secure: secure) { csrf in
-            Page.deviceConfirm(authorization: authorization, user: user, approval: approval, csrf: csrf)
+            Page.deviceConfirm(
+                authorization: authorization, user: user, approval: approval, csrf: csrf, linking: identity)
         }
     }
 }

@@ -90,7 +90,11 @@ enum Page {
     /// What is asking, as RFC 8628 §5.4 wants it shown: the client, where the request came from, and when.
     static func asking(_ authorization: DeviceAuthorization) -> String {
         let from = authorization.clientAddress.map { " on \(HTML.escape($0))" } ?? ""
-        return """
+        let purpose =
+            authorization.linkUser.map {
+                "<p>It asks to link an account to the broker user <strong>\(HTML.escape($0.description))</strong>.</p>\n"
+            } ?? ""
+        return purpose + """
             <p class="asking"><strong>broker CLI</strong>\(from), \(HTML.escape(shownTime(authorization.createdAt)))<br>
             <span class="muted">code <span class="code">\(HTML.escape(DeviceService.display(authorization.userCode)))</span></span></p>
             <p class="muted">Continue only if you started this yourself, on a device you use.</p>
@@ -137,7 +141,7 @@ enum Page {
                 </form>
                 """
         }
-        return document(title: "Sign in on a device", body: body)
+        return document(title: authorization.linkUser == nil ? "Sign in on a device" : "Link an account", body: body)
     }
 
     /// On to the provider's sign-in page, at once (a refresh, no script), with a link if that is not followed.
@@ -152,9 +156,10 @@ enum Page {
     }
 
     /// The last step: Allow or Deny, naming who signed in and what is asking.
-    static func deviceConfirm(authorization: DeviceAuthorization, user: UserRecord, approval: String, csrf: String)
-        -> String
-    {
+    static func deviceConfirm(
+        authorization: DeviceAuthorization, user: UserRecord, approval: String, csrf: String,
+        linking identity: IdentityRecord? = nil
+    ) -> String {
         let who =
             user.email.map { "\(HTML.escape($0)) (\(HTML.escape(user.id.description)))" }
             ?? HTML.escape(user.id.description)
@@ -162,9 +167,18 @@ enum Page {
             <input type="hidden" name="approval" value="\(HTML.escape(approval))">
             <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
             """
+        let question: String
+        if let identity {
+            let account = HTML.escape(identity.email ?? identity.name ?? identity.subject)
+            question = """
+                <p>Link the \(HTML.escape(identity.provider.rawValue)) account <strong>\(account)</strong> to the broker
+                user <strong>\(who)</strong>? From then on it signs in as that user.</p>
+                """
+        } else {
+            question = "<p>Sign this device in as <strong>\(who)</strong>?</p>"
+        }
         let body =
-            asking(authorization) + """
-                <p>Sign this device in as <strong>\(who)</strong>?</p>
+            asking(authorization) + question + """
                 <form method="post" action="/auth/device/decision">
                 \(hidden)
                 <input type="hidden" name="decision" value="allow">
@@ -176,7 +190,7 @@ enum Page {
                 <button type="submit" class="danger">Deny</button>
                 </form>
                 """
-        return document(title: "Allow this device?", body: body)
+        return document(title: identity == nil ? "Allow this device?" : "Link this account?", body: body)
     }
 
     /// The new-password form; `token` and `csrf` go back in hidden fields.

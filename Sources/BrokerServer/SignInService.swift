@@ -391,6 +391,27 @@ final class SignInService: Sendable {
     private func completeDeviceSignIn(
         _ record: IdentityRecord, provider: ProviderID, userCode: String, sealed: SealedSignIn
     ) async throws -> APIResponse {
+        guard let authorization = try await store.pendingDeviceAuthorization(userCode: userCode, now: now) else {
+            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
+        }
+        if let linkUser = authorization.linkUser {
+            // A link: the provider account signs in as nobody here; it is attached once the person allows it.
+            guard let target = try await store.user(id: linkUser) else {
+                throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
+            }
+            if let (reason, problem) = try await linkProblem(record, to: linkUser) {
+                metrics.link(provider: provider.rawValue, outcome: reason)
+                audit.record(
+                    "linked", outcome: "failure", user: linkUser,
+                    fields: ["provider": provider.rawValue, "reason": reason, "flow": "device"])
+                throw SignInRedirect(
+                    reason: "link_refused",
+                    response: Page.response(status: 409, Page.message(title: "Not linked", text: problem)))
+            }
+            return try DeviceApproval.confirmationPage(
+                user: target, authorization: authorization, key: flowKey, now: now,
+                secure: issuer.lowercased().hasPrefix("https://"), linking: record)
+        }
         let user: UserRecord
         switch try await store.signIn(record, now: now) {
         case .user(let found): user = found
@@ -398,9 +419,6 @@ final class SignInService: Sendable {
             throw refusal(
                 sealed, reason: "unlinked", code: "access_denied",
                 description: "this \(displayName(provider)) account was unlinked from the user \(former)")
-        }
-        guard let authorization = try await store.pendingDeviceAuthorization(userCode: userCode, now: now) else {
-            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
         }
         logger.info(
             "signed in for a device", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])

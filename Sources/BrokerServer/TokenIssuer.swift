@@ -158,3 +158,38 @@ final class TokenIssuer: Sendable {
         )
     }
 }
+
+extension TokenIssuer {
+    /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
+    func session(of verified: VerifiedJWT) async throws -> (SessionRecord, UserRecord) {
+        guard let subject = verified.subject, let userID = UserID(subject) else {
+            throw APIError.invalidToken("the access token has no valid subject")
+        }
+        guard let sessionID = verified["sid"]?.stringValue,
+            let (session, user) = try await store.sessionWithUser(id: sessionID),
+            session.userID == userID
+        else {
+            throw APIError.invalidToken("the access token's session does not exist")
+        }
+        guard session.revokedAt == nil else { throw APIError.invalidToken("the access token has been revoked") }
+        return (session, user)
+    }
+
+    /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
+    func authenticate(authorization: String?) async throws -> (SessionRecord, UserRecord) {
+        guard let authorization else {
+            throw APIError.invalidToken("an Authorization: Bearer access token is required")
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
+        }
+        let verified: VerifiedJWT
+        do {
+            verified = try verifier().verify(String(parts[1]).trimmingWhitespace(), now: now)
+        } catch {
+            throw APIError.invalidToken("the access token is not valid: \(error)")
+        }
+        return try await session(of: verified)
+    }
+}

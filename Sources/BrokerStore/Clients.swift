@@ -121,11 +121,15 @@ package struct DeviceAuthorization: Sendable, Hashable {
     package var expiresAt: Int64
     /// Seconds the device must wait between polls (grows by 5 with each `slow_down`).
     package var interval: Int64
+    /// `broker link --device`: the signed-in user the provider account is to be attached to; `nil` for a
+    /// sign-in.
+    package var linkUser: UserID?
 
     package init(
         deviceCodeHash: [UInt8], userCode: String, clientID: String, provider: ProviderID?, clientAddress: String?,
-        createdAt: Int64, expiresAt: Int64, interval: Int64
+        createdAt: Int64, expiresAt: Int64, interval: Int64, linkUser: UserID? = nil
     ) {
+        self.linkUser = linkUser
         self.deviceCodeHash = deviceCodeHash
         self.userCode = userCode
         self.clientID = clientID

@@ -424,10 +424,11 @@ package final class PostgresStore: Store {
             try await connection.query(
                 """
                 INSERT INTO device_codes (hash, user_code, client_id, provider, client_address, created_at,
-                expires_at, poll_interval, status)
+                expires_at, poll_interval, status, link_user)
                 VALUES (\(record.deviceCodeHash.hex), \(record.userCode), \(record.clientID),
                         \(record.provider?.rawValue), \(record.clientAddress), \(record.createdAt),
-                        \(record.expiresAt), \(record.interval), \(DeviceStatus.pending))
+                        \(record.expiresAt), \(record.interval), \(DeviceStatus.pending),
+                        \(record.linkUser?.description))
                 """, logger: logger
             ).drain()
             return true
@@ -441,17 +442,17 @@ package final class PostgresStore: Store {
         return try await run("device authorization") {
             let rows = try await client.query(
                 """
-                SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval
-                FROM device_codes WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending)
+                SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval,
+                link_user FROM device_codes WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending)
                 AND expires_at > \(now)
                 """
-            ).decode((String, String, String, String?, String?, Int64, Int64, Int64).self)
-            for try await (hash, code, clientID, provider, address, created, expires, interval) in rows {
+            ).decode((String, String, String, String?, String?, Int64, Int64, Int64, String?).self)
+            for try await (hash, code, clientID, provider, address, created, expires, interval, link) in rows {
                 guard let bytes = SQLiteStore.bytes(hex: hash) else { return nil }
                 return DeviceAuthorization(
                     deviceCodeHash: bytes, userCode: code, clientID: clientID,
                     provider: provider.flatMap(ProviderID.init(rawValue:)), clientAddress: address, createdAt: created,
-                    expiresAt: expires, interval: interval)
+                    expiresAt: expires, interval: interval, linkUser: link.flatMap(UserID.init))
             }
             return nil
         }

@@ -176,11 +176,12 @@ package final class SQLiteStore: Store {
                 try db.execute(
                     sql: """
                         INSERT INTO device_codes (hash, user_code, client_id, provider, client_address, created_at,
-                        expires_at, poll_interval, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        expires_at, poll_interval, status, link_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         record.deviceCodeHash.hex, record.userCode, record.clientID, record.provider?.rawValue,
                         record.clientAddress, record.createdAt, record.expiresAt, record.interval, DeviceStatus.pending,
+                        record.linkUser?.description,
                     ])
                 return true
             }
@@ -194,8 +195,8 @@ package final class SQLiteStore: Store {
             try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval
-                    FROM device_codes WHERE user_code = ? AND status = ? AND expires_at > ?
+                    SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval,
+                    link_user FROM device_codes WHERE user_code = ? AND status = ? AND expires_at > ?
                     """,
                 arguments: [userCode, DeviceStatus.pending, now]
             ).flatMap { row in
@@ -204,7 +205,7 @@ package final class SQLiteStore: Store {
                     deviceCodeHash: hash, userCode: row["user_code"], clientID: row["client_id"],
                     provider: (row["provider"] as String?).flatMap(ProviderID.init(rawValue:)),
                     clientAddress: row["client_address"], createdAt: row["created_at"], expiresAt: row["expires_at"],
-                    interval: row["poll_interval"])
+                    interval: row["poll_interval"], linkUser: (row["link_user"] as String?).flatMap(UserID.init))
             }
         }
     }

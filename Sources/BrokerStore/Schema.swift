@@ -323,7 +323,7 @@ package enum Schema {
         ),
         Migration(
             version: 9,
-            name: "device authorizations (RFC 8628)",
+            name: "device authorizations (RFC 8628), for sign-ins and links",
             sqlite: """
                 CREATE TABLE device_codes (
                     hash TEXT PRIMARY KEY NOT NULL,
@@ -336,7 +336,8 @@ package enum Schema {
                     poll_interval INTEGER NOT NULL,
                     last_polled_at INTEGER,
                     status TEXT NOT NULL,
-                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                    link_user TEXT REFERENCES users(id) ON DELETE CASCADE
                 );
                 CREATE INDEX device_codes_expiry ON device_codes(expires_at);
                 """,
@@ -352,7 +353,8 @@ package enum Schema {
                     poll_interval BIGINT NOT NULL,
                     last_polled_at BIGINT,
                     status TEXT NOT NULL,
-                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE
+                    user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+                    link_user TEXT REFERENCES users(id) ON DELETE CASCADE
                 );
                 CREATE INDEX device_codes_expiry ON device_codes(expires_at);
                 """

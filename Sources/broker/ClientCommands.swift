@@ -251,12 +251,7 @@ extension Broker {
 
         /// `--device`: the code on stderr, the approval on another device, the session cached like any other.
         func deviceSignIn(settings: ClientSettings, api: BrokerAPI) async throws {
-            // Ctrl-C ends the wait at once with exit 1: nothing is written before the approval arrives.
-            signal(SIGINT) { _ in
-                let message: StaticString = "\nbroker: stopped waiting; nothing was stored\n"
-                _ = write(2, message.utf8Start, message.utf8CodeUnitCount)
-                _exit(1)
-            }
+            Terminal.exitOnInterrupt()
             let signIn = DeviceSignIn(
                 settings: settings, api: api, provider: provider.flatMap(ProviderID.init(rawValue:)),
                 showQR: Terminal.isInteractive, presenter: BrowserLogin.ConsolePresenter())

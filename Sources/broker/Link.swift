@@ -31,6 +31,9 @@ extension Broker {
         @Flag(name: .long, help: "Only print the sign-in URL; do not open a browser.")
         var noBrowser = false
 
+        @Flag(name: .long, help: "Sign in with the account to link on another device (RFC 8628), like login --device.")
+        var device = false
+
         @Option(name: .long, help: ArgumentHelp("How long to wait for the browser sign-in.", valueName: "SECONDS"))
         var timeout = 300
 
@@ -40,6 +43,9 @@ extension Broker {
                 throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
             }
             guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+            if device && provider == "custom" {
+                throw ValidationError("custom is linked with an email and password here, not with --device")
+            }
         }
 
         func run() async throws {
@@ -49,6 +55,7 @@ extension Broker {
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
             if chosen == .custom { return try await linkPassword(session: session, settings: settings, api: api) }
             let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+            if device { return try await linkOnAnotherDevice(chosen, name: name, session: session, settings: settings) }
             let signIn = LoopbackSignIn(
                 provider: chosen, displayName: name, settings: settings, api: api, openBrowser: !noBrowser,
                 acceptPaste: noBrowser && Terminal.isInteractive, interactive: Terminal.isInteractive,
@@ -75,6 +82,38 @@ extension Broker {
                 }
             }
             // The link's sign-in started a fresh session for the same user; the one it replaced ends.
+            if let old = session.refreshToken { try? await api.revoke(old) }
+            Console.note("Linked \(name): it now signs in as \(linked.userID).")
+        }
+
+        /// `--device`: the account to link signs in on another device; the CLI waits as `login --device` does.
+        private func linkOnAnotherDevice(_ chosen: ProviderID, name: String, session: Session, settings: ClientSettings)
+            async throws
+        {
+            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            Terminal.exitOnInterrupt()
+            let signIn = DeviceSignIn(
+                settings: settings, api: api, provider: chosen, showQR: Terminal.isInteractive,
+                presenter: BrowserLogin.ConsolePresenter(), linkingAs: session.accessToken)
+            let linked: Session
+            do {
+                linked = try await signIn.run()
+            } catch {
+                switch error {
+                case .denied: throw Console.fail("not linked: the link was denied or refused on the other device")
+                case .expired: throw Console.fail("not linked: " + error.description)
+                case .broker(let failure):
+                    if case .rejected(_, "already_linked", let description) = failure {
+                        throw Console.fail(description)
+                    }
+                    if failure.isAuthenticationRefusal {
+                        throw ClientFailure.exit(
+                            .rejected(settings.key, reason: failure.description), settings: settings)
+                    }
+                    throw ClientFailure.exit(failure, doing: "linking")
+                case .session(let failure): throw ClientFailure.exit(failure, settings: settings)
+                }
+            }
             if let old = session.refreshToken { try? await api.revoke(old) }
             Console.note("Linked \(name): it now signs in as \(linked.userID).")
         }

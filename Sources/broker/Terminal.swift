@@ -11,6 +11,16 @@ import BrokerSystem
 /// Prompts on the terminal and reading secrets from stdin. Prompts go to stderr; nothing typed is echoed
 /// when it is a password, and nothing read is ever printed.
 enum Terminal {
+    /// Ctrl-C ends a wait (a device sign-in or link) at once with exit 1: nothing is written before the
+    /// approval arrives, so there is nothing to undo. Only async-signal-safe calls in the handler.
+    static func exitOnInterrupt() {
+        signal(SIGINT) { _ in
+            let message: StaticString = "\nbroker: stopped waiting; nothing was stored\n"
+            _ = write(2, message.utf8Start, message.utf8CodeUnitCount)
+            _exit(1)
+        }
+    }
+
     /// Both stdin and stderr are a terminal: a person can be asked.
     static var isInteractive: Bool { isatty(STDIN_FILENO) == 1 && isatty(STDERR_FILENO) == 1 }
 

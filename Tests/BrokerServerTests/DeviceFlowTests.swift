@@ -17,9 +17,9 @@ struct DeviceFlowTests {
         let process = Process()
         let errors: String
 
-        init(_ client: ClientHome, _ extra: [String] = []) throws {
+        init(_ client: ClientHome, _ extra: [String] = [], command: [String] = ["login", "--device"]) throws {
             process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-            process.arguments = ["login", "--device"] + extra
+            process.arguments = command + extra
             process.environment = ProcessInfo.processInfo.environment.merging(client.environment) { $1 }
             errors = try BrokerProcess.temporaryDirectory().appendingPathComponent("device-err").path
             _ = FileManager.default.createFile(atPath: errors, contents: nil)
@@ -100,6 +100,31 @@ struct DeviceFlowTests {
         let session = try #require(try client.cached())
         #expect(session.userID.description == "google:104512345678901234567")
         #expect(try await server.me(session.accessToken.exposed).status == 200)
+    }
+
+    @Test func linkingGoogleFromAMachineWithoutABrowser() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let ada = try ClientHome(server: server)
+        try await ada.register("ada@example.com", password: Self.password)
+        let adaID = try #require(try ada.cached()).userID
+        let link = try Login(ada, command: ["link", "--provider", "google", "--device"])
+        let code = try await link.userCode()
+        #expect(link.stderr.contains("To link the account, open \(server.url)/device"), "\(link.stderr)")
+        let pages = try await Self.chromium(server, code: code, way: "google", decision: "allow")
+        #expect(pages["choice"] == "Link an account")
+        #expect(pages["confirm"] == "Link this account?")
+        #expect(pages["confirm_text"]?.stringValue?.contains("alice@example.com") == true)
+        #expect(pages["confirm_text"]?.stringValue?.contains(adaID.description) == true)
+        #expect(pages["result"] == "Linked")
+        #expect(try await link.finish() == 0, "\(link.stderr)")
+        #expect(link.stderr.contains("Linked Google: it now signs in as \(adaID)"))
+        #expect(try ada.cached()?.userID == adaID)
+        let laptop = try ClientHome(server: server)
+        let (signedIn, _) = try await CLIBrowserLoginTests.login(laptop)
+        #expect(signedIn.status == 0, "\(signedIn.stderr)")
+        #expect(try laptop.cached()?.userID == adaID)
     }
 
     @Test func aCustomAccountThatDeniesLeavesTheCLIWithExitOne() async throws {

@@ -216,6 +216,55 @@ struct InProcessDeviceTests {
         }
     }
 
+    @Test func aDeviceLinkOfSomeoneElsesAccountIsRefusedAndTheCLIStops() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            // google:1045 is a user of its own already.
+            guard
+                case .user = try await broker.store.signIn(
+                    IdentityRecord(provider: "google", subject: "1045", email: nil, name: nil),
+                    now: broker.clock.seconds())
+            else { throw ServerTestError("no user") }
+            let ada = try await client.register("ada@example.com", Self.password)
+            let token = try #require(ada["access_token"]?.stringValue)
+            let unauthenticated = try await Self.authorize(
+                client, [("client_id", "broker-cli"), ("provider", "google"), ("purpose", "link")])
+            #expect(unauthenticated.status == 401)
+            let noProvider = try await client.send(
+                .post, "/auth/device",
+                headers: [.contentType: "application/x-www-form-urlencoded", .authorization: "Bearer \(token)"],
+                body: Array("client_id=broker-cli&purpose=link".utf8))
+            #expect(noProvider.status == 400)
+            let started = try await client.send(
+                .post, "/auth/device",
+                headers: [.contentType: "application/x-www-form-urlencoded", .authorization: "Bearer \(token)"],
+                body: Array("client_id=broker-cli&purpose=link&provider=google".utf8))
+            #expect(started.status == 200)
+            let page = try await client.get("/device?user_code=" + (started["user_code"]?.stringValue ?? ""))
+            let html = String(decoding: page.body, as: UTF8.self)
+            #expect(html.contains("Link an account") && !html.contains("/auth/device/password"), "no password form")
+            let onward = try await Self.post(
+                client, "/auth/device/signin",
+                [
+                    ("user_code", try #require(Self.hidden(page, "user_code"))), ("provider", "google"),
+                    ("csrf", try #require(Self.csrf(page))),
+                ], cookie: Self.cookie(page))
+            let body = String(decoding: onward.body, as: UTF8.self)
+            let target = try #require(
+                body.range(of: "url=").map { String(body[$0.upperBound...].prefix { $0 != "\"" }) })
+            let query = Flow.query(target.replacingOccurrences(of: "&amp;", with: "&"))
+            google.answerTokens(subject: "1045", nonce: try #require(query["nonce"]))
+            let callback = try await client.get(
+                "/auth/google/callback?"
+                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]))
+            #expect(callback.status == 409)
+            #expect(String(decoding: callback.body, as: UTF8.self).contains("already signs in as another broker user"))
+            #expect(
+                try await broker.store.identityOwner(provider: "google", subject: "1045")?.description == "google:1045")
+        }
+    }
+
     @Test func aProviderSignInEndsInTheConfirmationPage() async throws {
         let broker = try await InProcessBroker(config: Flow.config)
         let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
