@@ -1,3 +1,4 @@
+import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
@@ -303,5 +304,48 @@ struct InProcessDeviceTests {
             let session = try await Self.poll(client, try #require(started["device_code"]?.stringValue))
             #expect(session.status == 200 && session["user_id"]?.stringValue == "google:1045")
         }
+    }
+}
+
+extension InProcessDeviceTests {
+    @Test func deviceAuthorizationRequestsAreLimitedPerAddress() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.live { client, _ in
+            for _ in 0..<30 {
+                #expect(try await Self.authorize(client).status == 200)
+            }
+            let limited = try await Self.authorize(client)
+            #expect(limited.status == 429 && limited.error == "too_many_requests")
+            #expect(Int(limited.header("Retry-After") ?? "") ?? 0 > 0)
+            broker.clock.advance(by: 21)
+            #expect(try await Self.authorize(client).status == 200, "one more every 20 s")
+        }
+    }
+}
+
+/// The QR code `broker login --device` draws: libqrencode's modules, drawn two rows to a character.
+@Suite("the device flow's QR code")
+struct QRTextTests {
+    @Test func aURLBecomesAQRCodeWithItsFinderPatternsAndQuietZone() throws {
+        let text = "http://127.0.0.1:8787/device?user_code=BCDF-GHJK"
+        let modules = try #require(QRText.modules(text))
+        let width = modules.count
+        #expect(width >= 21 && (width - 21) % 4 == 0, "a QR version's size: 21 + 4(v-1)")
+        #expect(modules.allSatisfy { $0.count == width })
+        // The three finder patterns: a dark 7×7 ring around a light ring around a dark 3×3 centre.
+        for (top, left) in [(0, 0), (0, width - 7), (width - 7, 0)] {
+            for row in 0..<7 {
+                for column in 0..<7 {
+                    let ring = max(abs(row - 3), abs(column - 3))
+                    #expect(modules[top + row][left + column] == (ring != 2), "finder at \(top),\(left)")
+                }
+            }
+        }
+        let lines = try #require(QRText.render(text))
+        #expect(lines.count == (width + 8 + 1) / 2)
+        #expect(lines.allSatisfy { $0.count == width + 8 })
+        #expect(lines.allSatisfy { $0.allSatisfy { "█▀▄ ".contains($0) } })
+        #expect(lines[0] == String(repeating: "█", count: width + 8), "the quiet zone is drawn light")
+        #expect(QRText.render(String(repeating: "x", count: 8000)) == nil, "too long for any QR version")
     }
 }
