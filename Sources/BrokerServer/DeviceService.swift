@@ -392,7 +392,7 @@ struct DeviceApproval: Sendable, Hashable {
     /// The Allow / Deny page for `user` and `authorization`, with its CSRF cookie.
     static func confirmationPage(
         user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool,
-        linking identity: IdentityRecord? = nil
+        linking identity: IdentityRecord? = nil, providerName: String? = nil
     ) throws -> APIResponse {
         let approval = try DeviceApproval(
             userCode: authorization.userCode, user: user.id,
@@ -400,7 +400,8 @@ struct DeviceApproval: Sendable, Hashable {
         ).seal(key: key)
         return try FormGuard.page(secure: secure) { csrf in
             Page.deviceConfirm(
-                authorization: authorization, user: user, approval: approval, csrf: csrf, linking: identity)
+                authorization: authorization, user: user, approval: approval, csrf: csrf, linking: identity,
+                providerName: providerName)
         }
     }
 }

@@ -88,16 +88,18 @@ enum Page {
     }
 
     /// What is asking, as RFC 8628 §5.4 wants it shown: the client, where the request came from, and when.
-    static func asking(_ authorization: DeviceAuthorization) -> String {
+    /// `purpose`: say what a link asks for (the confirmation page asks it in its own words).
+    static func asking(_ authorization: DeviceAuthorization, purpose: Bool = true) -> String {
         let from = authorization.clientAddress.map { " on \(HTML.escape($0))" } ?? ""
-        let purpose =
-            authorization.linkUser.map {
+        let link =
+            purpose
+            ? authorization.linkUser.map {
                 "<p>It asks to link an account to the broker user <strong>\(HTML.escape($0.description))</strong>.</p>\n"
-            } ?? ""
-        return purpose + """
+            } ?? "" : ""
+        return """
             <p class="asking"><strong>broker CLI</strong>\(from), \(HTML.escape(shownTime(authorization.createdAt)))<br>
             <span class="muted">code <span class="code">\(HTML.escape(DeviceService.display(authorization.userCode)))</span></span></p>
-            <p class="muted">Continue only if you started this yourself, on a device you use.</p>
+            \(link)<p class="muted">Continue only if you started this yourself, on a device you use.</p>
             """
     }
 
@@ -158,7 +160,7 @@ enum Page {
     /// The last step: Allow or Deny, naming who signed in and what is asking.
     static func deviceConfirm(
         authorization: DeviceAuthorization, user: UserRecord, approval: String, csrf: String,
-        linking identity: IdentityRecord? = nil
+        linking identity: IdentityRecord? = nil, providerName: String? = nil
     ) -> String {
         let who =
             user.email.map { "\(HTML.escape($0)) (\(HTML.escape(user.id.description)))" }
@@ -171,14 +173,14 @@ enum Page {
         if let identity {
             let account = HTML.escape(identity.email ?? identity.name ?? identity.subject)
             question = """
-                <p>Link the \(HTML.escape(identity.provider.rawValue)) account <strong>\(account)</strong> to the broker
+                <p>Link the \(HTML.escape(providerName ?? identity.provider.rawValue)) account <strong>\(account)</strong> to the broker
                 user <strong>\(who)</strong>? From then on it signs in as that user.</p>
                 """
         } else {
             question = "<p>Sign this device in as <strong>\(who)</strong>?</p>"
         }
         let body =
-            asking(authorization) + question + """
+            asking(authorization, purpose: false) + question + """
                 <form method="post" action="/auth/device/decision">
                 \(hidden)
                 <input type="hidden" name="decision" value="allow">

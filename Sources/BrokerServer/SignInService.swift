@@ -410,7 +410,8 @@ final class SignInService: Sendable {
             }
             return try DeviceApproval.confirmationPage(
                 user: target, authorization: authorization, key: flowKey, now: now,
-                secure: issuer.lowercased().hasPrefix("https://"), linking: record)
+                secure: issuer.lowercased().hasPrefix("https://"), linking: record,
+                providerName: displayName(provider))
         }
         let user: UserRecord
         switch try await store.signIn(record, now: now) {
