@@ -15,6 +15,14 @@ Prints "port N" on stdout once listening, serves until stdin closes (so it dies 
   /redirect-loop     302 to itself
   /headers           several response headers, one repeated
 """
+import os
+
+# This server lives as long as the test process, and Foundation's `Process` hands it every descriptor the test
+# process had open when it was started — among them the sockets by which Foundation notices the exit of other
+# children started at the same moment. Held here for ever, such a socket made `waitUntilExit` wait for ever on a
+# child that had long exited (a zombie) and stalled the suite. Close everything but stdin, stdout and stderr.
+os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+
 import json
 import sys
 import threading
