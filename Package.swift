@@ -54,8 +54,10 @@ let package = Package(
         // Pure domain types; imports nothing of ours and no C.
         .target(name: "BrokerCore", swiftSettings: swiftSettings),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL", "BrokerCore"], swiftSettings: swiftSettings),
-        // POSIX files: private directories, atomic writes, flock.
-        .target(name: "BrokerSystem", swiftSettings: swiftSettings),
+        // glibc's closefrom and chdir spawn actions, which Swift's Glibc module does not show.
+        .target(name: "CSpawn", path: "Sources/CSpawn"),
+        // POSIX files: private directories, atomic writes, flock; child processes.
+        .target(name: "BrokerSystem", dependencies: ["CSpawn"], swiftSettings: swiftSettings),
         .target(
             name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore", "BrokerSystem"], swiftSettings: swiftSettings),
         // The client's settings and its credential store: no Foundation, no libcurl, so that the launcher
@@ -268,7 +270,8 @@ let package = Package(
         .testTarget(
             name: "BrokerCLITests",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerProviders", "BrokerTesting", "ProviderSupport",
+                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerProviders", "BrokerSystem", "BrokerTesting",
+                "ProviderSupport",
             ],
             swiftSettings: swiftSettings
         ),

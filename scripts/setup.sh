@@ -6,6 +6,7 @@ set -euo pipefail
 APT_PACKAGES=(
   pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev libqrencode-dev openssl ca-certificates python3 python3-pip
   postgresql wrk hyperfine tmux nginx prometheus
+  gdb procps                  # scripts/bounded.sh: the stacks of a test run that stalls, before it is ended
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
 )

@@ -27,10 +27,13 @@ scripts/install.sh --prefix "$install_prefix" --configuration debug
 scripts/install.sh --prefix "$install_prefix" --configuration debug
 export BROKER_TEST_INSTALL_PREFIX=$install_prefix
 
+# Each run is bounded (scripts/bounded.sh): a stalled run prints every thread's stack and fails, well inside
+# CI's 90 minutes, instead of running into that limit with nothing said. On a 2-core CI machine the first
+# takes about 12 minutes (building the tests included) and the load suite about 4.
 echo "== swift test (all but the load suite, in parallel)" >&2
-scripts/with-postgres.sh swift test --skip LoadTests
+scripts/bounded.sh 40 scripts/with-postgres.sh swift test --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
-scripts/with-postgres.sh swift test --skip-build --filter LoadTests
+scripts/bounded.sh 20 scripts/with-postgres.sh swift test --skip-build --filter LoadTests
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.

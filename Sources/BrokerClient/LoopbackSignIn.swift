@@ -301,17 +301,15 @@ package enum BrowserOpener {
         } else {
             arguments = ["/usr/bin/env", "xdg-open", url]
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0)
-        var cArguments = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in cArguments { free(pointer) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, &cArguments, environ)
-        return spawned == 0 ? nil : String(cString: strerror(spawned))
+        // The browser (xdg-open's, often long-lived) inherits no descriptor of ours: not the loopback listener,
+        // which would otherwise stay bound after this command ends. Its exit is reaped by a thread of its own.
+        do {
+            _ = try ChildProcess(
+                arguments[0], Array(arguments.dropFirst()), stdin: .null, stdout: .null, stderr: .null)
+            return nil
+        } catch {
+            return error.description
+        }
     }
 }
 

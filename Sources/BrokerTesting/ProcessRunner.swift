@@ -58,46 +58,23 @@ package enum ProcessRunner {
         let out = directory.appendingPathComponent("out").path
         let err = directory.appendingPathComponent("err").path
         let input = directory.appendingPathComponent("in")
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
         try Data(stdin ?? []).write(to: input)
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/env")
-        process.arguments = executable.hasPrefix("/") ? arguments : [executable] + arguments
         var env = ProcessInfo.processInfo.environment
         for (name, value) in environment { env[name] = value }
-        process.environment = env
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let outHandle = FileHandle(forWritingAtPath: out)
-        let errHandle = FileHandle(forWritingAtPath: err)
-        let inHandle = try FileHandle(forReadingFrom: input)
-        defer {
-            try? outHandle?.close()
-            try? errHandle?.close()
-            try? inHandle.close()
+        let child = try ChildProcess(
+            executable, arguments, environment: env, directory: currentDirectory, stdin: .file(input.path),
+            stdout: .file(out), stderr: .file(err))
+        var ended = child.waitUntilExit(timeout: timeout)
+        let killed = ended == nil
+        if killed {
+            child.send(SIGKILL)
+            ended = child.waitUntilExit()
         }
-        process.standardOutput = outHandle
-        process.standardError = errHandle
-        process.standardInput = inHandle
-        try process.run()
-
-        let finished = DispatchSemaphore(value: 0)
-        let killed = Flag()
-        let pid = process.processIdentifier
-        DetachedThread.start {
-            if finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .timedOut {
-                killed.set()
-                kill(pid, SIGKILL)
-            }
-        }
-        process.waitUntilExit()
-        finished.signal()
         return ProcessOutput(
-            status: process.terminationStatus,
+            status: ended.map { $0.signaled ? 128 + $0.status : $0.status } ?? -1,
             stdoutBytes: Array((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()),
             stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
-            timedOut: killed.value
+            timedOut: killed
         )
     }
 
@@ -126,20 +103,5 @@ package enum ProcessRunner {
 package func offThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         DetachedThread.start { continuation.resume(with: Result { try body() }) }
-    }
-}
-
-/// A one-way flag shared between threads.
-final class Flag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var raised = false
-
-    func set() { lock.withLock { raised = true } }
-    var value: Bool { lock.withLock { raised } }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }

@@ -1,3 +1,4 @@
+import BrokerSystem
 import Foundation
 
 /// The throw-away PostgreSQL cluster `scripts/with-postgres.sh` starts for the tests (its environment
@@ -61,33 +62,16 @@ package enum TestPostgres {
         guard status == 0 else { throw TestSupportError("pg_ctl \(arguments[0]) failed (\(status)): \(output)") }
     }
 
-    /// posix_spawn and waitpid, without Foundation's `Process`: `pg_ctl start` leaves a daemon behind, and
-    /// Foundation's child monitoring was seen never to notice the exit of the `runuser` above it (a zombie that
-    /// `waitUntilExit` waited on for ever). Output goes to a temporary file and is returned.
+    /// Runs `command` to its end with its output in a temporary file, which is returned. `pg_ctl start` leaves the
+    /// server behind as a daemon: started through ``ChildProcess``, it inherits no descriptor of the tests.
     private static func spawnAndWait(_ command: [String]) throws -> (Int32, String) {
         let directory = try TemporaryDirectory.make(prefix: "broker-pgctl")
         defer { try? FileManager.default.removeItem(at: directory) }
         let output = directory.appendingPathComponent("output").path
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO)
-        var cArguments = command.map { strdup($0) } + [nil]
-        defer { cArguments.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, command[0], &actions, nil, &cArguments, environ)
-        guard spawned == 0 else {
-            throw TestSupportError("cannot run \(command[0]): \(String(cString: strerror(spawned)))")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw TestSupportError("waitpid: \(String(cString: strerror(errno)))") }
-        }
+        let child = try ChildProcess(
+            command[0], Array(command.dropFirst()), stdin: .null, stdout: .file(output), stderr: .standardOutput)
+        let ended = child.waitUntilExit()
         let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-        // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
-        let exited = status & 0x7f == 0
-        return (exited ? (status >> 8) & 0xff : 128 + (status & 0x7f), text)
+        return (ended.map { $0.signaled ? 128 + $0.status : $0.status } ?? -1, text)
     }
 }

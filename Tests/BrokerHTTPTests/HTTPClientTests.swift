@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Synchronization
@@ -8,27 +9,16 @@ import Testing
 /// A real HTTP server on 127.0.0.1 (Tests/Interop/http_fixture_server.py), started once for the process,
 /// off Swift's cooperative pool.
 final class FixtureServer: @unchecked Sendable {
-    let process = Process()
-    let input = Pipe()
+    /// Its stdin stays open for the whole run: the script ends when it reads end of file.
+    let process: ChildProcess
     let port: Int
 
     private init() throws {
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
+        process = try ChildProcess(
             ProcessInfo.processInfo.environment["BROKER_PYTHON"] ?? "python3",
-            TestPaths.interop("http_fixture_server.py"),
-        ]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            [TestPaths.interop("http_fixture_server.py")],
+            stdin: .pipe, stdout: .pipe)
+        let text = (process.readOutputLine() ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard text.hasPrefix("port "), let port = Int(text.dropFirst(5)) else {
             throw HTTPTestError("fixture server did not start: \(text)")
         }

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing
@@ -128,7 +129,7 @@ struct AuditTrailTests {
             _ = try await broker.post(
                 "/auth/login", json: #"{"email":"audit@example.com","password":"wrong \#(round)"}"#)
         }
-        kill(server.process.processIdentifier, SIGHUP)
+        server.process.send(SIGHUP)
         var reopened = false
         for _ in 0..<600 where !reopened {
             reopened = server.stderr.contains("audit log reopened")

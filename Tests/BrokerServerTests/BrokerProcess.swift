@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerSystem
 import BrokerTesting
 import Foundation
 
@@ -12,7 +13,7 @@ final class BrokerProcess: @unchecked Sendable {
 
     let directory: URL
     let dataDirectory: String
-    let process = Process()
+    let process: ChildProcess
     let stdoutPath: String
     let stderrPath: String
     private(set) var url = ""
@@ -41,21 +42,13 @@ final class BrokerProcess: @unchecked Sendable {
             try Data(config.utf8).write(to: file)
             args += ["--config", file.path]
         }
-        if wrapper.isEmpty {
-            process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-            process.arguments = args + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: wrapper[0])
-            process.arguments = Array(wrapper.dropFirst()) + [BrokerProcess.binary] + args + arguments
-        }
+        let command = wrapper.isEmpty ? [BrokerProcess.binary] : wrapper + [BrokerProcess.binary]
         var env = ProcessInfo.processInfo.environment
         env["BROKER_LOG_LEVEL"] = "info"
         for (name, value) in environment { env[name] = value }
-        process.environment = env
-        process.standardOutput = FileHandle(forWritingAtPath: stdoutPath)
-        process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            command[0], Array(command.dropFirst()) + args + arguments, environment: env, stdin: .null,
+            stdout: .file(stdoutPath), stderr: .file(stderrPath))
     }
 
     /// Starts `broker serve` and waits (without blocking a cooperative thread) for its ready line.
@@ -84,12 +77,12 @@ final class BrokerProcess: @unchecked Sendable {
                 url = String(line.dropFirst("broker listening on ".count))
                 return
             }
-            if !process.isRunning {
-                throw ServerTestError("broker serve exited \(process.terminationStatus): \(stderr)")
+            if let ended = process.termination {
+                throw ServerTestError("broker serve exited \(ended.status): \(stderr)")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        process.terminate()
+        process.send(SIGTERM)
         throw ServerTestError("broker serve printed no ready line within 60 s: \(stderr)")
     }
 
@@ -97,24 +90,21 @@ final class BrokerProcess: @unchecked Sendable {
     var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
     /// Sends `signal` (SIGTERM) without waiting: for `defer`, which cannot await. The process is reaped by
-    /// Foundation's own child monitoring; nothing here blocks a cooperative thread.
+    /// its ``ChildProcess`` thread; nothing here blocks a cooperative thread.
     func stop(signal: Int32 = SIGTERM) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.send(signal)
     }
 
     /// Sends `signal` and waits — on a thread of its own — for the exit status.
     func terminate(signal: Int32 = SIGTERM) async throws -> Int32 {
         stop(signal: signal)
         let process = self.process
-        return try await offThread {
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        return try await offThread { process.waitUntilExit()?.status ?? -1 }
     }
 
     deinit {
         // Never wait here: a deinit runs on whatever thread released the last reference.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.send(SIGKILL)
     }
 
     static func temporaryDirectory() throws -> URL { try TemporaryDirectory.make(prefix: "broker-server") }

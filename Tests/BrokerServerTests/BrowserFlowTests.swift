@@ -3,6 +3,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
 import BrokerStore
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Google
@@ -13,7 +14,7 @@ import Testing
 
 /// `broker emulate` as a process: the provider emulators on a free loopback port.
 final class EmulatorProcess: @unchecked Sendable {
-    let process = Process()
+    private(set) var process: ChildProcess!
     let output: String
     private(set) var url = ""
 
@@ -21,12 +22,9 @@ final class EmulatorProcess: @unchecked Sendable {
         let directory = try BrokerProcess.temporaryDirectory()
         output = directory.appendingPathComponent("emulator-out").path
         FileManager.default.createFile(atPath: output, contents: nil)
-        process.executableURL = URL(fileURLWithPath: TestPaths.broker)
-        process.arguments = ["emulate", "--port", "0"] + arguments
-        process.standardOutput = FileHandle(forWritingAtPath: output)
-        process.standardError = FileHandle.standardError
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            TestPaths.broker, ["emulate", "--port", "0"] + arguments, stdin: .null, stdout: .file(output),
+            stderr: .inherit)
     }
 
     static func start(arguments: [String] = []) async throws -> EmulatorProcess {
@@ -88,7 +86,7 @@ final class EmulatorProcess: @unchecked Sendable {
 
     deinit {
         // Never wait here: a deinit runs on whatever thread released the last reference.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.send(SIGKILL)
     }
 }
 
@@ -733,15 +731,12 @@ struct CLIBrowserLoginTests {
                 ("redirect_uri", "http://127.0.0.1:9/cb"), ("scope", "openid email"), ("state", "s"),
             ])
         let rendered = try await offThread { () -> Int32 in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: script)
-            process.arguments = [url]
-            process.environment = ProcessInfo.processInfo.environment.merging([
-                "CHROMIUM_DOM": consent, "CHROMIUM_PROFILE": directory.appendingPathComponent("profile2").path,
-            ]) { $1 }
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
+            let process = try ChildProcess(
+                script, [url],
+                environment: ProcessInfo.processInfo.environment.merging([
+                    "CHROMIUM_DOM": consent, "CHROMIUM_PROFILE": directory.appendingPathComponent("profile2").path,
+                ]) { $1 })
+            return process.waitUntilExit()?.status ?? -1
         }
         #expect(rendered == 0)
         let consentPage = (try? String(contentsOfFile: consent, encoding: .utf8)) ?? ""
@@ -770,19 +765,13 @@ struct CLIBrowserLoginTests {
         let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
         defer { server.stop() }
         let client = try ClientHome(server: server)
-        let first = Process()
-        first.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-        first.arguments = ["login", "--provider", "google", "--no-browser", "--timeout", "30"]
-        first.environment = ProcessInfo.processInfo.environment.merging(client.environment) { $1 }
         let errors = try BrokerProcess.temporaryDirectory().appendingPathComponent("first-err").path
         _ = FileManager.default.createFile(atPath: errors, contents: nil)
-        first.standardError = FileHandle(forWritingAtPath: errors)
-        first.standardOutput = FileHandle.nullDevice
-        first.standardInput = FileHandle.nullDevice
-        try first.run()
-        defer {
-            if first.isRunning { first.terminate() }
-        }
+        let first = try ChildProcess(
+            BrokerProcess.binary, ["login", "--provider", "google", "--no-browser", "--timeout", "30"],
+            environment: ProcessInfo.processInfo.environment.merging(client.environment) { $1 }, stdin: .null,
+            stdout: .null, stderr: .file(errors))
+        defer { first.send(SIGTERM) }
         for _ in 0..<200 {
             if ((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "").contains("/auth/google/start?") { break }
             try await Task.sleep(for: .milliseconds(50))

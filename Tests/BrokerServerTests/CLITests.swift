@@ -1,5 +1,6 @@
 import BrokerClient
 import BrokerCore
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing
@@ -423,11 +424,7 @@ struct CredentialStoreCrashTests {
         let distinct = try await offThread {
             var contents = Set<String>()
             for _ in 0..<120 {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: Self.writer)
-                process.arguments = [home]
-                process.standardOutput = FileHandle.nullDevice
-                try process.run()
+                let process = try ChildProcess(Self.writer, [home], stdout: .null)
                 // Wait until this writer has replaced the file at least once (its content is its own), so
                 // that the kill below lands while it is writing, not while it is still starting up.
                 let previous = try? String(contentsOfFile: home + "/credentials.json", encoding: .utf8)
@@ -438,9 +435,8 @@ struct CredentialStoreCrashTests {
                     usleep(500)
                 }
                 usleep(UInt32.random(in: 0...20_000))
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                #expect(process.terminationReason == .uncaughtSignal, "the writer was killed, not finished")
+                process.send(SIGKILL)
+                #expect(process.waitUntilExit()?.signaled == true, "the writer was killed, not finished")
                 // The file always parses: the old content or the new, never a mix.
                 let sessions = try cache.sessions()
                 #expect(!sessions.isEmpty)
@@ -467,16 +463,11 @@ struct CLITerminalTests {
         let client = try ClientHome(server: server)
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/pty_prompt.py").path
         let result = try await offThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, BrokerProcess.binary, client.url, client.home]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+            let process = try ChildProcess(
+                "python3", [script, BrokerProcess.binary, client.url, client.home], stdout: .pipe,
+                stderr: .standardOutput)
+            let output = process.readOutputToEnd()
+            return (process.waitUntilExit()?.status ?? -1, String(decoding: output, as: UTF8.self))
         }
         #expect(result.0 == 0, "\(result.1)")
         // What the terminal session left behind: two profiles signed in, no password anywhere.

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing

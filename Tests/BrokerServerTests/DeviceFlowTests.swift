@@ -1,5 +1,6 @@
 import BrokerClient
 import BrokerCore
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing
@@ -14,19 +15,16 @@ struct DeviceFlowTests {
 
     /// A `broker login --device …` process whose stderr is a file.
     final class Login: @unchecked Sendable {
-        let process = Process()
+        let process: ChildProcess
         let errors: String
 
         init(_ client: ClientHome, _ extra: [String] = [], command: [String] = ["login", "--device"]) throws {
-            process.executableURL = URL(fileURLWithPath: BrokerProcess.binary)
-            process.arguments = command + extra
-            process.environment = ProcessInfo.processInfo.environment.merging(client.environment) { $1 }
             errors = try BrokerProcess.temporaryDirectory().appendingPathComponent("device-err").path
             _ = FileManager.default.createFile(atPath: errors, contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: errors)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
+            process = try ChildProcess(
+                BrokerProcess.binary, command + extra,
+                environment: ProcessInfo.processInfo.environment.merging(client.environment) { $1 }, stdin: .null,
+                stdout: .null, stderr: .file(errors))
         }
 
         var stderr: String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
@@ -49,13 +47,10 @@ struct DeviceFlowTests {
         /// Waits (off the cooperative pool) for the exit status.
         func finish() async throws -> Int32 {
             let process = process
-            return try await offThread {
-                process.waitUntilExit()
-                return process.terminationStatus
-            }
+            return try await offThread { process.waitUntilExit()?.status ?? -1 }
         }
 
-        deinit { if process.isRunning { process.terminate() } }
+        deinit { process.send(SIGTERM) }
     }
 
     static func screenshots(_ server: BrokerProcess) throws -> String {
@@ -158,7 +153,7 @@ struct DeviceFlowTests {
         defer { patient.stop() }
         let waiting = try Login(try ClientHome(server: patient))
         _ = try await waiting.userCode()
-        kill(waiting.process.processIdentifier, SIGINT)
+        waiting.process.send(SIGINT)
         #expect(try await waiting.finish() == 1)
         #expect(waiting.stderr.contains("stopped waiting; nothing was stored"), "\(waiting.stderr)")
 

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing
@@ -138,7 +139,7 @@ struct LifecycleTests {
         #expect(try await server.register("term@example.com", Self.password).status == 201)
         async let login = server.login("term@example.com", Self.password)
         try await Task.sleep(for: .milliseconds(150))
-        kill(server.process.processIdentifier, SIGTERM)
+        server.process.send(SIGTERM)
         #expect(try await login.status == 200, "the login in flight completes")
         #expect(try await server.terminate() == 0)
 

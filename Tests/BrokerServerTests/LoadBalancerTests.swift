@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import Google
@@ -8,7 +9,7 @@ import Testing
 /// Debian's nginx on a free loopback port, round robin over `upstreams` (no sticky sessions), with an access
 /// log that names the upstream each request went to.
 final class NginxProcess: @unchecked Sendable {
-    let process = Process()
+    private(set) var process: ChildProcess!
     let directory: URL
     let url: String
     var accessLog: String { directory.appendingPathComponent("access.log").path }
@@ -54,14 +55,9 @@ final class NginxProcess: @unchecked Sendable {
             """
         let file = directory.appendingPathComponent("nginx.conf")
         try Data(config.utf8).write(to: file)
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
-        process.arguments = ["-p", path, "-c", file.path]
-        process.standardOutput = FileHandle.nullDevice
         let errors = directory.appendingPathComponent("stderr.log")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            "/usr/sbin/nginx", ["-p", path, "-c", file.path], stdin: .null, stdout: .null, stderr: .file(errors.path))
     }
 
     /// The access log: (method, path, status, upstream address) per request.
@@ -77,7 +73,7 @@ final class NginxProcess: @unchecked Sendable {
     /// SIGTERM: nginx's fast shutdown, in which the master tells its workers to exit at once. (SIGKILL would
     /// leave the workers running without a master; SIGQUIT waits for keep-alive connections.)
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.send(SIGTERM)
     }
 
     deinit { stop() }

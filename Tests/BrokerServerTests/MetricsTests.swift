@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerSystem
 import BrokerTesting
 import Foundation
 import HTTPTypes
@@ -182,7 +183,7 @@ struct MetricsTests {
 
 /// Debian's Prometheus on a free loopback port, scraping one target every second with a bearer token file.
 final class PrometheusProcess: @unchecked Sendable {
-    let process = Process()
+    private(set) var process: ChildProcess!
     let directory: URL
     let url: String
     var log: String {
@@ -209,15 +210,12 @@ final class PrometheusProcess: @unchecked Sendable {
         try Data(config.utf8).write(to: file)
         let logPath = directory.appendingPathComponent("prometheus.log").path
         FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/prometheus")
-        process.arguments = [
-            "--config.file=\(file.path)", "--storage.tsdb.path=\(directory.appendingPathComponent("data").path)",
-            "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn",
-        ]
-        process.standardOutput = FileHandle(forWritingAtPath: logPath)
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(
+            "/usr/bin/prometheus",
+            [
+                "--config.file=\(file.path)", "--storage.tsdb.path=\(directory.appendingPathComponent("data").path)",
+                "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn",
+            ], stdin: .null, stdout: .file(logPath), stderr: .standardOutput)
     }
 
     /// The value of the first series an instant query returns; `nil` when it returns none.
@@ -232,6 +230,6 @@ final class PrometheusProcess: @unchecked Sendable {
     }
 
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.send(SIGTERM)
     }
 }
