@@ -86,6 +86,7 @@ final class AccountSelfService: Sendable {
                     "scope": session.scope.map(JSONValue.string) ?? .null,
                     "created_at": .string(RFC3339.format(epochSeconds: session.createdAt)),
                     "revoked_at": session.revokedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
+                    "signed_in_with": session.signedInWith.map { .string($0.rawValue) } ?? .null,
                 ]
             })
         document["audit_events"] = .array(

@@ -122,7 +122,8 @@ final class AccountService: Sendable {
                 ],
                 headers: [("Cache-Control", "no-store")])
         }
-        var body = try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+        var body = try await tokens.startSession(
+            user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom)
         if verification.mailer != nil, case .object(var fields) = body {
             fields["verification"] = "sent"
             body = .object(fields)
@@ -206,7 +207,8 @@ final class AccountService: Sendable {
         let user = try await authenticate(
             email: try input.string("email"), password: Secret(try input.string("password")), address: address)
         let response = APIResponse.tokens(
-            try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil))
+            try await tokens.startSession(
+                user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom))
         audit.record("sign_in", user: user.id, fields: ["provider": "custom"])
         return response
     }

@@ -163,11 +163,12 @@ final class DeviceService: Sendable {
         case .pending:
             throw APIError(status: 400, code: "authorization_pending", detail: "waiting for the person to approve")
         case .denied: throw APIError(status: 400, code: "access_denied", detail: "the sign-in was denied")
-        case .approved(let userID):
+        case .approved(let userID, let signedInWith):
             guard let user = try await store.user(id: userID) else {
                 throw APIError.invalidGrant("the approving account no longer exists")
             }
-            let body = try await tokens.startSession(user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+            let body = try await tokens.startSession(
+                user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: signedInWith)
             audit.record("sign_in", user: user.id, fields: ["flow": "device"])
             return .tokens(body)
         }
@@ -278,7 +279,8 @@ final class DeviceService: Sendable {
         metrics.signIn(provider: "custom", outcome: "success")
         audit.record("sign_in", user: user.id, fields: ["provider": "custom", "flow": "device"])
         return try DeviceApproval.confirmationPage(
-            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure)
+            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+            signedInWith: .custom)
     }
 
     /// `POST /auth/device/decision {approval, decision, csrf}`: Allow or Deny, once.
@@ -299,7 +301,8 @@ final class DeviceService: Sendable {
         }
         guard
             try await store.decideDeviceAuthorization(
-                userCode: approval.userCode, user: allow ? approval.user : nil, now: now)
+                userCode: approval.userCode, user: allow ? approval.user : nil, signedInWith: approval.signedInWith,
+                now: now)
         else {
             return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
         }
@@ -348,7 +351,7 @@ extension DeviceService {
         audit.record(
             "linked", outcome: "failure", user: user,
             fields: ["provider": identity.provider.rawValue, "reason": outcome.label, "flow": "device"])
-        _ = try await store.decideDeviceAuthorization(userCode: userCode, user: nil, now: now)
+        _ = try await store.decideDeviceAuthorization(userCode: userCode, user: nil, signedInWith: nil, now: now)
         return Page.response(status: 409, Page.message(title: "Not linked", text: problem))
     }
 }
@@ -359,6 +362,8 @@ struct DeviceApproval: Sendable, Hashable {
     var userCode: String
     var user: UserID
     var expiresAt: Int64
+    /// The way in the person signed in with on the page; the session the approval starts records it.
+    var signedInWith: ProviderID
     /// For a link: the provider account to attach to ``user`` when the person allows it.
     var identity: IdentityRecord? = nil
 
@@ -368,6 +373,7 @@ struct DeviceApproval: Sendable, Hashable {
     func seal(key: [UInt8]) throws -> String {
         var document: [String: JSONValue] = [
             "c": .string(userCode), "u": .string(user.description), "e": .int(expiresAt),
+            "w": .string(signedInWith.rawValue),
         ]
         if let identity { document["i"] = .string(identity.serialized) }
         return Base64URL.encode(
@@ -379,24 +385,26 @@ struct DeviceApproval: Sendable, Hashable {
             let opened = AESGCM.open(box, key: key, associatedData: associatedData),
             let fields = JSONValue.parse(opened)?.objectValue,
             let code = fields["c"]?.stringValue, let user = fields["u"]?.stringValue.flatMap(UserID.init),
-            let expires = fields["e"]?.intValue
+            let expires = fields["e"]?.intValue,
+            let way = fields["w"]?.stringValue.flatMap(ProviderID.init(rawValue:))
         else { return nil }
         var identity: IdentityRecord?
         if let text = fields["i"] {
             guard let parsed = text.stringValue.flatMap(IdentityRecord.init(serialized:)) else { return nil }
             identity = parsed
         }
-        return DeviceApproval(userCode: code, user: user, expiresAt: expires, identity: identity)
+        return DeviceApproval(
+            userCode: code, user: user, expiresAt: expires, signedInWith: way, identity: identity)
     }
 
     /// The Allow / Deny page for `user` and `authorization`, with its CSRF cookie.
     static func confirmationPage(
         user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool,
-        linking identity: IdentityRecord? = nil, providerName: String? = nil
+        signedInWith: ProviderID, linking identity: IdentityRecord? = nil, providerName: String? = nil
     ) throws -> APIResponse {
         let approval = try DeviceApproval(
             userCode: authorization.userCode, user: user.id,
-            expiresAt: min(authorization.expiresAt, now + lifetime), identity: identity
+            expiresAt: min(authorization.expiresAt, now + lifetime), signedInWith: signedInWith, identity: identity
         ).seal(key: key)
         return try FormGuard.page(secure: secure) { csrf in
             Page.deviceConfirm(

@@ -211,7 +211,8 @@ final class GrantService: Sendable {
             }
             if let identity = record.link { try await link(identity, to: user) }
             let (body, sessionID) = try await tokens.startSessionReturningID(
-                user: user, clientID: TokenIssuer.cliClientID, scope: nil)
+                user: user, clientID: TokenIssuer.cliClientID, scope: nil,
+                signedInWith: record.link?.provider ?? record.signedInWith)
             try await store.attachSession(toCode: hash, sessionID: sessionID)
             return .tokens(body)
         }

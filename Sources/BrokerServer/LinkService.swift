@@ -64,7 +64,7 @@ final class LinkService: Sendable {
     /// `/auth/{provider}/start`), or `{"provider": "custom", "email", "password"}` (→ 201, the password account
     /// added and its verification link mailed).
     func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
-        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let (session, user) = try await grants.authenticate(authorization: authorization)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
@@ -139,7 +139,7 @@ final class LinkService: Sendable {
 
     /// `POST /auth/unlink {"provider"}`: detaches that way in, unless it is the user's last.
     func unlink(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let (session, user) = try await grants.authenticate(authorization: authorization)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
@@ -147,16 +147,25 @@ final class LinkService: Sendable {
         let display = provider == .custom ? "email and password" : signIn.displayName(provider)
         let outcome = try await store.unlinkIdentity(user: user.id, provider: provider, now: now)
         switch outcome {
-        case .unlinked:
+        case .unlinked(let ended):
             accounts.metrics.link(provider: provider.rawValue, outcome: "unlinked")
-            accounts.audit.record("unlinked", user: user.id, fields: ["provider": provider.rawValue])
+            for _ in ended { accounts.metrics.revocation(reason: "unlinked") }
+            accounts.audit.record(
+                "unlinked", user: user.id, fields: ["provider": provider.rawValue, "sessions_ended": "\(ended.count)"])
             accounts.logger.info(
-                "identity unlinked", metadata: ["broker.user": "\(user.id)", "broker.provider": "\(provider)"])
+                "identity unlinked",
+                metadata: [
+                    "broker.user": "\(user.id)", "broker.provider": "\(provider)",
+                    "broker.sessions_ended": "\(ended.count)",
+                ])
+            // The sessions started with this way in end with it: whoever signed in through it (perhaps the
+            // reason it is being removed) keeps no refresh token. This request's own session may be one of them.
             return APIResponse(
                 status: 200,
                 body: [
                     "user_id": .string(user.id.description), "provider": .string(provider.rawValue),
-                    "status": "unlinked",
+                    "status": "unlinked", "sessions_ended": .int(Int64(ended.count)),
+                    "this_session_ended": .bool(ended.contains(session.id)),
                 ],
                 headers: [("Cache-Control", "no-store")])
         case .notLinked:

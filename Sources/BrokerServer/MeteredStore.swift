@@ -47,9 +47,12 @@ final class MeteredStore: Store {
             try await base.pendingDeviceAuthorization(userCode: userCode, now: now)
         }
     }
-    func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool {
+    func decideDeviceAuthorization(userCode: String, user: UserID?, signedInWith: ProviderID?, now: Int64)
+        async throws -> Bool
+    {
         try await timed("decide_device_authorization") {
-            try await base.decideDeviceAuthorization(userCode: userCode, user: user, now: now)
+            try await base.decideDeviceAuthorization(
+                userCode: userCode, user: user, signedInWith: signedInWith, now: now)
         }
     }
     func pollDeviceAuthorization(hash: [UInt8], now: Int64) async throws -> DevicePoll {

@@ -143,7 +143,8 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
-    /// A session ended: `logout` (revocation endpoint), `refresh_reuse`, `code_reuse`.
+    /// A session ended: `logout` (revocation endpoint), `refresh_reuse`, `code_reuse`, `unlinked` (the way in it
+    /// was started with was unlinked).
     func revocation(reason: String) {
         registry.makeCounter(
             descriptor: Self.name("broker_session_revocations", unit: "total", "Sessions revoked, by reason."),

@@ -333,7 +333,7 @@ final class SignInService: Sendable {
             try await store.createAuthorizationCode(
                 AuthorizationCodeRecord(
                     hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
-                    expiresAt: now + Self.codeLifetime, link: record))
+                    expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider))
             logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
             return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
         }
@@ -361,7 +361,8 @@ final class SignInService: Sendable {
                 userID: user.id,
                 codeChallenge: challenge,
                 redirectURI: redirectURI,
-                expiresAt: now + Self.codeLifetime
+                expiresAt: now + Self.codeLifetime,
+                signedInWith: provider
             ))
         logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
         audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
@@ -410,7 +411,7 @@ final class SignInService: Sendable {
             }
             return try DeviceApproval.confirmationPage(
                 user: target, authorization: authorization, key: flowKey, now: now,
-                secure: issuer.lowercased().hasPrefix("https://"), linking: record,
+                secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider, linking: record,
                 providerName: displayName(provider))
         }
         let user: UserRecord
@@ -426,7 +427,7 @@ final class SignInService: Sendable {
         audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: flowKey, now: now,
-            secure: issuer.lowercased().hasPrefix("https://"))
+            secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider)
     }
 
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is

@@ -42,13 +42,17 @@ final class TokenIssuer: Sendable {
 
     /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
     /// access token. Returns the contract's session response.
-    func startSession(user: UserRecord, clientID: String, scope: String?) async throws -> JSONValue {
-        try await startSessionReturningID(user: user, clientID: clientID, scope: scope).body
+    /// `signedInWith` is the way in the sign-in went through (recorded, so that unlinking it ends the session).
+    func startSession(user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?) async throws
+        -> JSONValue
+    {
+        try await startSessionReturningID(user: user, clientID: clientID, scope: scope, signedInWith: signedInWith)
+            .body
     }
 
-    /// ``startSession(user:clientID:scope:)`` that also returns the new session's id.
-    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?) async throws
-        -> (body: JSONValue, sessionID: String)
+    /// ``startSession(user:clientID:scope:signedInWith:)`` that also returns the new session's id.
+    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?)
+        async throws -> (body: JSONValue, sessionID: String)
     {
         let issuedAt = now
         let sessionID = try SecureRandom.token(byteCount: 16)
@@ -61,7 +65,8 @@ final class TokenIssuer: Sendable {
                     clientID: clientID,
                     scope: scope,
                     createdAt: issuedAt,
-                    revokedAt: nil
+                    revokedAt: nil,
+                    signedInWith: signedInWith
                 ),
                 firstToken: RefreshTokenRecord(
                     hash: Digest.sha256(refreshToken),

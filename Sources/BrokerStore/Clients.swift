@@ -71,10 +71,12 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     /// For a link (`broker link`): the identity to attach to ``userID`` when the code is redeemed with its
     /// verifier; `nil` for a sign-in.
     package var link: IdentityRecord?
+    /// The way in the sign-in went through; the session the code starts records it.
+    package var signedInWith: ProviderID?
 
     package init(
         hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64,
-        link: IdentityRecord? = nil
+        link: IdentityRecord? = nil, signedInWith: ProviderID? = nil
     ) {
         self.hash = hash
         self.userID = userID
@@ -82,6 +84,7 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
         self.redirectURI = redirectURI
         self.expiresAt = expiresAt
         self.link = link
+        self.signedInWith = signedInWith
     }
 }
 
@@ -150,7 +153,7 @@ package enum DevicePoll: Sendable, Hashable {
     case pending
     case denied
     /// Approved by `user`; the code is spent by this poll (a second one is ``spent``).
-    case approved(UserID)
+    case approved(UserID, signedInWith: ProviderID?)
     case spent
 }
 
@@ -164,7 +167,9 @@ package protocol DeviceStore: Sendable {
     func pendingDeviceAuthorization(userCode: String, now: Int64) async throws -> DeviceAuthorization?
 
     /// Approves (`user` given) or denies (`nil`) a pending, unexpired authorization, once; `false` otherwise.
-    func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool
+    /// `signedInWith` is the way in the approving person used; the session the approval starts records it.
+    func decideDeviceAuthorization(userCode: String, user: UserID?, signedInWith: ProviderID?, now: Int64)
+        async throws -> Bool
 
     /// One poll with the device code: pacing (`slow_down` adds 5 s; a poll up to one second early is
     /// tolerated), then the state; an approval is handed out once.

@@ -458,12 +458,14 @@ package final class PostgresStore: Store {
         }
     }
 
-    package func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool {
+    package func decideDeviceAuthorization(userCode: String, user: UserID?, signedInWith: ProviderID?, now: Int64)
+        async throws -> Bool
+    {
         try await returnsRow(
             "device decision",
             """
             UPDATE device_codes SET status = \(user == nil ? DeviceStatus.denied : DeviceStatus.approved),
-            user_id = \(user?.description)
+            user_id = \(user?.description), signed_in_with = \(user == nil ? nil : signedInWith?.rawValue)
             WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending) AND expires_at > \(now) RETURNING 1
             """)
     }
@@ -473,13 +475,13 @@ package final class PostgresStore: Store {
         return try await transaction("device poll") { connection in
             let rows = try await connection.query(
                 """
-                SELECT expires_at, poll_interval, last_polled_at, status, user_id FROM device_codes
+                SELECT expires_at, poll_interval, last_polled_at, status, user_id, signed_in_with FROM device_codes
                 WHERE hash = \(hash.hex) FOR UPDATE
                 """, logger: logger
-            ).decode((Int64, Int64, Int64?, String, String?).self)
-            var found: (Int64, Int64, Int64?, String, String?)?
+            ).decode((Int64, Int64, Int64?, String, String?, String?).self)
+            var found: (Int64, Int64, Int64?, String, String?, String?)?
             for try await row in rows { found = row }
-            guard let (expires, interval, last, status, user) = found else { return .unknown }
+            guard let (expires, interval, last, status, user, signedInWith) = found else { return .unknown }
             if status == DeviceStatus.spent { return .spent }
             if now >= expires { return .expired }
             if let last, now - last < interval - 1 {
@@ -500,7 +502,7 @@ package final class PostgresStore: Store {
                     WHERE hash = \(hash.hex)
                     """, logger: logger
                 ).drain()
-                return .approved(user)
+                return .approved(user, signedInWith: signedInWith.flatMap(ProviderID.init(rawValue:)))
             case DeviceStatus.denied:
                 return .denied
             default:
@@ -661,7 +663,16 @@ package final class PostgresStore: Store {
                     """, logger: logger
                 ).drain()
             }
-            return .unlinked
+            let rows = try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now)
+                WHERE user_id = \(user.description) AND signed_in_with = \(provider.rawValue) AND revoked_at IS NULL
+                RETURNING id
+                """, logger: logger
+            ).decode(String.self)
+            var ended: [String] = []
+            for try await id in rows { ended.append(id) }
+            return .unlinked(endedSessions: ended.sorted())
         }
     }
 
@@ -705,9 +716,9 @@ package final class PostgresStore: Store {
             guard found else { throw StoreError(code: .disabled, reason: "the user is disabled or gone") }
             try await connection.query(
                 """
-                INSERT INTO sessions (id, user_id, client_id, scope, created_at)
+                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with)
                 VALUES (\(session.id), \(session.userID.description), \(session.clientID), \(session.scope),
-                        \(session.createdAt))
+                        \(session.createdAt), \(session.signedInWith?.rawValue))
                 """, logger: logger
             ).drain()
             for try await _ in try await connection.execute(
@@ -727,13 +738,13 @@ package final class PostgresStore: Store {
             // FOR UPDATE: a second broker presenting the same token waits here, then reads it used.
             var found: (Int64, Int64?, SessionRecord, UserRecord)?
             for try await row in try await connection.execute(LockRefreshToken(hash: hash.hex), logger: logger) {
-                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated) = row
+                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way) = row
                 guard let userID = UserID(user) else { break }
                 found = (
                     expires, used,
                     SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked),
+                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
                     UserRecord(id: userID, email: email, name: name, createdAt: userCreated)
                 )
             }
@@ -900,16 +911,16 @@ package final class PostgresStore: Store {
             var sessions: [SessionRecord] = []
             let rows = try await client.query(
                 """
-                SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions
+                SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
                 WHERE \(filter)::text IS NULL OR user_id = \(filter) ORDER BY created_at DESC, id
                 """
-            ).decode((String, String, String, String?, Int64, Int64?).self)
-            for try await (id, owner, clientID, scope, created, revoked) in rows {
+            ).decode((String, String, String, String?, Int64, Int64?, String?).self)
+            for try await (id, owner, clientID, scope, created, revoked, way) in rows {
                 guard let userID = UserID(owner) else { continue }
                 sessions.append(
                     SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked))
+                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))))
             }
             return sessions
         }
@@ -934,12 +945,16 @@ package final class PostgresStore: Store {
         let client = client
         return try await run("session lookup") {
             let rows = try await client.query(
-                "SELECT user_id, client_id, scope, created_at, revoked_at FROM sessions WHERE id = \(id)"
-            ).decode((String, String, String?, Int64, Int64?).self)
-            for try await (user, clientID, scope, created, revoked) in rows {
+                """
+                SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                WHERE id = \(id)
+                """
+            ).decode((String, String, String?, Int64, Int64?, String?).self)
+            for try await (user, clientID, scope, created, revoked, way) in rows {
                 guard let userID = UserID(user) else { return nil }
                 return SessionRecord(
-                    id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked)
+                    id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
+                    signedInWith: way.flatMap(ProviderID.init(rawValue:)))
             }
             return nil
         }
@@ -949,12 +964,12 @@ package final class PostgresStore: Store {
         let client = client
         let found = try await run("session lookup") { () -> SessionAndUser? in
             for try await row in try await client.execute(SessionWithUser(id: id)) {
-                let (user, clientID, scope, created, revoked, email, name, userCreated) = row
+                let (user, clientID, scope, created, revoked, email, name, userCreated, way) = row
                 guard let userID = UserID(user) else { return nil }
                 return SessionAndUser(
                     session: SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked),
+                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
                     user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated))
             }
             return nil
@@ -1148,9 +1163,10 @@ package final class PostgresStore: Store {
         try await query(
             "code issue",
             """
-            INSERT INTO authorization_codes (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity)
+            INSERT INTO authorization_codes
+                (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with)
             VALUES (\(code.hash.hex), \(code.userID.description), \(code.codeChallenge), \(code.redirectURI),
-                    \(code.expiresAt), \(code.link?.serialized))
+                    \(code.expiresAt), \(code.link?.serialized), \(code.signedInWith?.rawValue))
             """)
     }
 
@@ -1160,15 +1176,16 @@ package final class PostgresStore: Store {
             let spent = try await client.query(
                 """
                 UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex) AND used_at IS NULL
-                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity
+                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with
                 """
-            ).decode((String, String, String, Int64, String?).self)
-            for try await (user, challenge, redirect, expires, link) in spent {
+            ).decode((String, String, String, Int64, String?, String?).self)
+            for try await (user, challenge, redirect, expires, link, way) in spent {
                 guard let userID = UserID(user) else { return .unknown }
                 return .redeemed(
                     AuthorizationCodeRecord(
                         hash: hash, userID: userID, codeChallenge: challenge, redirectURI: redirect,
-                        expiresAt: expires, link: link.flatMap(IdentityRecord.init(serialized:))))
+                        expiresAt: expires, link: link.flatMap(IdentityRecord.init(serialized:)),
+                        signedInWith: way.flatMap(ProviderID.init(rawValue:))))
             }
             let earlier = try await client.query(
                 "SELECT session_id FROM authorization_codes WHERE hash = \(hash.hex)"
@@ -1411,10 +1428,11 @@ extension Substring {
 struct SessionWithUser: PostgresPreparedStatement {
     static let name = "broker_session_with_user"
     static let sql = """
-        SELECT s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at
+        SELECT s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at,
+               s.signed_in_with
         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1
         """
-    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64)
+    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64, String?)
     var id: String
 
     func makeBindings() throws -> PostgresBindings {
@@ -1448,11 +1466,11 @@ struct LockRefreshToken: PostgresPreparedStatement {
     static let name = "broker_lock_refresh_token"
     static let sql = """
         SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
-               u.email, u.name, u.created_at
+               u.email, u.name, u.created_at, s.signed_in_with
         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
         WHERE t.hash = $1 FOR UPDATE OF t, s
         """
-    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64)
+    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?)
     var hash: String
 
     func makeBindings() throws -> PostgresBindings {

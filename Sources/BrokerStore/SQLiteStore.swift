@@ -210,16 +210,18 @@ package final class SQLiteStore: Store {
         }
     }
 
-    package func decideDeviceAuthorization(userCode: String, user: UserID?, now: Int64) async throws -> Bool {
+    package func decideDeviceAuthorization(userCode: String, user: UserID?, signedInWith: ProviderID?, now: Int64)
+        async throws -> Bool
+    {
         try await pool.write { db in
             try db.execute(
                 sql: """
-                    UPDATE device_codes SET status = ?, user_id = ?
+                    UPDATE device_codes SET status = ?, user_id = ?, signed_in_with = ?
                     WHERE user_code = ? AND status = ? AND expires_at > ?
                     """,
                 arguments: [
-                    user == nil ? DeviceStatus.denied : DeviceStatus.approved, user?.description, userCode,
-                    DeviceStatus.pending, now,
+                    user == nil ? DeviceStatus.denied : DeviceStatus.approved, user?.description,
+                    user == nil ? nil : signedInWith?.rawValue, userCode, DeviceStatus.pending, now,
                 ])
             return db.changesCount == 1
         }
@@ -231,8 +233,8 @@ package final class SQLiteStore: Store {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT expires_at, poll_interval, last_polled_at, status, user_id FROM device_codes
-                        WHERE hash = ?
+                        SELECT expires_at, poll_interval, last_polled_at, status, user_id, signed_in_with
+                        FROM device_codes WHERE hash = ?
                         """,
                     arguments: [hash.hex])
             else { return .unknown }
@@ -252,7 +254,8 @@ package final class SQLiteStore: Store {
                 try db.execute(
                     sql: "UPDATE device_codes SET status = ?, last_polled_at = ? WHERE hash = ?",
                     arguments: [DeviceStatus.spent, now, hash.hex])
-                return .approved(user)
+                return .approved(
+                    user, signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)))
             case DeviceStatus.denied:
                 return .denied
             default:
@@ -388,7 +391,14 @@ package final class SQLiteStore: Store {
                     sql: "DELETE FROM identities WHERE user_id = ? AND provider = ?",
                     arguments: [user.description, provider.rawValue])
             }
-            return .unlinked
+            let ended = try String.fetchAll(
+                db,
+                sql: """
+                    UPDATE sessions SET revoked_at = ?
+                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL RETURNING id
+                    """,
+                arguments: [now, user.description, provider.rawValue])
+            return .unlinked(endedSessions: ended.sorted())
         }
     }
 
@@ -411,9 +421,13 @@ package final class SQLiteStore: Store {
                 throw StoreError(code: .disabled, reason: "the user is disabled")
             }
             try db.execute(
-                sql: "INSERT INTO sessions (id, user_id, client_id, scope, created_at) VALUES (?, ?, ?, ?, ?)",
+                sql: """
+                    INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
                 arguments: [
                     session.id, session.userID.description, session.clientID, session.scope, session.createdAt,
+                    session.signedInWith?.rawValue,
                 ]
             )
             try db.execute(
@@ -435,7 +449,7 @@ package final class SQLiteStore: Store {
                     db,
                     sql: """
                         SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
-                               s.revoked_at, u.email AS user_email, u.name, u.created_at AS user_created_at
+                               s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at
                         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
                         JOIN users u ON u.id = s.user_id WHERE t.hash = ?
                         """,
@@ -499,7 +513,10 @@ package final class SQLiteStore: Store {
         try await pool.read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions WHERE id = ?",
+                sql: """
+                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                    WHERE id = ?
+                    """,
                 arguments: [id]
             ).flatMap(Self.session)
         }
@@ -538,12 +555,12 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: """
                     INSERT INTO authorization_codes
-                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     code.hash.hex, code.userID.description, code.codeChallenge, code.redirectURI, code.expiresAt,
-                    code.link?.serialized,
+                    code.link?.serialized, code.signedInWith?.rawValue,
                 ]
             )
         }
@@ -555,7 +572,8 @@ package final class SQLiteStore: Store {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id, link_identity
+                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id, link_identity,
+                               signed_in_with
                         FROM authorization_codes WHERE hash = ?
                         """,
                     arguments: [hash.hex]
@@ -574,7 +592,8 @@ package final class SQLiteStore: Store {
                     codeChallenge: row["code_challenge"],
                     redirectURI: row["redirect_uri"],
                     expiresAt: row["expires_at"],
-                    link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:))
+                    link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:)),
+                    signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:))
                 )
             )
         }
@@ -875,7 +894,7 @@ package final class SQLiteStore: Store {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, user_id, client_id, scope, created_at, revoked_at FROM sessions
+                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
                     WHERE ? IS NULL OR user_id = ? ORDER BY created_at DESC, id
                     """,
                 arguments: [user?.description, user?.description]
@@ -1003,7 +1022,8 @@ package final class SQLiteStore: Store {
             clientID: row["client_id"],
             scope: row["scope"],
             createdAt: row["created_at"],
-            revokedAt: row["revoked_at"]
+            revokedAt: row["revoked_at"],
+            signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:))
         )
     }
 }

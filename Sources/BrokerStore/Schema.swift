@@ -359,6 +359,20 @@ package enum Schema {
                 CREATE INDEX device_codes_expiry ON device_codes(expires_at);
                 """
         ),
+        Migration(
+            version: 10,
+            name: "the way in each session was started with (ended when that way in is unlinked)",
+            sqlite: """
+                ALTER TABLE sessions ADD COLUMN signed_in_with TEXT;
+                ALTER TABLE authorization_codes ADD COLUMN signed_in_with TEXT;
+                ALTER TABLE device_codes ADD COLUMN signed_in_with TEXT;
+                """,
+            postgres: """
+                ALTER TABLE sessions ADD COLUMN signed_in_with TEXT;
+                ALTER TABLE authorization_codes ADD COLUMN signed_in_with TEXT;
+                ALTER TABLE device_codes ADD COLUMN signed_in_with TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -406,7 +420,7 @@ extension Schema {
             name: "sessions",
             columns: [
                 ("id", .text), ("user_id", .text), ("client_id", .text), ("scope", .text), ("created_at", .integer),
-                ("revoked_at", .integer),
+                ("revoked_at", .integer), ("signed_in_with", .text),
             ]),
         Table(
             name: "refresh_tokens",
@@ -427,6 +441,7 @@ extension Schema {
             columns: [
                 ("hash", .text), ("user_id", .text), ("code_challenge", .text), ("redirect_uri", .text),
                 ("expires_at", .integer), ("used_at", .integer), ("session_id", .text), ("link_identity", .text),
+                ("signed_in_with", .text),
             ]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(

@@ -21,7 +21,7 @@ final class SessionLookup: Sendable {
 
     static let sql = """
         SELECT s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
-               u.email, u.name, u.created_at
+               u.email, u.name, u.created_at, s.signed_in_with
         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1
         """
 
@@ -155,7 +155,8 @@ final class SessionLookup: Sendable {
                     clientID: clientID,
                     scope: text(3),
                     createdAt: sqlite3_column_int64(statement, 4),
-                    revokedAt: integer(5)
+                    revokedAt: integer(5),
+                    signedInWith: text(9).flatMap(ProviderID.init(rawValue:))
                 )
                 let record = UserRecord(
                     id: user,

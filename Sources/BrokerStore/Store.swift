@@ -43,14 +43,21 @@ package struct SessionRecord: Sendable, Hashable {
     package var scope: String?
     package var createdAt: Int64
     package var revokedAt: Int64?
+    /// The way in the session was started with (schema v10): unlinking it ends the session. `nil` for sessions
+    /// no sign-in started (token exchange) and for those started before v10.
+    package var signedInWith: ProviderID?
 
-    package init(id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?) {
+    package init(
+        id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?,
+        signedInWith: ProviderID? = nil
+    ) {
         self.id = id
         self.userID = userID
         self.clientID = clientID
         self.scope = scope
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+        self.signedInWith = signedInWith
     }
 }
 
@@ -343,7 +350,8 @@ package enum PasswordLinkOutcome: Sendable, Hashable {
 
 /// What detaching a way in came to.
 package enum UnlinkOutcome: Sendable, Hashable {
-    case unlinked
+    /// Detached; the live sessions that were started with it (their ids) are revoked in the same transaction.
+    case unlinked(endedSessions: [String])
     case notLinked
     /// It is the user's only way to sign in.
     case lastWayIn
@@ -368,7 +376,8 @@ package protocol IdentityStore: Sendable {
         -> PasswordLinkOutcome
 
     /// Detaches `user`'s identity of `provider` (for `.custom`: their password account, and their unused mail
-    /// links), unless it is their last way in. The user keeps their id.
+    /// links), unless it is their last way in, and revokes their live sessions that were started with it. The
+    /// user keeps their id.
     func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome
 }
 

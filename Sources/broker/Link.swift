@@ -150,8 +150,8 @@ extension Broker {
             abstract: "Detach a way to sign in from the signed-in user (never the last one).",
             discussion: """
                 The provider account no longer signs in as this user; custom removes the user's email and
-                password. The user id does not change. The last way to sign in cannot be unlinked: link another
-                first, or delete the account.
+                password. Sessions that were started with it end (this one too, if it was). The user id does not
+                change. The last way to sign in cannot be unlinked: link another first, or delete the account.
                 """
         )
 
@@ -172,8 +172,9 @@ extension Broker {
             let api = BrokerAPI(baseURL: settings.key.brokerURL)
             let session = try await Broker.Token.session(settings, minValid: 30)
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
+            let answer: JSONValue
             do {
-                _ = try await api.unlink(session.accessToken, provider: chosen)
+                answer = try await api.unlink(session.accessToken, provider: chosen)
             } catch {
                 if case .rejected(_, "last_identity", let description) = error { throw Console.fail(description) }
                 if case .rejected(404, _, let description) = error { throw Console.fail(description) }
@@ -183,6 +184,18 @@ extension Broker {
                 throw ClientFailure.exit(error, doing: "unlinking")
             }
             Console.note("Unlinked \(chosen.rawValue) from \(session.userID).")
+            // The broker ends every session that was started with the way in just removed.
+            let ended = answer["sessions_ended"]?.intValue ?? 0
+            if ended > 0 {
+                Console.note("Ended \(ended) session\(ended == 1 ? "" : "s") that signed in with \(chosen.rawValue).")
+            }
+            if answer["this_session_ended"]?.boolValue == true {
+                let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+                _ = try? await service.logout()
+                Console.note(
+                    "This session had signed in with \(chosen.rawValue), so it has ended too; sign in again "
+                        + "another way (broker login --provider …).")
+            }
         }
     }
 }

@@ -180,6 +180,7 @@ extension Broker {
                 "revoked_at": session.revokedAt.map(JSONValue.int) ?? .null,
             ]
             if let scope = session.scope { entry["scope"] = .string(scope) }
+            if let way = session.signedInWith { entry["signed_in_with"] = .string(way.rawValue) }
             return .object(entry)
         }
 

@@ -66,7 +66,8 @@ struct AccountSelfServiceTests {
                 IdentityRecord(provider: "google", subject: "1045", email: "g@example.com", name: "G"),
                 now: broker.clock.seconds())
         else { throw StoreError.conflict("unlinked") }
-        let first = try await broker.service.tokens.startSession(user: user, clientID: "broker-cli", scope: nil)
+        let first = try await broker.service.tokens.startSession(
+            user: user, clientID: "broker-cli", scope: nil, signedInWith: "google")
         let stale = try #require(first["access_token"]?.stringValue)
         try await broker.test { client in
             broker.clock.advance(by: 601)
@@ -76,7 +77,8 @@ struct AccountSelfServiceTests {
             let export = try await client.get("/auth/account/export", bearer: stale)
             #expect(export["user"]?["provider"]?.stringValue == "google")
             #expect(export["password_account"] == nil)
-            let again = try await broker.service.tokens.startSession(user: user, clientID: "broker-cli", scope: nil)
+            let again = try await broker.service.tokens.startSession(
+                user: user, clientID: "broker-cli", scope: nil, signedInWith: "google")
             let fresh = try #require(again["access_token"]?.stringValue)
             #expect(try await delete(client, bearer: fresh, password: nil).status == 200)
             #expect(try await client.get("/auth/me", bearer: stale).status == 401)

@@ -149,8 +149,20 @@ struct LinkingTests {
 
         // Google, the identity the user id was made from, may go: the id stays, and Google signs in as nobody
         // until it is linked back.
+        // The sessions Google started end with it: Gina's first sign-in; the desk's (password) session stays.
+        let ginaToken = try #require(try gina.cached()).accessToken.exposed
+        #expect(try await server.me(ginaToken).status == 200)
         let dropped = try await desk.run(["unlink", "--provider", "google"])
         #expect(dropped.status == 0, "\(dropped.stderr)")
+        #expect(dropped.stderr.contains("Ended 1 session that signed in with google"), "\(dropped.stderr)")
+        #expect(!dropped.stderr.contains("ended too"), "the desk's own session was started with the password")
+        #expect(try await server.me(ginaToken).status == 401, "Gina's Google sign-in ended with the unlink")
+        let ginaRefresh = try #require(try gina.cached()?.refreshToken).exposed
+        let refreshed = try await server.post(
+            "/auth/token",
+            body: Array(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", ginaRefresh)]).utf8),
+            contentType: "application/x-www-form-urlencoded")
+        #expect(refreshed.status == 400 && refreshed.error == "invalid_grant", "and its refresh token with it")
         let (orphan, orphanPage) = try await Self.signIn(try ClientHome(server: server))
         #expect(orphan.status == 1 && orphan.stderr.contains("was unlinked from the user \(Self.alice)"))
         #expect(orphanPage?["page_status"]?.intValue == 400)
@@ -163,12 +175,29 @@ struct LinkingTests {
         #expect(try await Self.signIn(back).0.status == 0)
         #expect(try back.cached()?.userID.description == Self.alice)
 
+        // Unlinking Google again, from a session Google started: every such session ends, the asking one
+        // included (the CLI forgets it) — here it and the desk's, which the link above replaced with its own.
+        let deskToken = try #require(try desk.cached()).accessToken.exposed
+        let selfEnding = try await back.run(["unlink", "--provider", "google"])
+        #expect(selfEnding.status == 0, "\(selfEnding.stderr)")
+        #expect(selfEnding.stderr.contains("Ended 2 sessions that signed in with google"), "\(selfEnding.stderr)")
+        #expect(selfEnding.stderr.contains("so it has ended too"), "\(selfEnding.stderr)")
+        #expect(try back.cached() == nil)
+        #expect(try await server.me(deskToken).status == 401)
+
         // Deleting the user asks for the linked password and frees Google for a new user.
-        let wrong = try await back.run(["account", "delete", "--yes", "--password-stdin"], stdin: "not it\n")
+        let phone = try ClientHome(server: server)
+        for home in [desk, phone] {
+            let login = try await home.run(
+                ["login", "--provider", "custom", "--email", "gina@example.com", "--password-stdin"],
+                stdin: Self.password + "\n")
+            #expect(login.status == 0, "\(login.stderr)")
+        }
+        let wrong = try await desk.run(["account", "delete", "--yes", "--password-stdin"], stdin: "not it\n")
         #expect(wrong.status == 1 && wrong.stderr.contains("wrong password"), "\(wrong.stderr)")
-        let deleted = try await back.run(["account", "delete", "--yes", "--password-stdin"], stdin: Self.password)
+        let deleted = try await desk.run(["account", "delete", "--yes", "--password-stdin"], stdin: Self.password)
         #expect(deleted.status == 0, "\(deleted.stderr)")
-        let token = try #require(try desk.cached()).accessToken.exposed
+        let token = try #require(try phone.cached()).accessToken.exposed
         #expect(try await server.me(token).status == 401, "every session of the user ended")
         let fresh = try ClientHome(server: server)
         #expect(try await Self.signIn(fresh).0.status == 0)

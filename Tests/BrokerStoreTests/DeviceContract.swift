@@ -25,14 +25,20 @@ struct DeviceContract {
         #expect(try await store.pollDeviceAuthorization(hash: hash, now: now) == .pending)
         #expect(try await store.pollDeviceAuthorization(hash: hash, now: now + 2) == .slowDown(interval: 10))
         #expect(try await store.pollDeviceAuthorization(hash: hash, now: now + 11) == .pending, "9 s of 10: tolerated")
-        #expect(try await store.decideDeviceAuthorization(userCode: "BCDFGHJK", user: user.id, now: now + 12))
-        #expect(try await !store.decideDeviceAuthorization(userCode: "BCDFGHJK", user: nil, now: now + 12), "once")
+        #expect(
+            try await store.decideDeviceAuthorization(
+                userCode: "BCDFGHJK", user: user.id, signedInWith: "google", now: now + 12))
+        #expect(
+            try await !store.decideDeviceAuthorization(
+                userCode: "BCDFGHJK", user: nil, signedInWith: nil, now: now + 12), "once")
         #expect(try await store.pendingDeviceAuthorization(userCode: "BCDFGHJK", now: now + 12) == nil)
         let polls = try await withThrowingTaskGroup(of: DevicePoll.self) { group in
             for _ in 0..<2 { group.addTask { try await store.pollDeviceAuthorization(hash: hash, now: now + 30) } }
             return try await group.reduce(into: [DevicePoll]()) { $0.append($1) }
         }
-        #expect(polls.filter { $0 == .approved(user.id) }.count == 1, "two pollers: one gets the approval")
+        #expect(
+            polls.filter { $0 == .approved(user.id, signedInWith: "google") }.count == 1,
+            "two pollers: one gets the approval, with the way in the person used")
         #expect(polls.contains(.spent))
         #expect(try await store.pollDeviceAuthorization(hash: hash, now: now + 60) == .spent)
         #expect(try await store.pollDeviceAuthorization(hash: Make.hash(), now: now) == .unknown)
@@ -45,7 +51,9 @@ struct DeviceContract {
         #expect(
             try await store.createDeviceAuthorization(
                 Self.record("DDDDDDDD", hash: denied), maxPending: 2, now: Make.now))
-        #expect(try await store.decideDeviceAuthorization(userCode: "DDDDDDDD", user: nil, now: Make.now))
+        #expect(
+            try await store.decideDeviceAuthorization(userCode: "DDDDDDDD", user: nil, signedInWith: nil, now: Make.now)
+        )
         #expect(try await store.pollDeviceAuthorization(hash: denied, now: Make.now) == .denied)
         let late = Make.hash()
         #expect(
@@ -57,7 +65,9 @@ struct DeviceContract {
             "two pending already")
         #expect(try await store.pollDeviceAuthorization(hash: late, now: Make.now + 600) == .expired)
         #expect(try await store.pendingDeviceAuthorization(userCode: "LLLLLLLL", now: Make.now + 600) == nil)
-        #expect(try await !store.decideDeviceAuthorization(userCode: "LLLLLLLL", user: nil, now: Make.now + 600))
+        #expect(
+            try await !store.decideDeviceAuthorization(
+                userCode: "LLLLLLLL", user: nil, signedInWith: nil, now: Make.now + 600))
         #expect(
             try await store.createDeviceAuthorization(Self.record("NNNNNNNN"), maxPending: 2, now: Make.now + 600),
             "expired ones do not count")

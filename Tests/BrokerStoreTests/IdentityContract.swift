@@ -130,7 +130,9 @@ struct IdentityContract {
         try await store.createEmailLink(
             hash: Array(repeating: 7, count: 32), user: ada.id, purpose: EmailLinkPurpose.reset,
             expiresAt: Make.now + 600, now: Make.now)
-        #expect(try await store.unlinkIdentity(user: ada.id, provider: .custom, now: Make.now) == .unlinked)
+        #expect(
+            try await store.unlinkIdentity(user: ada.id, provider: .custom, now: Make.now)
+                == .unlinked(endedSessions: []))
         #expect(try await store.passwordAccount(email: "ada@example.com") == nil)
         #expect(
             try await store.emailLinkUser(hash: Array(repeating: 7, count: 32), purpose: "reset", now: Make.now) == nil,
@@ -139,6 +141,72 @@ struct IdentityContract {
         #expect(try await Self.user(store, Self.google()).id == ada.id, "Google still signs in as Ada")
         #expect(try await store.unlinkIdentity(user: ada.id, provider: "google", now: 1) == .lastWayIn)
         #expect(try await store.identities(user: ada.id).count == 1)
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func unlinkingEndsTheSessionsStartedWithThatWayInOnly(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let ada = try await Self.custom(store, "ada@example.com")
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 1) == .linked)
+        let viaGoogle = Make.session(for: ada, id: "s-google-1", signedInWith: "google")
+        let viaGoogleToo = Make.session(for: ada, id: "s-google-2", signedInWith: "google")
+        let viaPassword = Make.session(for: ada, id: "s-custom", signedInWith: .custom)
+        let olderThanV10 = Make.session(for: ada, id: "s-unknown")
+        let revokedAlready = Make.session(for: ada, id: "s-google-revoked", signedInWith: "google")
+        let googleToken = Make.hash()
+        try await store.createSession(viaGoogle, firstToken: Make.token(googleToken, session: viaGoogle.id))
+        for session in [viaGoogleToo, viaPassword, olderThanV10, revokedAlready] {
+            try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        }
+        #expect(try await store.revokeSession(id: revokedAlready.id, now: Make.now))
+        // Every read of a session carries the way in it was started with.
+        #expect(try await store.session(id: viaGoogle.id)?.signedInWith == "google")
+        #expect(try await store.sessionWithUser(id: viaPassword.id)?.0.signedInWith == .custom)
+        #expect(try await store.session(id: olderThanV10.id)?.signedInWith == nil)
+        #expect(
+            Set(try await store.sessions(user: ada.id).map { "\($0.id)=\($0.signedInWith?.rawValue ?? "-")" }) == [
+                "s-google-1=google", "s-google-2=google", "s-custom=custom", "s-unknown=-", "s-google-revoked=google",
+            ])
+
+        #expect(
+            try await store.unlinkIdentity(user: ada.id, provider: "google", now: Make.now + 5)
+                == .unlinked(endedSessions: ["s-google-1", "s-google-2"]),
+            "the live sessions started with Google, and only those")
+        let after = Dictionary(uniqueKeysWithValues: try await store.sessions(user: ada.id).map { ($0.id, $0) })
+        #expect(after["s-google-1"]?.revokedAt == Make.now + 5 && after["s-google-2"]?.revokedAt == Make.now + 5)
+        #expect(after["s-google-revoked"]?.revokedAt == Make.now, "an earlier revocation is kept")
+        #expect(after["s-custom"]?.revokedAt == nil && after["s-unknown"]?.revokedAt == nil)
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: googleToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 3600, now: Make.now + 6)
+                == .revoked,
+            "a refresh token of an ended session is refused")
+    }
+
+    @Test(arguments: StoreUnderTest.available)
+    func codesAndDeviceApprovalsCarryTheWayIn(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await Self.user(store, Self.google())
+        let hash = Make.hash()
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
+                hash: hash, userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:9/cb",
+                expiresAt: Make.now + 60, signedInWith: "google"))
+        guard case .redeemed(let code) = try await store.redeemAuthorizationCode(hash: hash, now: Make.now) else {
+            Issue.record("the code was not redeemed")
+            return
+        }
+        #expect(code.signedInWith == "google")
+        let device = Make.hash()
+        #expect(
+            try await store.createDeviceAuthorization(
+                DeviceContract.record("WAYWAYWA", hash: device), maxPending: 10, now: Make.now))
+        #expect(
+            try await store.decideDeviceAuthorization(
+                userCode: "WAYWAYWA", user: user.id, signedInWith: .custom, now: Make.now))
+        #expect(
+            try await store.pollDeviceAuthorization(hash: device, now: Make.now + 10)
+                == .approved(user.id, signedInWith: .custom))
     }
 
     @Test(arguments: StoreUnderTest.available)
@@ -151,7 +219,7 @@ struct IdentityContract {
             group.addTask { try await store.unlinkIdentity(user: ada.id, provider: "google", now: 2) }
             return try await group.reduce(into: [UnlinkOutcome]()) { $0.append($1) }
         }
-        #expect(outcomes.sorted { "\($0)" < "\($1)" } == [.lastWayIn, .unlinked])
+        #expect(outcomes.sorted { "\($0)" < "\($1)" } == [.lastWayIn, .unlinked(endedSessions: [])])
         let left =
             try await store.identities(user: ada.id).count
             + (try await store.passwordAccount(user: ada.id) == nil ? 0 : 1)
@@ -165,7 +233,8 @@ struct IdentityContract {
         #expect(
             try await store.addPasswordAccount(user: gina.id, email: "g@example.com", passwordHash: "h", now: 1)
                 == .added)
-        #expect(try await store.unlinkIdentity(user: gina.id, provider: "google", now: 2) == .unlinked)
+        #expect(
+            try await store.unlinkIdentity(user: gina.id, provider: "google", now: 2) == .unlinked(endedSessions: []))
         #expect(try await store.signIn(Self.google(), now: 3) == .unlinked(from: gina.id))
         #expect(try await store.identities(user: gina.id).isEmpty, "the refused sign-in wrote nothing")
         let ada = try await Self.custom(store, "ada@example.com")

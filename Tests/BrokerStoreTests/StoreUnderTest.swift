@@ -53,11 +53,12 @@ enum Make {
     /// A random 32-byte value: the store treats hashes as opaque.
     static func hash() -> [UInt8] { (0..<32).map { _ in UInt8.random(in: 0...255) } }
 
-    static func session(for user: UserRecord, id: String = UUID().uuidString, at time: Int64 = now)
-        -> SessionRecord
-    {
+    static func session(
+        for user: UserRecord, id: String = UUID().uuidString, at time: Int64 = now, signedInWith: ProviderID? = nil
+    ) -> SessionRecord {
         SessionRecord(
-            id: id, userID: user.id, clientID: "broker-cli", scope: "openid", createdAt: time, revokedAt: nil)
+            id: id, userID: user.id, clientID: "broker-cli", scope: "openid", createdAt: time, revokedAt: nil,
+            signedInWith: signedInWith)
     }
 
     static func token(_ hash: [UInt8], session: String, at time: Int64 = now, lifetime: Int64 = 3600)
