@@ -21,9 +21,9 @@ final class DeviceService: Sendable {
     let audit: AuditTrail
     let metrics: BrokerMetrics
     /// Device authorization requests per client address: 30 at once, 30 more every ten minutes.
-    let requests: RateLimiter
+    let requests: SharedRateLimiter
     /// Wrong user codes per client address: 10 at once, 10 more every ten minutes.
-    let wrongCodes: RateLimiter
+    let wrongCodes: SharedRateLimiter
 
     /// At most this many codes wait for approval at once (all brokers together).
     static let maxPending = 10_000
@@ -38,8 +38,10 @@ final class DeviceService: Sendable {
         logger = accounts.logger
         audit = accounts.audit
         metrics = accounts.metrics
-        requests = RateLimiter(capacity: 30, per: 600, clock: tokens.clock)
-        wrongCodes = RateLimiter(capacity: 10, per: 600, clock: tokens.clock)
+        // In the store: every broker on one database counts against the same buckets.
+        requests = SharedRateLimiter(
+            "device_authorization", capacity: 30, per: 600, store: store, clock: tokens.clock)
+        wrongCodes = SharedRateLimiter("device_user_code", capacity: 10, per: 600, store: store, clock: tokens.clock)
     }
 
     var now: Int64 { tokens.now }
@@ -82,7 +84,7 @@ final class DeviceService: Sendable {
         case let other?:
             throw APIError.invalidRequest("purpose must be sign_in or link, not \"\(other.prefix(32))\"")
         }
-        try requests.admit(address, metrics: metrics, limit: "device_authorization", "too many device sign-ins")
+        try await requests.admit(address, metrics: metrics, limit: "device_authorization", "too many device sign-ins")
         let deviceCode = try SecureRandom.token(byteCount: 32)
         let created = now
         for _ in 0..<4 {
@@ -197,7 +199,7 @@ final class DeviceService: Sendable {
 
     /// The authorization waiting under a typed code; a wrong code counts against the address (429 past the limit).
     func waiting(_ typed: String, address: String?) async throws -> DeviceAuthorization? {
-        if let address, let wait = wrongCodes.peek(address) {
+        if let address, let wait = try await wrongCodes.peek(address) {
             metrics.throttled("device_user_code")
             throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many wrong codes; try later")
         }
@@ -206,7 +208,7 @@ final class DeviceService: Sendable {
         {
             return found
         }
-        if let address { _ = wrongCodes.take(address) }
+        if let address { _ = try await wrongCodes.take(address) }
         audit.record("device_code_refused", outcome: "failure", fields: ["reason": "unknown_user_code"])
         return nil
     }

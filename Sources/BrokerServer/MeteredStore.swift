@@ -179,6 +179,14 @@ final class MeteredStore: Store {
     func secretKey(name: String) async throws -> String? {
         try await timed("secret_key") { try await base.secretKey(name: name) }
     }
+    func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
+        -> Double?
+    {
+        try await timed("rate_limit") {
+            try await base.rateLimit(name, key: key, bucket: bucket, now: now, take: take)
+        }
+    }
+
     func updateThrottle<T: Sendable>(
         keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
     ) async throws -> T {

@@ -11,9 +11,10 @@ final class PasswordService: Sendable {
     let accounts: AccountService
     let grants: GrantService
     let mailer: Mailer?
-    /// Reset requests per client address, and per email (known or not: the limit must not tell them apart).
-    let perAddress: RateLimiter
-    let perEmail: RateLimiter
+    /// Reset requests per client address, and per email (known or not: the limit must not tell them apart). In
+    /// the store: a fleet of brokers sends no more mail than one.
+    let perAddress: SharedRateLimiter
+    let perEmail: SharedRateLimiter
 
     static let resetLifetime: Int64 = 1800
 
@@ -21,8 +22,10 @@ final class PasswordService: Sendable {
         self.accounts = accounts
         self.grants = grants
         self.mailer = mailer
-        perAddress = RateLimiter(capacity: 10, per: 3600, clock: accounts.tokens.clock)
-        perEmail = RateLimiter(capacity: 3, per: 3600, clock: accounts.tokens.clock)
+        perAddress = SharedRateLimiter(
+            "password_reset_address", capacity: 10, per: 3600, store: accounts.store, clock: accounts.tokens.clock)
+        perEmail = SharedRateLimiter(
+            "password_reset_email", capacity: 3, per: 3600, store: accounts.store, clock: accounts.tokens.clock)
     }
 
     var store: any Store { accounts.store }
@@ -35,9 +38,9 @@ final class PasswordService: Sendable {
             throw APIError.notFound("password reset needs mail, and this broker has no mail section")
         }
         let email = AccountRules.lookupEmail(try input.string("email"))
-        try perAddress.admit(
+        try await perAddress.admit(
             address, metrics: accounts.metrics, limit: "password_reset", "too many reset requests; try later")
-        try perEmail.admit(
+        try await perEmail.admit(
             email, metrics: accounts.metrics, limit: "password_reset",
             "too many reset requests for this address; try later")
         mailer.enqueue(.reset) { await self.resetMail(to: email, mailer: mailer) }

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerStore
 import Synchronization
 
 /// Token buckets per key (a client address, a sign-in's marker) on the injected clock: `capacity` requests
@@ -81,5 +82,44 @@ final class RateLimiter: Sendable {
             let newest = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(keep)
             buckets = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
         }
+    }
+}
+
+/// Token buckets in the store (``RateLimitStore``): the same limit for every broker on one database, and kept
+/// across restarts. For the limits that stop guessing and mail abuse (device codes, resets, verification
+/// mail), which a fleet of brokers must not multiply; the high-rate guard on sign-in starts stays in memory.
+final class SharedRateLimiter: Sendable {
+    let name: String
+    let bucket: TokenBucket
+    private let store: any Store
+    private let clock: any WallClock
+
+    /// - Parameters:
+    ///   - name: the limit's name in the store (and in `broker_throttled_total{limit}` via ``admit``).
+    ///   - capacity: requests a key may make at once.
+    ///   - period: seconds in which a spent bucket fills up again.
+    init(_ name: String, capacity: Int, per period: Double, store: any Store, clock: any WallClock) {
+        self.name = name
+        bucket = TokenBucket(capacity: capacity, period: period)
+        self.store = store
+        self.clock = clock
+    }
+
+    /// Takes one token for `key`: `nil` when the request may go on, else the seconds until it may.
+    func take(_ key: String) async throws -> Double? {
+        try await store.rateLimit(name, key: key, bucket: bucket, now: clock.now(), take: true)
+    }
+
+    /// Whether `key` has no token left, without taking one: `nil` when it has, else the seconds until it will.
+    func peek(_ key: String) async throws -> Double? {
+        try await store.rateLimit(name, key: key, bucket: bucket, now: clock.now(), take: false)
+    }
+
+    /// Takes one token for `key` (nothing when `key` is `nil`), or counts the refusal under `limit` and throws
+    /// 429 with `detail` and the seconds to wait.
+    func admit(_ key: String?, metrics: BrokerMetrics, limit: String, _ detail: String) async throws {
+        guard let key, let wait = try await take(key) else { return }
+        metrics.throttled(limit)
+        throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), detail)
     }
 }

@@ -14,9 +14,11 @@ final class VerificationService: Sendable {
     let audit: AuditTrail
     let logger: Logger
     let metrics: BrokerMetrics
-    /// Resend requests per address and per client address (unknown addresses count alike).
-    let perEmail: RateLimiter
-    let perAddress: RateLimiter
+    /// Resend requests per address and per client address (unknown addresses count alike), in the store.
+    let perEmail: SharedRateLimiter
+    let perAddress: SharedRateLimiter
+    /// Notes to the owner of an address someone registered again (`server.enumeration_protection`).
+    let existsNotes: SharedRateLimiter
 
     static let lifetime: Int64 = 86_400
 
@@ -30,8 +32,10 @@ final class VerificationService: Sendable {
         self.audit = audit
         self.logger = logger
         self.metrics = metrics
-        perEmail = RateLimiter(capacity: 3, per: 3600, clock: tokens.clock)
-        perAddress = RateLimiter(capacity: 10, per: 3600, clock: tokens.clock)
+        perEmail = SharedRateLimiter("verification_email", capacity: 3, per: 3600, store: store, clock: tokens.clock)
+        perAddress = SharedRateLimiter(
+            "verification_address", capacity: 10, per: 3600, store: store, clock: tokens.clock)
+        existsNotes = SharedRateLimiter("exists_note", capacity: 3, per: 3600, store: store, clock: tokens.clock)
     }
 
     var now: Int64 { tokens.now }
@@ -46,10 +50,14 @@ final class VerificationService: Sendable {
     /// After a registration for an address that has an account (`server.enumeration_protection`): its owner is
     /// told, with a reset link, at most three times an hour; nothing changes on the account.
     func alreadyRegistered(email: String) {
-        guard let mailer, perEmail.take("exists:" + email) == nil else { return }
+        guard let mailer else { return }
+        // Everything, the limit included, happens in the background: the answer takes no longer for an address
+        // that has an account than for one that has none.
         mailer.enqueue(.exists) {
             do {
-                guard let account = try await self.store.passwordAccount(email: email) else { return nil }
+                guard try await self.existsNotes.take(email) == nil,
+                    let account = try await self.store.passwordAccount(email: email)
+                else { return nil }
                 let link = try await MailLink.create(
                     store: self.store, issuer: self.tokens.issuer, path: "/auth/password/reset",
                     user: account.user.id, purpose: EmailLinkPurpose.reset, lifetime: Self.existsLinkLifetime,
@@ -73,8 +81,8 @@ final class VerificationService: Sendable {
             throw APIError.notFound("address verification needs mail, and this broker has no mail section")
         }
         let email = AccountRules.lookupEmail(try input.string("email"))
-        try perAddress.admit(address, metrics: metrics, limit: "verification", "too many requests; try later")
-        try perEmail.admit(email, metrics: metrics, limit: "verification", "too many requests; try later")
+        try await perAddress.admit(address, metrics: metrics, limit: "verification", "too many requests; try later")
+        try await perEmail.admit(email, metrics: metrics, limit: "verification", "too many requests; try later")
         mailer.enqueue(.verify) {
             guard let account = try? await self.store.passwordAccount(email: email), account.emailVerifiedAt == nil
             else { return nil }

@@ -1143,6 +1143,7 @@ package final class PostgresStore: Store {
                 "DELETE FROM state_markers WHERE expires_at < \(before)",
                 "DELETE FROM email_links WHERE expires_at < \(before)",
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
+                "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
                 AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))
@@ -1358,6 +1359,48 @@ package final class PostgresStore: Store {
                 return stored
             }
             return nil
+        }
+    }
+
+    package func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
+        -> Double?
+    {
+        let logger = logger
+        guard take else {
+            let client = client
+            return try await run("rate limit") {
+                let rows = try await client.query(
+                    "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key)"
+                ).decode((Double, Double).self)
+                var stored: (tokens: Double, updated: Double)?
+                for try await (tokens, updated) in rows { stored = (tokens, updated) }
+                return bucket.step(stored: stored, now: now, take: false).wait
+            }
+        }
+        return try await transaction("rate limit") { connection in
+            // The row is created full if missing, then locked: two brokers taking at once queue on it.
+            try await connection.query(
+                """
+                INSERT INTO rate_limits (name, key, tokens, updated_at, full_at)
+                VALUES (\(name), \(key), \(bucket.capacity), \(now), \(now)) ON CONFLICT (name, key) DO NOTHING
+                """, logger: logger
+            ).drain()
+            let rows = try await connection.query(
+                "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key) FOR UPDATE",
+                logger: logger
+            ).decode((Double, Double).self)
+            var stored: (tokens: Double, updated: Double)?
+            for try await (tokens, updated) in rows { stored = (tokens, updated) }
+            let next = bucket.step(stored: stored, now: now, take: true)
+            if next.wait == nil {
+                try await connection.query(
+                    """
+                    UPDATE rate_limits SET tokens = \(next.tokens), updated_at = \(now), full_at = \(next.fullAt)
+                    WHERE name = \(name) AND key = \(key)
+                    """, logger: logger
+                ).drain()
+            }
+            return next.wait
         }
     }
 

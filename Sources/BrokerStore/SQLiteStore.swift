@@ -535,6 +535,7 @@ package final class SQLiteStore: Store {
             try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM email_links WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",
                 arguments: [Double(before), Double(before)])
@@ -735,6 +736,28 @@ package final class SQLiteStore: Store {
     package func secretKey(name: String) async throws -> String? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
+        }
+    }
+
+    package func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
+        -> Double?
+    {
+        try await pool.write { db in
+            let stored = try Row.fetchOne(
+                db, sql: "SELECT tokens, updated_at FROM rate_limits WHERE name = ? AND key = ?",
+                arguments: [name, key]
+            ).map { (tokens: $0["tokens"] as Double, updated: $0["updated_at"] as Double) }
+            let next = bucket.step(stored: stored, now: now, take: take)
+            if take && next.wait == nil {
+                try db.execute(
+                    sql: """
+                        INSERT INTO rate_limits (name, key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT(name, key) DO UPDATE SET tokens = excluded.tokens,
+                            updated_at = excluded.updated_at, full_at = excluded.full_at
+                        """,
+                    arguments: [name, key, next.tokens, now, next.fullAt])
+            }
+            return next.wait
         }
     }
 

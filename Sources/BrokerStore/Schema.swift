@@ -373,6 +373,32 @@ package enum Schema {
                 ALTER TABLE device_codes ADD COLUMN signed_in_with TEXT;
                 """
         ),
+        Migration(
+            version: 11,
+            name: "rate limits every broker on the database shares (device sign-ins, wrong codes, mail)",
+            sqlite: """
+                CREATE TABLE rate_limits (
+                    name TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    tokens REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    full_at REAL NOT NULL,
+                    PRIMARY KEY (name, key)
+                );
+                CREATE INDEX rate_limits_full ON rate_limits(full_at);
+                """,
+            postgres: """
+                CREATE TABLE rate_limits (
+                    name TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    tokens DOUBLE PRECISION NOT NULL,
+                    updated_at DOUBLE PRECISION NOT NULL,
+                    full_at DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (name, key)
+                );
+                CREATE INDEX rate_limits_full ON rate_limits(full_at);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.

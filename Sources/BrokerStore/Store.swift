@@ -178,7 +178,7 @@ package protocol AuditStore: Sendable {
 
 package protocol Store:
     ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
-    DeviceStore
+    DeviceStore, RateLimitStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
@@ -234,8 +234,8 @@ package protocol Store:
     /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown.
     func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)?
 
-    /// Deletes refresh tokens that expired before `before`, sessions left with none, and exchanged-token
-    /// records past their token's expiry.
+    /// Deletes refresh tokens that expired before `before`, sessions left with none, exchanged-token records
+    /// past their token's expiry, and rate-limit buckets full again by then (they hold no information).
     func purge(expiredBefore before: Int64) async throws
 
     // MARK: Account recovery
@@ -456,6 +456,41 @@ package protocol SharedStateStore: Sendable {
     func updateThrottle<T: Sendable>(
         keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
     ) async throws -> T
+}
+
+/// A token bucket: at most `capacity` tokens, refilled at `capacity / period` per second.
+package struct TokenBucket: Sendable, Hashable {
+    package var capacity: Double
+    package var period: Double
+
+    package init(capacity: Int, period: Double) {
+        self.capacity = Double(capacity)
+        self.period = period
+    }
+
+    var rate: Double { capacity / period }
+
+    /// The bucket at `now` from what was stored (`nil`: a full bucket), with one token taken when `take` and
+    /// one is there: its new level, when it will be full again, and `nil` or the seconds until a token is back.
+    func step(stored: (tokens: Double, updated: Double)?, now: Double, take: Bool)
+        -> (tokens: Double, fullAt: Double, wait: Double?)
+    {
+        var tokens = capacity
+        if let stored { tokens = min(capacity, stored.tokens + max(0, now - stored.updated) * rate) }
+        guard tokens >= 1 else { return (tokens, now + (capacity - tokens) / rate, (1 - tokens) / rate) }
+        if take { tokens -= 1 }
+        return (tokens, now + (capacity - tokens) / rate, nil)
+    }
+}
+
+/// Rate limits in the store (schema v11), so that every broker on one database counts against the same
+/// buckets: a guesser or a mail bomber spread over brokers is slowed as if there were one.
+package protocol RateLimitStore: Sendable {
+    /// Takes one token from the bucket `key` of the limit `name` at `now` (seconds), in one transaction that
+    /// holds the bucket against other brokers; with `take: false` only looks. `nil` when a token was there
+    /// (and is now taken), else the seconds until one will be.
+    func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
+        -> Double?
 }
 
 extension Store {

@@ -99,6 +99,25 @@ struct ScaleOutTests {
         }
     }
 
+    @Test func wrongDeviceCodesOnBothBrokersAddUpToOneLimit() async throws {
+        let (a, b) = try await Self.pair()
+        try await a.live { onA, _ in
+            try await b.live { onB, _ in
+                // Ten wrong codes from one address, alternating between the brokers, spend the one bucket.
+                for attempt in 0..<10 {
+                    let broker = attempt.isMultiple(of: 2) ? onA : onB
+                    #expect(try await broker.get("/device?user_code=BCDF-GHJK").status == 400)
+                }
+                let limited = try await onB.get("/device?user_code=BCDF-GHJK")
+                #expect(limited.status == 429 && limited.header("Retry-After") == "60")
+                #expect(try await onA.get("/device?user_code=BCDF-GHJK").status == 429)
+                a.clock.advance(by: 60)
+                #expect(try await onA.get("/device?user_code=BCDF-GHJK").status == 400, "one more a minute")
+                #expect(try await onB.get("/device?user_code=BCDF-GHJK").status == 429)
+            }
+        }
+    }
+
     @Test func aKeyRotatedOnTheStoreIsServedByBothAndTokensVerifyAcross() async throws {
         let (a, b) = try await Self.pair()
         let before = a.service.keys.current.ring.current.kid
