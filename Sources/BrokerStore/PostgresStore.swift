@@ -134,9 +134,9 @@ package final class PostgresStore: Store {
     /// to ignore cancellation, so the request hung. Here the operation runs in a task of its own that is
     /// cancelled and left to finish by itself; the caller has its answer at the deadline.
     func run<T: Sendable>(
-        _ what: String, _ operation: @escaping @Sendable () async throws -> T
+        _ what: String, deadline: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let deadline = deadline
+        let deadline = deadline ?? self.deadline
         let race = DeadlineRace<Outcome<T>>()
         let outcome: Outcome<T>
         do {
@@ -194,11 +194,11 @@ package final class PostgresStore: Store {
     }
 
     func transaction<T: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ what: String, deadline: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let client = client
         let logger = logger
-        return try await run(what) {
+        return try await run(what, deadline: deadline) {
             try await client.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }
@@ -212,11 +212,16 @@ package final class PostgresStore: Store {
 
     static let migrationLock: Int64 = 0x6272_6f6b_6572  // "broker"
 
+    /// How long a migration may take, waiting for another broker's included: not the store's per-request
+    /// deadline (a few seconds at start-up), since a migration on a large table, or nine brokers queued
+    /// behind one, legitimately takes longer. A database that is down still fails at once.
+    static let migrationDeadline: Duration = .seconds(600)
+
     /// Applies pending migrations in one transaction under an advisory lock; returns the versions applied.
     @discardableResult
     package func migrate() async throws -> [Int] {
         let logger = logger
-        return try await transaction("migration") { connection in
+        return try await transaction("migration", deadline: max(deadline, Self.migrationDeadline)) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
                 .drain()
             try await connection.query(
