@@ -51,6 +51,15 @@ wait "$group"
 status=$?
 kill -TERM "$watchdog" 2> /dev/null
 wait "$watchdog" 2> /dev/null
+# Whatever the command left running in its group (a server a crashed test never stopped) goes too: it would
+# hold the caller's output open, and a caller reading it (tee) would wait for ever.
+if kill -TERM -- "-$group" 2> /dev/null; then
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 -- "-$group" 2> /dev/null || break
+        sleep 1
+    done
+    kill -KILL -- "-$group" 2> /dev/null || true
+fi
 if [ -s "$marker" ]; then
     echo "== $* did not finish within $minutes minutes" >&2
     status=124

@@ -21,7 +21,8 @@ swift build
 # scripts/install.sh, twice (the second run must be harmless), into a throw-away prefix; InstallTests checks
 # and uninstalls it. It runs here because it builds, and SwiftPM holds its build lock while `swift test` runs.
 install_prefix=$(mktemp -d)
-trap 'rm -rf "$install_prefix"' EXIT
+suite_log=$(mktemp)
+trap 'rm -rf "$install_prefix" "$suite_log"' EXIT
 echo "== scripts/install.sh --prefix $install_prefix --configuration debug (twice)" >&2
 scripts/install.sh --prefix "$install_prefix" --configuration debug
 scripts/install.sh --prefix "$install_prefix" --configuration debug
@@ -30,10 +31,27 @@ export BROKER_TEST_INSTALL_PREFIX=$install_prefix
 # Each run is bounded (scripts/bounded.sh): a stalled run prints every thread's stack and fails, well inside
 # CI's 90 minutes, instead of running into that limit with nothing said. On a 2-core CI machine the first
 # takes about 12 minutes (building the tests included) and the load suite about 4.
+# A failed run ends with a summary of what failed (every failed expectation, crash or stall line), so that the
+# reason is in the last lines of a long log, where a CI page shows it.
+run_suite() {
+    local minutes=$1
+    shift
+    local status=0
+    scripts/bounded.sh "$minutes" scripts/with-postgres.sh "$@" 2>&1 | tee "$suite_log" || status=$?
+    if [ "$status" -ne 0 ]; then
+        {
+            echo "== FAILED (exit $status): $*"
+            grep -aE '✘|[Ff]atal error|error: |[Ee]xited with|signal [0-9]|did not finish|still running' "$suite_log" |
+                grep -v '^✘ Test run with' | tail -n 60 || true
+            grep -a '^✘ Test run with' "$suite_log" || true
+        } >&2
+        exit "$status"
+    fi
+}
 echo "== swift test (all but the load suite, in parallel)" >&2
-scripts/bounded.sh 40 scripts/with-postgres.sh swift test --skip LoadTests
+run_suite 40 swift test --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
-scripts/bounded.sh 20 scripts/with-postgres.sh swift test --skip-build --filter LoadTests
+run_suite 20 swift test --skip-build --filter LoadTests
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.

@@ -1,5 +1,5 @@
 package import BrokerCore
-package import BrokerCrypto
+import BrokerCrypto
 package import BrokerHTTP
 package import ProviderSupport
 

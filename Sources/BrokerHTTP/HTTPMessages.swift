@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 
 /// An outbound HTTP request, sent by an ``HTTPTransport``.
 package struct HTTPClientRequest: Sendable {

@@ -221,11 +221,7 @@ final class AccountService: Sendable {
         let admission = try await throttle?.admit(account: email, address: address) ?? .open
         switch admission {
         case .blocked(let wait):
-            metrics.throttled("login_throttle")
-            throw APIError.tooManyRequests(
-                retryAfter: Int64(wait.rounded(.up)),
-                "too many failed sign-ins; try again later"
-            )
+            throw metrics.throttle("login_throttle", wait: wait, "too many failed sign-ins; try again later")
         case .busy:
             metrics.throttled("login_throttle")
             throw APIError.tooManyRequests(

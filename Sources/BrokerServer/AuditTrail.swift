@@ -2,7 +2,7 @@ package import BrokerCore
 package import BrokerStore
 package import BrokerSystem
 package import Logging
-package import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
@@ -177,7 +177,14 @@ package final class AuditTrail: Sendable {
         }
         guard destination != .discard else { return }
         line.append(UInt8(ascii: "\n"))
-        sink.withLock { sink in PosixFile.writeAll(line, to: sink.descriptor) }
+        let failure = sink.withLock { sink -> Int32? in
+            PosixFile.writeAll(line, to: sink.descriptor) ? nil : errno
+        }
+        if let failure, case .file(let path) = destination {
+            // A full disk or a removed mount loses this line of the trail; the operator hears of it.
+            let note = "broker: audit event \(event) not written to \(path): \(String(cString: strerror(failure)))\n"
+            _ = note.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        }
     }
 
     /// RFC 3339 UTC, seconds.

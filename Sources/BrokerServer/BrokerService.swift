@@ -4,8 +4,8 @@ package import BrokerCrypto
 package import BrokerHTTP
 package import BrokerStore
 package import Logging
-package import ProviderSupport
-package import Synchronization
+import ProviderSupport
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc

@@ -200,8 +200,7 @@ final class DeviceService: Sendable {
     /// The authorization waiting under a typed code; a wrong code counts against the address (429 past the limit).
     func waiting(_ typed: String, address: String?) async throws -> DeviceAuthorization? {
         if let address, let wait = try await wrongCodes.peek(address) {
-            metrics.throttled("device_user_code")
-            throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), "too many wrong codes; try later")
+            throw metrics.throttle("device_user_code", wait: wait, "too many wrong codes; try later")
         }
         if let code = Self.normalize(typed),
             let found = try await store.pendingDeviceAuthorization(userCode: code, now: now)

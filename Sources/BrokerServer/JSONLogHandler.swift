@@ -40,7 +40,8 @@ package struct JSONLogHandler: LogHandler {
         object["message"] = .string(event.message.description)
         var line = JSONValue.object(object).serializedBytes
         line.append(UInt8(ascii: "\n"))
-        Self.output.withLock { descriptor in PosixFile.writeAll(line, to: descriptor) }
+        // A log line that cannot be written has nowhere else to go.
+        _ = Self.output.withLock { descriptor in PosixFile.writeAll(line, to: descriptor) }
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {

@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 package import BrokerCrypto
 import BrokerSystem
 

@@ -1,5 +1,5 @@
 package import BrokerConfiguration
-package import BrokerCore
+import BrokerCore
 package import BrokerCrypto
 package import BrokerStore
 import BrokerSystem

@@ -64,7 +64,7 @@ final class LinkService: Sendable {
     /// `/auth/{provider}/start`), or `{"provider": "custom", "email", "password"}` (→ 201, the password account
     /// added and its verification link mailed).
     func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
-        let (session, user) = try await grants.authenticate(authorization: authorization)
+        let (_, user) = try await grants.authenticate(authorization: authorization)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")

@@ -60,8 +60,7 @@ final class RateLimiter: Sendable {
     /// 429 with `detail` and the seconds to wait.
     func admit(_ key: String?, metrics: BrokerMetrics, limit: String, _ detail: String) throws {
         guard let key, let wait = take(key) else { return }
-        metrics.throttled(limit)
-        throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), detail)
+        throw metrics.throttle(limit, wait: wait, detail)
     }
 
     /// Returns a token taken for a request that was not served after all (the server was busy).
@@ -119,7 +118,15 @@ final class SharedRateLimiter: Sendable {
     /// 429 with `detail` and the seconds to wait.
     func admit(_ key: String?, metrics: BrokerMetrics, limit: String, _ detail: String) async throws {
         guard let key, let wait = try await take(key) else { return }
-        metrics.throttled(limit)
-        throw APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), detail)
+        throw metrics.throttle(limit, wait: wait, detail)
+    }
+}
+
+extension BrokerMetrics {
+    /// A request refused by a rate limit: counted under `limit`, answered 429 with the wait (whole seconds,
+    /// rounded up) in `Retry-After`.
+    func throttle(_ limit: String, wait: Double, _ detail: String) -> APIError {
+        throttled(limit)
+        return APIError.tooManyRequests(retryAfter: Int64(wait.rounded(.up)), detail)
     }
 }

@@ -46,9 +46,8 @@ final class SignInService: Sendable {
     /// 429 when `address` has started or completed too many sign-ins lately.
     func limit(_ address: String?) throws {
         if let address, let wait = perAddress.take(address) {
-            metrics.throttled("browser_sign_in")
-            throw APIError.tooManyRequests(
-                retryAfter: Int64(wait.rounded(.up)), "too many sign-ins from this address; try again later")
+            throw metrics.throttle(
+                "browser_sign_in", wait: wait, "too many sign-ins from this address; try again later")
         }
     }
 

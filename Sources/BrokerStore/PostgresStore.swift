@@ -1375,11 +1375,8 @@ package final class PostgresStore: Store {
             let client = client
             return try await run("rate limit") {
                 let rows = try await client.query(
-                    "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key)"
-                ).decode((Double, Double).self)
-                var stored: (tokens: Double, updated: Double)?
-                for try await (tokens, updated) in rows { stored = (tokens, updated) }
-                return bucket.step(stored: stored, now: now, take: false).wait
+                    "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key)")
+                return bucket.step(stored: try await Self.storedBucket(rows), now: now, take: false).wait
             }
         }
         return try await transaction("rate limit") { connection in
@@ -1392,11 +1389,8 @@ package final class PostgresStore: Store {
             ).drain()
             let rows = try await connection.query(
                 "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key) FOR UPDATE",
-                logger: logger
-            ).decode((Double, Double).self)
-            var stored: (tokens: Double, updated: Double)?
-            for try await (tokens, updated) in rows { stored = (tokens, updated) }
-            let next = bucket.step(stored: stored, now: now, take: true)
+                logger: logger)
+            let next = bucket.step(stored: try await Self.storedBucket(rows), now: now, take: true)
             if next.wait == nil {
                 try await connection.query(
                     """
@@ -1407,6 +1401,13 @@ package final class PostgresStore: Store {
             }
             return next.wait
         }
+    }
+
+    /// The one bucket row `SELECT tokens, updated_at …` found, if any.
+    private static func storedBucket(_ rows: PostgresRowSequence) async throws -> (tokens: Double, updated: Double)? {
+        var stored: (tokens: Double, updated: Double)?
+        for try await (tokens, updated) in rows.decode((Double, Double).self) { stored = (tokens, updated) }
+        return stored
     }
 
     package func updateThrottle<T: Sendable>(

@@ -742,13 +742,15 @@ package final class SQLiteStore: Store {
     package func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
         -> Double?
     {
-        try await pool.write { db in
-            let stored = try Row.fetchOne(
-                db, sql: "SELECT tokens, updated_at FROM rate_limits WHERE name = ? AND key = ?",
-                arguments: [name, key]
-            ).map { (tokens: $0["tokens"] as Double, updated: $0["updated_at"] as Double) }
-            let next = bucket.step(stored: stored, now: now, take: take)
-            if take && next.wait == nil {
+        // Looking needs no write transaction.
+        guard take else {
+            return try await pool.read { db in
+                bucket.step(stored: try Self.storedBucket(db, name, key), now: now, take: false).wait
+            }
+        }
+        return try await pool.write { db in
+            let next = bucket.step(stored: try Self.storedBucket(db, name, key), now: now, take: true)
+            if next.wait == nil {
                 try db.execute(
                     sql: """
                         INSERT INTO rate_limits (name, key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?, ?)
@@ -759,6 +761,14 @@ package final class SQLiteStore: Store {
             }
             return next.wait
         }
+    }
+
+    private static func storedBucket(_ db: Database, _ name: String, _ key: String) throws
+        -> (tokens: Double, updated: Double)?
+    {
+        try Row.fetchOne(
+            db, sql: "SELECT tokens, updated_at FROM rate_limits WHERE name = ? AND key = ?", arguments: [name, key]
+        ).map { (tokens: $0["tokens"] as Double, updated: $0["updated_at"] as Double) }
     }
 
     package func updateThrottle<T: Sendable>(

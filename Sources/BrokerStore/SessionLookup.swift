@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 import GRDBSQLite
 import Synchronization
 

@@ -1,9 +1,9 @@
 import CSpawn
 
 #if canImport(Glibc)
-    package import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-    package import Darwin
+    import Darwin
 #endif
 
 /// A child process started with `posix_spawn`, which inherits nothing but its three standard streams, and is
@@ -24,8 +24,6 @@ package final class ChildProcess: @unchecked Sendable {
         case inherit
         /// A file, created 0600 if missing and truncated (stdin: opened for reading).
         case file(String)
-        /// A file, created 0600 if missing, written at its end.
-        case append(String)
         /// A pipe whose other end this process keeps: ``input`` or ``output``/``errors``.
         case pipe
         /// Standard error only: wherever standard output goes.
@@ -43,6 +41,9 @@ package final class ChildProcess: @unchecked Sendable {
             self.status = status
             self.signaled = signaled
         }
+
+        /// As a shell reports it: the exit code, or 128 plus the signal's number.
+        package var exitCode: Int32 { signaled ? 128 + status : status }
     }
 
     /// Why a child could not be started.
@@ -95,8 +96,6 @@ package final class ChildProcess: @unchecked Sendable {
             case .file(let path):
                 let flags = target == 0 ? O_RDONLY : O_WRONLY | O_CREAT | O_TRUNC
                 posix_spawn_file_actions_addopen(&actions, target, path, flags, 0o600)
-            case .append(let path):
-                posix_spawn_file_actions_addopen(&actions, target, path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
             case .standardOutput:
                 posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, target)
             case .pipe:

@@ -1,5 +1,5 @@
 import BrokerSystem
-package import Foundation
+import Foundation
 
 /// What a finished process left: its exit status and both output streams.
 package struct ProcessOutput: Sendable {
@@ -71,7 +71,7 @@ package enum ProcessRunner {
             ended = child.waitUntilExit()
         }
         return ProcessOutput(
-            status: ended.map { $0.signaled ? 128 + $0.status : $0.status } ?? -1,
+            status: ended?.exitCode ?? -1,
             stdoutBytes: Array((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()),
             stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
             timedOut: killed

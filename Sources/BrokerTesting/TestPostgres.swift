@@ -72,6 +72,6 @@ package enum TestPostgres {
             command[0], Array(command.dropFirst()), stdin: .null, stdout: .file(output), stderr: .standardOutput)
         let ended = child.waitUntilExit()
         let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-        return (ended.map { $0.signaled ? 128 + $0.status : $0.status } ?? -1, text)
+        return (ended?.exitCode ?? -1, text)
     }
 }

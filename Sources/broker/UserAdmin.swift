@@ -4,6 +4,7 @@ import BrokerCore
 import BrokerProviders
 import BrokerServer
 import BrokerStore
+import ProviderSupport
 
 #if canImport(Glibc)
     import Glibc

@@ -16,7 +16,7 @@ struct MintOfflineTests {
     @Test("OpenSSL-made keys give ES256, RS256 and EdDSA tokens with every claim", arguments: 0..<4)
     func mintsEachAlgorithm(index: Int) async throws {
         let (name, args, algorithm) = MintOfflineTests.keyKinds[index]
-        let dir = try await CLIRunner.temporaryDirectory()
+        let dir = try CLIRunner.temporaryDirectory()
         let keyPath = dir.appendingPathComponent(name).path
         try await CLIRunner.openssl(args + ["-out", keyPath])
         let result = try await CLIRunner.run([
@@ -46,7 +46,7 @@ struct MintOfflineTests {
     }
 
     @Test func formats() async throws {
-        let dir = try await CLIRunner.temporaryDirectory()
+        let dir = try CLIRunner.temporaryDirectory()
         let keyPath = dir.appendingPathComponent("k.pem").path
         try await CLIRunner.openssl(["genpkey", "-algorithm", "ed25519", "-out", keyPath])
         let header = try await CLIRunner.run(["mint", "--signing-key", keyPath, "--subject", "s", "--format", "header"])
@@ -59,7 +59,7 @@ struct MintOfflineTests {
     }
 
     @Test func unusableKeysExitOneNamingTheFile() async throws {
-        let dir = try await CLIRunner.temporaryDirectory()
+        let dir = try CLIRunner.temporaryDirectory()
         let weak = dir.appendingPathComponent("weak.pem").path
         try await CLIRunner.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", weak])
         let garbage = dir.appendingPathComponent("garbage.pem")

@@ -199,6 +199,19 @@ struct AuditTrailTests {
         }
     }
 
+    @Test func anAuditLineThatCannotBeWrittenIsReportedAndTheBrokerGoesOn() async throws {
+        // /dev/full opens, and every write to it fails with ENOSPC: a full disk under the audit log.
+        try #require(FileManager.default.fileExists(atPath: "/dev/full"))
+        let server = try await BrokerProcess.start(config: #"{"server": {"audit_log": "/dev/full"}}"#)
+        defer { server.stop() }
+        #expect(try await server.register("full@example.com", "correct horse battery").status == 201)
+        #expect(try await server.get("/healthz").status == 200)
+        #expect(try await server.terminate() == 0)
+        #expect(
+            server.stderr.contains("audit event registration not written to /dev/full: No space left on device"),
+            "\(server.stderr.suffix(800))")
+    }
+
     @Test func jsonLogsAreOneObjectPerLineWithTheRequestID() async throws {
         let server = try await BrokerProcess.start(arguments: ["--log-format", "json"])
         var request = HTTPClientRequest(

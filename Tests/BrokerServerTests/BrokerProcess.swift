@@ -34,8 +34,8 @@ final class BrokerProcess: @unchecked Sendable {
         let stamp = UUID().uuidString.prefix(8)
         stdoutPath = self.directory.appendingPathComponent("stdout-\(stamp)").path
         stderrPath = self.directory.appendingPathComponent("stderr-\(stamp)").path
-        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: stdoutPath))
+        try Data().write(to: URL(fileURLWithPath: stderrPath))
         var args = ["serve", "--port", "0", "--data-dir", dataDirectory]
         if let config {
             let file = self.directory.appendingPathComponent("broker.json")

@@ -21,7 +21,7 @@ final class EmulatorProcess: @unchecked Sendable {
     init(arguments: [String] = []) throws {
         let directory = try BrokerProcess.temporaryDirectory()
         output = directory.appendingPathComponent("emulator-out").path
-        FileManager.default.createFile(atPath: output, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: output))
         process = try ChildProcess(
             TestPaths.broker, ["emulate", "--port", "0"] + arguments, stdin: .null, stdout: .file(output),
             stderr: .inherit)

@@ -63,7 +63,7 @@ func refreshRequests(_ server: BrokerProcess) -> Int {
 struct CLISessionTests {
     @Test func registerWhoamiTokenLogout() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
 
         let registered = try await client.run(
@@ -145,7 +145,7 @@ struct CLISessionTests {
 
     @Test func loginAndUsageErrors() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("grace@example.com")
         #expect(try await client.run(["logout"]).status == 0)
@@ -203,7 +203,7 @@ struct CLISessionTests {
 
     @Test func tokenRefreshesOnceWhenTooShortAndKeepsTheRotation() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("lin@example.com")
         let before = try #require(try client.cached())
@@ -237,7 +237,7 @@ struct CLISessionTests {
 
     @Test func theLauncherAnswersAWarmTokenAloneAndHandsEverythingElseOn() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("ada@example.com")
         let token = try #require(try client.cached()).accessToken.exposed
@@ -276,7 +276,7 @@ struct CLISessionTests {
 
     @Test func twentyConcurrentTokensMakeOneRefresh() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("many@example.com")
         try client.ageSession()
@@ -302,7 +302,7 @@ struct CLISessionTests {
 
     @Test func aSessionTheBrokerRefusesIsClearedNotRetried() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("gone@example.com")
         let session = try #require(try client.cached())
@@ -336,7 +336,7 @@ struct CLISessionTests {
 
     @Test func aCorruptOrForeignStoreIsMovedAsideAndReported() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         for (content, reason) in [
             ("{\"format\": 1, \"sessions\": [", "not JSON"),
             ("{\"format\": 2, \"sessions\": []}", "format 2"),
@@ -366,7 +366,7 @@ struct CLISessionTests {
 
     @Test func clientConfigFileSetsTheBrokerAndBadOnesAreNamed() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try FileManager.default.createDirectory(atPath: client.home, withIntermediateDirectories: true)
         let config = client.home + "/config.json"
@@ -390,7 +390,7 @@ struct CLISessionTests {
 
     @Test func profilesAreSeparateAndLogoutAllClearsEvery() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         try await client.register("one@example.com")
         let work = try await client.run(
@@ -459,7 +459,7 @@ struct CredentialStoreCrashTests {
 struct CLITerminalTests {
     @Test func promptsWithoutEchoAndColourOnlyWithoutNoColor() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/pty_prompt.py").path
         let result = try await offThread {

@@ -116,7 +116,7 @@ extension LoadTests {
             let chains = await storm.chains
             let unanswered = await storm.unanswered
             let emails = await storm.registered
-            let input = try JSONValue.object([
+            let input = JSONValue.object([
                 "tokens": .array(chains.map { .string($0) }), "emails": .array(emails.map { .string($0) }),
             ]).serialized()
             let checked = try await ProcessRunner.python(

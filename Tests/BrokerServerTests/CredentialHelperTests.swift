@@ -248,7 +248,7 @@ struct InstallTests {
         #expect(removed.status == 0, "\(removed.stderr)")
         let left = FileManager.default.enumerator(atPath: prefix)?.compactMap { $0 as? String }.filter { path in
             var isDirectory: ObjCBool = false
-            FileManager.default.fileExists(atPath: prefix + "/" + path, isDirectory: &isDirectory)
+            _ = FileManager.default.fileExists(atPath: prefix + "/" + path, isDirectory: &isDirectory)
             return !isDirectory.boolValue
         }
         #expect(left == [], "uninstall removed every file it installed")

@@ -9,7 +9,7 @@ import Testing
 struct ExecTests {
     @Test func theCommandGetsTheTokenAndTheBrokerAndItsStatusPassesThrough() async throws {
         let server = try await BrokerProcess.start()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = try ClientHome(server: server)
         let marker = try BrokerProcess.temporaryDirectory().appendingPathComponent("ran").path
 

@@ -98,7 +98,7 @@ struct MetricsTests {
     func anUnusableMetricsTokenFileStopsTheStartWithItsName(kind: String) async throws {
         let directory = try TemporaryDirectory.make(prefix: "broker-metrics-token")
         let file = directory.appendingPathComponent("token").path
-        if kind == "empty" { FileManager.default.createFile(atPath: file, contents: Data("\n".utf8)) }
+        if kind == "empty" { try Data("\n".utf8).write(to: URL(fileURLWithPath: file)) }
         do {
             let server = try await BrokerProcess.start(config: #"{"server": {"metrics_token_file": "\#(file)"}}"#)
             server.stop()
@@ -209,7 +209,7 @@ final class PrometheusProcess: @unchecked Sendable {
         let file = directory.appendingPathComponent("prometheus.yml")
         try Data(config.utf8).write(to: file)
         let logPath = directory.appendingPathComponent("prometheus.log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: logPath))
         process = try ChildProcess(
             "/usr/bin/prometheus",
             [

@@ -9,13 +9,18 @@ import Testing
 @Suite("scale-out: broker processes on one PostgreSQL database")
 struct ScaleOutProcessTests {
     static let password = "correct horse battery staple"
+    /// The database password, and a store deadline of a minute instead of the default 5 s: these tests are
+    /// about sharing a database, not about its speed, and one PostgreSQL serves every suite at once here.
+    static let environment = [
+        "BROKER_DATABASE_PASSWORD": TestPostgres.password, "BROKER_SERVER_DATABASE_TIMEOUT": "60",
+    ]
 
     /// A fresh database, a master key file (0600) and the environment that carries the database password.
     struct Shared {
         let url: String
         let masterKeyFile: String
         let directory: URL
-        var environment: [String: String] { ["BROKER_DATABASE_PASSWORD": TestPostgres.password] }
+        var environment: [String: String] { ScaleOutProcessTests.environment }
         var options: [String] { ["--database", url, "--master-key-file", masterKeyFile] }
 
         static func make() async throws -> Shared {
@@ -163,7 +168,7 @@ struct ScaleOutProcessTests {
         #expect(try await single.terminate() == 0)
 
         let url = try await TestPostgres.freshDatabase()
-        let environment = ["BROKER_DATABASE_PASSWORD": TestPostgres.password]
+        let environment = Self.environment
         let sqlite = "sqlite:" + single.dataDirectory + "/broker.sqlite3"
         let copied = try await CLI.run(["db", "copy", "--from", sqlite, "--to", url], environment: environment)
         #expect(copied.status == 0, "\(copied.stderr)")
