@@ -223,7 +223,9 @@ let package = Package(
         // manual clock and a scripted HTTP transport.
         .target(
             name: "BrokerTesting",
-            dependencies: ["BrokerCore", "BrokerHTTP", "BrokerSystem"],
+            dependencies: [
+                "BrokerCore", "BrokerHTTP", "BrokerSystem", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 

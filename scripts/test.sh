@@ -9,8 +9,10 @@ scripts/setup.sh
 echo "== swift format lint" >&2
 swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Package.swift
 
+# Quiet (errors only) here and in the test runs below: the build's progress lines alone come to 200 kB, and a
+# CI page keeps only the first 512 kB of a run's output, so a failure near the end would not be seen.
 echo "== swift build" >&2
-swift build
+swift build --quiet
 
 # The load suite saturates every core with scrypt for tens of seconds (and its database-outage test stops the
 # shared PostgreSQL cluster, its crash test kills brokers fifty times); on a 2-core CI machine it would starve
@@ -48,10 +50,14 @@ run_suite() {
         exit "$status"
     fi
 }
+# --quiet prints each failed expectation and the totals, not a line per test started and passed; set
+# BROKER_TEST_VERBOSE=1 for those, and BROKER_TEST_LOG_LEVEL=info for the in-process servers' request lines.
+verbosity=--quiet
+[ -n "${BROKER_TEST_VERBOSE:-}" ] && verbosity=
 echo "== swift test (all but the load suite, in parallel)" >&2
-run_suite 40 swift test --skip LoadTests
+run_suite 40 swift test $verbosity --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
-run_suite 20 swift test --skip-build --filter LoadTests
+run_suite 20 swift test $verbosity --skip-build --filter LoadTests
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.

@@ -62,7 +62,7 @@ struct InProcessBroker {
             configuration: configuration,
             store: store,
             master: master,
-            logger: Logger(label: "test"),
+            logger: Logger.test(),
             // Cheap scrypt: these tests are about the endpoints, not the hash's cost.
             hasher: PasswordHasher(parameters: .init(logN: 10, r: 8, p: 1)),
             clock: clock,
@@ -77,7 +77,7 @@ struct InProcessBroker {
         metrics: MetricsEndpoint = MetricsEndpoint(), _ body: @escaping @Sendable (Client) async throws -> Void
     ) async throws {
         let app = Application(
-            router: BrokerHTTPServer.router(service: service, logger: Logger(label: "test"), metrics: metrics))
+            router: BrokerHTTPServer.router(service: service, logger: Logger.test(), metrics: metrics))
         try await app.test(.router) { client in try await body(Client(client: client)) }
     }
 
@@ -86,8 +86,8 @@ struct InProcessBroker {
     func live(_ body: @escaping @Sendable (Client, String) async throws -> Void) async throws {
         let app = Application(
             router: BrokerHTTPServer.router(
-                service: service, logger: Logger(label: "test"), metrics: MetricsEndpoint()),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                service: service, logger: Logger.test(), metrics: MetricsEndpoint()),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: Logger.test("Hummingbird"))
         try await app.test(.live) { client in
             let port = try #require(client.port)
             try await body(Client(client: client), "http://127.0.0.1:\(port)")

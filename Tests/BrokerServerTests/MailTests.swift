@@ -79,7 +79,7 @@ struct MailTests {
         let metrics = BrokerMetrics()
         let mailer = try Mailer(
             configuration: configuration, password: nil, issuer: "https://id.example.com",
-            logger: Logger(label: "test"),
+            logger: Logger.test(),
             metrics: metrics, clock: ManualClock(), backoff: { _ in .zero })
         return (mailer, metrics)
     }

@@ -27,7 +27,7 @@ struct OpenIDConnectTests {
         return OpenIDConnectProvider(
             configuration: configuration,
             directory: IssuerDirectory(
-                http: { HTTPClient.shared }, clock: SystemClock(), logger: Logger(label: "test")),
+                http: { HTTPClient.shared }, clock: SystemClock(), logger: Logger.test()),
             http: { HTTPClient.shared }, clock: SystemClock())
     }
 

@@ -112,7 +112,7 @@ struct ScaleOutProcessTests {
                 group.addTask {
                     let store = try await PostgresStore.open(
                         location, password: TestPostgres.password, poolSize: 1, deadline: .seconds(60), migrate: false,
-                        logger: Logger(label: "t"))
+                        logger: Logger.test())
                     let versions = try await store.migrate()
                     await store.close()
                     return versions

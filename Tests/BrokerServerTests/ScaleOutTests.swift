@@ -35,7 +35,7 @@ struct ScaleOutTests {
             throw TestSupportError("not a PostgreSQL URL")
         }
         return try await PostgresStore.open(
-            location, password: TestPostgres.password, poolSize: 4, deadline: .seconds(60), logger: Logger(label: "t"))
+            location, password: TestPostgres.password, poolSize: 4, deadline: .seconds(60), logger: Logger.test())
     }
 
     @Test func registerOnOneSignInOnTheOtherAndReuseRevokesOnBoth() async throws {

@@ -35,7 +35,7 @@ enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable
         }
         return try await PostgresStore.open(
             location, password: TestPostgres.password, poolSize: poolSize, deadline: .seconds(60),
-            logger: Logger(label: "test"))
+            logger: Logger.test())
     }
 }
 

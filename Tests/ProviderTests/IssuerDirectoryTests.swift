@@ -22,7 +22,7 @@ struct IssuerDirectoryTests {
     init() {
         let transport = transport
         directory = IssuerDirectory(
-            http: { transport }, clock: clock, logger: Logger(label: "test"), freshFor: 600, refetchInterval: 5)
+            http: { transport }, clock: clock, logger: Logger.test(), freshFor: 600, refetchInterval: 5)
         transport.onJSON(
             "GET", Self.discovery, ["issuer": .string(Self.issuer), "jwks_uri": .string(Self.jwksURI)])
     }
@@ -91,7 +91,7 @@ struct IssuerDirectoryTests {
 
     @Test func discoveryMustNameTheIssuerAndAnAcceptableJWKSURI() async throws {
         let transport = ScriptedTransport()
-        let directory = IssuerDirectory(http: { transport }, clock: clock, logger: Logger(label: "test"))
+        let directory = IssuerDirectory(http: { transport }, clock: clock, logger: Logger.test())
         transport.onJSON(
             "GET", "https://a.example/.well-known/openid-configuration",
             ["issuer": "https://evil.example", "jwks_uri": "https://a.example/jwks"])
