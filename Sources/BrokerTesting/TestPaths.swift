@@ -1,4 +1,5 @@
 package import Foundation
+import Synchronization
 
 /// Where things are when tests run: the repository, the built executables, the interop scripts.
 package enum TestPaths {
@@ -22,12 +23,33 @@ package enum TestPaths {
     }
 }
 
-/// Fresh directories for a test's files.
+/// Fresh directories for a test's files, all under one folder of this test process's own that goes when the
+/// process exits: a run makes a few hundred (brokers' data directories, client homes, SQLite stores, logs), and
+/// left behind they came to gigabytes in /tmp over a day of runs. A crashed run leaves its one folder,
+/// `broker-tests-PID-…`, for a look at what it was doing.
 package enum TemporaryDirectory {
-    /// Creates a new empty directory under the system's temporary folder.
+    /// Creates a new empty directory under this process's folder.
     package static func make(prefix: String = "broker-test") throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        let url = URL(fileURLWithPath: try processFolder.get()).appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
+
+    /// The process's folder, made (and its removal at exit arranged) the first time a directory is asked for.
+    private static let processFolder: Result<String, any Error> = Result {
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("broker-tests-\(getpid())-\(UUID().uuidString.prefix(8))").path
+        // 0755: the PostgreSQL tools run as the `postgres` user and write into folders here.
+        try FileManager.default.createDirectory(
+            atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        removedAtExit.withLock { $0 = folder }
+        atexit {
+            if let folder = TemporaryDirectory.removedAtExit.withLock({ $0 }) {
+                try? FileManager.default.removeItem(atPath: folder)
+            }
+        }
+        return folder
+    }
+
+    private static let removedAtExit = Mutex<String?>(nil)
 }

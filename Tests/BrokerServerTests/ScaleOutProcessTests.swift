@@ -33,9 +33,14 @@ struct ScaleOutProcessTests {
         }
 
         /// A broker on the shared database; replicas behind one load balancer share one issuer.
-        func serve(config: String? = nil, issuer: String = "https://broker.example") async throws -> BrokerProcess {
+        /// `environment` is laid over ``environment``; it is what overrides the store deadline (an environment
+        /// variable outranks the config file).
+        func serve(
+            config: String? = nil, issuer: String = "https://broker.example", environment: [String: String] = [:]
+        ) async throws -> BrokerProcess {
             try await BrokerProcess.start(
-                config: config, arguments: options + ["--issuer", issuer], environment: environment)
+                config: config, arguments: options + ["--issuer", issuer],
+                environment: self.environment.merging(environment) { $1 })
         }
     }
 
