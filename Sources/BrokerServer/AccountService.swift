@@ -223,9 +223,8 @@ final class AccountService: Sendable {
         case .blocked(let wait):
             throw metrics.throttle("login_throttle", wait: wait, "too many failed sign-ins; try again later")
         case .busy:
-            metrics.throttled("login_throttle")
-            throw APIError.tooManyRequests(
-                retryAfter: 1, "the server is busy with sign-ins to this account; retry shortly")
+            throw metrics.throttle(
+                "login_throttle", wait: 1, "the server is busy with sign-ins to this account; retry shortly")
         case .open, .correctPasswordOnly:
             break
         }
@@ -304,8 +303,7 @@ final class AccountService: Sendable {
         do {
             return try await pool.run(work)
         } catch is HashingPool.Busy {
-            metrics.throttled("password_hashing")
-            throw APIError.tooManyRequests(retryAfter: 1, "the server is busy checking passwords; retry shortly")
+            throw metrics.throttle("password_hashing", wait: 1, "the server is busy checking passwords; retry shortly")
         }
     }
 }

@@ -97,8 +97,8 @@ final class DeviceService: Sendable {
             do {
                 guard try await store.createDeviceAuthorization(record, maxPending: Self.maxPending, now: created)
                 else {
-                    metrics.throttled("device_pending")
-                    throw APIError.tooManyRequests(retryAfter: 60, "too many device sign-ins are waiting; try later")
+                    throw metrics.throttle(
+                        "device_pending", wait: 60, "too many device sign-ins are waiting; try later")
                 }
             } catch let error as StoreError where error.code == .conflict {
                 continue

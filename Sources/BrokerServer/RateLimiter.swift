@@ -2,27 +2,23 @@ import BrokerCore
 import BrokerStore
 import Synchronization
 
-/// Token buckets per key (a client address, a sign-in's marker) on the injected clock: `capacity` requests
-/// at once, refilled at `capacity / period` per second. Bounded: when the table is full, full buckets (which
-/// hold no information) are dropped first, then the oldest.
+/// Token buckets per key (a client address, a sign-in's marker) in this broker's memory, on the injected clock:
+/// `capacity` requests at once, refilled at `capacity / period` per second (``TokenBucket``'s arithmetic, as in
+/// the store). Bounded: when the table is full, full buckets (which hold no information) are dropped first,
+/// then the oldest.
 final class RateLimiter: Sendable {
-    private struct Bucket {
-        var tokens: Double
-        var updated: Double
-    }
+    private typealias Stored = (tokens: Double, updated: Double)
 
-    let capacity: Double
-    let period: Double
+    let bucket: TokenBucket
     private let clock: any WallClock
     private let maxKeys: Int
-    private let buckets = Mutex([String: Bucket]())
+    private let buckets = Mutex([String: Stored]())
 
     /// - Parameters:
     ///   - capacity: requests a key may make at once.
     ///   - period: seconds in which a spent bucket fills up again.
     init(capacity: Int, per period: Double, clock: any WallClock, maxKeys: Int = 100_000) {
-        self.capacity = Double(capacity)
-        self.period = period
+        bucket = TokenBucket(capacity: capacity, period: period)
         self.clock = clock
         self.maxKeys = maxKeys
     }
@@ -30,29 +26,11 @@ final class RateLimiter: Sendable {
     /// Takes one token for `key`: `nil` when the request may go on, else the seconds until it may.
     func take(_ key: String) -> Double? {
         let now = clock.now()
-        let rate = capacity / period
         return buckets.withLock { buckets in
-            if buckets.count >= maxKeys, buckets[key] == nil {
-                Self.evict(&buckets, now: now, rate: rate, capacity: capacity, keep: maxKeys / 2)
-            }
-            var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: now)
-            bucket.tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
-            bucket.updated = now
-            defer { buckets[key] = bucket }
-            guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / rate }
-            bucket.tokens -= 1
-            return nil
-        }
-    }
-
-    /// Whether `key` has no token left, without taking one: `nil` when it has, else the seconds until it will.
-    func peek(_ key: String) -> Double? {
-        let now = clock.now()
-        let rate = capacity / period
-        return buckets.withLock { buckets in
-            guard let bucket = buckets[key] else { return nil }
-            let tokens = min(capacity, bucket.tokens + max(0, now - bucket.updated) * rate)
-            return tokens >= 1 ? nil : (1 - tokens) / rate
+            if buckets.count >= maxKeys, buckets[key] == nil { evict(&buckets, now: now, keep: maxKeys / 2) }
+            let next = bucket.step(stored: buckets[key], now: now, take: true)
+            buckets[key] = (next.tokens, now)
+            return next.wait
         }
     }
 
@@ -66,17 +44,14 @@ final class RateLimiter: Sendable {
     /// Returns a token taken for a request that was not served after all (the server was busy).
     func giveBack(_ key: String) {
         buckets.withLock { buckets in
-            guard var bucket = buckets[key] else { return }
-            bucket.tokens = min(capacity, bucket.tokens + 1)
-            buckets[key] = bucket
+            guard let stored = buckets[key] else { return }
+            buckets[key] = (min(bucket.capacity, stored.tokens + 1), stored.updated)
         }
     }
 
     /// Drops full buckets (they hold no information), then, if still more than `keep`, the oldest.
-    private static func evict(
-        _ buckets: inout [String: Bucket], now: Double, rate: Double, capacity: Double, keep: Int
-    ) {
-        buckets = buckets.filter { $0.value.tokens + (now - $0.value.updated) * rate < capacity }
+    private func evict(_ buckets: inout [String: Stored], now: Double, keep: Int) {
+        buckets = buckets.filter { bucket.step(stored: $0.value, now: now, take: false).tokens < bucket.capacity }
         if buckets.count > keep {
             let newest = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(keep)
             buckets = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })

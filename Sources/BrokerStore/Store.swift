@@ -472,7 +472,8 @@ package struct TokenBucket: Sendable, Hashable {
 
     /// The bucket at `now` from what was stored (`nil`: a full bucket), with one token taken when `take` and
     /// one is there: its new level, when it will be full again, and `nil` or the seconds until a token is back.
-    func step(stored: (tokens: Double, updated: Double)?, now: Double, take: Bool)
+    /// The stores and the server's in-memory limiter share this arithmetic.
+    package func step(stored: (tokens: Double, updated: Double)?, now: Double, take: Bool)
         -> (tokens: Double, fullAt: Double, wait: Double?)
     {
         var tokens = capacity

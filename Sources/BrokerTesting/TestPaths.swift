@@ -1,5 +1,4 @@
 package import Foundation
-import Synchronization
 
 /// Where things are when tests run: the repository, the built executables, the interop scripts.
 package enum TestPaths {
@@ -42,14 +41,11 @@ package enum TemporaryDirectory {
         // 0755: the PostgreSQL tools run as the `postgres` user and write into folders here.
         try FileManager.default.createDirectory(
             atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        removedAtExit.withLock { $0 = folder }
         atexit {
-            if let folder = TemporaryDirectory.removedAtExit.withLock({ $0 }) {
+            if case .success(let folder) = TemporaryDirectory.processFolder {
                 try? FileManager.default.removeItem(atPath: folder)
             }
         }
         return folder
     }
-
-    private static let removedAtExit = Mutex<String?>(nil)
 }

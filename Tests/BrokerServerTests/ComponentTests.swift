@@ -150,6 +150,19 @@ struct ComponentTests {
         #expect(limiter.take("198.51.100.7") == nil, "a token given back can be taken again")
     }
 
+    @Test func rateLimiterTableIsBoundedAndForgetsTheOldestFirst() {
+        let clock = ManualClock(start: 1_800_000_000)
+        let limiter = RateLimiter(capacity: 1, per: 60, clock: clock, maxKeys: 4)
+        for index in 0..<4 {
+            #expect(limiter.take("k\(index)") == nil)
+            clock.advance(by: 1)
+        }
+        // Full table, no bucket full again: the two newest stay (k2, k3), the two oldest are forgotten.
+        #expect(limiter.take("k4") == nil)
+        #expect(limiter.take("k3") != nil, "a kept bucket is still empty")
+        #expect(limiter.take("k0") == nil, "a forgotten one starts full")
+    }
+
     @Test func throttleTableIsBounded() async throws {
         let clock = ManualClock(start: 1_800_000_000)
         let throttle = LoginThrottle(maxEntries: 100, clock: clock)
