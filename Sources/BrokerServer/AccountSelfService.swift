@@ -23,7 +23,8 @@ final class AccountSelfService: Sendable {
     /// (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the user, their
     /// password, sessions and refresh tokens, codes and links; their access tokens fail at `/auth/me` at once.
     func delete(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let (session, user) = try await grants.authenticate(authorization: authorization)
+        let view = try await grants.authenticate(authorization: authorization)
+        let (session, user) = (view.session, view.user)
         if let account = try await store.passwordAccount(user: user.id) {
             let password = Secret(try input.string("password"))
             guard try await accounts.verifyPassword(password, against: account.passwordHash) else {
@@ -51,7 +52,7 @@ final class AccountSelfService: Sendable {
     /// `GET /auth/account/export`: everything the broker keeps about the user, as JSON — never a hash, a token
     /// or a link.
     func export(authorization: String?) async throws -> APIResponse {
-        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let user = try await grants.authenticate(authorization: authorization).user
         var document: [String: JSONValue] = [
             "exported_at": .string(RFC3339.format(epochSeconds: now)),
             "user": [

@@ -70,7 +70,7 @@ final class DeviceService: Sendable {
         switch try input.optionalString("purpose") {
         case nil, "sign_in": break
         case "link":
-            let user = try await tokens.authenticate(authorization: authorization).1.id
+            let user = try await tokens.authenticate(authorization: authorization).user.id
             guard let provider, provider != .custom else {
                 throw APIError.invalidRequest("a link names the browser provider to link (provider)")
             }

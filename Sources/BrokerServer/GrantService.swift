@@ -79,16 +79,16 @@ final class GrantService: Sendable {
         )
         metrics.refresh(outcome: outcome.label)
         switch outcome {
-        case .rotated(let session, let user):
+        case .rotated(let view):
             let access = try tokens.accessToken(
-                user: user,
-                emailVerified: try await tokens.emailVerified(user),
-                sessionID: session.id,
-                clientID: session.clientID,
-                scope: session.scope,
+                user: view.user,
+                emailVerified: tokens.emailVerified(view),
+                sessionID: view.session.id,
+                clientID: view.session.clientID,
+                scope: view.session.scope,
                 now: time
             )
-            return .tokens(tokens.sessionBody(user: user, accessToken: access, refreshToken: next))
+            return .tokens(tokens.sessionBody(user: view.user, accessToken: access, refreshToken: next))
         case .unknown:
             throw APIError.invalidGrant("the refresh token is not valid")
         case .expired:
@@ -154,26 +154,27 @@ final class GrantService: Sendable {
         if let subject = verified.subject, subject.hasPrefix("client:") {
             return try await clients.clientIdentity(verified, subject: subject)
         }
-        let (_, user) = try await session(of: verified)
+        let view = try await session(of: verified)
+        let user = view.user
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description),
             "provider": .string(user.id.provider.rawValue),
         ]
         if let email = user.email {
             body["email"] = .string(email)
-            body["email_verified"] = .bool(try await tokens.emailVerified(user))
+            body["email_verified"] = .bool(tokens.emailVerified(view))
         }
         if let name = user.name { body["name"] = .string(name) }
         return APIResponse(status: 200, body: .object(body), headers: [("Cache-Control", "no-store")])
     }
 
     /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
-    func session(of verified: VerifiedJWT) async throws -> (SessionRecord, UserRecord) {
+    func session(of verified: VerifiedJWT) async throws -> SessionView {
         try await tokens.session(of: verified)
     }
 
     /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
-    func authenticate(authorization: String?) async throws -> (SessionRecord, UserRecord) {
+    func authenticate(authorization: String?) async throws -> SessionView {
         try await tokens.authenticate(authorization: authorization)
     }
 

@@ -25,7 +25,7 @@ final class LinkService: Sendable {
 
     /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
     func identities(authorization: String?) async throws -> APIResponse {
-        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let user = try await grants.authenticate(authorization: authorization).user
         var entries: [(primary: Bool, linkedAt: Int64, value: JSONValue)] = []
         for linked in try await store.identities(user: user.id) {
             let identity = linked.identity
@@ -64,7 +64,7 @@ final class LinkService: Sendable {
     /// `/auth/{provider}/start`), or `{"provider": "custom", "email", "password"}` (→ 201, the password account
     /// added and its verification link mailed).
     func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
-        let (_, user) = try await grants.authenticate(authorization: authorization)
+        let user = try await grants.authenticate(authorization: authorization).user
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
@@ -139,7 +139,8 @@ final class LinkService: Sendable {
 
     /// `POST /auth/unlink {"provider"}`: detaches that way in, unless it is the user's last.
     func unlink(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let (session, user) = try await grants.authenticate(authorization: authorization)
+        let view = try await grants.authenticate(authorization: authorization)
+        let (session, user) = (view.session, view.user)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")

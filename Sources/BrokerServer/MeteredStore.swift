@@ -123,7 +123,7 @@ final class MeteredStore: Store {
     func session(id: String) async throws -> SessionRecord? {
         try await timed("session") { try await base.session(id: id) }
     }
-    func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+    func sessionWithUser(id: String) async throws -> SessionView? {
         try await timed("session_with_user") { try await base.sessionWithUser(id: id) }
     }
     func purge(expiredBefore before: Int64) async throws {

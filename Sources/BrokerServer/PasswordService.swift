@@ -131,7 +131,8 @@ final class PasswordService: Sendable {
     /// `POST /auth/password/change {"current_password", "new_password"}` with the session's bearer token:
     /// the other sessions end, this one stays.
     func change(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let (session, user) = try await grants.authenticate(authorization: authorization)
+        let view = try await grants.authenticate(authorization: authorization)
+        let (session, user) = (view.session, view.user)
         guard let account = try await store.passwordAccount(user: user.id) else {
             throw APIError.invalidRequest(
                 "this account signs in through \(user.id.provider.rawValue) and has no password")

@@ -117,9 +117,17 @@ final class TokenIssuer: Sendable {
     /// Whether `user`'s address is verified: a provider's user carries an address only when the provider
     /// verified it; a custom account's address is verified once its mailed link was followed.
     func emailVerified(_ user: UserRecord) async throws -> Bool {
+        guard user.email != nil, user.id.provider == .custom else { return Self.emailVerified(user, confirmedAt: nil) }
+        return Self.emailVerified(user, confirmedAt: try await store.passwordAccount(user: user.id)?.emailVerifiedAt)
+    }
+
+    /// The same, from a session's read, which carries the password account's confirmation time.
+    func emailVerified(_ view: SessionView) -> Bool { Self.emailVerified(view.user, confirmedAt: view.emailVerifiedAt) }
+
+    private static func emailVerified(_ user: UserRecord, confirmedAt: Int64?) -> Bool {
         guard user.email != nil else { return false }
         guard user.id.provider == .custom else { return true }
-        return try await store.passwordAccount(user: user.id)?.emailVerifiedAt != nil
+        return confirmedAt != nil
     }
 
     /// A CI client's access token (`sub: client:<name>`, `idp: client`, no session): minted by
@@ -166,22 +174,22 @@ final class TokenIssuer: Sendable {
 
 extension TokenIssuer {
     /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
-    func session(of verified: VerifiedJWT) async throws -> (SessionRecord, UserRecord) {
+    func session(of verified: VerifiedJWT) async throws -> SessionView {
         guard let subject = verified.subject, let userID = UserID(subject) else {
             throw APIError.invalidToken("the access token has no valid subject")
         }
         guard let sessionID = verified["sid"]?.stringValue,
-            let (session, user) = try await store.sessionWithUser(id: sessionID),
-            session.userID == userID
+            let view = try await store.sessionWithUser(id: sessionID),
+            view.session.userID == userID
         else {
             throw APIError.invalidToken("the access token's session does not exist")
         }
-        guard session.revokedAt == nil else { throw APIError.invalidToken("the access token has been revoked") }
-        return (session, user)
+        guard view.session.revokedAt == nil else { throw APIError.invalidToken("the access token has been revoked") }
+        return view
     }
 
     /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
-    func authenticate(authorization: String?) async throws -> (SessionRecord, UserRecord) {
+    func authenticate(authorization: String?) async throws -> SessionView {
         guard let authorization else {
             throw APIError.invalidToken("an Authorization: Bearer access token is required")
         }

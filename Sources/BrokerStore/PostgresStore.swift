@@ -12,7 +12,8 @@ import Synchronization
 /// `jti`s, accounts by email) are decided by primary keys and unique indexes. Every call has a deadline: a
 /// database that does not answer is a ``StoreError/unavailable(_:)`` (HTTP 503), never a hang.
 ///
-/// PostgreSQL features relied on (what a port to a compatible database must replace): `SELECT … FOR UPDATE`,
+/// PostgreSQL features relied on (what a port to a compatible database must replace): `SELECT … FOR UPDATE`
+/// (re-reading a row that changed while the lock was awaited), data-modifying `WITH` (a rotation in one statement),
 /// `INSERT … ON CONFLICT … DO NOTHING / DO UPDATE`, `RETURNING`, partial unique indexes, transactional DDL and
 /// `pg_advisory_xact_lock` (migrations), `LOCK TABLE` (key rotation), READ COMMITTED isolation.
 package final class PostgresStore: Store {
@@ -23,6 +24,10 @@ package final class PostgresStore: Store {
     let logger: Logger
     /// The longest one call may take before it is given up (and answered 503).
     private let deadline: Duration
+    /// Where the calls' deadlines are kept.
+    private let watch = DeadlineWatch()
+    /// How many calls' deadlines are being watched (for tests: none once every call has answered).
+    var watchedDeadlines: Int { watch.count }
 
     package var isShared: Bool { true }
 
@@ -132,27 +137,26 @@ package final class PostgresStore: Store {
     /// The deadline answers even when the operation does not stop: a task group would wait for its cancelled
     /// child, and a query on a connection that died under it (the database stopped mid-transaction) was seen
     /// to ignore cancellation, so the request hung. Here the operation runs in a task of its own that is
-    /// cancelled and left to finish by itself; the caller has its answer at the deadline.
+    /// cancelled and left to finish by itself; the caller has its answer at the deadline, which the store's
+    /// ``DeadlineWatch`` keeps.
     func run<T: Sendable>(
         _ what: String, deadline: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = deadline ?? self.deadline
         let race = DeadlineRace<Outcome<T>>()
+        let watch = watch
         let outcome: Outcome<T>
         do {
             outcome = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
                     race.start(continuation)
+                    let expiry = watch.watch(for: deadline) { race.finish(.success(.timedOut)) }
                     let work = Task {
                         do { race.finish(.success(.value(try await operation()))) } catch {
                             race.finish(.failure(error))
                         }
                     }
-                    let timer = Task {
-                        try? await Task.sleep(for: deadline)
-                        race.finish(.success(.timedOut))
-                    }
-                    race.hold(work: work, timer: timer)
+                    race.hold(work: work) { watch.release(expiry) }
                 }
             } onCancel: {
                 race.finish(.failure(CancellationError()))
@@ -738,43 +742,41 @@ package final class PostgresStore: Store {
     package func rotateRefreshToken(
         hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64
     ) async throws -> RotationOutcome {
-        let logger = logger
-        return try await transaction("refresh token rotation") { connection in
-            // FOR UPDATE: a second broker presenting the same token waits here, then reads it used.
-            var found: (Int64, Int64?, SessionRecord, UserRecord)?
-            for try await row in try await connection.execute(LockRefreshToken(hash: hash.hex), logger: logger) {
-                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way) = row
-                guard let userID = UserID(user) else { break }
-                found = (
-                    expires, used,
-                    SessionRecord(
-                        id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
-                    UserRecord(id: userID, email: email, name: name, createdAt: userCreated)
-                )
+        let client = client
+        // One statement, so one round trip and its own transaction: see `RotateRefreshToken` for how it decides.
+        let found = try await run("refresh token rotation") { () -> RotationRow? in
+            let statement = RotateRefreshToken(
+                hash: hash.hex, now: now, nextHash: nextHash.hex, nextExpiresAt: nextExpiresAt)
+            for try await row in try await client.execute(statement) {
+                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way) =
+                    (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11)
+                let (verified, spent) = (row.12, row.13)
+                guard let userID = UserID(user) else { return nil }
+                return RotationRow(
+                    expiresAt: expires, usedAt: used, spent: spent,
+                    view: SessionView(
+                        session: SessionRecord(
+                            id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
+                            revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
+                        user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated),
+                        emailVerifiedAt: verified))
             }
-            guard let (expiresAt, usedAt, session, user) = found else { return .unknown }
-            if session.revokedAt != nil { return .revoked }
-            if usedAt != nil {
-                try await connection.query(
-                    "UPDATE sessions SET revoked_at = \(now) WHERE id = \(session.id) AND revoked_at IS NULL",
-                    logger: logger
-                ).drain()
-                return .reused(sessionID: session.id)
-            }
-            if expiresAt <= now { return .expired }
-            var spent = 0
-            for try await _ in try await connection.execute(SpendRefreshToken(hash: hash.hex, now: now), logger: logger)
-            {
-                spent += 1
-            }
-            guard spent == 1 else { return .reused(sessionID: session.id) }
-            for try await _ in try await connection.execute(
-                InsertRefreshToken(hash: nextHash.hex, sessionID: session.id, createdAt: now, expiresAt: nextExpiresAt),
-                logger: logger)
-            {}
-            return .rotated(session, user)
+            return nil
         }
+        // The same order of questions as the SQLite store's transaction; the statement acted on the same answers.
+        guard let found else { return .unknown }
+        if found.view.session.revokedAt != nil { return .revoked }
+        if found.usedAt != nil { return .reused(sessionID: found.view.session.id) }
+        if found.expiresAt <= now { return .expired }
+        guard found.spent == 1 else { return .reused(sessionID: found.view.session.id) }
+        return .rotated(found.view)
+    }
+
+    private struct RotationRow: Sendable {
+        let expiresAt: Int64
+        let usedAt: Int64?
+        let spent: Int64
+        let view: SessionView
     }
 
     package func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
@@ -965,26 +967,21 @@ package final class PostgresStore: Store {
         }
     }
 
-    package func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+    package func sessionWithUser(id: String) async throws -> SessionView? {
         let client = client
-        let found = try await run("session lookup") { () -> SessionAndUser? in
+        return try await run("session lookup") { () -> SessionView? in
             for try await row in try await client.execute(SessionWithUser(id: id)) {
-                let (user, clientID, scope, created, revoked, email, name, userCreated, way) = row
+                let (user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
                 guard let userID = UserID(user) else { return nil }
-                return SessionAndUser(
+                return SessionView(
                     session: SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
                         revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
-                    user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated))
+                    user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated),
+                    emailVerifiedAt: verified)
             }
             return nil
         }
-        return found.map { ($0.session, $0.user) }
-    }
-
-    private struct SessionAndUser: Sendable {
-        let session: SessionRecord
-        let user: UserRecord
     }
 
     // MARK: Account recovery
@@ -1478,10 +1475,11 @@ struct SessionWithUser: PostgresPreparedStatement {
     static let name = "broker_session_with_user"
     static let sql = """
         SELECT s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at,
-               s.signed_in_with
-        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1
+               s.signed_in_with, a.email_verified_at
+        FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
+        WHERE s.id = $1
         """
-    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64, String?)
+    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?)
     var id: String
 
     func makeBindings() throws -> PostgresBindings {
@@ -1511,37 +1509,51 @@ struct ClientByName: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
-struct LockRefreshToken: PostgresPreparedStatement {
-    static let name = "broker_lock_refresh_token"
+/// A rotation in one statement. `found` locks the token and its session (a second broker presenting the same
+/// token waits there, then reads the row as the first one left it: PostgreSQL re-reads a locked row that changed
+/// while it waited). On what `found` read, exactly one of the two writes acts: a live, unexpired, unused token of
+/// a live session is spent and its successor inserted; a used token of a live session revokes the session
+/// (reuse, RFC 9700 §4.14.2). The row answers with what was found and whether the token was spent here.
+struct RotateRefreshToken: PostgresPreparedStatement {
+    static let name = "broker_rotate_refresh_token"
     static let sql = """
-        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
-               u.email, u.name, u.created_at, s.signed_in_with
-        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
-        WHERE t.hash = $1 FOR UPDATE OF t, s
+        WITH found AS (
+            SELECT t.hash, t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
+                   s.revoked_at, u.email, u.name, u.created_at AS user_created_at, s.signed_in_with,
+                   a.email_verified_at
+            FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
+            LEFT JOIN password_accounts a ON a.user_id = u.id
+            WHERE t.hash = $1 FOR UPDATE OF t, s
+        ), spent AS (
+            UPDATE refresh_tokens r SET used_at = $2 FROM found f
+            WHERE r.hash = f.hash AND r.used_at IS NULL
+              AND f.revoked_at IS NULL AND f.used_at IS NULL AND f.expires_at > $2
+            RETURNING f.id AS session_id
+        ), successor AS (
+            INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at)
+            SELECT $3, session_id, $2, $4 FROM spent
+        ), reuse AS (
+            UPDATE sessions s SET revoked_at = $2 FROM found f
+            WHERE s.id = f.id AND s.revoked_at IS NULL AND f.revoked_at IS NULL AND f.used_at IS NOT NULL
+        )
+        SELECT expires_at, used_at, id, user_id, client_id, scope, created_at, revoked_at, email, name,
+               user_created_at, signed_in_with, email_verified_at, (SELECT count(*) FROM spent)
+        FROM found
         """
-    typealias Row = (Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?)
-    var hash: String
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings()
-        bindings.append(hash)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
-}
-
-struct SpendRefreshToken: PostgresPreparedStatement {
-    static let name = "broker_spend_refresh_token"
-    static let sql = "UPDATE refresh_tokens SET used_at = $1 WHERE hash = $2 AND used_at IS NULL RETURNING 1"
-    typealias Row = Int32
+    typealias Row = (
+        Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?, Int64
+    )
     var hash: String
     var now: Int64
+    var nextHash: String
+    var nextExpiresAt: Int64
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings()
-        bindings.append(now)
         bindings.append(hash)
+        bindings.append(now)
+        bindings.append(nextHash)
+        bindings.append(nextExpiresAt)
         return bindings
     }
 
@@ -1630,14 +1642,14 @@ extension PostgresStore {
 }
 
 /// The first of an operation, its deadline and the caller's cancellation to finish resumes the caller; the
-/// others find the continuation gone. Whichever wins cancels both tasks (the operation's own cancellation is
-/// then up to it; nobody waits for it).
+/// others find the continuation gone. Whichever wins cancels the operation's task (its cancellation is then up to
+/// it; nobody waits for it) and takes its deadline off the watch.
 private final class DeadlineRace<Value: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Value, any Error>?
         var pending: Result<Value, any Error>?
         var work: Task<Void, Never>?
-        var timer: Task<Void, Never>?
+        var release: (@Sendable () -> Void)?
     }
     private let state = Mutex(State())
 
@@ -1651,29 +1663,32 @@ private final class DeadlineRace<Value: Sendable>: Sendable {
         if let early { continuation.resume(with: early) }
     }
 
-    func hold(work: Task<Void, Never>, timer: Task<Void, Never>) {
+    func hold(work: Task<Void, Never>, release: @escaping @Sendable () -> Void) {
         let finished = state.withLock { state -> Bool in
             state.work = work
-            state.timer = timer
+            state.release = release
             return state.continuation == nil
         }
         if finished {
             work.cancel()
-            timer.cancel()
+            release()
         }
     }
 
     func finish(_ result: Result<Value, any Error>) {
-        let (continuation, work, timer) = state.withLock { state in
+        let (continuation, work, release) = state.withLock { state in
             guard state.pending == nil else {
-                return (CheckedContinuation<Value, any Error>?.none, Task<Void, Never>?.none, Task<Void, Never>?.none)
+                return (
+                    CheckedContinuation<Value, any Error>?.none, Task<Void, Never>?.none,
+                    (@Sendable () -> Void)?.none
+                )
             }
             state.pending = result
             defer { state.continuation = nil }
-            return (state.continuation, state.work, state.timer)
+            return (state.continuation, state.work, state.release)
         }
         continuation?.resume(with: result)
         work?.cancel()
-        timer?.cancel()
+        release?()
     }
 }

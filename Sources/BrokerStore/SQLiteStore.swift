@@ -449,9 +449,11 @@ package final class SQLiteStore: Store {
                     db,
                     sql: """
                         SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
-                               s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at
+                               s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at,
+                               a.email_verified_at
                         FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
-                        JOIN users u ON u.id = s.user_id WHERE t.hash = ?
+                        JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
+                        WHERE t.hash = ?
                         """,
                     arguments: [hash.hex]
                 ),
@@ -478,7 +480,8 @@ package final class SQLiteStore: Store {
                 sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
                 arguments: [nextHash.hex, session.id, now, nextExpiresAt]
             )
-            return .rotated(session, user)
+            return .rotated(
+                SessionView(session: session, user: user, emailVerifiedAt: row["email_verified_at"] as Int64?))
         }
     }
 
@@ -523,7 +526,7 @@ package final class SQLiteStore: Store {
     }
 
     /// Answered by ``SessionLookup`` on the caller's thread: the hot path of every `/auth/me`.
-    package func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)? {
+    package func sessionWithUser(id: String) async throws -> SessionView? {
         try lookup.sessionWithUser(id: id)
     }
 

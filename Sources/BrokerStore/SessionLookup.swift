@@ -21,8 +21,9 @@ final class SessionLookup: Sendable {
 
     static let sql = """
         SELECT s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at,
-               u.email, u.name, u.created_at, s.signed_in_with
-        FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1
+               u.email, u.name, u.created_at, s.signed_in_with, a.email_verified_at
+        FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
+        WHERE s.id = ?1
         """
 
     static let clientSQL = """
@@ -35,7 +36,7 @@ final class SessionLookup: Sendable {
         self.keep = keep
     }
 
-    func sessionWithUser(id: String) throws(StoreError) -> (SessionRecord, UserRecord)? {
+    func sessionWithUser(id: String) throws(StoreError) -> SessionView? {
         try withConnection { connection throws(StoreError) in try connection.sessionWithUser(id: id) }
     }
 
@@ -135,7 +136,7 @@ final class SessionLookup: Sendable {
             }
         }
 
-        func sessionWithUser(id: String) throws(StoreError) -> (SessionRecord, UserRecord)? {
+        func sessionWithUser(id: String) throws(StoreError) -> SessionView? {
             defer {
                 sqlite3_reset(statement)
                 sqlite3_clear_bindings(statement)
@@ -164,7 +165,7 @@ final class SessionLookup: Sendable {
                     name: text(7),
                     createdAt: sqlite3_column_int64(statement, 8)
                 )
-                return (session, record)
+                return SessionView(session: session, user: record, emailVerifiedAt: integer(10))
             default:
                 throw failure("read")
             }

@@ -76,12 +76,28 @@ package struct RefreshTokenRecord: Sendable, Hashable {
     }
 }
 
+/// A session with its user, read together: what a request bearing one of the session's tokens needs to answer.
+package struct SessionView: Sendable, Hashable {
+    package var session: SessionRecord
+    package var user: UserRecord
+    /// When the address of the user's password account was confirmed; `nil` without such an account or before
+    /// its link was followed. It decides a custom account's `email_verified` claim, so that an access token
+    /// and `/auth/me` need no second read for it.
+    package var emailVerifiedAt: Int64?
+
+    package init(session: SessionRecord, user: UserRecord, emailVerifiedAt: Int64?) {
+        self.session = session
+        self.user = user
+        self.emailVerifiedAt = emailVerifiedAt
+    }
+}
+
 /// What presenting a refresh token for rotation came to.
 package enum RotationOutcome: Sendable, Hashable {
-    /// The token was current: it is now used, `next` replaces it, and the session continues. The user is read
-    /// in the same transaction: nothing the answer needs is read after the commit, so a store that fails
-    /// afterwards cannot turn a committed rotation into an error answer (whose retry would look like reuse).
-    case rotated(SessionRecord, UserRecord)
+    /// The token was current: it is now used, `next` replaces it, and the session continues. The session's
+    /// user is read in the same transaction: nothing the answer needs is read after the commit, so a store that
+    /// fails afterwards cannot turn a committed rotation into an error answer (whose retry would look like reuse).
+    case rotated(SessionView)
     /// No such token.
     case unknown
     /// The token has expired.
@@ -232,7 +248,7 @@ package protocol Store:
     func session(id: String) async throws -> SessionRecord?
 
     /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown.
-    func sessionWithUser(id: String) async throws -> (SessionRecord, UserRecord)?
+    func sessionWithUser(id: String) async throws -> SessionView?
 
     /// Deletes refresh tokens that expired before `before`, sessions left with none, exchanged-token records
     /// past their token's expiry, and rate-limit buckets full again by then (they hold no information).

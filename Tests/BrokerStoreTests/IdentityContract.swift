@@ -161,7 +161,7 @@ struct IdentityContract {
         #expect(try await store.revokeSession(id: revokedAlready.id, now: Make.now))
         // Every read of a session carries the way in it was started with.
         #expect(try await store.session(id: viaGoogle.id)?.signedInWith == "google")
-        #expect(try await store.sessionWithUser(id: viaPassword.id)?.0.signedInWith == .custom)
+        #expect(try await store.sessionWithUser(id: viaPassword.id)?.session.signedInWith == .custom)
         #expect(try await store.session(id: olderThanV10.id)?.signedInWith == nil)
         #expect(
             Set(try await store.sessions(user: ada.id).map { "\($0.id)=\($0.signedInWith?.rawValue ?? "-")" }) == [

@@ -353,7 +353,7 @@ struct StoreContract {
         let (user, session, _) = try await Make.signedIn(store)
         #expect(try await store.session(id: session.id) == session)
         let both = try #require(try await store.sessionWithUser(id: session.id))
-        #expect(both.0 == session && both.1 == user)
+        #expect(both == SessionView(session: session, user: user, emailVerifiedAt: nil), "no password account")
         #expect(try await store.session(id: "no-such-session") == nil)
         #expect(try await store.sessionWithUser(id: "no-such-session") == nil)
     }
@@ -365,12 +365,45 @@ struct StoreContract {
         let second = Make.hash()
         let outcome = try await store.rotateRefreshToken(
             hash: first, nextHash: second, nextExpiresAt: Make.now + 7200, now: Make.now + 10)
-        #expect(outcome == .rotated(session, user), "the session and its user, read in the rotation's transaction")
+        #expect(
+            outcome == .rotated(SessionView(session: session, user: user, emailVerifiedAt: nil)),
+            "the session and its user, read in the rotation's transaction")
         let third = Make.hash()
         #expect(
             try await store.rotateRefreshToken(
                 hash: second, nextHash: third, nextExpiresAt: Make.now + 7200, now: Make.now + 20)
-                == .rotated(session, user), "the successor rotates in turn")
+                == .rotated(SessionView(session: session, user: user, emailVerifiedAt: nil)),
+            "the successor rotates in turn")
+    }
+
+    /// A custom account's `email_verified` comes from the password account; the session's reads carry its
+    /// confirmation time so that neither an access token nor `/auth/me` needs a second read.
+    @Test(arguments: StoreUnderTest.available)
+    func sessionReadsCarryTheAddressConfirmation(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = Make.user(email: "confirm@example.com")
+        try await store.createPasswordAccount(user: user, email: "confirm@example.com", passwordHash: "h")
+        let session = Make.session(for: user)
+        let first = Make.hash()
+        try await store.createSession(session, firstToken: Make.token(first, session: session.id))
+        let unconfirmed = SessionView(session: session, user: user, emailVerifiedAt: nil)
+        #expect(try await store.sessionWithUser(id: session.id) == unconfirmed)
+        let second = Make.hash()
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: first, nextHash: second, nextExpiresAt: Make.now + 7200, now: Make.now + 1)
+                == .rotated(unconfirmed))
+
+        let link = Make.hash()
+        try await store.createEmailLink(
+            hash: link, user: user.id, purpose: EmailLinkPurpose.verify, expiresAt: Make.now + 1800, now: Make.now)
+        #expect(try await store.verifyEmail(linkHash: link, now: Make.now + 2) == user.id)
+        let confirmed = SessionView(session: session, user: user, emailVerifiedAt: Make.now + 2)
+        #expect(try await store.sessionWithUser(id: session.id) == confirmed)
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: second, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now + 3)
+                == .rotated(confirmed))
     }
 
     @Test(arguments: StoreUnderTest.available)
@@ -457,7 +490,7 @@ struct StoreContract {
         #expect(try await store.revokeSession(id: other.id, now: Make.now + 4))
         #expect(try await !store.revokeSession(id: other.id, now: Make.now + 5), "only an active session revokes")
         #expect(try await !store.revokeSession(id: "no-such-session", now: Make.now + 5))
-        #expect(try await store.sessionWithUser(id: other.id)?.0.revokedAt == Make.now + 4)
+        #expect(try await store.sessionWithUser(id: other.id)?.session.revokedAt == Make.now + 4)
     }
 
     @Test(arguments: StoreUnderTest.available)
@@ -490,7 +523,7 @@ struct StoreContract {
         #expect(
             try await store.rotateRefreshToken(
                 hash: liveToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 200, now: Make.now + 100)
-                == .rotated(live, liveUser))
+                == .rotated(SessionView(session: live, user: liveUser, emailVerifiedAt: nil)))
         #expect(try await store.redeemAuthorizationCode(hash: oldCode.hash, now: Make.now + 100) == .unknown)
         #expect(
             try await store.redeemAuthorizationCode(hash: newCode.hash, now: Make.now + 100) == .redeemed(newCode))
