@@ -443,18 +443,20 @@ package final class SQLiteStore: Store {
         nextExpiresAt: Int64,
         now: Int64
     ) async throws -> RotationOutcome {
+        // Cached statements: the hot path's SQL is compiled once per connection, not on every rotation (GRDB
+        // compiles a plain `sql:` string each time, with an authorizer callback per column it reads).
         try await pool.write { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
-                               s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at,
-                               a.email_verified_at
-                        FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
-                        JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
-                        WHERE t.hash = ?
-                        """,
+                    db.cachedStatement(
+                        sql: """
+                            SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
+                                   s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at,
+                                   a.email_verified_at
+                            FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+                            JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
+                            WHERE t.hash = ?
+                            """),
                     arguments: [hash.hex]
                 ),
                 let session = Self.session(row)
@@ -463,23 +465,18 @@ package final class SQLiteStore: Store {
                 id: session.userID, email: row["user_email"], name: row["name"], createdAt: row["user_created_at"])
             if session.revokedAt != nil { return .revoked }
             if (row["used_at"] as Int64?) != nil {
-                try db.execute(
-                    sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                    arguments: [now, session.id]
-                )
+                try db.cachedStatement(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+                    .execute(arguments: [now, session.id])
                 return .reused(sessionID: session.id)
             }
             if (row["expires_at"] as Int64) <= now { return .expired }
-            try db.execute(
-                sql: "UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL",
-                arguments: [now, hash.hex]
-            )
+            try db.cachedStatement(sql: "UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL")
+                .execute(arguments: [now, hash.hex])
             // SQLite serialises writers, so this cannot race; the check keeps the invariant explicit.
             guard db.changesCount == 1 else { return .reused(sessionID: session.id) }
-            try db.execute(
-                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                arguments: [nextHash.hex, session.id, now, nextExpiresAt]
-            )
+            try db.cachedStatement(
+                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [nextHash.hex, session.id, now, nextExpiresAt])
             return .rotated(
                 SessionView(session: session, user: user, emailVerifiedAt: row["email_verified_at"] as Int64?))
         }
