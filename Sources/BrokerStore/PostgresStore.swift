@@ -748,18 +748,17 @@ package final class PostgresStore: Store {
             let statement = RotateRefreshToken(
                 hash: hash.hex, now: now, nextHash: nextHash.hex, nextExpiresAt: nextExpiresAt)
             for try await row in try await client.execute(statement) {
-                let (expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way) =
-                    (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11)
-                let (verified, spent) = (row.12, row.13)
-                guard let userID = UserID(user) else { return nil }
-                return RotationRow(
-                    expiresAt: expires, usedAt: used, spent: spent,
-                    view: SessionView(
-                        session: SessionRecord(
-                            id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                            revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
-                        user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated),
-                        emailVerifiedAt: verified))
+                let (
+                    expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified,
+                    spent
+                ) = row
+                guard
+                    let view = Self.sessionView(
+                        id: id, user: user, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
+                        email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
+                        emailVerifiedAt: verified)
+                else { return nil }
+                return RotationRow(expiresAt: expires, usedAt: used, spent: spent, view: view)
             }
             return nil
         }
@@ -972,16 +971,27 @@ package final class PostgresStore: Store {
         return try await run("session lookup") { () -> SessionView? in
             for try await row in try await client.execute(SessionWithUser(id: id)) {
                 let (user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
-                guard let userID = UserID(user) else { return nil }
-                return SessionView(
-                    session: SessionRecord(
-                        id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))),
-                    user: UserRecord(id: userID, email: email, name: name, createdAt: userCreated),
-                    emailVerifiedAt: verified)
+                return Self.sessionView(
+                    id: id, user: user, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
+                    email: email, name: name, userCreatedAt: userCreated, signedInWith: way, emailVerifiedAt: verified)
             }
             return nil
         }
+    }
+
+    /// A session, its user and the password account's confirmation from the columns `SessionWithUser` and
+    /// `RotateRefreshToken` both read; `nil` for a stored user id that does not parse.
+    private static func sessionView(
+        id: String, user: String, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?,
+        email: String?, name: String?, userCreatedAt: Int64, signedInWith: String?, emailVerifiedAt: Int64?
+    ) -> SessionView? {
+        guard let userID = UserID(user) else { return nil }
+        return SessionView(
+            session: SessionRecord(
+                id: id, userID: userID, clientID: clientID, scope: scope, createdAt: createdAt, revokedAt: revokedAt,
+                signedInWith: signedInWith.flatMap(ProviderID.init(rawValue:))),
+            user: UserRecord(id: userID, email: email, name: name, createdAt: userCreatedAt),
+            emailVerifiedAt: emailVerifiedAt)
     }
 
     // MARK: Account recovery
