@@ -15,7 +15,8 @@ import Synchronization
 /// PostgreSQL features relied on (what a port to a compatible database must replace): `SELECT … FOR UPDATE`
 /// (re-reading a row that changed while the lock was awaited), data-modifying `WITH` (a rotation in one statement),
 /// `INSERT … ON CONFLICT … DO NOTHING / DO UPDATE`, `RETURNING`, partial unique indexes, transactional DDL and
-/// `pg_advisory_xact_lock` (migrations), `LOCK TABLE` (key rotation), READ COMMITTED isolation.
+/// `pg_advisory_xact_lock` (migrations), `LOCK TABLE` (key rotation), READ COMMITTED isolation, array parameters
+/// (`= ANY($1)`: session and client reads that arrive together are answered by one query, ``ReadBatcher``).
 package final class PostgresStore: Store {
     package let location: PostgresLocation
     let client: PostgresClient
@@ -26,6 +27,10 @@ package final class PostgresStore: Store {
     private let deadline: Duration
     /// Where the calls' deadlines are kept.
     private let watch = DeadlineWatch()
+    /// Concurrent session reads (every `GET /auth/me`, every refresh of an access token's session) share queries.
+    let sessionReads = ReadBatcher<String, SessionView>()
+    /// Concurrent client reads (every `client_credentials` mint) share queries the same way.
+    let clientReads = ReadBatcher<String, ClientRecord>()
     /// How many calls' deadlines are being watched (for tests: none once every call has answered).
     var watchedDeadlines: Int { watch.count }
 
@@ -967,19 +972,23 @@ package final class PostgresStore: Store {
     }
 
     package func sessionWithUser(id: String) async throws -> SessionView? {
-        let client = client
-        return try await run("session lookup") { () -> SessionView? in
-            for try await row in try await client.execute(SessionWithUser(id: id)) {
-                let (user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
-                return Self.sessionView(
-                    id: id, user: user, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
-                    email: email, name: name, userCreatedAt: userCreated, signedInWith: way, emailVerifiedAt: verified)
+        try await sessionReads.read(id) { [self] ids in
+            let client = client
+            return try await run("session lookup") { () -> [String: SessionView] in
+                var views: [String: SessionView] = [:]
+                for try await row in try await client.execute(SessionsWithUser(ids: ids)) {
+                    let (id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
+                    views[id] = Self.sessionView(
+                        id: id, user: user, clientID: clientID, scope: scope, createdAt: created,
+                        revokedAt: revoked, email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
+                        emailVerifiedAt: verified)
+                }
+                return views
             }
-            return nil
         }
     }
 
-    /// A session, its user and the password account's confirmation from the columns `SessionWithUser` and
+    /// A session, its user and the password account's confirmation from the columns `SessionsWithUser` and
     /// `RotateRefreshToken` both read; `nil` for a stored user id that does not parse.
     private static func sessionView(
         id: String, user: String, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?,
@@ -1254,10 +1263,16 @@ package final class PostgresStore: Store {
     }
 
     package func client(name: String) async throws -> ClientRecord? {
-        let client = client
-        return try await run("client lookup") {
-            for try await row in try await client.execute(ClientByName(name: name)) { return Self.client(row) }
-            return nil
+        try await clientReads.read(name) { [self] names in
+            let client = client
+            return try await run("client lookup") { () -> [String: ClientRecord] in
+                var records: [String: ClientRecord] = [:]
+                for try await row in try await client.execute(ClientsByName(names: names)) {
+                    let record = Self.client(row)
+                    records[record.name] = record
+                }
+                return records
+            }
         }
     }
 
@@ -1271,7 +1286,7 @@ package final class PostgresStore: Store {
                        created_at
                 FROM clients ORDER BY name
                 """
-            ).decode(ClientByName.Row.self)
+            ).decode(ClientsByName.Row.self)
             for try await row in rows { records.append(Self.client(row)) }
             return records
         }
@@ -1290,7 +1305,7 @@ package final class PostgresStore: Store {
             """)
     }
 
-    private static func client(_ row: ClientByName.Row) -> ClientRecord {
+    private static func client(_ row: ClientsByName.Row) -> ClientRecord {
         let (name, hash, scopes, issuer, subject, audience, maxAge, created) = row
         var trust: TrustPolicy?
         if let issuer, let subject {
@@ -1481,38 +1496,41 @@ extension Substring {
 
 // MARK: Prepared statements (the hot paths)
 
-struct SessionWithUser: PostgresPreparedStatement {
-    static let name = "broker_session_with_user"
+/// The sessions of a batch of `GET /auth/me` and other session reads (``ReadBatcher``), each with its user and
+/// the password account's address confirmation.
+struct SessionsWithUser: PostgresPreparedStatement {
+    static let name = "broker_sessions_with_user"
     static let sql = """
-        SELECT s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at,
+        SELECT s.id, s.user_id, s.client_id, s.scope, s.created_at, s.revoked_at, u.email, u.name, u.created_at,
                s.signed_in_with, a.email_verified_at
         FROM sessions s JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
-        WHERE s.id = $1
+        WHERE s.id = ANY($1)
         """
-    typealias Row = (String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?)
-    var id: String
+    typealias Row = (String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?)
+    var ids: [String]
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings()
-        bindings.append(id)
+        bindings.append(ids)
         return bindings
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
 }
 
-struct ClientByName: PostgresPreparedStatement {
-    static let name = "broker_client_by_name"
+/// The clients of a batch of `client_credentials` and token-exchange grants (``ReadBatcher``).
+struct ClientsByName: PostgresPreparedStatement {
+    static let name = "broker_clients_by_name"
     static let sql = """
         SELECT name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at
-        FROM clients WHERE name = $1
+        FROM clients WHERE name = ANY($1)
         """
     typealias Row = (String, String, String, String?, String?, String?, Int64?, Int64)
-    var name: String
+    var names: [String]
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings()
-        bindings.append(name)
+        bindings.append(names)
         return bindings
     }
 

@@ -406,6 +406,61 @@ struct StoreContract {
                 == .rotated(confirmed))
     }
 
+    /// Concurrent reads, as `/auth/me` under load makes them (PostgreSQL answers those that arrive together with
+    /// one query): each gets its own session, a revoked one shows its revocation, an unknown id nothing, and two
+    /// reads of one id the same answer. Client reads (CI mints) likewise.
+    @Test(arguments: StoreUnderTest.available)
+    func concurrentReadsEachGetTheirOwnRecord(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        var expected: [String: SessionView?] = [:]
+        for index in 0..<12 {
+            let user = try await store.providerUser(Make.user("google", email: "u\(index)@example.com"))
+            let session = Make.session(for: user)
+            try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+            var view = SessionView(session: session, user: user, emailVerifiedAt: nil)
+            if index % 4 == 0 {
+                #expect(try await store.revokeSession(id: session.id, now: Make.now + 5))
+                view.session.revokedAt = Make.now + 5
+            }
+            expected[session.id] = view
+        }
+        expected["no-such-session"] = .some(nil)
+        let ids = Array(expected.keys)
+        let answers = try await withThrowingTaskGroup(of: (String, SessionView?).self) { group in
+            for _ in 0..<10 {
+                for id in ids.shuffled() {
+                    group.addTask { (id, try await store.sessionWithUser(id: id)) }
+                }
+            }
+            return try await group.reduce(into: [(String, SessionView?)]()) { $0.append($1) }
+        }
+        #expect(answers.count == ids.count * 10)
+        for (id, view) in answers { #expect(view == expected[id], "session \(id)") }
+
+        for index in 0..<6 {
+            try await store.createClient(
+                ClientRecord(
+                    name: "ci-\(index)", secretHash: "hmac-\(index)", scopes: ["deploy"], trust: nil,
+                    createdAt: Make.now))
+        }
+        let clients = try await withThrowingTaskGroup(of: (String, ClientRecord?).self) { group in
+            for _ in 0..<8 {
+                for name in (0..<7).map({ "ci-\($0)" }).shuffled() {
+                    group.addTask { (name, try await store.client(name: name)) }
+                }
+            }
+            return try await group.reduce(into: [(String, ClientRecord?)]()) { $0.append($1) }
+        }
+        #expect(clients.count == 56)
+        for (name, record) in clients {
+            if name == "ci-6" {
+                #expect(record == nil)
+            } else {
+                #expect(record?.name == name && record?.secretHash == "hmac-\(name.dropFirst(3))")
+            }
+        }
+    }
+
     @Test(arguments: StoreUnderTest.available)
     func reuseOfASpentTokenRevokesTheWholeFamily(kind: StoreUnderTest) async throws {
         let store = try await kind.make()
