@@ -111,7 +111,7 @@ package enum EmulatorServer {
             respond(oauth1.verifyCredentials(url: fullURL(request), authorization: request.headers[.authorization]))
         }
 
-        var app = Application(
+        let app = Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
