@@ -26,11 +26,11 @@ package final class PostgresStore: Store {
     /// The longest one call may take before it is given up (and answered 503).
     private let deadline: Duration
     /// Where the calls' deadlines are kept.
-    private let watch = DeadlineWatch()
+    private let watch: DeadlineWatch
     /// Concurrent session reads (every `GET /auth/me`, every refresh of an access token's session) share queries.
-    let sessionReads = ReadBatcher<String, SessionView>()
+    let sessionReads: ReadBatcher<String, SessionView>
     /// Concurrent client reads (every `client_credentials` mint) share queries the same way.
-    let clientReads = ReadBatcher<String, ClientRecord>()
+    let clientReads: ReadBatcher<String, ClientRecord>
     /// How many calls' deadlines are being watched (for tests: none once every call has answered).
     var watchedDeadlines: Int { watch.count }
 
@@ -74,6 +74,18 @@ package final class PostgresStore: Store {
         self.location = location
         self.logger = logger
         self.deadline = deadline
+        let watch = DeadlineWatch()
+        self.watch = watch
+        // A batched read is answered within the store's deadline in all, however long it queued.
+        let address = location.address
+        sessionReads = ReadBatcher(
+            deadline: .init(duration: deadline, watch: watch) {
+                StoreError.unavailable("PostgreSQL at \(address) did not answer within \(deadline) (session lookup)")
+            })
+        clientReads = ReadBatcher(
+            deadline: .init(duration: deadline, watch: watch) {
+                StoreError.unavailable("PostgreSQL at \(address) did not answer within \(deadline) (client lookup)")
+            })
         let tls: PostgresClient.Configuration.TLS
         switch location.tls {
         case .disable:

@@ -184,4 +184,41 @@ struct ReadBatcherTests {
         #expect(try await [one, two, three] == ["value of one", "value of two", "value of three"])
         #expect(batcher.counts == (3, 3))
     }
+
+    @Test(.timeLimit(.minutes(10))) func aReadIsAnsweredAtItsDeadlineWhetherSentOrQueuedBehindAStuckBatch() async throws
+    {
+        let watch = DeadlineWatch(tick: .milliseconds(5))
+        let batcher = ReadBatcher<String, String>(
+            lanes: 1, deadline: .init(duration: .milliseconds(30), watch: watch) { TestSupportError("too late") })
+        let script = ScriptedFetch()
+        var batches = script.started.makeAsyncIterator()
+        let sent = Task { try await batcher.read("stuck", fetch: script.fetch) }
+        #expect(await batches.next() == ["stuck"])
+        let queued = Task { try await batcher.read("queued", fetch: script.fetch) }
+        // The batch never answers; both reads are answered at their deadlines, not one deadline after another.
+        await #expect(throws: TestSupportError.self) { try await sent.value }
+        await #expect(throws: TestSupportError.self) { try await queued.value }
+        #expect(batcher.queuedCount == 0, "the expired read left the queue unsent")
+        #expect(batcher.waitingCount == 0)
+        #expect(watch.count == 0)
+        // The stuck batch answers at last: its answer finds nobody waiting, and the lane is free again.
+        script.release()
+        script.release()
+        #expect(try await batcher.read("after", fetch: script.fetch) == "value of after")
+        #expect(batcher.counts == (2, 2), "the expired read was never sent")
+    }
+
+    @Test(.timeLimit(.minutes(10))) func aReadAnsweredInTimeTakesItsDeadlineOffTheWatch() async throws {
+        let watch = DeadlineWatch(tick: .milliseconds(5))
+        let batcher = ReadBatcher<String, String>(
+            deadline: .init(duration: .seconds(600), watch: watch) { TestSupportError("too late") })
+        let script = ScriptedFetch()
+        script.release()
+        script.release()
+        async let one = batcher.read("one", fetch: script.fetch)
+        async let two = batcher.read("two", fetch: script.fetch)
+        #expect(try await [one, two] == ["value of one", "value of two"])
+        #expect(watch.count == 0, "no deadline is left behind")
+        #expect(batcher.waitingCount == 0)
+    }
 }
