@@ -180,6 +180,8 @@ def cpu_row(name, kind):
              f"{cpu_us('pg2x', kind, 'broker'):,.0f}"]
     return f"| {name} | " + " | ".join(cells) + " |"
 tpcb_us = tpcb_cpu / tpcb_count * 1e6
+def both_us(label, kind):
+    return cpu_us(label, kind, "broker") + cpu_us(label, kind, "postgres")
 def verdict(ratio, goal):
     return f"{ratio:.2f}x, goal ≥ {goal}x: " + ("**met**" if ratio >= goal else "**not met**")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -199,13 +201,20 @@ synchronous_commit off, for the brokers and pgbench alike).
 {row("`POST /auth/login` (scrypt)", "login")}
 {row("HTTP ceiling: `GET /.well-known/jwks.json`", "jwks")}
 
-| goal | measured | ratio | goal |
-|---|---:|---:|---:|
-| refresh grants/s on PostgreSQL vs `pgbench` TPC-B-like tps (16 clients, scale 10) | {p1["refresh"]:,.0f} vs {tpcb:,.0f} | **{p1["refresh"] / tpcb:.2f}x** | ≥ 1.0x |
-| `/auth/me` on PostgreSQL vs on SQLite | {p1["me"]:,.0f} vs {s["me"]:,.0f} | **{p1["me"] / s["me"]:.2f}x** | ≥ 0.8x |
-| mints with two brokers vs one | {p2["mint"]:,.0f} vs {p1["mint"]:,.0f} | **{p2["mint"] / p1["mint"]:.2f}x** | ≥ 1.6x |
-| (for reference) the same goal in the database's CPU: µs per TPC-B-like transaction vs per rotation (what the database alone could sustain) | {tpcb_us:,.0f} vs {cpu_us('pg1', 'refresh', 'postgres'):,.0f} | {tpcb_us / cpu_us('pg1', 'refresh', 'postgres'):.2f}x | — |
-| (for reference) `pgbench -S` select-only tps | {select:,.0f} | — | — |
+| goal | measured | ratio | goal | the same in CPU per request |
+|---|---:|---:|---:|---:|
+| refresh grants/s on PostgreSQL vs `pgbench` TPC-B-like tps (16 clients, scale 10) | {p1["refresh"]:,.0f} vs {tpcb:,.0f} | **{p1["refresh"] / tpcb:.2f}x** | ≥ 1.0x | {tpcb_us / cpu_us('pg1', 'refresh', 'postgres'):.2f}x (database) |
+| `/auth/me` on PostgreSQL vs on SQLite | {p1["me"]:,.0f} vs {s["me"]:,.0f} | **{p1["me"] / s["me"]:.2f}x** | ≥ 0.8x | {both_us('sqlite', 'me') / both_us('pg1', 'me'):.2f}x |
+| mints with two brokers vs one | {p2["mint"]:,.0f} vs {p1["mint"]:,.0f} | **{p2["mint"] / p1["mint"]:.2f}x** | ≥ 1.6x | {2 * both_us('pg1', 'mint') / both_us('pg2x', 'mint'):.2f}x (on cores of their own) |
+| (for reference) the same goal in the database's CPU: µs per TPC-B-like transaction vs per rotation (what the database alone could sustain) | {tpcb_us:,.0f} vs {cpu_us('pg1', 'refresh', 'postgres'):,.0f} | {tpcb_us / cpu_us('pg1', 'refresh', 'postgres'):.2f}x | — | — |
+| (for reference) `pgbench -S` select-only tps | {select:,.0f} | — | — | — |
+
+The last column reads each goal in CPU instead of rate, which leaves out wrk's share of the cores and a run's
+idle moments (though CPU per request, too, rises when the machine is busy): the database's CPU per TPC-B-like
+transaction over its CPU per rotation; SQLite's CPU per request (the broker) over PostgreSQL's (broker and
+database); and twice a mint's CPU with one broker over its CPU with two, which is what two brokers would reach
+with cores of their own (2.00x if a second broker made no request dearer; each of two brokers batches fewer
+reads per query, as it sees half the load).
 
 Where the two cores went: CPU time per answered request (user + system, from `/proc`, over each whole run),
 in microseconds; PostgreSQL's is every process of the cluster.
