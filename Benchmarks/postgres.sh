@@ -214,7 +214,9 @@ idle moments (though CPU per request, too, rises when the machine is busy): the 
 transaction over its CPU per rotation; SQLite's CPU per request (the broker) over PostgreSQL's (broker and
 database); and twice a mint's CPU with one broker over its CPU with two, which is what two brokers would reach
 with cores of their own (2.00x if a second broker made no request dearer; each of two brokers batches fewer
-reads per query, as it sees half the load).
+reads per query, as it sees half the load). Single runs on a shared machine vary: five runs of `Benchmarks/postgres.sh
+10` on 2026-11-25 with the same store code gave `/auth/me` PostgreSQL ÷ SQLite 0.67x–0.98x, refresh ÷ TPC-B
+0.69x–0.81x and two brokers ÷ one 0.87x–1.10x.
 
 Where the two cores went: CPU time per answered request (user + system, from `/proc`, over each whole run),
 in microseconds; PostgreSQL's is every process of the cluster.
