@@ -174,14 +174,14 @@ s, p1, p2 = read("sqlite"), read("pg1"), read("pg2x")
 def cpu_us(label, kind, which):
     requests, broker, database = measured[label][kind]
     return (broker if which == "broker" else database) / requests * 1e6
+def both_us(label, kind):
+    return cpu_us(label, kind, "broker") + cpu_us(label, kind, "postgres")
 def cpu_row(name, kind):
     cells = [f"{cpu_us('sqlite', kind, 'broker'):,.0f}", f"{cpu_us('pg1', kind, 'broker'):,.0f}",
-             f"{cpu_us('pg1', kind, 'postgres'):,.0f}", f"{cpu_us('pg1', kind, 'broker') + cpu_us('pg1', kind, 'postgres'):,.0f}",
+             f"{cpu_us('pg1', kind, 'postgres'):,.0f}", f"{both_us('pg1', kind):,.0f}",
              f"{cpu_us('pg2x', kind, 'broker'):,.0f}"]
     return f"| {name} | " + " | ".join(cells) + " |"
 tpcb_us = tpcb_cpu / tpcb_count * 1e6
-def both_us(label, kind):
-    return cpu_us(label, kind, "broker") + cpu_us(label, kind, "postgres")
 def verdict(ratio, goal):
     return f"{ratio:.2f}x, goal ≥ {goal}x: " + ("**met**" if ratio >= goal else "**not met**")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")

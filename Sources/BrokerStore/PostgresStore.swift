@@ -77,14 +77,13 @@ package final class PostgresStore: Store {
         let watch = DeadlineWatch()
         self.watch = watch
         // A batched read is answered within the store's deadline in all, however long it queued.
-        let address = location.address
         sessionReads = ReadBatcher(
-            deadline: .init(duration: deadline, watch: watch) {
-                StoreError.unavailable("PostgreSQL at \(address) did not answer within \(deadline) (session lookup)")
+            deadline: ReadDeadline(duration: deadline, watch: watch) {
+                Self.timedOut(location: location, deadline: deadline, what: "session lookup")
             })
         clientReads = ReadBatcher(
-            deadline: .init(duration: deadline, watch: watch) {
-                StoreError.unavailable("PostgreSQL at \(address) did not answer within \(deadline) (client lookup)")
+            deadline: ReadDeadline(duration: deadline, watch: watch) {
+                Self.timedOut(location: location, deadline: deadline, what: "client lookup")
             })
         let tls: PostgresClient.Configuration.TLS
         switch location.tls {
@@ -195,10 +194,13 @@ package final class PostgresStore: Store {
         }
         switch outcome {
         case .value(let value): return value
-        case .timedOut:
-            throw StoreError.unavailable(
-                "PostgreSQL at \(location.address) did not answer within \(deadline) (\(what))")
+        case .timedOut: throw Self.timedOut(location: location, deadline: deadline, what: what)
         }
+    }
+
+    /// The 503 of a call, or a batched read, that did not answer within its deadline.
+    static func timedOut(location: PostgresLocation, deadline: Duration, what: String) -> StoreError {
+        .unavailable("PostgreSQL at \(location.address) did not answer within \(deadline) (\(what))")
     }
 
     /// A unique violation is a conflict; anything else means the database could not do it (503).

@@ -14,16 +14,16 @@ import Synchronization
 /// leaves the queue and throws `CancellationError`; one already sent is answered with its batch. With a
 /// deadline, a read is answered by then whatever it is waiting for (its place in the queue, or a batch that
 /// does not answer): queueing behind a stuck batch does not add a second deadline to the first.
+/// How long a batched read may wait in all, where its expiry is kept, and what it throws then.
+struct ReadDeadline: Sendable {
+    let duration: Duration
+    let watch: DeadlineWatch
+    let error: @Sendable () -> any Error
+}
+
 final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Reads the values for `keys` (distinct); a key without a value is simply absent from the answer.
     typealias Fetch = @Sendable (_ keys: [Key]) async throws -> [Key: Value]
-
-    /// How long a read may wait in all, where its expiry is kept, and what it throws then.
-    struct Deadline: Sendable {
-        let duration: Duration
-        let watch: DeadlineWatch
-        let error: @Sendable () -> any Error
-    }
 
     private struct Waiter {
         let key: Key
@@ -54,13 +54,13 @@ final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private let state = Mutex(State())
     private let lanes: Int
     private let maxBatch: Int
-    private let deadline: Deadline?
+    private let deadline: ReadDeadline?
 
     /// - Parameters:
     ///   - lanes: how many batches may be in flight at once.
     ///   - maxBatch: the most reads one query answers.
     ///   - deadline: how long a read may take in all; `nil` for no limit of the batcher's own.
-    init(lanes: Int = 1, maxBatch: Int = 64, deadline: Deadline? = nil) {
+    init(lanes: Int = 1, maxBatch: Int = 64, deadline: ReadDeadline? = nil) {
         precondition(lanes >= 1 && maxBatch >= 1)
         self.lanes = lanes
         self.maxBatch = maxBatch
@@ -135,12 +135,9 @@ final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             var keys: [Key] = []
             var seen = Set<Key>()
             for read in batch where seen.insert(read.key).inserted { keys.append(read.key) }
+            // Never empty: a lane takes only reads still queued, and a read leaves the queue when it leaves `waiting`.
             let values: Result<[Key: Value], any Error>
-            if keys.isEmpty {
-                values = .success([:])  // every read of the batch expired before it was sent
-            } else {
-                do { values = .success(try await fetch(keys)) } catch { values = .failure(error) }
-            }
+            do { values = .success(try await fetch(keys)) } catch { values = .failure(error) }
             let waiters = state.withLock { state in batch.compactMap { state.waiting.removeValue(forKey: $0.id) } }
             for waiter in waiters { answer(waiter, with: values.map { $0[waiter.key] }) }
             let next = state.withLock { state -> [(id: UInt64, key: Key)]? in
