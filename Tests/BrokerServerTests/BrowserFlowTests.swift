@@ -545,7 +545,19 @@ struct CLIBrowserLoginTests {
         environment.merge(browser) { $1 }
         let result = try await client.run(
             [command, "--provider", provider, "--timeout", "\(timeout)"] + extra, environment: environment)
+        // The CLI does not wait for its browser: after a failure page it exits while the script may still be
+        // reading that page. The script always writes its result (renamed into place, with "error" when a step
+        // failed), so once the CLI has started it, its result is waited for; three minutes bound a broken
+        // script, not a slow machine.
+        let opened = result.stderr.contains("/auth/\(provider)/start?") && !extra.contains("--no-browser")
+        let deadline = Date().addingTimeInterval(180)
+        while opened, !FileManager.default.fileExists(atPath: resultFile), Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let seen = (try? Data(contentsOf: URL(fileURLWithPath: resultFile))).flatMap { JSONValue.parse(Array($0)) }
+        if let error = seen?["error"]?.stringValue {
+            print("browser_flow.py --open stopped: \(error)")
+        }
         return (result, seen)
     }
 

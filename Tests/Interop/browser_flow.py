@@ -62,10 +62,27 @@ class Form(html.parser.HTMLParser):
 def open_mode(start):
     """As $BROWSER for `broker login`: the CLI's start URL is the last argument. Holds an idle connection to
     the CLI's listener first (as browsers do), asks it for another path, then follows the flow to the loopback
-    and reads the CLI's page. Writes {"page_status", "page", "other_path_status", ...} to $BROWSER_RESULT."""
+    and reads the CLI's page. Writes {"page_status", "page", "other_path_status", ...} to $BROWSER_RESULT —
+    always, and whole (renamed into place): with "error" (the traceback) when a step failed. The CLI does not
+    wait for its browser, so the test waits for this file; it must appear whatever happened."""
+    import os
+    import traceback
+    result = {}
+    try:
+        browse(start, result)
+    except BaseException:
+        result["error"] = traceback.format_exc()
+    finally:
+        partial = os.environ["BROWSER_RESULT"] + ".partial"
+        with open(partial, "w") as out:
+            json.dump(result, out)
+        os.replace(partial, os.environ["BROWSER_RESULT"])
+
+
+def browse(start, result):
+    """open_mode's steps; fills `result` as it goes."""
     import os
     import socket
-    result = {}
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(start).query))
     loopback = urllib.parse.urlparse(query["redirect_uri"])
     idle = socket.create_connection((loopback.hostname, loopback.port), timeout=5)
@@ -99,8 +116,6 @@ def open_mode(start):
         result.update({"page_status": status, "page": body.decode(), "cache_control": headers.get("Cache-Control")})
     finally:
         idle.close()
-    with open(os.environ["BROWSER_RESULT"], "w") as out:
-        json.dump(result, out)
 
 
 def main():
