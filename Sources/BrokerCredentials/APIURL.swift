@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 
 /// An http(s) URL taken apart for one question: may the session's token be sent there?
 ///

@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 import Synchronization
 
 /// A clock that moves only when a test moves it: windows (expiry, back-off, cache lifetimes, rate limits)
