@@ -52,7 +52,7 @@ struct AuditTrailTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.timeLimit(.minutes(10)))
     func aScriptedDayIsRecordedInOrderWithoutSecretsAndSurvivesRotation() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let auditPath = directory.appendingPathComponent("audit.log").path
@@ -148,7 +148,7 @@ struct AuditTrailTests {
         #expect((before.dropFirst(day.count) + after).allSatisfy { $0["event"]?.stringValue == "sign_in" })
     }
 
-    @Test(.timeLimit(.minutes(6)))
+    @Test(.timeLimit(.minutes(10)))
     func eventsKeptInTheStoreAreListedByTheCLI() async throws {
         let directory = try BrokerProcess.temporaryDirectory()
         let auditPath = directory.appendingPathComponent("audit.log").path

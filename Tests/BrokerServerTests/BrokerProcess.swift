@@ -148,7 +148,7 @@ final class BrokerProcess: @unchecked Sendable {
 
     func send(_ request: HTTPClientRequest) async throws -> Reply {
         var request = request
-        request.timeout = .seconds(60)
+        request.timeout = .seconds(180)
         let response = try await HTTPClient.shared.send(request)
         return Reply(status: response.status, json: JSONValue.parse(response.body), response: response)
     }

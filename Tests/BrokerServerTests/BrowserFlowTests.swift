@@ -529,7 +529,7 @@ struct CLIBrowserLoginTests {
     /// browser saw.
     static func login(
         _ server: BrokerProcess, _ client: ClientHome, provider: String = "google", browser: [String: String] = [:],
-        extra: [String] = [], timeout: Int = 60
+        extra: [String] = [], timeout: Int = 180
     ) async throws -> (CLI.Result, JSONValue?) {
         try await login(client, provider: provider, browser: browser, extra: extra, timeout: timeout)
     }
@@ -537,7 +537,7 @@ struct CLIBrowserLoginTests {
     /// The same against whatever broker `client` points at.
     static func login(
         _ client: ClientHome, provider: String = "google", browser: [String: String] = [:], extra: [String] = [],
-        timeout: Int = 60, command: String = "login"
+        timeout: Int = 180, command: String = "login"
     ) async throws -> (CLI.Result, JSONValue?) {
         let resultFile = try BrokerProcess.temporaryDirectory().appendingPathComponent("browser.json").path
         let script = BrokerProcess.repositoryRoot.appendingPathComponent("Tests/Interop/browser_flow.py").path

@@ -143,7 +143,7 @@ struct MetricsTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func aRealPrometheusScrapesTheMetricsPortWithItsToken() async throws {
         let directory = try TemporaryDirectory.make(prefix: "broker-prometheus")
         let tokenFile = directory.appendingPathComponent("metrics-token")

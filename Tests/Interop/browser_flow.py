@@ -39,7 +39,7 @@ opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProces
 def get(url, data=None):
     request = urllib.request.Request(url, data=data)
     try:
-        with opener.open(request, timeout=20) as response:
+        with opener.open(request, timeout=120) as response:
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
@@ -85,7 +85,7 @@ def browse(start, result):
     import socket
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(start).query))
     loopback = urllib.parse.urlparse(query["redirect_uri"])
-    idle = socket.create_connection((loopback.hostname, loopback.port), timeout=5)
+    idle = socket.create_connection((loopback.hostname, loopback.port), timeout=120)
     try:
         status, _, _ = get(f"http://{loopback.hostname}:{loopback.port}/favicon.ico")
         result["other_path_status"] = status
@@ -180,7 +180,7 @@ def main():
             request = urllib.request.Request(f"{broker}/auth/me", headers={
                 "Authorization": "Bearer " + result["session"]["access_token"]})
             try:
-                with opener.open(request, timeout=20) as response:
+                with opener.open(request, timeout=120) as response:
                     result["me_after_reuse"] = response.status
             except urllib.error.HTTPError as error:
                 result["me_after_reuse"] = error.code

@@ -26,10 +26,10 @@ def main():
         env.pop(name, None)
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(binary, [binary, "login", "--provider", provider, "--no-browser", "--timeout", "60"], env)
+        os.execve(binary, [binary, "login", "--provider", provider, "--no-browser", "--timeout", "180"], env)
     output = b""
     url = None
-    deadline = time.time() + 60
+    deadline = time.time() + 180
     while time.time() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.2)
         if ready:

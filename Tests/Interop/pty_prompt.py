@@ -23,7 +23,7 @@ def check(condition, message):
         failures.append(message)
 
 
-def session(argv, script, extra_env=None, timeout=60):
+def session(argv, script, extra_env=None, timeout=180):
     """Runs argv on a pty; script is a list of (text to wait for, line to type). Returns (status, transcript)."""
     env = dict(os.environ, BROKER_URL=URL, BROKER_HOME=HOME, TERM="xterm")
     env.pop("NO_COLOR", None)

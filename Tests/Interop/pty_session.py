@@ -15,7 +15,7 @@ import sys
 import time
 
 
-def drive(argv, steps, env=None, timeout=120):
+def drive(argv, steps, env=None, timeout=180):
     """Runs argv on a pty, typing each step's line once its text was shown. Returns (status, transcript,
     unanswered steps, timed out); "<<typed>>" marks in the transcript where input went."""
     pid, fd = pty.fork()

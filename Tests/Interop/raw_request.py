@@ -12,7 +12,7 @@ url = urllib.parse.urlsplit(sys.argv[1])
 if url.hostname not in ("127.0.0.1", "localhost", "::1"):
     sys.exit("raw_request.py: loopback addresses only")
 data = sys.stdin.buffer.read()
-with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+with socket.create_connection((url.hostname, url.port), timeout=120) as sock:
     sock.sendall(data)
     response = b""
     try:

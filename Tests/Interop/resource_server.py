@@ -49,7 +49,7 @@ class Refused(Exception):
 
 def fetch_json(url, headers=None):
     request = urllib.request.Request(url, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=120) as response:
         return json.load(response)
 
 

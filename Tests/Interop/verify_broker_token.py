@@ -20,7 +20,7 @@ from joserfc.jwk import KeySet  # noqa: E402
 
 
 def fetch(url):
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=120) as response:
         return json.load(response)
 
 
