@@ -17,6 +17,10 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(__file__))
 import browser_flow  # noqa: E402
 
+# How long the CLI waits for the pasted address, and this script for the CLI: one bound for both, long enough
+# for a whole parallel test run on two cores (it catches a hang; a passing run never waits it out).
+WAIT_SECONDS = 180
+
 
 def main():
     binary, broker, home, provider = sys.argv[1:5]
@@ -26,10 +30,11 @@ def main():
         env.pop(name, None)
     pid, fd = pty.fork()
     if pid == 0:
-        os.execve(binary, [binary, "login", "--provider", provider, "--no-browser", "--timeout", "180"], env)
+        argv = [binary, "login", "--provider", provider, "--no-browser", "--timeout", str(WAIT_SECONDS)]
+        os.execve(binary, argv, env)
     output = b""
     url = None
-    deadline = time.time() + 180
+    deadline = time.time() + WAIT_SECONDS
     while time.time() < deadline:
         ready, _, _ = select.select([fd], [], [], 0.2)
         if ready:
