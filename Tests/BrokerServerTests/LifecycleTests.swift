@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerHTTP
 import BrokerStore
 import BrokerSystem
 import BrokerTesting
@@ -135,12 +136,37 @@ struct LifecycleTests {
     }
 
     @Test func sigtermFinishesRequestsInFlightAndExitsZero() async throws {
-        let server = try await BrokerProcess.start()
-        #expect(try await server.register("term@example.com", Self.password).status == 201)
-        async let login = server.login("term@example.com", Self.password)
-        try await Task.sleep(for: .milliseconds(150))
+        // A request held inside the broker: a token exchange whose issuer keeps its discovery answer until told.
+        // Its arrival at the issuer is the event that shows the request in flight (no sleep, no window).
+        let fixture = try await MintFixture.start()
+        let server = fixture.server
+        try await fixture.addTrusting("gh", tenant: "held")
+        let token = try await fixture.issuer.token("held")
+        async let exchange = server.form(
+            "/auth/token",
+            [
+                ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"), ("client_id", "gh"),
+                ("subject_token", token), ("subject_token_type", "urn:ietf:params:oauth:token-type:jwt"),
+            ])
+        try #require(try await fixture.issuer.heldRequestArrived(), "the broker asked the held issuer")
+
         server.process.send(SIGTERM)
-        #expect(try await login.status == 200, "the login in flight completes")
+        // The shutdown has begun once the listener refuses new connections; only then may the request finish.
+        var refused = false
+        for _ in 0..<3600 where !refused {
+            do {
+                _ = try await server.get("/healthz")
+            } catch let error as HTTPClientError {
+                // A probe accepted just before the close may be cut off instead: that is not the refusal yet.
+                refused = error.kind == .connectionFailed
+            }
+            if !refused { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(refused, "the listener closed on SIGTERM")
+        try await fixture.issuer.release()
+        let reply = try await exchange
+        #expect(reply.status == 200, "the request in flight completes: \(reply.response.bodyText)")
+        #expect(reply["access_token"]?.stringValue != nil)
         #expect(try await server.terminate() == 0)
 
         let again = try await BrokerProcess.start(directory: server.directory)

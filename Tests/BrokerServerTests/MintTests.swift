@@ -36,6 +36,19 @@ final class CIIssuer: @unchecked Sendable {
         _ = try await HTTPClient.shared.send(HTTPClientRequest(url: "\(base)/\(tenant)/rotate"))
     }
 
+    /// Waits (off the pool) for the "held" tenant's discovery request to arrive: the broker is then inside the
+    /// request that asked for it. `false` when none came within three minutes (a bound for a broken run).
+    func heldRequestArrived() async throws -> Bool {
+        let server = self.server
+        return try await offThread { server.nextLine(timeout: .seconds(180)) } == "held"
+    }
+
+    /// Lets the "held" tenant's discovery request answer.
+    func release() async throws {
+        let response = try await HTTPClient.shared.send(HTTPClientRequest(url: "\(base)/release"))
+        guard response.status == 200 else { throw ServerTestError("ci_issuer.py release: \(response.status)") }
+    }
+
     func jwksFetches(_ tenant: String) async throws -> Int64 {
         let response = try await HTTPClient.shared.send(HTTPClientRequest(url: "\(base)/stats"))
         return JSONValue.parse(response.body)?["jwks_fetches"]?[tenant]?.intValue ?? 0

@@ -9,6 +9,11 @@ listening, serves until stdin closes. Each path prefix is its own issuer ("tenan
   /<tenant>/token?sub=&aud=&...                a signed ID token (text), parameters below
   /<tenant>/rotate                             adds a new current key (the old one stays published)
   /stats                                       {"jwks_fetches": {tenant: n}, "discovery_fetches": {...}}
+  /release                                     lets the "held" tenant's discovery answer (see below)
+
+The tenant "held" keeps a discovery request waiting: it prints "held" on stdout when the request arrives,
+then answers once /release has been asked for (at most ten minutes later). A test sees, as an event, that a
+broker is inside a request, and chooses when that request may finish.
 
 Token parameters: sub, aud (default "broker"), iss (default the tenant's issuer), iat/nbf/exp as offsets in
 seconds from now (defaults 0, 0, 300), jti (default random), alg (RS256 | ES256), claims (a JSON object merged
@@ -35,6 +40,7 @@ from joserfc.jwk import ECKey, RSAKey, KeySet
 LOCK = threading.Lock()
 TENANTS = {}
 STATS = {"jwks_fetches": {}, "discovery_fetches": {}}
+RELEASED = threading.Event()
 
 
 def b64(data: bytes) -> str:
@@ -75,6 +81,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/stats":
             with LOCK:
                 return self.send(200, json.dumps(STATS))
+        if url.path == "/release":
+            RELEASED.set()
+            return self.send(200, "{}")
         if len(parts) != 2:
             return self.send(404, '{"error":"not found"}')
         name, rest = parts
@@ -83,6 +92,9 @@ class Handler(BaseHTTPRequestHandler):
         if rest == ".well-known/openid-configuration":
             with LOCK:
                 STATS["discovery_fetches"][name] = STATS["discovery_fetches"].get(name, 0) + 1
+            if name == "held":
+                print("held", flush=True)
+                RELEASED.wait(timeout=600)
             jwks_uri = "http://127.0.0.1:1/jwks" if name == "broken" else base + "/.well-known/jwks"
             return self.send(200, json.dumps({
                 "issuer": base if name != "liar" else "https://someone-else.example",
