@@ -70,7 +70,8 @@ package struct BrokerAPI: Sendable {
     /// `nil`: `HTTPClient.shared`, reached only when a request is sent — creating it initializes libcurl,
     /// which `broker token`'s warm path never needs.
     let client: (any HTTPTransport)?
-    /// Per request; `logout` uses a short one so an unreachable broker does not hold the user up.
+    /// Per request (`http_timeout`, `BROKER_HTTP_TIMEOUT`); `logout` and `whoami` wait at most a few seconds, so an
+    /// unreachable broker does not hold the user up.
     package var timeout: Duration = .seconds(30)
 
     package init(baseURL: String, http: (any HTTPTransport)? = nil) {
@@ -373,7 +374,10 @@ package struct BrokerAPI: Sendable {
         do {
             response = try await (client ?? HTTPClient.shared as any HTTPTransport).send(request)
         } catch let error as HTTPClientError {
-            throw .unreachable(error.message)
+            guard error.kind == .timeout else { throw .unreachable(error.message) }
+            throw .unreachable(
+                "\(error.message) (the wait for an answer was \(timeout.components.seconds) s; http_timeout in the "
+                    + "client's config.json or BROKER_HTTP_TIMEOUT sets it)")
         } catch {
             throw .unreachable("\(error)")
         }
@@ -416,4 +420,17 @@ package struct DeviceStart: Sendable {
     package var verificationURIComplete: String?
     package var expiresIn: Int64
     package var interval: Int64
+}
+
+extension ClientSettings {
+    /// The broker API of these settings: their broker, and their wait for each answer.
+    package var api: BrokerAPI { api(for: key) }
+
+    /// The broker API for `key`'s broker (`logout --all` visits every cached session's broker) with these settings'
+    /// wait for each answer.
+    package func api(for key: SessionKey) -> BrokerAPI {
+        var api = BrokerAPI(baseURL: key.brokerURL)
+        api.timeout = requestTimeout
+        return api
+    }
 }

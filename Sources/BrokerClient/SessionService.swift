@@ -177,7 +177,7 @@ package struct SessionService: Sendable {
         guard let session else { return (nil, nil) }
         var problem: String?
         var quick = api
-        quick.timeout = .seconds(3)
+        quick.timeout = min(quick.timeout, .seconds(3))
         do {
             try await quick.revoke(session.refreshToken ?? session.accessToken)
         } catch {

@@ -10,15 +10,22 @@ import BrokerSystem
 /// Where the client keeps its files and which broker and profile a command talks about.
 ///
 /// Precedence (CONTRACT.md): `--broker` over `BROKER_URL` over `broker_url` in `$BROKER_HOME/config.json`
-/// over `http://127.0.0.1:8787`; `--profile` over `BROKER_PROFILE` over `default`.
+/// over `http://127.0.0.1:8787`; `--profile` over `BROKER_PROFILE` over `default`. The wait for each answer from the
+/// broker: `BROKER_HTTP_TIMEOUT` over `http_timeout` in the config file (the profile's over the top-level one) over
+/// 30 seconds.
 package struct ClientSettings: Sendable {
     package let home: String
     package let key: SessionKey
     /// Where this profile's token may be sent (`api_urls` in the config file, the profile's own list over the
     /// top-level one); `nil` when neither lists any: then any https URL, or http on this machine.
     package let apiURLs: [APIURL]?
+    /// How long a command waits for each answer from the broker (password checks get at least two minutes).
+    package let requestTimeout: Duration
 
     package static let defaultBrokerURL = "http://127.0.0.1:8787"
+    package static let defaultRequestTimeout: Duration = .seconds(30)
+    /// `http_timeout` and `BROKER_HTTP_TIMEOUT` are whole seconds in this range.
+    package static let requestTimeoutRange: ClosedRange<Int64> = 1...3600
 
     /// A setting that cannot be used, named with where it came from.
     package struct Problem: Error, Sendable, CustomStringConvertible {
@@ -48,6 +55,20 @@ package struct ClientSettings: Sendable {
             section?.brokerURL != nil
             ? "profiles.\(name).broker_url in \(home)/config.json" : "broker_url in \(home)/config.json"
         apiURLs = section?.apiURLs ?? file.apiURLs
+        if let text = environment["BROKER_HTTP_TIMEOUT"], !text.isEmpty {
+            guard text.utf8.count <= 4, text.isASCIIDigits, let seconds = Int64(text),
+                Self.requestTimeoutRange.contains(seconds)
+            else {
+                throw Problem(
+                    "BROKER_HTTP_TIMEOUT: \"\(text)\" is not a whole number of seconds from "
+                        + "\(Self.requestTimeoutRange.lowerBound) to \(Self.requestTimeoutRange.upperBound)",
+                    isUsage: true)
+            }
+            requestTimeout = .seconds(seconds)
+        } else {
+            let configuredTimeout = section?.httpTimeout ?? file.httpTimeout
+            requestTimeout = configuredTimeout.map { .seconds($0) } ?? Self.defaultRequestTimeout
+        }
         let url: String
         let source: String
         if let broker {
@@ -101,16 +122,18 @@ package struct ClientSettings: Sendable {
     }
 
     /// The client's config file (`$BROKER_HOME/config.json`): `broker_url`; `insecure_http` (allow plain
-    /// http to a broker that is not on this machine); `api_urls`, where tokens may be sent; and `profiles`,
-    /// each profile's own `broker_url` and `api_urls`, which replace the top-level ones for that profile:
+    /// http to a broker that is not on this machine); `api_urls`, where tokens may be sent; `http_timeout`, the
+    /// seconds to wait for each answer from the broker; and `profiles`, each profile's own `broker_url`,
+    /// `api_urls` and `http_timeout`, which replace the top-level ones for that profile:
     ///
     ///     {"broker_url": "https://broker.example.com", "api_urls": ["https://api.example.com/v1"],
-    ///      "profiles": {"staging": {"broker_url": "https://broker.staging.example.com",
+    ///      "profiles": {"staging": {"broker_url": "https://broker.staging.example.com", "http_timeout": 90,
     ///                               "api_urls": ["https://api.staging.example.com", "https://git.example.com"]}}}
     package struct ConfigFile: Equatable {
         package var brokerURL: String?
         package var insecureHTTP = false
         package var apiURLs: [APIURL]?
+        package var httpTimeout: Int64?
         package var profiles: [String: Profile] = [:]
     }
 
@@ -118,6 +141,7 @@ package struct ClientSettings: Sendable {
     package struct Profile: Equatable {
         package var brokerURL: String?
         package var apiURLs: [APIURL]?
+        package var httpTimeout: Int64?
     }
 
     /// Whether the token may go to `url` under these settings; `nil` if so, else why not (for a message).
@@ -169,7 +193,7 @@ package struct ClientSettings: Sendable {
         case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
         }
         guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
-        let known = ["broker_url", "insecure_http", "api_urls", "profiles"]
+        let known = ["broker_url", "insecure_http", "api_urls", "http_timeout", "profiles"]
         for key in fields.keys.sorted() where !known.contains(key) {
             throw Problem(
                 "\(path): unknown key \"\(key)\" (the client config knows "
@@ -183,6 +207,7 @@ package struct ClientSettings: Sendable {
         default: throw Problem("\(path): \"insecure_http\" must be true or false")
         }
         file.apiURLs = try apiURLs(fields["api_urls"], "api_urls", path: path)
+        file.httpTimeout = try seconds(fields["http_timeout"], "http_timeout", path: path)
         switch fields["profiles"] {
         case nil: break
         case .object(let profiles)?:
@@ -194,14 +219,16 @@ package struct ClientSettings: Sendable {
                 guard case .object(let entry) = value else {
                     throw Problem("\(path): \"profiles.\(name)\" must be an object")
                 }
-                for key in entry.keys.sorted() where key != "broker_url" && key != "api_urls" {
+                for key in entry.keys.sorted() where !["broker_url", "api_urls", "http_timeout"].contains(key) {
                     throw Problem(
-                        "\(path): unknown key \"profiles.\(name).\(key)\" (a profile knows \"broker_url\" and \"api_urls\")"
+                        "\(path): unknown key \"profiles.\(name).\(key)\" (a profile knows \"broker_url\", "
+                            + "\"api_urls\" and \"http_timeout\")"
                     )
                 }
                 file.profiles[name] = Profile(
                     brokerURL: try string(entry["broker_url"], "profiles.\(name).broker_url", path: path),
-                    apiURLs: try apiURLs(entry["api_urls"], "profiles.\(name).api_urls", path: path))
+                    apiURLs: try apiURLs(entry["api_urls"], "profiles.\(name).api_urls", path: path),
+                    httpTimeout: try seconds(entry["http_timeout"], "profiles.\(name).http_timeout", path: path))
             }
         default: throw Problem("\(path): \"profiles\" must be an object of profile names")
         }
@@ -213,6 +240,18 @@ package struct ClientSettings: Sendable {
         case nil: return nil
         case .string(let text)?: return text
         default: throw Problem("\(path): \"\(name)\" must be a string")
+        }
+    }
+
+    /// Whole seconds in ``requestTimeoutRange``.
+    private static func seconds(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> Int64? {
+        switch value {
+        case nil: return nil
+        case .int(let seconds)? where requestTimeoutRange.contains(seconds): return seconds
+        default:
+            throw Problem(
+                "\(path): \"\(name)\" must be a whole number of seconds from \(requestTimeoutRange.lowerBound) to "
+                    + "\(requestTimeoutRange.upperBound)")
         }
     }
 

@@ -44,7 +44,7 @@ extension Broker.Account {
                     throw Console.fail("not confirmed; nothing was deleted")
                 }
             }
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             var password: Secret?
             if try await Self.hasPassword(session, api: api, settings: settings) {
                 if passwordStdin {
@@ -103,7 +103,7 @@ extension Broker.Account {
             let settings = try client.settings()
             let session = try await Broker.Token.session(settings, minValid: 30)
             do {
-                let document = try await BrokerAPI(baseURL: settings.key.brokerURL).exportAccount(session.accessToken)
+                let document = try await settings.api.exportAccount(session.accessToken)
                 Console.out(document.serialized())
             } catch {
                 if error.isAuthenticationRefusal {

@@ -132,7 +132,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             if resend { return try await resendLink(settings: settings, api: api) }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
             let response: SessionResponse
@@ -235,7 +235,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
@@ -351,7 +351,7 @@ extension Broker {
         static func session(_ settings: ClientSettings, minValid: Int64) async throws -> Session {
             let service = SessionService(
                 cache: settings.cache,
-                api: BrokerAPI(baseURL: settings.key.brokerURL),
+                api: settings.api,
                 key: settings.key
             )
             do {
@@ -427,7 +427,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             let service = SessionService(cache: settings.cache, api: api, key: settings.key)
             var session: Session
             do {
@@ -444,7 +444,7 @@ extension Broker {
             var profile: JSONValue?
             do {
                 var quick = api
-                quick.timeout = .seconds(5)
+                quick.timeout = min(quick.timeout, .seconds(5))
                 profile = try await quick.me(session.accessToken)
             } catch {
                 if error.isAuthenticationRefusal {
@@ -457,7 +457,7 @@ extension Broker {
             var identities: [JSONValue] = []
             if profile != nil {
                 var quick = api
-                quick.timeout = .seconds(5)
+                quick.timeout = min(quick.timeout, .seconds(5))
                 identities = (try? await quick.identities(session.accessToken))?["identities"]?.arrayValue ?? []
             }
             let now = SystemClock().seconds()
@@ -535,7 +535,7 @@ extension Broker {
                 if keys.isEmpty { Console.note("No cached sessions.") }
             }
             for key in keys {
-                let service = SessionService(cache: settings.cache, api: BrokerAPI(baseURL: key.brokerURL), key: key)
+                let service = SessionService(cache: settings.cache, api: settings.api(for: key), key: key)
                 do {
                     let (removed, problem) = try await service.logout()
                     if let problem {
@@ -565,7 +565,7 @@ extension Broker {
             let settings = try client.settings()
             let listed: (list: [ProviderInfo], document: JSONValue)
             do {
-                listed = try await BrokerAPI(baseURL: settings.key.brokerURL).providers()
+                listed = try await settings.api.providers()
             } catch {
                 throw ClientFailure.exit(error, doing: "listing the providers")
             }

@@ -50,7 +50,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             let session = try await Broker.Token.session(settings, minValid: 60)
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
             if chosen == .custom { return try await linkPassword(session: session, settings: settings, api: api) }
@@ -90,7 +90,7 @@ extension Broker {
         private func linkOnAnotherDevice(_ chosen: ProviderID, name: String, session: Session, settings: ClientSettings)
             async throws
         {
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             Terminal.exitOnInterrupt()
             let signIn = DeviceSignIn(
                 settings: settings, api: api, provider: chosen, showQR: Terminal.isInteractive,
@@ -169,7 +169,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             let session = try await Broker.Token.session(settings, minValid: 30)
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
             let answer: JSONValue

@@ -42,7 +42,7 @@ extension Broker.Mint {
             throw BrokerExit.usage
         }
 
-        let api = BrokerAPI(baseURL: settings.key.brokerURL)
+        let api = settings.api
         let minted: MintedToken
         do {
             minted = try await api.mint(

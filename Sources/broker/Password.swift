@@ -38,7 +38,7 @@ extension Broker.Password {
                 throw Console.fail("--email is required when there is no terminal to ask", code: BrokerExit.usage)
             }
             do {
-                _ = try await BrokerAPI(baseURL: settings.key.brokerURL).forgotPassword(email: address)
+                _ = try await settings.api.forgotPassword(email: address)
             } catch {
                 if case .rejected(404, "not_found", _) = error {
                     throw Console.fail("\(settings.key.brokerURL) does not send mail, so it cannot reset passwords")
@@ -73,7 +73,7 @@ extension Broker.Password {
                     "this session signed in with \(session.provider.rawValue); only custom accounts have a password")
             }
             let (current, new) = try readPasswords()
-            let api = BrokerAPI(baseURL: settings.key.brokerURL)
+            let api = settings.api
             do {
                 _ = try await api.changePassword(session.accessToken, current: current, new: new)
             } catch {

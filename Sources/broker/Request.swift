@@ -206,7 +206,7 @@ struct Cycle {
     let interactive: Bool
 
     var service: SessionService {
-        SessionService(cache: settings.cache, api: BrokerAPI(baseURL: settings.key.brokerURL), key: settings.key)
+        SessionService(cache: settings.cache, api: settings.api, key: settings.key)
     }
 
     /// What one attempt ended with.
@@ -261,7 +261,7 @@ struct Cycle {
         }
         defer { lock.unlock() }
         if let fresh = try? service.cachedSession(minValid: 0), fresh.accessToken != rejected { return fresh }
-        let api = BrokerAPI(baseURL: settings.key.brokerURL)
+        let api = settings.api
         let chosen: ProviderID
         if let provider {
             chosen = provider

@@ -5,6 +5,10 @@ import BrokerTesting
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One person's client: a `BROKER_HOME` of its own, pointed at one broker.
 struct ClientHome {
     let home: String
@@ -388,6 +392,46 @@ struct CLISessionTests {
         }
     }
 
+    @Test func httpTimeoutBoundsEachAnswerAndBadOnesAreNamed() async throws {
+        // A broker that takes connections and never answers: a listening socket nobody accepts on (the kernel
+        // completes the handshakes), so only the client's own timeout can end a request.
+        let silent = try SilentListener()
+        let client = try ClientHome(url: "http://127.0.0.1:\(silent.port)")
+        try FileManager.default.createDirectory(atPath: client.home, withIntermediateDirectories: true)
+        let config = client.home + "/config.json"
+
+        let fromEnvironment = try await client.run(["providers"], environment: ["BROKER_HTTP_TIMEOUT": "1"])
+        #expect(fromEnvironment.status == 1, "\(fromEnvironment.stderr)")
+        #expect(fromEnvironment.stderr.contains("the wait for an answer was 1 s"), "\(fromEnvironment.stderr)")
+
+        try Data(#"{"http_timeout": 2, "profiles": {"slow": {"http_timeout": 1}}}"#.utf8).write(
+            to: URL(fileURLWithPath: config))
+        let fromFile = try await client.run(["providers"])
+        #expect(fromFile.status == 1 && fromFile.stderr.contains("was 2 s"), "\(fromFile.stderr)")
+        let fromProfile = try await client.run(["providers", "--profile", "slow"])
+        #expect(fromProfile.status == 1 && fromProfile.stderr.contains("was 1 s"), "\(fromProfile.stderr)")
+        let overFile = try await client.run(["providers"], environment: ["BROKER_HTTP_TIMEOUT": "1"])
+        #expect(overFile.status == 1 && overFile.stderr.contains("was 1 s"), "the variable over the file")
+
+        for value in ["0", "3601", "1.5", "ten", "-1", "99999999999999999999"] {
+            let result = try await client.run(["providers"], environment: ["BROKER_HTTP_TIMEOUT": value])
+            #expect(result.status == 64, "\(value): \(result.stderr)")
+            #expect(result.stderr.contains("BROKER_HTTP_TIMEOUT") && result.stderr.contains("1 to 3600"))
+        }
+        for (text, key) in [
+            (#"{"http_timeout": "30"}"#, "\"http_timeout\""), (#"{"http_timeout": 0}"#, "\"http_timeout\""),
+            (#"{"http_timeout": 2.5}"#, "\"http_timeout\""),
+            (#"{"profiles": {"x": {"http_timeout": 4000}}}"#, "\"profiles.x.http_timeout\""),
+        ] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: config))
+            let result = try await client.run(["providers"])
+            #expect(result.status == 1, "\(text): \(result.stderr)")
+            #expect(result.stderr.contains(config) && result.stderr.contains(key), "\(result.stderr)")
+            #expect(result.stderr.contains("whole number of seconds from 1 to 3600"), "\(result.stderr)")
+            #expect(try String(contentsOfFile: config, encoding: .utf8) == text, "nothing rewritten")
+        }
+    }
+
     @Test func profilesAreSeparateAndLogoutAllClearsEvery() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
@@ -545,4 +589,35 @@ struct ClientPieceTests {
             #expect(ClientSettings.normalize(bad) == nil, "\(bad)")
         }
     }
+}
+
+/// A TCP listener on 127.0.0.1 that never accepts: connections complete in the kernel's backlog, requests are
+/// taken in and never answered. Closed when released.
+final class SilentListener: @unchecked Sendable {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketDescriptor >= 0 else { throw ServerTestError("socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(socketDescriptor, pointer, length) == 0 && listen(socketDescriptor, 16) == 0
+                    && getsockname(socketDescriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            close(socketDescriptor)
+            throw ServerTestError("bind/listen on 127.0.0.1: errno \(errno)")
+        }
+        descriptor = socketDescriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
 }
