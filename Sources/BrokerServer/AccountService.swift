@@ -122,8 +122,9 @@ final class AccountService: Sendable {
                 ],
                 headers: [("Cache-Control", "no-store")])
         }
+        // Just created: its address is not confirmed yet.
         var body = try await tokens.startSession(
-            user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom)
+            user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom, emailVerified: false)
         if verification.mailer != nil, case .object(var fields) = body {
             fields["verification"] = "sent"
             body = .object(fields)
@@ -204,18 +205,20 @@ final class AccountService: Sendable {
     }
 
     private func passwordLogin(_ input: RequestInput, address: String?) async throws -> APIResponse {
-        let user = try await authenticate(
+        let account = try await authenticate(
             email: try input.string("email"), password: Secret(try input.string("password")), address: address)
         let response = APIResponse.tokens(
             try await tokens.startSession(
-                user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom))
-        audit.record("sign_in", user: user.id, fields: ["provider": "custom"])
+                user: account.user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom,
+                emailVerified: TokenIssuer.emailVerified(account)))
+        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom"])
         return response
     }
 
-    /// The user an email and password sign in as, under the login throttle and the verification rule; one
-    /// answer (``APIError/invalidCredentials``) for every wrong pair. Also the device flow's custom sign-in.
-    func authenticate(email rawEmail: String, password: Secret, address: String?) async throws -> UserRecord {
+    /// The password account an email and password sign in to, under the login throttle and the verification
+    /// rule; one answer (``APIError/invalidCredentials``) for every wrong pair. Also the device flow's custom
+    /// sign-in. The account is the one read for the check (the session needs no second read).
+    func authenticate(email rawEmail: String, password: Secret, address: String?) async throws -> PasswordAccount {
         let email = AccountRules.lookupEmail(rawEmail)
         // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
         let admission = try await throttle?.admit(account: email, address: address) ?? .open
@@ -273,7 +276,7 @@ final class AccountService: Sendable {
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)
         }
-        return account.user
+        return account
     }
 
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best

@@ -266,7 +266,8 @@ final class DeviceService: Sendable {
         let user: UserRecord
         do {
             user = try await accounts.authenticate(
-                email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
+                email: email, password: Secret((try? input.string("password")) ?? ""), address: address
+            ).user
         } catch let error as APIError where error.status < 500 {
             metrics.signIn(provider: "custom", outcome: error.code)
             audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])

@@ -43,17 +43,20 @@ final class TokenIssuer: Sendable {
     /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
     /// access token. Returns the contract's session response.
     /// `signedInWith` is the way in the sign-in went through (recorded, so that unlinking it ends the session).
-    func startSession(user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?) async throws
-        -> JSONValue
-    {
-        try await startSessionReturningID(user: user, clientID: clientID, scope: scope, signedInWith: signedInWith)
-            .body
+    /// `emailVerified`: the address's standing when the caller has just read it (a password sign-in has the
+    /// account in hand); `nil` reads it from the store.
+    func startSession(
+        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
+    ) async throws -> JSONValue {
+        try await startSessionReturningID(
+            user: user, clientID: clientID, scope: scope, signedInWith: signedInWith, emailVerified: emailVerified
+        ).body
     }
 
-    /// ``startSession(user:clientID:scope:signedInWith:)`` that also returns the new session's id.
-    func startSessionReturningID(user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?)
-        async throws -> (body: JSONValue, sessionID: String)
-    {
+    /// ``startSession(user:clientID:scope:signedInWith:emailVerified:)`` that also returns the new session's id.
+    func startSessionReturningID(
+        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
+    ) async throws -> (body: JSONValue, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.token(byteCount: 16)
         let refreshToken = try SecureRandom.token(byteCount: 32)
@@ -78,9 +81,10 @@ final class TokenIssuer: Sendable {
         } catch let error as StoreError where error.code == .disabled {
             throw APIError.accountDisabled
         }
+        let verified: Bool
+        if let emailVerified { verified = emailVerified } else { verified = try await self.emailVerified(user) }
         let access = try accessToken(
-            user: user, emailVerified: try await emailVerified(user), sessionID: sessionID, clientID: clientID,
-            scope: scope, now: issuedAt)
+            user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
         return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
     }
 
@@ -123,6 +127,11 @@ final class TokenIssuer: Sendable {
 
     /// The same, from a session's read, which carries the password account's confirmation time.
     func emailVerified(_ view: SessionView) -> Bool { Self.emailVerified(view.user, confirmedAt: view.emailVerifiedAt) }
+
+    /// The same, from a password account in hand.
+    static func emailVerified(_ account: PasswordAccount) -> Bool {
+        emailVerified(account.user, confirmedAt: account.emailVerifiedAt)
+    }
 
     private static func emailVerified(_ user: UserRecord, confirmedAt: Int64?) -> Bool {
         guard user.email != nil else { return false }

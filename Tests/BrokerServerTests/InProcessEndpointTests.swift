@@ -39,6 +39,29 @@ struct InProcessEndpointTests {
         #expect(try await broker.store.passwordAccount(email: "a@example.com") == nil, "nothing was written")
     }
 
+    @Test func aPasswordSignInReadsItsAccountOnce() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test { client in
+            let registered = try await client.register("once@example.com", Self.password)
+            #expect(registered.status == 201)
+            let claims = jwtParts(try #require(registered["access_token"]?.stringValue)).claims
+            #expect(claims?["email_verified"] == false, "a new account's address is not confirmed")
+            let before = Self.storeCalls(broker, "password_account")
+            let login = try await client.login("once@example.com", Self.password)
+            #expect(login.status == 200)
+            #expect(jwtParts(try #require(login["access_token"]?.stringValue)).claims?["email_verified"] == false)
+            // The check's read serves the session too (the verification claim comes from the same row).
+            #expect(Self.storeCalls(broker, "password_account") - before == 1)
+        }
+    }
+
+    /// How many store calls of `operation` the broker's metrics have counted.
+    static func storeCalls(_ broker: InProcessBroker, _ operation: String) -> Int {
+        let prefix = "broker_store_call_duration_seconds_count{operation=\"\(operation)\"} "
+        let line = broker.service.metrics.text().split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
+    }
+
     @Test func rotationReuseAndRevocation() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in
