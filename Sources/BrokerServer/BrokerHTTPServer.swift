@@ -357,13 +357,30 @@ package enum BrokerHTTPServer {
         // SIGTERM and SIGINT start a graceful shutdown: no new connections, requests in flight finish. It is
         // bounded: a request gets `request_timeout` seconds (and the store its own deadline), so after that
         // and five more the rest is cancelled rather than waited for, and the process exits.
+        let bound = limits.requestTimeout + 5
+        // Last in the list, so the first told: the group shuts its services down in reverse order.
+        services.append(.init(service: ShutdownNotice(logger: logger, bound: bound)))
         var group = ServiceGroupConfiguration(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
-        group.maximumGracefulShutdownDuration = .seconds(limits.requestTimeout + 5)
+        group.maximumGracefulShutdownDuration = .seconds(bound)
         try await ServiceGroup(configuration: group).run()
+        logger.info("stopped")
+    }
+}
+
+/// Tells the log when a graceful shutdown begins (an operator sees why the broker stops taking connections).
+struct ShutdownNotice: Service {
+    let logger: Logger
+    /// Seconds the requests in flight get before they are cancelled.
+    let bound: Int64
+
+    func run() async throws {
+        // Cancelled instead (the group failed): nothing to announce.
+        guard (try? await gracefulShutdown()) != nil else { return }
+        logger.info("shutting down: no new connections; requests in flight finish within \(bound) s")
     }
 }
 

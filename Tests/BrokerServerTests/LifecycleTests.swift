@@ -168,6 +168,12 @@ struct LifecycleTests {
         #expect(reply.status == 200, "the request in flight completes: \(reply.response.bodyText)")
         #expect(reply["access_token"]?.stringValue != nil)
         #expect(try await server.terminate() == 0)
+        // The log says when the shutdown began and that it ended (the default request_timeout is 30 s).
+        let log = server.stderr
+        let began = try #require(
+            log.range(of: "shutting down: no new connections; requests in flight finish within 35 s"), "\(log)")
+        let ended = try #require(log.range(of: "stopped"))
+        #expect(began.upperBound <= ended.lowerBound, "\(log.suffix(800))")
 
         let again = try await BrokerProcess.start(directory: server.directory)
         #expect(try await again.terminate(signal: SIGINT) == 0)
