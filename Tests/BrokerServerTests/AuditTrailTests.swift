@@ -130,11 +130,7 @@ struct AuditTrailTests {
                 "/auth/login", json: #"{"email":"audit@example.com","password":"wrong \#(round)"}"#)
         }
         server.process.send(SIGHUP)
-        var reopened = false
-        for _ in 0..<600 where !reopened {
-            reopened = server.stderr.contains("audit log reopened")
-            if !reopened { try await Task.sleep(for: .milliseconds(50)) }
-        }
+        let reopened = try await eventually { server.stderr.contains("audit log reopened") }
         #expect(reopened, "no reopen logged: \(server.stderr.suffix(500))")
         for round in 3..<5 {
             _ = try await broker.post(
@@ -166,10 +162,9 @@ struct AuditTrailTests {
 
         // The broker stores events from a task of its own: wait for the three to arrive (an event, not a window).
         var listed: [Substring] = []
-        for _ in 0..<200 {
+        _ = try await eventually {
             listed = try await broker.cli(["audit", "list"]).stdout.split(separator: "\n")
-            if listed.count >= 3 { break }
-            try await Task.sleep(for: .milliseconds(50))
+            return listed.count >= 3
         }
         let file = try String(contentsOfFile: auditPath, encoding: .utf8).split(separator: "\n")
         #expect(listed == file, "the store holds exactly the lines of the audit log, in order")

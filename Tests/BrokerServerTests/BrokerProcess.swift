@@ -195,3 +195,17 @@ struct ServerTestError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// Checks `condition` every `interval` until it holds; `false` if it still does not after `seconds`. The bound is
+/// for a broken run, not a measure of speed: every test shares the machine's two cores with all the others, so
+/// a start or a tick that takes a moment alone can take a minute in the parallel suite.
+func eventually(
+    within seconds: Int = 180, every interval: Duration = .milliseconds(50), _ condition: () async throws -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while true {
+        if try await condition() { return true }
+        guard ContinuousClock.now < deadline else { return false }
+        try await Task.sleep(for: interval)
+    }
+}

@@ -29,18 +29,18 @@ final class EmulatorProcess: @unchecked Sendable {
 
     static func start(arguments: [String] = []) async throws -> EmulatorProcess {
         let emulator = try EmulatorProcess(arguments: arguments)
-        for _ in 0..<600 {
+        var line: Substring?
+        let printed = try await eventually {
             let text = (try? String(contentsOfFile: emulator.output, encoding: .utf8)) ?? ""
-            if let line = text.split(separator: "\n").first, text.contains("\n") {
-                guard line.hasPrefix("emulator listening on http://") else {
-                    throw ServerTestError("unexpected emulator line: \(line)")
-                }
-                emulator.url = String(line.dropFirst("emulator listening on ".count))
-                return emulator
-            }
-            try await Task.sleep(for: .milliseconds(50))
+            line = text.contains("\n") ? text.split(separator: "\n").first : nil
+            return line != nil
         }
-        throw ServerTestError("broker emulate printed no ready line")
+        guard printed, let line else { throw ServerTestError("broker emulate printed no ready line within 180 s") }
+        guard line.hasPrefix("emulator listening on http://") else {
+            throw ServerTestError("unexpected emulator line: \(line)")
+        }
+        emulator.url = String(line.dropFirst("emulator listening on ".count))
+        return emulator
     }
 
     /// A broker configuration with Google and Microsoft (tenant `tenant`) pointed at this emulator.
@@ -725,10 +725,9 @@ struct CLIBrowserLoginTests {
         #expect(session.provider == Google.id && session.userID.subject.hasPrefix("1"))
         // Chromium may still be writing the DOM when the CLI exits: wait for it.
         var page = ""
-        for _ in 0..<600 {
+        _ = try await eventually {
             page = (try? String(contentsOfFile: dom, encoding: .utf8)) ?? ""
-            if page.contains("</html>") { break }
-            try await Task.sleep(for: .milliseconds(100))
+            return page.contains("</html>")
         }
         #expect(page.contains("<h1>Signed in</h1>"), "\(page.prefix(300))")
         #expect(page.contains(session.userID.description))
@@ -780,14 +779,14 @@ struct CLIBrowserLoginTests {
         let errors = try BrokerProcess.temporaryDirectory().appendingPathComponent("first-err").path
         _ = FileManager.default.createFile(atPath: errors, contents: nil)
         let first = try ChildProcess(
-            BrokerProcess.binary, ["login", "--provider", "google", "--no-browser", "--timeout", "30"],
+            BrokerProcess.binary, ["login", "--provider", "google", "--no-browser", "--timeout", "600"],
             environment: ProcessInfo.processInfo.environment.merging(client.environment) { $1 }, stdin: .null,
             stdout: .null, stderr: .file(errors))
         defer { first.send(SIGTERM) }
-        for _ in 0..<200 {
-            if ((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "").contains("/auth/google/start?") { break }
-            try await Task.sleep(for: .milliseconds(50))
+        let holding = try await eventually {
+            ((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "").contains("/auth/google/start?")
         }
+        try #require(holding, "the first login printed its sign-in URL")
         let second = try await client.run(["login", "--provider", "google", "--no-browser", "--timeout", "5"])
         #expect(second.status == 1 && second.stderr.contains("another broker login"), "\(second.stderr)")
         let otherProfile = try await client.run(

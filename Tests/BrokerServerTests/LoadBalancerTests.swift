@@ -181,19 +181,14 @@ struct LoadBalancerTests {
     }
 
     static func awaitReady(_ nginx: NginxProcess) async throws {
-        for _ in 0..<200 {
+        let answered = try await eventually {
             guard nginx.process.isRunning else {
                 let log = try? String(contentsOf: nginx.directory.appendingPathComponent("stderr.log"), encoding: .utf8)
                 throw ServerTestError("nginx exited (port taken?): \(log ?? "")")
             }
-            if let reply = try? await HTTPClient.shared.send(
-                HTTPClientRequest(method: "GET", url: nginx.url + "/healthz")),
-                reply.status == 200
-            {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(50))
+            let reply = try? await HTTPClient.shared.send(HTTPClientRequest(method: "GET", url: nginx.url + "/healthz"))
+            return reply?.status == 200
         }
-        throw ServerTestError("nginx did not answer")
+        guard answered else { throw ServerTestError("nginx did not answer within 180 s") }
     }
 }

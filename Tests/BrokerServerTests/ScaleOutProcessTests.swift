@@ -70,9 +70,9 @@ struct ScaleOutProcessTests {
         // Both serve it after their next maintenance tick (once a second); polled, not timed.
         for server in [a, b] {
             var served: [String] = []
-            for _ in 0..<300 where served.first != kid {
+            _ = try await eventually(every: .milliseconds(100)) {
                 served = try await Self.kids(server)
-                if served.first != kid { try await Task.sleep(for: .milliseconds(100)) }
+                return served.first == kid
             }
             #expect(served == [kid] + before, "the new key signs; the previous one still verifies")
         }
