@@ -150,15 +150,14 @@ struct LifecycleTests {
 
         server.process.send(SIGTERM)
         // The shutdown has begun once the listener refuses new connections; only then may the request finish.
-        var refused = false
-        for _ in 0..<3600 where !refused {
+        let refused = try await eventually {
             do {
                 _ = try await server.get("/healthz")
+                return false
             } catch let error as HTTPClientError {
                 // A probe accepted just before the close may be cut off instead: that is not the refusal yet.
-                refused = error.kind == .connectionFailed
+                return error.kind == .connectionFailed
             }
-            if !refused { try await Task.sleep(for: .milliseconds(50)) }
         }
         #expect(refused, "the listener closed on SIGTERM")
         try await fixture.issuer.release()
