@@ -5,10 +5,6 @@ import BrokerTesting
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// One person's client: a `BROKER_HOME` of its own, pointed at one broker.
 struct ClientHome {
     let home: String
@@ -597,27 +593,7 @@ final class SilentListener: @unchecked Sendable {
     let descriptor: Int32
     let port: Int
 
-    init() throws {
-        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketDescriptor >= 0 else { throw ServerTestError("socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(socketDescriptor, pointer, length) == 0 && listen(socketDescriptor, 16) == 0
-                    && getsockname(socketDescriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            close(socketDescriptor)
-            throw ServerTestError("bind/listen on 127.0.0.1: errno \(errno)")
-        }
-        descriptor = socketDescriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
-    }
+    init() throws { (descriptor, port) = try loopbackSocket(backlog: 16) }
 
     deinit { close(descriptor) }
 }

@@ -81,9 +81,15 @@ final class NginxProcess: @unchecked Sendable {
 
 /// A free TCP port on 127.0.0.1 (bound and released; the caller retries if someone takes it meanwhile).
 func freeLoopbackPort() throws -> Int {
+    let (descriptor, port) = try loopbackSocket()
+    close(descriptor)
+    return port
+}
+
+/// A TCP socket bound to a free port on 127.0.0.1, listening when `backlog` is given; the caller closes it.
+func loopbackSocket(backlog: Int32? = nil) throws -> (descriptor: Int32, port: Int) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
-    defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -94,8 +100,13 @@ func freeLoopbackPort() throws -> Int {
             bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
         }
     }
-    guard bound else { throw ServerTestError("bind: \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    let listening = backlog.map { listen(descriptor, $0) == 0 } ?? true
+    guard bound, listening else {
+        let failure = errno
+        close(descriptor)
+        throw ServerTestError("bind/listen on 127.0.0.1: \(failure)")
+    }
+    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 @Suite("two brokers behind nginx (round robin, no sticky sessions)")
