@@ -26,6 +26,10 @@ package struct ClientSettings: Sendable {
     package static let defaultRequestTimeout: Duration = .seconds(30)
     /// `http_timeout` and `BROKER_HTTP_TIMEOUT` are whole seconds in this range.
     package static let requestTimeoutRange: ClosedRange<Int64> = 1...3600
+    /// What a bad value is told it should be (the variable's and the file's messages alike).
+    static var requestTimeoutRule: String {
+        "a whole number of seconds from \(requestTimeoutRange.lowerBound) to \(requestTimeoutRange.upperBound)"
+    }
 
     /// A setting that cannot be used, named with where it came from.
     package struct Problem: Error, Sendable, CustomStringConvertible {
@@ -59,10 +63,7 @@ package struct ClientSettings: Sendable {
             guard text.utf8.count <= 4, text.isASCIIDigits, let seconds = Int64(text),
                 Self.requestTimeoutRange.contains(seconds)
             else {
-                throw Problem(
-                    "BROKER_HTTP_TIMEOUT: \"\(text)\" is not a whole number of seconds from "
-                        + "\(Self.requestTimeoutRange.lowerBound) to \(Self.requestTimeoutRange.upperBound)",
-                    isUsage: true)
+                throw Problem("BROKER_HTTP_TIMEOUT: \"\(text)\" is not \(Self.requestTimeoutRule)", isUsage: true)
             }
             requestTimeout = .seconds(seconds)
         } else {
@@ -248,10 +249,7 @@ package struct ClientSettings: Sendable {
         switch value {
         case nil: return nil
         case .int(let seconds)? where requestTimeoutRange.contains(seconds): return seconds
-        default:
-            throw Problem(
-                "\(path): \"\(name)\" must be a whole number of seconds from \(requestTimeoutRange.lowerBound) to "
-                    + "\(requestTimeoutRange.upperBound)")
+        default: throw Problem("\(path): \"\(name)\" must be \(requestTimeoutRule)")
         }
     }
 
