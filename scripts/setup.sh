@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd selenium)
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52")
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -118,11 +118,14 @@ package struct BrokerAPI: Sendable {
             from: await postJSON("/auth/login", body: body, expect: 200, timeout: Self.passwordTimeout))
     }
 
-    package func refresh(_ refreshToken: Secret) async throws(BrokerAPIError) -> SessionResponse {
-        let request = HTTPClientRequest.form(
-            url: baseURL + "/auth/token",
-            fields: [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
-        )
+    /// The refresh grant. `scope: "account"` asks for an account token instead of an API access token: what the
+    /// broker's account endpoints (link, unlink, password change, account delete and export) accept.
+    package func refresh(_ refreshToken: Secret, scope: String? = nil) async throws(BrokerAPIError)
+        -> SessionResponse
+    {
+        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
+        if let scope { fields.append(("scope", scope)) }
+        let request = HTTPClientRequest.form(url: baseURL + "/auth/token", fields: fields)
         return try Self.session(from: await send(request, expect: 200))
     }
 
@@ -254,7 +257,8 @@ package struct BrokerAPI: Sendable {
         try await postAuthorized("/auth/unlink", body: ["provider": .string(provider.rawValue)], accessToken)
     }
 
-    /// A JSON POST with the session's access token, given the time a password check takes.
+    /// A JSON POST with an account token (``SessionService/accountToken()``), given the time a password check
+    /// takes.
     private func postAuthorized(
         _ path: String, body: JSONValue, _ accessToken: Secret, expect status: Int = 200
     ) async throws(BrokerAPIError) -> JSONValue {

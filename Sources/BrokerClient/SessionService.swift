@@ -134,6 +134,34 @@ package struct SessionService: Sendable {
         return renewed
     }
 
+    /// An account token for one account change (link, unlink, password change, account delete or export): the
+    /// refresh grant with `scope=account`, under the store's lock like any refresh (a `broker token` running at
+    /// the same moment waits, so neither presents a spent refresh token). The rotated refresh token is stored;
+    /// the cached access token stays as it was — the account token is never cached, never printed and never
+    /// sent anywhere but the broker's account endpoints. Returns it with the session as now stored.
+    package func accountToken() async throws(SessionError) -> (token: Secret, session: Session) {
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
+        defer { locked.unlock() }
+        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
+        guard let current else { throw .signedOut(key) }
+        guard let refreshToken = current.refreshToken else {
+            throw .rejected(key, reason: "the session has no refresh token; sign in again (broker login)")
+        }
+        let response: SessionResponse
+        do {
+            response = try await api.refresh(refreshToken, scope: "account")
+        } catch let error where error.isAuthenticationRefusal {
+            try drop(locked)
+            throw .rejected(key, reason: error.description)
+        } catch {
+            throw .broker(error)
+        }
+        var kept = current
+        kept.refreshToken = response.refreshToken ?? current.refreshToken
+        try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
+        return (response.accessToken, kept)
+    }
+
     /// Runs a credential-store operation, reporting its failure as ``SessionError/cache(_:)``.
     private func cacheStep<T>(_ body: () throws(TokenCacheError) -> T) throws(SessionError) -> T {
         do {

@@ -40,8 +40,11 @@ package struct ServerConfiguration: Sendable {
     package var requestTimeout: Int64 = 30
     /// New accounts a client address may register per hour (a burst of as many at once).
     package var registrationsPerHour = 10
-    /// A port of its own for `GET /metrics` (on `host`); `nil`: served on the main port.
+    /// A port of its own for `GET /metrics` (on ``metricsHost``); `nil`: served on the main port.
     package var metricsPort: Int?
+    /// The address the metrics port listens on: loopback unless set (RT2-9), so that a broker serving the world
+    /// on `0.0.0.0` does not show its metrics port to it too.
+    package var metricsHost = "127.0.0.1"
     /// A file holding the bearer token `GET /metrics` requires; `nil`: no token.
     package var metricsTokenFile: String?
     /// Where the audit trail goes: a file path, or `stderr` (the default).
@@ -133,7 +136,8 @@ extension ServerConfiguration {
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
-        "database_pool_size", "database_timeout", "metrics_port", "metrics_token_file",
+        "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
+        "metrics_token_file",
         "audit_log", "audit_store", "require_verified_email", "enumeration_protection",
         "device_code_ttl", "device_poll_interval",
     ]
@@ -319,6 +323,12 @@ extension ServerConfiguration {
         case "signing_key_file": signingKeyFile = try string()
         case "master_key_file": masterKeyFile = try string()
         case "metrics_port": metricsPort = try portNumber()
+        case "metrics_host":
+            let text = try string()
+            guard !text.isEmpty, text.utf8.count <= 253, !text.contains(where: { $0 == " " || $0 == "/" }) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be a host name or an IP address")
+            }
+            metricsHost = text
         case "metrics_token_file": metricsTokenFile = try string()
         case "audit_log": auditLog = try string()
         case "database_password_file": databasePasswordFile = try string()

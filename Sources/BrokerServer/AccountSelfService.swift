@@ -19,15 +19,15 @@ final class AccountSelfService: Sendable {
     var store: any Store { accounts.store }
     var now: Int64 { accounts.now }
 
-    /// `POST /auth/account/delete` with the session's token: a custom account gives its password
+    /// `POST /auth/account/delete` with an account token (never an API access token, RT2-1): a custom account gives its password
     /// (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the user, their
     /// password, sessions and refresh tokens, codes and links; their access tokens fail at `/auth/me` at once.
-    func delete(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let view = try await grants.authenticate(authorization: authorization)
+    func delete(_ input: RequestInput, authorization: String?, address: String? = nil) async throws -> APIResponse {
+        let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)
         if let account = try await store.passwordAccount(user: user.id) {
             let password = Secret(try input.string("password"))
-            guard try await accounts.verifyPassword(password, against: account.passwordHash) else {
+            guard try await accounts.verifyCurrentPassword(password, of: account, address: address) else {
                 accounts.audit.record(
                     "account_deleted", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
                 throw APIError.invalidCredentials
@@ -49,10 +49,10 @@ final class AccountSelfService: Sendable {
             headers: [("Cache-Control", "no-store")])
     }
 
-    /// `GET /auth/account/export`: everything the broker keeps about the user, as JSON — never a hash, a token
+    /// `GET /auth/account/export` with an account token: everything the broker keeps about the user, as JSON — never a hash, a token
     /// or a link.
     func export(authorization: String?) async throws -> APIResponse {
-        let user = try await grants.authenticate(authorization: authorization).user
+        let user = try await grants.tokens.authenticateAccount(authorization: authorization).user
         var document: [String: JSONValue] = [
             "exported_at": .string(RFC3339.format(epochSeconds: now)),
             "user": [

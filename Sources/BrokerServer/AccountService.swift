@@ -279,6 +279,34 @@ final class AccountService: Sendable {
         return account
     }
 
+    /// Whether `password` is `account`'s current password, under the login throttle like a sign-in (RT2-6): the
+    /// checks of a password change and an account deletion are guesses too, and a token must not buy unlimited
+    /// ones. A blocked account or address is a 429 before any hashing.
+    func verifyCurrentPassword(_ password: Secret, of account: PasswordAccount, address: String?) async throws
+        -> Bool
+    {
+        let email = account.email
+        let admission = try await throttle?.admit(account: email, address: address) ?? .open
+        switch admission {
+        case .blocked(let wait):
+            throw metrics.throttle("login_throttle", wait: wait, "too many wrong passwords; try again later")
+        case .busy:
+            throw metrics.throttle(
+                "login_throttle", wait: 1, "the server is busy with checks of this account's password; retry shortly")
+        case .open, .correctPasswordOnly:
+            break
+        }
+        let verified: Bool
+        do {
+            verified = try await verifyPassword(password, against: account.passwordHash)
+        } catch {
+            try? await throttle?.refund(account: email, address: address, admission: admission)
+            throw error
+        }
+        try await throttle?.settle(account: email, address: address, admission: admission, succeeded: verified)
+        return verified
+    }
+
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best
     /// effort: a full pool or a failed write leaves the old hash, which still verifies.
     private func rehash(account: PasswordAccount, password: Secret) async {

@@ -209,10 +209,11 @@ package enum BrokerHTTPServer {
         router.get("/auth/me") { request, _ in
             try await response(service.grants.me(authorization: request.headers[.authorization]))
         }
-        router.post("/auth/account/delete") { request, _ in
+        router.post("/auth/account/delete") { request, context in
             try await response(
                 service.selfService.delete(
-                    input(request, allowForm: false), authorization: request.headers[.authorization]))
+                    input(request, allowForm: false), authorization: request.headers[.authorization],
+                    address: context.clientAddress))
         }
         router.get("/auth/account/export") { request, _ in
             try await response(service.selfService.export(authorization: request.headers[.authorization]))
@@ -277,10 +278,11 @@ package enum BrokerHTTPServer {
                 service.passwords.reset(
                     input(request, allowForm: true), cookie: request.headers[.cookie], secure: service.issuerIsHTTPS))
         }
-        router.post("/auth/password/change") { request, _ in
+        router.post("/auth/password/change") { request, context in
             try await response(
                 service.passwords.change(
-                    input(request, allowForm: false), authorization: request.headers[.authorization]))
+                    input(request, allowForm: false), authorization: request.headers[.authorization],
+                    address: context.clientAddress))
         }
         return router
     }
@@ -300,7 +302,11 @@ package enum BrokerHTTPServer {
         onReady: @escaping @Sendable (String, Int) -> Void
     ) async throws {
         let router = router(service: service, logger: logger, metrics: metrics)
-        let descriptors = DescriptorLimit.raiseToHardLimit()
+        // One descriptor budget for the whole process (RT2-9): the metrics listener's share is taken off the
+        // top, so that neither listener can spend the descriptors the store, outbound requests, mail and the
+        // other listener need.
+        let metricsShare = metrics.port == nil ? 0 : ConnectionLimits.metricsAcceptLimit
+        let descriptors = DescriptorLimit.raiseToHardLimit() - metricsShare
         let cap = limits.effectiveMaxConnections(descriptorLimit: descriptors)
         if cap < limits.maxConnections {
             logger.warning(
@@ -341,12 +347,28 @@ package enum BrokerHTTPServer {
             metricsRouter.get("/metrics") { request, _ in
                 metricsResponse(request, service: service, token: metrics.token)
             }
+            // Guarded like the main port (RT2-9): the request deadline, a small cap of its own with quick 503s
+            // above it, and a hard stop on accepting — idle connections to it can no longer fill the
+            // descriptor table.
+            let metricsLimits = ConnectionLimits(
+                maxConnections: ConnectionLimits.metricsMaxConnections, requestTimeout: limits.requestTimeout)
+            let metricsCounter = ConnectionCounter(limit: ConnectionLimits.metricsMaxConnections)
             services.append(
                 .init(
                     service: Application(
                         router: metricsRouter,
+                        server: HTTPServerBuilder.http1(
+                            configuration: HTTP1Channel.Configuration(
+                                additionalChannelHandlers: [
+                                    ConnectionGuardHandler(
+                                        counter: metricsCounter, limits: metricsLimits, logger: logger)
+                                ]
+                            )
+                        ),
                         configuration: ApplicationConfiguration(
-                            address: .hostname(host, port: metricsPort), serverName: nil),
+                            address: .hostname(metrics.host, port: metricsPort), serverName: nil,
+                            availableConnectionsDelegate: MaximumAvailableConnections(
+                                ConnectionLimits.metricsAcceptLimit)),
                         onServerRunning: { channel in
                             logger.info(
                                 "metrics listening",
@@ -406,10 +428,13 @@ struct MaintenanceService: Service {
 /// Where `GET /metrics` is served (``port``: its own port; `nil`: the main one) and the bearer token it asks for.
 package struct MetricsEndpoint: Sendable {
     package var port: Int?
+    /// Where that port listens (`server.metrics_host`, loopback by default).
+    package var host: String
     package var token: Secret?
 
-    package init(port: Int? = nil, token: Secret? = nil) {
+    package init(port: Int? = nil, host: String = "127.0.0.1", token: Secret? = nil) {
         self.port = port
+        self.host = host
         self.token = token
     }
 }

@@ -34,6 +34,12 @@ package struct ConnectionLimits: Sendable, Hashable {
     /// Connections accepted above the cap only to be told 503 and closed.
     package static let overflowConnections = 64
 
+    /// Connections the metrics port serves at once (a scraper or two and a person with curl need a handful).
+    package static let metricsMaxConnections = 16
+    /// Where the metrics port stops accepting: its cap plus a few quick 503s. Taken off the process's
+    /// descriptor budget before the main port's share is worked out.
+    package static let metricsAcceptLimit = metricsMaxConnections + 8
+
     /// Where accepting stops: the cap plus room for quick 503s, and never closer than
     /// ``reservedDescriptors`` to the descriptor limit.
     package func acceptLimit(descriptorLimit: Int) -> Int {

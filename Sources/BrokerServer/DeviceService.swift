@@ -67,10 +67,14 @@ final class DeviceService: Sendable {
             provider = id
         }
         var linkUser: UserID?
+        var linkSession: String?
         switch try input.optionalString("purpose") {
         case nil, "sign_in": break
         case "link":
-            let user = try await tokens.authenticate(authorization: authorization).user.id
+            // An account token, never an API access token (RT2-1); the approval is bound to its session.
+            let view = try await tokens.authenticateAccount(authorization: authorization)
+            let user = view.user.id
+            linkSession = view.session.id
             guard let provider, provider != .custom else {
                 throw APIError.invalidRequest("a link names the browser provider to link (provider)")
             }
@@ -93,7 +97,7 @@ final class DeviceService: Sendable {
                 deviceCodeHash: Digest.sha256(deviceCode), userCode: userCode, clientID: TokenIssuer.cliClientID,
                 provider: provider, clientAddress: address.map { String($0.prefix(64)) }, createdAt: created,
                 expiresAt: created + configuration.deviceCodeTTL, interval: configuration.devicePollInterval,
-                linkUser: linkUser)
+                linkUser: linkUser, linkSession: linkSession)
             do {
                 guard try await store.createDeviceAuthorization(record, maxPending: Self.maxPending, now: created)
                 else {
@@ -263,11 +267,10 @@ final class DeviceService: Sendable {
             return Page.response(status: 400, Page.deviceGone)
         }
         let email = (try? input.string("email")) ?? ""
-        let user: UserRecord
+        let account: PasswordAccount
         do {
-            user = try await accounts.authenticate(
-                email: email, password: Secret((try? input.string("password")) ?? ""), address: address
-            ).user
+            account = try await accounts.authenticate(
+                email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
         } catch let error as APIError where error.status < 500 {
             metrics.signIn(provider: "custom", outcome: error.code)
             audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])
@@ -278,11 +281,12 @@ final class DeviceService: Sendable {
                     email: String(email.prefix(254)),
                     problem: error.code == "invalid_credentials" ? "Wrong email or password." : error.detail))
         }
+        let user = account.user
         metrics.signIn(provider: "custom", outcome: "success")
         audit.record("sign_in", user: user.id, fields: ["provider": "custom", "flow": "device"])
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
-            signedInWith: .custom)
+            signedInWith: .custom, proof: DeviceApproval.proof(passwordHash: account.passwordHash))
     }
 
     /// `POST /auth/device/decision {approval, decision, csrf}`: Allow or Deny, once.
@@ -296,17 +300,41 @@ final class DeviceService: Sendable {
             return Page.response(status: 400, Page.deviceGone)
         }
         let allow = (try? input.string("decision")) == "allow"
-        if allow, let identity = approval.identity,
-            let refusal = try await attach(identity, to: approval.user, userCode: approval.userCode)
-        {
-            return FormGuard.clearing(refusal, secure: secure)
-        }
-        guard
-            try await store.decideDeviceAuthorization(
-                userCode: approval.userCode, user: allow ? approval.user : nil, signedInWith: approval.signedInWith,
-                now: now)
-        else {
+        // Decided once, on what holds now (RT2-2): the authorization must still wait; a link's asking session
+        // must still be live; the way in the approval was got with must still be the user's. Only then is the
+        // pending → approved step taken, and a link's identity attached after it, never before: a replayed
+        // Allow after a Deny, an unlink or a password change attaches and approves nothing.
+        guard let pending = try await store.pendingDeviceAuthorization(userCode: approval.userCode, now: now) else {
             return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
+        }
+        if allow, let problem = try await staleApproval(approval, pending: pending) {
+            _ = try await store.decideDeviceAuthorization(
+                userCode: approval.userCode, user: nil, signedInWith: nil, now: now)
+            audit.record(
+                "device_denied", outcome: "failure", user: approval.user, fields: ["reason": "approval_outdated"])
+            return FormGuard.clearing(
+                Page.response(status: 409, Page.message(title: "Not signed in", text: problem)), secure: secure)
+        }
+        if allow, let identity = approval.identity {
+            // Attached first, so the device's next poll finds the link made; undone if another decision won.
+            if let refusal = try await attach(identity, to: approval.user, userCode: approval.userCode) {
+                return FormGuard.clearing(refusal, secure: secure)
+            }
+            guard
+                try await store.decideDeviceAuthorization(
+                    userCode: approval.userCode, user: approval.user, signedInWith: approval.signedInWith, now: now)
+            else {
+                _ = try await store.unlinkIdentity(user: approval.user, provider: identity.provider, now: now)
+                return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
+            }
+        } else {
+            guard
+                try await store.decideDeviceAuthorization(
+                    userCode: approval.userCode, user: allow ? approval.user : nil,
+                    signedInWith: approval.signedInWith, now: now)
+            else {
+                return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
+            }
         }
         audit.record(
             allow ? "device_approved" : "device_denied", user: approval.user,
@@ -333,6 +361,30 @@ final class DeviceService: Sendable {
 }
 
 extension DeviceService {
+    /// Why an Allow can no longer be honoured, if it cannot (RT2-1, RT2-2): the link's asking session ended; the
+    /// password the approval was got with changed; the provider account it was got with no longer signs in as
+    /// the user. `nil`: it stands.
+    func staleApproval(_ approval: DeviceApproval, pending: DeviceAuthorization) async throws -> String? {
+        if let linkUser = pending.linkUser {
+            guard linkUser == approval.user,
+                try await tokens.isLive(session: pending.linkSession ?? "", of: linkUser)
+            else { return "The session that asked for this link has ended. Run broker link again on the device." }
+        }
+        guard let proof = approval.proof else { return nil }
+        if approval.signedInWith == .custom {
+            let account = try await store.passwordAccount(user: approval.user)
+            guard let account, DeviceApproval.proof(passwordHash: account.passwordHash) == proof else {
+                return "The password changed since this approval was given. Start again from the device."
+            }
+            return nil
+        }
+        let linked = try await store.identities(user: approval.user)
+        guard linked.contains(where: { "\($0.identity.provider.rawValue):\($0.identity.subject)" == proof }) else {
+            return "The account you signed in with no longer signs in as this user. Start again from the device."
+        }
+        return nil
+    }
+
     /// Attaches the identity of a device link once the person allowed it; the page that says why not, if it
     /// cannot be attached (the authorization is then denied, so the CLI stops).
     func attach(_ identity: IdentityRecord, to user: UserID, userCode: String) async throws -> APIResponse? {
@@ -368,8 +420,16 @@ struct DeviceApproval: Sendable, Hashable {
     var signedInWith: ProviderID
     /// For a link: the provider account to attach to ``user`` when the person allows it.
     var identity: IdentityRecord? = nil
+    /// What the sign-in on the page rested on, checked again at the decision (RT2-2): for a password, a digest
+    /// of the password hash then in force (a changed password changes it); for a provider, `provider:subject`
+    /// of the account that signed in as the user (an unlink removes it). `nil` for a link's sign-in, whose
+    /// account is not the user's yet.
+    var proof: String? = nil
 
     static let lifetime: Int64 = 600
+
+    /// The proof of a password sign-in: the first 16 bytes of the SHA-256 of the password's PHC hash, hex.
+    static func proof(passwordHash: String) -> String { Array(Digest.sha256(passwordHash).prefix(16)).hexString }
     private static let associatedData = Array("device-approval".utf8)
 
     func seal(key: [UInt8]) throws -> String {
@@ -378,6 +438,7 @@ struct DeviceApproval: Sendable, Hashable {
             "w": .string(signedInWith.rawValue),
         ]
         if let identity { document["i"] = .string(identity.serialized) }
+        if let proof { document["p"] = .string(proof) }
         return Base64URL.encode(
             try AESGCM.seal(JSONValue.object(document).serializedBytes, key: key, associatedData: Self.associatedData))
     }
@@ -395,18 +456,25 @@ struct DeviceApproval: Sendable, Hashable {
             guard let parsed = text.stringValue.flatMap(IdentityRecord.init(serialized:)) else { return nil }
             identity = parsed
         }
+        var proof: String?
+        if let text = fields["p"] {
+            guard let value = text.stringValue else { return nil }
+            proof = value
+        }
         return DeviceApproval(
-            userCode: code, user: user, expiresAt: expires, signedInWith: way, identity: identity)
+            userCode: code, user: user, expiresAt: expires, signedInWith: way, identity: identity, proof: proof)
     }
 
     /// The Allow / Deny page for `user` and `authorization`, with its CSRF cookie.
     static func confirmationPage(
         user: UserRecord, authorization: DeviceAuthorization, key: [UInt8], now: Int64, secure: Bool,
-        signedInWith: ProviderID, linking identity: IdentityRecord? = nil, providerName: String? = nil
+        signedInWith: ProviderID, linking identity: IdentityRecord? = nil, providerName: String? = nil,
+        proof: String? = nil
     ) throws -> APIResponse {
         let approval = try DeviceApproval(
             userCode: authorization.userCode, user: user.id,
-            expiresAt: min(authorization.expiresAt, now + lifetime), signedInWith: signedInWith, identity: identity
+            expiresAt: min(authorization.expiresAt, now + lifetime), signedInWith: signedInWith, identity: identity,
+            proof: proof
         ).seal(key: key)
         return try FormGuard.page(secure: secure) { csrf in
             Page.deviceConfirm(

@@ -69,6 +69,9 @@ final class GrantService: Sendable {
             metrics.refresh(outcome: "unknown")
             throw APIError.invalidGrant("the refresh token is not one this broker issued")
         }
+        // `scope=account`: an account token instead of an API access token (RT2-1); any other scope is the
+        // session's own, as before.
+        let wantsAccount = try input.optionalString("scope") == TokenIssuer.accountScope
         let next = try SecureRandom.token(byteCount: 32)
         let time = now
         let outcome = try await store.rotateRefreshToken(
@@ -79,6 +82,28 @@ final class GrantService: Sendable {
         )
         metrics.refresh(outcome: outcome.label)
         switch outcome {
+        case .rotated(let view) where wantsAccount:
+            // Only the CLI's own sessions manage the account. Any other session asking for it (an app's refresh
+            // token, the next issue's) is ended: its refresh token was spent by the rotation above, and a
+            // client that asks for what it can never have is not one to keep trusting.
+            guard view.session.clientID == TokenIssuer.cliClientID else {
+                if try await store.revokeSession(id: view.session.id, now: time) {
+                    metrics.revocation(reason: "account_scope_refused")
+                }
+                audit.record(
+                    "account_token", outcome: "failure", user: view.user.id,
+                    fields: ["client_id": view.session.clientID, "reason": "not_the_cli"])
+                throw APIError(
+                    status: 400, code: "invalid_scope",
+                    detail: "only the broker CLI's sessions may ask for scope=account; this session has been ended")
+            }
+            let account = try tokens.accountToken(view: view, now: time)
+            audit.record("account_token", user: view.user.id, fields: ["session": String(view.session.id.prefix(8))])
+            guard case .object(var body) = tokens.sessionBody(user: view.user, accessToken: account, refreshToken: next)
+            else { throw APIError.serverError }
+            body["expires_in"] = .int(TokenIssuer.accountTokenTTL)
+            body["scope"] = .string(TokenIssuer.accountScope)
+            return .tokens(.object(body))
         case .rotated(let view):
             let access = try tokens.accessToken(
                 user: view.user,
@@ -210,7 +235,17 @@ final class GrantService: Sendable {
             guard let user = try await store.user(id: record.userID) else {
                 throw APIError.invalidGrant("the account of this code no longer exists")
             }
-            if let identity = record.link { try await link(identity, to: user) }
+            if let identity = record.link {
+                // The session that asked for the link must still be live (RT2-1): a logout or revocation ends
+                // the tickets and codes it asked for.
+                guard let asking = record.linkSession, try await tokens.isLive(session: asking, of: user.id) else {
+                    audit.record(
+                        "linked", outcome: "failure", user: user.id,
+                        fields: ["provider": identity.provider.rawValue, "reason": "session_ended"])
+                    throw APIError.invalidGrant("the session that asked for this link has ended; run broker link again")
+                }
+                try await link(identity, to: user)
+            }
             let (body, sessionID) = try await tokens.startSessionReturningID(
                 user: user, clientID: TokenIssuer.cliClientID, scope: nil,
                 signedInWith: record.link?.provider ?? record.signedInWith)

@@ -24,8 +24,18 @@ final class LinkService: Sendable {
     var now: Int64 { accounts.now }
 
     /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
+    /// Reading them changes nothing, so an API access token is enough here (as at `/auth/me`); an account token
+    /// is accepted too.
     func identities(authorization: String?) async throws -> APIResponse {
-        let user = try await grants.authenticate(authorization: authorization).user
+        let user: UserRecord
+        do {
+            user = try await grants.authenticate(authorization: authorization).user
+        } catch let error as APIError where error.status == 401 {
+            guard let view = try? await grants.tokens.authenticateAccount(authorization: authorization) else {
+                throw error
+            }
+            user = view.user
+        }
         var entries: [(primary: Bool, linkedAt: Int64, value: JSONValue)] = []
         for linked in try await store.identities(user: user.id) {
             let identity = linked.identity
@@ -63,8 +73,12 @@ final class LinkService: Sendable {
     /// `POST /auth/link`: `{"provider", "code_challenge"}` for a browser provider (→ a ticket for
     /// `/auth/{provider}/start`), or `{"provider": "custom", "email", "password"}` (→ 201, the password account
     /// added and its verification link mailed).
+    ///
+    /// Both need an account token (``TokenIssuer/authenticateAccount(authorization:)``): an API access token
+    /// alone never adds a way in (RT2-1). The ticket is bound to the session that asked, and dies with it.
     func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
-        let user = try await grants.authenticate(authorization: authorization).user
+        let view = try await grants.tokens.authenticateAccount(authorization: authorization)
+        let user = view.user
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
@@ -82,8 +96,9 @@ final class LinkService: Sendable {
                 detail: SignInService.providerTakenMessage(
                     signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
         }
-        let ticket = try LinkTicket(user: user.id, codeChallenge: challenge, expiresAt: now + LinkTicket.lifetime)
-            .seal(key: signIn.flowKey, provider: provider)
+        let ticket = try LinkTicket(
+            user: user.id, session: view.session.id, codeChallenge: challenge, expiresAt: now + LinkTicket.lifetime
+        ).seal(key: signIn.flowKey, provider: provider)
         return APIResponse(
             status: 200,
             body: [
@@ -139,7 +154,7 @@ final class LinkService: Sendable {
 
     /// `POST /auth/unlink {"provider"}`: detaches that way in, unless it is the user's last.
     func unlink(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let view = try await grants.authenticate(authorization: authorization)
+        let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {

@@ -130,8 +130,8 @@ final class PasswordService: Sendable {
 
     /// `POST /auth/password/change {"current_password", "new_password"}` with the session's bearer token:
     /// the other sessions end, this one stays.
-    func change(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let view = try await grants.authenticate(authorization: authorization)
+    func change(_ input: RequestInput, authorization: String?, address: String? = nil) async throws -> APIResponse {
+        let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)
         guard let account = try await store.passwordAccount(user: user.id) else {
             throw APIError.invalidRequest(
@@ -139,7 +139,7 @@ final class PasswordService: Sendable {
         }
         let current = Secret(try input.string("current_password"))
         let next = try input.string("new_password")
-        guard try await accounts.verifyPassword(current, against: account.passwordHash) else {
+        guard try await accounts.verifyCurrentPassword(current, of: account, address: address) else {
             accounts.audit.record(
                 "password_changed", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
             throw APIError.invalidCredentials

@@ -24,6 +24,8 @@ struct SealedSignIn: Sendable, Hashable {
     /// For `broker link`: the user the provider account is to be attached to (from a ``LinkTicket``); `nil`
     /// for a sign-in.
     var linkUser: UserID? = nil
+    /// For `broker link`: the session that asked for the link; the link is refused once it has ended.
+    var linkSession: String? = nil
     /// For the device flow: the user code of the authorization this sign-in is for; `nil` for the loopback flow
     /// (the broker then answers with its own confirmation page instead of a redirect to the CLI).
     var deviceUserCode: String? = nil
@@ -33,7 +35,7 @@ struct SealedSignIn: Sendable, Hashable {
 
     private enum Field: String {
         case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
-        case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d"
+        case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d", linkSession = "k"
     }
 
     /// The sealed, base64url form.
@@ -45,6 +47,7 @@ struct SealedSignIn: Sendable, Hashable {
             Field.marker.rawValue: .string(marker),
         ]
         if let linkUser { fields[Field.linkUser.rawValue] = .string(linkUser.description) }
+        if let linkSession { fields[Field.linkSession.rawValue] = .string(linkSession) }
         if let deviceUserCode { fields[Field.deviceUserCode.rawValue] = .string(deviceUserCode) }
         return Base64URL.encode(
             try AESGCM.seal(
@@ -69,6 +72,13 @@ struct SealedSignIn: Sendable, Hashable {
             guard let id = text.stringValue.flatMap(UserID.init) else { return nil }
             linkUser = id
         }
+        var linkSession: String?
+        if let text = fields[Field.linkSession.rawValue] {
+            guard let session = text.stringValue else { return nil }
+            linkSession = session
+        }
+        // A link names the session that asked for it (RT2-1): a state with one and not the other is not ours.
+        guard (linkUser == nil) == (linkSession == nil) else { return nil }
         var deviceUserCode: String?
         if let text = fields[Field.deviceUserCode.rawValue] {
             guard let code = text.stringValue else { return nil }
@@ -77,7 +87,7 @@ struct SealedSignIn: Sendable, Hashable {
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
             providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser,
-            deviceUserCode: deviceUserCode)
+            linkSession: linkSession, deviceUserCode: deviceUserCode)
     }
 }
 
@@ -87,8 +97,13 @@ struct SealedSignIn: Sendable, Hashable {
 ///
 /// Sealed under the flow key for one provider, bound to the CLI's PKCE challenge (only the process that asked
 /// for it can redeem the code its sign-in ends in, and the identity is attached only then), and short-lived.
+///
+/// Bound to the session that asked (RT2-1): when that session ends (logout, revocation, a password change or
+/// reset), the ticket, the sign-in it started and the code it ends in are all refused.
 struct LinkTicket: Sendable, Hashable {
     var user: UserID
+    /// The session that asked for the link.
+    var session: String
     var codeChallenge: String
     var expiresAt: Int64
 
@@ -99,7 +114,8 @@ struct LinkTicket: Sendable, Hashable {
 
     func seal(key: [UInt8], provider: ProviderID) throws -> String {
         let document: JSONValue = [
-            "u": .string(user.description), "c": .string(codeChallenge), "e": .int(expiresAt),
+            "u": .string(user.description), "s": .string(session), "c": .string(codeChallenge),
+            "e": .int(expiresAt),
         ]
         return Base64URL.encode(
             try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData(provider)))
@@ -111,9 +127,10 @@ struct LinkTicket: Sendable, Hashable {
             let opened = AESGCM.open(box, key: key, associatedData: associatedData(provider)),
             let fields = JSONValue.parse(opened)?.objectValue,
             let user = fields["u"]?.stringValue.flatMap(UserID.init),
+            let session = fields["s"]?.stringValue, !session.isEmpty,
             let challenge = fields["c"]?.stringValue,
             let expiresAt = fields["e"]?.intValue
         else { return nil }
-        return LinkTicket(user: user, codeChallenge: challenge, expiresAt: expiresAt)
+        return LinkTicket(user: user, session: session, codeChallenge: challenge, expiresAt: expiresAt)
     }
 }

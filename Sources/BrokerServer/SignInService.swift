@@ -134,6 +134,7 @@ final class SignInService: Sendable {
             throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
         }
         var linkUser: UserID?
+        var linkSession: String?
         if let sealedTicket = query["link_ticket"] {
             guard let ticket = LinkTicket.open(sealedTicket, key: flowKey, provider: provider) else {
                 throw APIError.invalidRequest(
@@ -145,13 +146,18 @@ final class SignInService: Sendable {
             guard ticket.codeChallenge == challenge else {
                 throw APIError.invalidRequest("the link ticket was issued for another sign-in (code_challenge)")
             }
+            guard try await tokens.isLive(session: ticket.session, of: ticket.user) else {
+                throw APIError.invalidRequest(
+                    "the session that asked for this link has ended (signed out or revoked); run broker link again")
+            }
             linkUser = ticket.user
+            linkSession = ticket.session
         }
         return try await redirect(
             to: provider, module: module,
             SealedSignIn(
                 cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: "",
-                providerVerifier: "", expiresAt: 0, marker: "", linkUser: linkUser))
+                providerVerifier: "", expiresAt: 0, marker: "", linkUser: linkUser, linkSession: linkSession))
     }
 
     /// The device flow's sign-in at a provider (`POST /auth/device/signin`): the same sealed state, for the
@@ -316,8 +322,15 @@ final class SignInService: Sendable {
         let code = try SecureRandom.token(byteCount: 32)
         if let linkUser = sealed.linkUser {
             // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
-            // provider account is someone else's, so the person sees why in the browser.
-            if let (reason, problem) = try await linkProblem(record, to: linkUser) {
+            // provider account is someone else's, or the session that asked has ended, so the person sees why
+            // in the browser.
+            var refusal: (String, String)?
+            if try await !tokens.isLive(session: sealed.linkSession ?? "", of: linkUser) {
+                refusal = ("session_ended", "the session that asked for this link has ended; run broker link again")
+            } else {
+                refusal = try await linkProblem(record, to: linkUser)
+            }
+            if let (reason, problem) = refusal {
                 metrics.link(provider: provider.rawValue, outcome: reason)
                 audit.record(
                     "linked", outcome: "failure", user: linkUser,
@@ -332,7 +345,8 @@ final class SignInService: Sendable {
             try await store.createAuthorizationCode(
                 AuthorizationCodeRecord(
                     hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
-                    expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider))
+                    expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider,
+                    linkSession: sealed.linkSession))
             logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
             return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
         }
@@ -395,8 +409,11 @@ final class SignInService: Sendable {
             throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
         }
         if let linkUser = authorization.linkUser {
-            // A link: the provider account signs in as nobody here; it is attached once the person allows it.
-            guard let target = try await store.user(id: linkUser) else {
+            // A link: the provider account signs in as nobody here; it is attached once the person allows it,
+            // and only while the session that asked is live (RT2-1).
+            guard let target = try await store.user(id: linkUser),
+                try await tokens.isLive(session: authorization.linkSession ?? "", of: linkUser)
+            else {
                 throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
             }
             if let (reason, problem) = try await linkProblem(record, to: linkUser) {
@@ -426,7 +443,8 @@ final class SignInService: Sendable {
         audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: flowKey, now: now,
-            secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider)
+            secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider,
+            proof: "\(provider.rawValue):\(record.subject)")
     }
 
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is

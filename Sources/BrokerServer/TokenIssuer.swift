@@ -40,6 +40,17 @@ final class TokenIssuer: Sendable {
     /// Refresh tokens are 256-bit random values, base64url: 43 characters.
     static let refreshTokenLength = 43
 
+    /// The scope a refresh grant asks for to get an account token (``accountToken(view:now:)``).
+    static let accountScope = "account"
+
+    /// An account token lives five minutes: long enough for a password check or a browser link, short enough
+    /// that one left in a process's memory is soon worth nothing.
+    static let accountTokenTTL: Int64 = 300
+
+    /// The audience of account tokens: the broker's own account endpoints, never an API's (`aud` of API
+    /// tokens is ``ServerConfiguration/audience``).
+    var accountAudience: String { issuer + "/auth/account" }
+
     /// Starts a session: a session record, its first refresh token (stored only as its SHA-256), and an
     /// access token. Returns the contract's session response.
     /// `signedInWith` is the way in the sign-in went through (recorded, so that unlinking it ends the session).
@@ -179,6 +190,31 @@ final class TokenIssuer: Sendable {
             options: JWTVerifier.Options(issuer: issuer, audience: configuration.audience, expectedType: "at+jwt")
         )
     }
+
+    /// An account token (RT2-1): the proof, beyond an API access token, that account changes ask for — adding
+    /// or removing a way in, changing the password, deleting or exporting the account. Only the refresh grant
+    /// makes one (`scope=account`), and only for a session of the broker's own CLI: whoever holds nothing but
+    /// an access token (what APIs, git servers and registries receive) cannot get one. Its audience is
+    /// ``accountAudience``, so no API that checks `aud` accepts it, and the account endpoints accept nothing
+    /// else; it lives ``accountTokenTTL`` seconds.
+    func accountToken(view: SessionView, now: Int64) throws -> String {
+        var extra: [String: JSONValue] = ["sid": .string(view.session.id), "scope": .string(Self.accountScope)]
+        if let email = view.user.email {
+            extra["email"] = .string(email)
+            extra["email_verified"] = .bool(emailVerified(view))
+        }
+        return try sign(
+            subject: view.user.id.description, audience: accountAudience, lifetime: Self.accountTokenTTL,
+            idp: (view.session.signedInWith ?? view.user.id.provider).rawValue, clientID: view.session.clientID,
+            now: now, extra: extra)
+    }
+
+    func accountVerifier() -> JWTVerifier {
+        JWTVerifier(
+            keys: keys.current.keySet,
+            options: JWTVerifier.Options(issuer: issuer, audience: accountAudience, expectedType: "at+jwt")
+        )
+    }
 }
 
 extension TokenIssuer {
@@ -197,8 +233,59 @@ extension TokenIssuer {
         return view
     }
 
+    /// Whether session `id` exists, belongs to `user` and has not been revoked: what a link ticket, the sign-in
+    /// it starts, its code and a device link approval ask of the session that asked for them.
+    func isLive(session id: String, of user: UserID) async throws -> Bool {
+        guard !id.isEmpty, let session = try await store.session(id: id) else { return false }
+        return session.userID == user && session.revokedAt == nil
+    }
+
     /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
     func authenticate(authorization: String?) async throws -> SessionView {
+        let verified: VerifiedJWT
+        do {
+            verified = try verifier().verify(try Self.bearer(authorization), now: now)
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError.invalidToken("the access token is not valid: \(error)")
+        }
+        return try await session(of: verified)
+    }
+
+    /// The session and user of an `Authorization: Bearer` **account token** (``accountToken(view:now:)``): what
+    /// every account change asks for. An API access token is refused here, whoever holds it (RT2-1): it proves
+    /// possession of a token that is sent to other servers, never the right to change how the account is
+    /// reached. The session must be a live session of the broker's CLI.
+    func authenticateAccount(authorization: String?) async throws -> SessionView {
+        let token = try Self.bearer(authorization)
+        let verified: VerifiedJWT
+        do {
+            verified = try accountVerifier().verify(token, now: now)
+        } catch {
+            if (try? verifier().verify(token, now: now)) != nil {
+                throw Self.accessTokenRefused
+            }
+            throw APIError.invalidToken("the account token is not valid: \(error)")
+        }
+        guard verified["scope"]?.stringValue == Self.accountScope,
+            verified["client_id"]?.stringValue == Self.cliClientID
+        else { throw Self.accessTokenRefused }
+        let view = try await session(of: verified)
+        guard view.session.clientID == Self.cliClientID else { throw Self.accessTokenRefused }
+        return view
+    }
+
+    /// Why an API access token cannot change an account.
+    static let accessTokenRefused = APIError(
+        status: 401, code: "invalid_token",
+        detail: "account changes need an account token, which only the session's refresh token gets "
+            + "(grant_type=refresh_token, scope=account; the broker CLI does this); an access token is for APIs "
+            + "and cannot change how an account is reached",
+        headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\", scope=\"account\"")])
+
+    /// The token of an `Authorization: Bearer <token>` header.
+    static func bearer(_ authorization: String?) throws -> String {
         guard let authorization else {
             throw APIError.invalidToken("an Authorization: Bearer access token is required")
         }
@@ -206,12 +293,6 @@ extension TokenIssuer {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
         }
-        let verified: VerifiedJWT
-        do {
-            verified = try verifier().verify(String(parts[1]).trimmingWhitespace(), now: now)
-        } catch {
-            throw APIError.invalidToken("the access token is not valid: \(error)")
-        }
-        return try await session(of: verified)
+        return String(parts[1]).trimmingWhitespace()
     }
 }

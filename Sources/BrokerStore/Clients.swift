@@ -73,11 +73,14 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     package var link: IdentityRecord?
     /// The way in the sign-in went through; the session the code starts records it.
     package var signedInWith: ProviderID?
+    /// For a link: the session that asked for it (schema v12); the code is refused once that session has ended.
+    package var linkSession: String?
 
     package init(
         hash: [UInt8], userID: UserID, codeChallenge: String, redirectURI: String, expiresAt: Int64,
-        link: IdentityRecord? = nil, signedInWith: ProviderID? = nil
+        link: IdentityRecord? = nil, signedInWith: ProviderID? = nil, linkSession: String? = nil
     ) {
+        self.linkSession = linkSession
         self.hash = hash
         self.userID = userID
         self.codeChallenge = codeChallenge
@@ -127,11 +130,14 @@ package struct DeviceAuthorization: Sendable, Hashable {
     /// `broker link --device`: the signed-in user the provider account is to be attached to; `nil` for a
     /// sign-in.
     package var linkUser: UserID?
+    /// For a link: the session that asked for it (schema v12); the approval is refused once it has ended.
+    package var linkSession: String?
 
     package init(
         deviceCodeHash: [UInt8], userCode: String, clientID: String, provider: ProviderID?, clientAddress: String?,
-        createdAt: Int64, expiresAt: Int64, interval: Int64, linkUser: UserID? = nil
+        createdAt: Int64, expiresAt: Int64, interval: Int64, linkUser: UserID? = nil, linkSession: String? = nil
     ) {
+        self.linkSession = linkSession
         self.linkUser = linkUser
         self.deviceCodeHash = deviceCodeHash
         self.userCode = userCode

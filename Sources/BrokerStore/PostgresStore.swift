@@ -452,11 +452,11 @@ package final class PostgresStore: Store {
             try await connection.query(
                 """
                 INSERT INTO device_codes (hash, user_code, client_id, provider, client_address, created_at,
-                expires_at, poll_interval, status, link_user)
+                expires_at, poll_interval, status, link_user, link_session)
                 VALUES (\(record.deviceCodeHash.hex), \(record.userCode), \(record.clientID),
                         \(record.provider?.rawValue), \(record.clientAddress), \(record.createdAt),
                         \(record.expiresAt), \(record.interval), \(DeviceStatus.pending),
-                        \(record.linkUser?.description))
+                        \(record.linkUser?.description), \(record.linkSession))
                 """, logger: logger
             ).drain()
             return true
@@ -471,16 +471,19 @@ package final class PostgresStore: Store {
             let rows = try await client.query(
                 """
                 SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval,
-                link_user FROM device_codes WHERE user_code = \(userCode) AND status = \(DeviceStatus.pending)
-                AND expires_at > \(now)
+                link_user, link_session FROM device_codes WHERE user_code = \(userCode)
+                AND status = \(DeviceStatus.pending) AND expires_at > \(now)
                 """
-            ).decode((String, String, String, String?, String?, Int64, Int64, Int64, String?).self)
-            for try await (hash, code, clientID, provider, address, created, expires, interval, link) in rows {
+            ).decode((String, String, String, String?, String?, Int64, Int64, Int64, String?, String?).self)
+            for try await (hash, code, clientID, provider, address, created, expires, interval, link, linkSession)
+                in rows
+            {
                 guard let bytes = SQLiteStore.bytes(hex: hash) else { return nil }
                 return DeviceAuthorization(
                     deviceCodeHash: bytes, userCode: code, clientID: clientID,
                     provider: provider.flatMap(ProviderID.init(rawValue:)), clientAddress: address, createdAt: created,
-                    expiresAt: expires, interval: interval, linkUser: link.flatMap(UserID.init))
+                    expiresAt: expires, interval: interval, linkUser: link.flatMap(UserID.init),
+                    linkSession: linkSession)
             }
             return nil
         }
@@ -1200,9 +1203,11 @@ package final class PostgresStore: Store {
             "code issue",
             """
             INSERT INTO authorization_codes
-                (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with)
+                (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
+                 link_session)
             VALUES (\(code.hash.hex), \(code.userID.description), \(code.codeChallenge), \(code.redirectURI),
-                    \(code.expiresAt), \(code.link?.serialized), \(code.signedInWith?.rawValue))
+                    \(code.expiresAt), \(code.link?.serialized), \(code.signedInWith?.rawValue),
+                    \(code.linkSession))
             """)
     }
 
@@ -1212,16 +1217,17 @@ package final class PostgresStore: Store {
             let spent = try await client.query(
                 """
                 UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex) AND used_at IS NULL
-                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with
+                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
+                          link_session
                 """
-            ).decode((String, String, String, Int64, String?, String?).self)
-            for try await (user, challenge, redirect, expires, link, way) in spent {
+            ).decode((String, String, String, Int64, String?, String?, String?).self)
+            for try await (user, challenge, redirect, expires, link, way, linkSession) in spent {
                 guard let userID = UserID(user) else { return .unknown }
                 return .redeemed(
                     AuthorizationCodeRecord(
                         hash: hash, userID: userID, codeChallenge: challenge, redirectURI: redirect,
                         expiresAt: expires, link: link.flatMap(IdentityRecord.init(serialized:)),
-                        signedInWith: way.flatMap(ProviderID.init(rawValue:))))
+                        signedInWith: way.flatMap(ProviderID.init(rawValue:)), linkSession: linkSession))
             }
             let earlier = try await client.query(
                 "SELECT session_id FROM authorization_codes WHERE hash = \(hash.hex)"

@@ -176,12 +176,13 @@ package final class SQLiteStore: Store {
                 try db.execute(
                     sql: """
                         INSERT INTO device_codes (hash, user_code, client_id, provider, client_address, created_at,
-                        expires_at, poll_interval, status, link_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        expires_at, poll_interval, status, link_user, link_session)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         record.deviceCodeHash.hex, record.userCode, record.clientID, record.provider?.rawValue,
                         record.clientAddress, record.createdAt, record.expiresAt, record.interval, DeviceStatus.pending,
-                        record.linkUser?.description,
+                        record.linkUser?.description, record.linkSession,
                     ])
                 return true
             }
@@ -196,7 +197,7 @@ package final class SQLiteStore: Store {
                 db,
                 sql: """
                     SELECT hash, user_code, client_id, provider, client_address, created_at, expires_at, poll_interval,
-                    link_user FROM device_codes WHERE user_code = ? AND status = ? AND expires_at > ?
+                    link_user, link_session FROM device_codes WHERE user_code = ? AND status = ? AND expires_at > ?
                     """,
                 arguments: [userCode, DeviceStatus.pending, now]
             ).flatMap { row in
@@ -205,7 +206,8 @@ package final class SQLiteStore: Store {
                     deviceCodeHash: hash, userCode: row["user_code"], clientID: row["client_id"],
                     provider: (row["provider"] as String?).flatMap(ProviderID.init(rawValue:)),
                     clientAddress: row["client_address"], createdAt: row["created_at"], expiresAt: row["expires_at"],
-                    interval: row["poll_interval"], linkUser: (row["link_user"] as String?).flatMap(UserID.init))
+                    interval: row["poll_interval"], linkUser: (row["link_user"] as String?).flatMap(UserID.init),
+                    linkSession: row["link_session"])
             }
         }
     }
@@ -556,12 +558,13 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: """
                     INSERT INTO authorization_codes
-                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
+                     link_session)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     code.hash.hex, code.userID.description, code.codeChallenge, code.redirectURI, code.expiresAt,
-                    code.link?.serialized, code.signedInWith?.rawValue,
+                    code.link?.serialized, code.signedInWith?.rawValue, code.linkSession,
                 ]
             )
         }
@@ -574,7 +577,7 @@ package final class SQLiteStore: Store {
                     db,
                     sql: """
                         SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id, link_identity,
-                               signed_in_with
+                               signed_in_with, link_session
                         FROM authorization_codes WHERE hash = ?
                         """,
                     arguments: [hash.hex]
@@ -594,7 +597,8 @@ package final class SQLiteStore: Store {
                     redirectURI: row["redirect_uri"],
                     expiresAt: row["expires_at"],
                     link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:)),
-                    signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:))
+                    signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)),
+                    linkSession: row["link_session"]
                 )
             )
         }

@@ -399,6 +399,18 @@ package enum Schema {
                 CREATE INDEX rate_limits_full ON rate_limits(full_at);
                 """
         ),
+        Migration(
+            version: 12,
+            name: "a link's code and device approval name the session that asked (they die with it)",
+            sqlite: """
+                ALTER TABLE authorization_codes ADD COLUMN link_session TEXT;
+                ALTER TABLE device_codes ADD COLUMN link_session TEXT;
+                """,
+            postgres: """
+                ALTER TABLE authorization_codes ADD COLUMN link_session TEXT;
+                ALTER TABLE device_codes ADD COLUMN link_session TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -467,7 +479,7 @@ extension Schema {
             columns: [
                 ("hash", .text), ("user_id", .text), ("code_challenge", .text), ("redirect_uri", .text),
                 ("expires_at", .integer), ("used_at", .integer), ("session_id", .text), ("link_identity", .text),
-                ("signed_in_with", .text),
+                ("signed_in_with", .text), ("link_session", .text),
             ]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(

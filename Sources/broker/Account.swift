@@ -56,8 +56,9 @@ extension Broker.Account {
                         "the account's password is needed (on a terminal, or --password-stdin)", code: BrokerExit.usage)
                 }
             }
+            let (accountToken, _) = try await Broker.Token.accountToken(settings)
             do {
-                _ = try await api.deleteAccount(session.accessToken, password: password)
+                _ = try await api.deleteAccount(accountToken, password: password)
             } catch {
                 if case .rejected(_, "invalid_credentials", _) = error {
                     throw Console.fail("wrong password; nothing was deleted")
@@ -101,9 +102,9 @@ extension Broker.Account {
 
         func run() async throws {
             let settings = try client.settings()
-            let session = try await Broker.Token.session(settings, minValid: 30)
+            let (accountToken, _) = try await Broker.Token.accountToken(settings)
             do {
-                let document = try await settings.api.exportAccount(session.accessToken)
+                let document = try await settings.api.exportAccount(accountToken)
                 Console.out(document.serialized())
             } catch {
                 if error.isAuthenticationRefusal {

@@ -361,6 +361,17 @@ extension Broker {
                 throw ClientFailure.exit(error, settings: settings)
             }
         }
+
+        /// An account token for one account change, from the session's refresh token (the broker accepts no
+        /// API access token there), and the session as stored after that refresh.
+        static func accountToken(_ settings: ClientSettings) async throws -> (token: Secret, session: Session) {
+            let service = SessionService(cache: settings.cache, api: settings.api, key: settings.key)
+            do {
+                return try await service.accountToken()
+            } catch {
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
     }
 
     struct Exec: AsyncParsableCommand {

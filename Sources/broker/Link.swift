@@ -51,15 +51,23 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            let session = try await Broker.Token.session(settings, minValid: 60)
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
-            if chosen == .custom { return try await linkPassword(session: session, settings: settings, api: api) }
+            // Adding a way in needs an account token, which only the session's refresh token gets (the broker
+            // refuses an API access token here).
+            let (accountToken, session) = try await Broker.Token.accountToken(settings)
+            if chosen == .custom {
+                return try await linkPassword(
+                    session: session, accountToken: accountToken, settings: settings, api: api)
+            }
             let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
-            if device { return try await linkOnAnotherDevice(chosen, name: name, session: session, settings: settings) }
+            if device {
+                return try await linkOnAnotherDevice(
+                    chosen, name: name, session: session, accountToken: accountToken, settings: settings)
+            }
             let signIn = LoopbackSignIn(
                 provider: chosen, displayName: name, settings: settings, api: api, openBrowser: !noBrowser,
                 acceptPaste: noBrowser && Terminal.isInteractive, interactive: Terminal.isInteractive,
-                timeout: Double(timeout), presenter: BrowserLogin.ConsolePresenter(), linkingAs: session.accessToken)
+                timeout: Double(timeout), presenter: BrowserLogin.ConsolePresenter(), linkingAs: accountToken)
             let linked: Session
             do {
                 linked = try await signIn.run()
@@ -83,18 +91,31 @@ extension Broker {
             }
             // The link's sign-in started a fresh session for the same user; the one it replaced ends.
             if let old = session.refreshToken { try? await api.revoke(old) }
-            Console.note("Linked \(name): it now signs in as \(linked.userID).")
+            await Self.reportLinked(chosen, name: name, linked: linked, api: api)
+        }
+
+        /// Says which provider account was linked (its address, or its subject), as the broker lists it.
+        static func reportLinked(_ provider: ProviderID, name: String, linked: Session, api: BrokerAPI) async {
+            let listed = (try? await api.identities(linked.accessToken))?["identities"]?.arrayValue ?? []
+            let entry = listed.first { $0["provider"]?.stringValue == provider.rawValue }
+            let which =
+                entry.map { entry -> String in
+                    if let email = entry["email"]?.stringValue { return " account \(email)" }
+                    if let subject = entry["subject"]?.stringValue { return " account \(subject)" }
+                    return ""
+                } ?? ""
+            Console.note("Linked the \(name)\(which): it now signs in as \(linked.userID).")
         }
 
         /// `--device`: the account to link signs in on another device; the CLI waits as `login --device` does.
-        private func linkOnAnotherDevice(_ chosen: ProviderID, name: String, session: Session, settings: ClientSettings)
-            async throws
-        {
+        private func linkOnAnotherDevice(
+            _ chosen: ProviderID, name: String, session: Session, accountToken: Secret, settings: ClientSettings
+        ) async throws {
             let api = settings.api
             Terminal.exitOnInterrupt()
             let signIn = DeviceSignIn(
                 settings: settings, api: api, provider: chosen, showQR: Terminal.isInteractive,
-                presenter: BrowserLogin.ConsolePresenter(), linkingAs: session.accessToken)
+                presenter: BrowserLogin.ConsolePresenter(), linkingAs: accountToken)
             let linked: Session
             do {
                 linked = try await signIn.run()
@@ -115,15 +136,17 @@ extension Broker {
                 }
             }
             if let old = session.refreshToken { try? await api.revoke(old) }
-            Console.note("Linked \(name): it now signs in as \(linked.userID).")
+            await Self.reportLinked(chosen, name: name, linked: linked, api: api)
         }
 
-        private func linkPassword(session: Session, settings: ClientSettings, api: BrokerAPI) async throws {
+        private func linkPassword(session: Session, accountToken: Secret, settings: ClientSettings, api: BrokerAPI)
+            async throws
+        {
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
             let answer: JSONValue
             do {
                 answer = try await api.linkPassword(
-                    session.accessToken, email: credentials.email, password: credentials.password)
+                    accountToken, email: credentials.email, password: credentials.password)
             } catch {
                 if case .rejected(_, "account_exists", _) = error {
                     Console.error("\(credentials.email) already signs in as another user at \(settings.key.brokerURL)")
@@ -170,11 +193,11 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            let session = try await Broker.Token.session(settings, minValid: 30)
             guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
+            let (accountToken, session) = try await Broker.Token.accountToken(settings)
             let answer: JSONValue
             do {
-                answer = try await api.unlink(session.accessToken, provider: chosen)
+                answer = try await api.unlink(accountToken, provider: chosen)
             } catch {
                 if case .rejected(_, "last_identity", let description) = error { throw Console.fail(description) }
                 if case .rejected(404, _, let description) = error { throw Console.fail(description) }

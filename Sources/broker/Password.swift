@@ -74,8 +74,9 @@ extension Broker.Password {
             }
             let (current, new) = try readPasswords()
             let api = settings.api
+            let (accountToken, _) = try await Broker.Token.accountToken(settings)
             do {
-                _ = try await api.changePassword(session.accessToken, current: current, new: new)
+                _ = try await api.changePassword(accountToken, current: current, new: new)
             } catch {
                 if case .rejected(_, "invalid_credentials", _) = error {
                     throw Console.fail("the current password is wrong; nothing was changed")

@@ -87,7 +87,7 @@ extension Broker {
             }
             let logger = Logger(label: "broker")
 
-            var metricsEndpoint = MetricsEndpoint(port: configuration.metricsPort)
+            var metricsEndpoint = MetricsEndpoint(port: configuration.metricsPort, host: configuration.metricsHost)
             if let file = configuration.metricsTokenFile {
                 let path = PosixFile.expandingTilde(file)
                 do {

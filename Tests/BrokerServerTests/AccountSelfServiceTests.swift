@@ -32,21 +32,32 @@ struct AccountSelfServiceTests {
             let other = try await client.register("staying@example.com", Self.password)
             let otherAccess = try #require(other["access_token"]?.stringValue)
 
-            let export = try await client.get("/auth/account/export", bearer: access)
+            // RT2-1: an API access token alone neither exports nor deletes the account.
+            let byAccessToken = try await client.get("/auth/account/export", bearer: access)
+            #expect(byAccessToken.status == 401 && byAccessToken.error == "invalid_token")
+            #expect(byAccessToken.header("WWW-Authenticate")?.contains("scope=\"account\"") == true)
+            #expect(try await delete(client, bearer: access, password: Self.password).status == 401)
+            #expect(try await client.get("/auth/me", bearer: access).status == 200, "nothing deleted")
+            let account = try await client.accountToken(registered)
+            #expect(try await client.get("/auth/me", bearer: account).status == 401, "an account token is no API token")
+
+            let export = try await client.get("/auth/account/export", bearer: account)
             #expect(export.status == 200)
             #expect(export["user"]?["email"]?.stringValue == "leaving@example.com")
             #expect(export["password_account"]?["email_verified_at"] == .null)
             #expect(export["sessions"]?.arrayValue?.count == 1)
             let text = String(decoding: export.body, as: UTF8.self)
-            #expect(!text.contains("scrypt") && !text.contains(refresh) && !text.contains(access), "no secret exported")
+            #expect(
+                !text.contains("scrypt") && !text.contains(refresh) && !text.contains(access)
+                    && !text.contains(account), "no secret exported")
             #expect(try await client.get("/auth/account/export", bearer: nil).status == 401)
 
             #expect(try await delete(client, bearer: nil, password: Self.password).status == 401)
-            #expect(try await delete(client, bearer: access, password: "not the password").status == 401)
-            #expect(try await delete(client, bearer: access, password: nil).status == 400)
+            #expect(try await delete(client, bearer: account, password: "not the password").status == 401)
+            #expect(try await delete(client, bearer: account, password: nil).status == 400)
             #expect(try await client.get("/auth/me", bearer: access).status == 200, "nothing deleted yet")
 
-            let deleted = try await delete(client, bearer: access, password: Self.password)
+            let deleted = try await delete(client, bearer: account, password: Self.password)
             #expect(deleted.status == 200)
             #expect(deleted["status"]?.stringValue == "deleted")
             #expect(try await client.get("/auth/me", bearer: access).status == 401, "its tokens stop at once")
@@ -68,9 +79,10 @@ struct AccountSelfServiceTests {
         else { throw StoreError.conflict("unlinked") }
         let first = try await broker.service.tokens.startSession(
             user: user, clientID: "broker-cli", scope: nil, signedInWith: "google")
-        let stale = try #require(first["access_token"]?.stringValue)
+        let staleAccess = try #require(first["access_token"]?.stringValue)
         try await broker.test { client in
             broker.clock.advance(by: 601)
+            let stale = try await client.accountToken(refreshToken: try #require(first["refresh_token"]?.stringValue))
             let refused = try await delete(client, bearer: stale, password: nil)
             #expect(refused.status == 403)
             #expect(refused.error == "reauthentication_required")
@@ -79,9 +91,9 @@ struct AccountSelfServiceTests {
             #expect(export["password_account"] == nil)
             let again = try await broker.service.tokens.startSession(
                 user: user, clientID: "broker-cli", scope: nil, signedInWith: "google")
-            let fresh = try #require(again["access_token"]?.stringValue)
+            let fresh = try await client.accountToken(refreshToken: try #require(again["refresh_token"]?.stringValue))
             #expect(try await delete(client, bearer: fresh, password: nil).status == 200)
-            #expect(try await client.get("/auth/me", bearer: stale).status == 401)
+            #expect(try await client.get("/auth/me", bearer: staleAccess).status == 401)
             #expect(try await broker.store.user(id: user.id) == nil)
         }
     }

@@ -114,7 +114,7 @@ struct DeviceFlowTests {
         #expect(pages["confirm_text"]?.stringValue?.contains(adaID.description) == true)
         #expect(pages["result"] == "Linked")
         #expect(try await link.finish() == 0, "\(link.stderr)")
-        #expect(link.stderr.contains("Linked Google: it now signs in as \(adaID)"))
+        #expect(link.stderr.contains("Linked the Google account alice@example.com: it now signs in as \(adaID)"))
         #expect(try ada.cached()?.userID == adaID)
         let laptop = try ClientHome(server: server)
         let (signedIn, _) = try await CLIBrowserLoginTests.login(laptop)

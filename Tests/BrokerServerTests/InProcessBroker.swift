@@ -149,5 +149,21 @@ struct InProcessBroker {
         func refresh(_ token: String) async throws -> Reply {
             try await form("/auth/token", [("grant_type", "refresh_token"), ("refresh_token", token)])
         }
+
+        /// An account token for the session of the session response `signedIn` (register, login, a grant): what
+        /// the account endpoints accept (RT2-1), got as the CLI gets it, by the refresh grant with
+        /// `scope=account`.
+        func accountToken(_ signedIn: Reply) async throws -> String {
+            try await accountToken(refreshToken: try #require(signedIn["refresh_token"]?.stringValue))
+        }
+
+        /// The same from a refresh token (spent: the grant rotates it).
+        func accountToken(refreshToken: String) async throws -> String {
+            let reply = try await form(
+                "/auth/token",
+                [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("scope", "account")])
+            #expect(reply.status == 200 && reply["scope"]?.stringValue == "account", "\(reply.status)")
+            return try #require(reply["access_token"]?.stringValue)
+        }
     }
 }

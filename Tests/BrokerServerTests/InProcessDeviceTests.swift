@@ -228,7 +228,7 @@ struct InProcessDeviceTests {
                     now: broker.clock.seconds())
             else { throw ServerTestError("no user") }
             let ada = try await client.register("ada@example.com", Self.password)
-            let token = try #require(ada["access_token"]?.stringValue)
+            let token = try await client.accountToken(ada)
             let unauthenticated = try await Self.authorize(
                 client, [("client_id", "broker-cli"), ("provider", "google"), ("purpose", "link")])
             #expect(unauthenticated.status == 401)

@@ -21,12 +21,12 @@ struct InProcessLinkTests {
                        "custom": {"enabled": true}}}
         """
 
-    /// A custom user's access token and id.
+    /// A custom user's account token (what linking asks for) and id.
     static func ada(_ client: InProcessBroker.Client) async throws -> (token: String, user: UserID) {
         let registered = try await client.register("ada@example.com", password)
         #expect(registered.status == 201)
         return (
-            try #require(registered["access_token"]?.stringValue),
+            try await client.accountToken(registered),
             try #require(registered["user_id"]?.stringValue.flatMap(UserID.init))
         )
     }

@@ -49,7 +49,9 @@ struct LinkingTests {
 
         let (linked, page) = try await Self.link(ada)
         #expect(linked.status == 0, "\(linked.stderr)")
-        #expect(linked.stderr.contains("Linked Google: it now signs in as \(adaID)"), "\(linked.stderr)")
+        #expect(
+            linked.stderr.contains("Linked the Google account alice@example.com: it now signs in as \(adaID)"),
+            "which account was linked is said: \(linked.stderr)")
         #expect(page?["page"]?.stringValue?.contains("Linked") == true)
         #expect(try ada.cached()?.userID == adaID, "the same user, a fresh session")
 

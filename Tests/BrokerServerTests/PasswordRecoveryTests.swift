@@ -167,8 +167,16 @@ struct PasswordRecoveryTests {
         let broker = try await InProcessBroker()
         try await broker.test { client in
             let registered = try await client.register("change@example.com", Self.password)
-            let mine = try #require(registered["access_token"]?.stringValue)
-            let myRefresh = try #require(registered["refresh_token"]?.stringValue)
+            let apiToken = try #require(registered["access_token"]?.stringValue)
+            // The change needs an account token (RT2-1); its grant rotates this session's refresh token.
+            let grant = try await client.form(
+                "/auth/token",
+                [
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
+                ])
+            let mine = try #require(grant["access_token"]?.stringValue)
+            let myRefresh = try #require(grant["refresh_token"]?.stringValue)
             let other = try await client.login("change@example.com", Self.password)
             let otherRefresh = try #require(other["refresh_token"]?.stringValue)
 
@@ -181,6 +189,8 @@ struct PasswordRecoveryTests {
                     .post, "/auth/password/change", headers: headers, body: Array(body.serialized().utf8))
             }
             #expect(try await change(Self.password, Self.fresh, bearer: nil).status == 401)
+            let byAPIToken = try await change(Self.password, Self.fresh, bearer: apiToken)
+            #expect(byAPIToken.status == 401 && byAPIToken.error == "invalid_token", "an API token changes nothing")
             #expect(try await change("wrong password", Self.fresh, bearer: mine).status == 401)
             let weak = try await change(Self.password, "password", bearer: mine)
             #expect(weak.status == 400)

@@ -1,0 +1,281 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import BrokerServer
+
+/// The second attack review's findings (issue "Attack review, second round"), each reproduced as it was found
+/// and shown closed, in process on the manual clock.
+@Suite("attack review, second round")
+struct AttackReviewTests {
+    typealias Flow = InProcessBrowserFlowTests
+    typealias Device = InProcessDeviceTests
+    typealias Reply = InProcessBroker.Client.Reply
+    static let password = "correct horse battery staple"
+    static let attackerPassword = "another horse battery staple"
+
+    static func json(_ client: InProcessBroker.Client, _ path: String, bearer: String?, _ body: JSONValue)
+        async throws -> Reply
+    {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+        return try await client.send(.post, path, headers: headers, body: Array(body.serialized().utf8))
+    }
+
+    /// RT2-1: with nothing but a victim's access token (what APIs, git servers and registries receive), the
+    /// review attached its own password and provider account to the victim and unlinked the victim's way in.
+    /// Every account change now refuses an API access token, and nothing about the account changes.
+    @Test(.bug(id: "RT2-1")) func anAccessTokenAloneChangesNothingAboutTheAccount() async throws {
+        let broker = try await InProcessBroker(config: InProcessLinkTests.config)
+        _ = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let victim = try await client.register("victim@example.com", Self.password)
+            let stolen = try #require(victim["access_token"]?.stringValue)
+            let user = try #require(victim["user_id"]?.stringValue.flatMap(UserID.init))
+            let challenge = try PKCE.generate().challenge
+
+            let attempts: [(String, JSONValue)] = [
+                ("/auth/link", ["provider": "google", "code_challenge": .string(challenge)]),
+                (
+                    "/auth/link",
+                    [
+                        "provider": "custom", "email": "attacker@example.com",
+                        "password": .string(Self.attackerPassword),
+                    ]
+                ),
+                ("/auth/unlink", ["provider": "custom"]),
+                (
+                    "/auth/password/change",
+                    ["current_password": .string(Self.password), "new_password": .string(Self.attackerPassword)]
+                ),
+                ("/auth/account/delete", ["password": .string(Self.password)]),
+            ]
+            for (path, body) in attempts {
+                let reply = try await Self.json(client, path, bearer: stolen, body)
+                #expect(reply.status == 401 && reply.error == "invalid_token", "\(path): \(reply.status)")
+                #expect(
+                    reply["error_description"]?.stringValue?.contains("account token") == true,
+                    "\(path) says what it needs")
+            }
+            let export = try await client.get("/auth/account/export", bearer: stolen)
+            #expect(export.status == 401)
+            let headers: HTTPFields = [
+                .contentType: "application/x-www-form-urlencoded", .authorization: "Bearer \(stolen)",
+            ]
+            let deviceLink = try await client.send(
+                .post, "/auth/device", headers: headers,
+                body: Array("client_id=broker-cli&purpose=link&provider=google".utf8))
+            #expect(deviceLink.status == 401 && deviceLink.error == "invalid_token")
+
+            // Nothing changed: the same ways in, the same password, the same user.
+            #expect(try await broker.store.identities(user: user).isEmpty)
+            #expect(try await broker.store.passwordAccount(email: "attacker@example.com") == nil)
+            #expect(try await client.login("victim@example.com", Self.password).status == 200)
+            #expect(try await client.get("/auth/me", bearer: stolen).status == 200)
+
+            // A malformed token is refused the same way.
+            let garbage = try await client.send(
+                .post, "/auth/unlink", headers: [.contentType: "application/json", .authorization: "Bearer x.y.z"],
+                body: Array(#"{"provider":"custom"}"#.utf8))
+            #expect(garbage.status == 401)
+        }
+    }
+
+    /// RT2-1, the rule that keeps apps' tokens away from account management: only a session of the broker's
+    /// own CLI gets an account token; any other client's refresh token that asks is refused and its session
+    /// ended.
+    @Test(.bug(id: "RT2-1")) func onlyTheCLIsSessionsGetAccountTokens() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test { client in
+            let registered = try await client.register("owner@example.com", Self.password)
+            let user = try #require(try await broker.store.user(id: UserID(registered["user_id"]!.stringValue!)!))
+            let app = try await broker.service.tokens.startSession(
+                user: user, clientID: "some-app", scope: nil, signedInWith: .custom)
+            let appRefresh = try #require(app["refresh_token"]?.stringValue)
+            let asked = try await client.form(
+                "/auth/token",
+                [("grant_type", "refresh_token"), ("refresh_token", appRefresh), ("scope", "account")])
+            #expect(asked.status == 400 && asked.error == "invalid_scope")
+            let appAccess = try #require(app["access_token"]?.stringValue)
+            #expect(try await client.get("/auth/me", bearer: appAccess).status == 401, "that session has ended")
+
+            // The CLI's session gets one: five minutes, the account audience, never accepted as an API token.
+            let grant = try await client.form(
+                "/auth/token",
+                [
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
+                ])
+            #expect(grant.status == 200 && grant["expires_in"]?.intValue == 300)
+            let account = try #require(grant["access_token"]?.stringValue)
+            let claims = try #require(
+                JSONValue.parse(
+                    Base64URL.decode(String(account.split(separator: ".")[1])) ?? []))
+            #expect(claims["aud"]?.stringValue == broker.service.tokens.issuer + "/auth/account")
+            #expect(claims["scope"]?.stringValue == "account")
+            #expect(try await client.get("/auth/me", bearer: account).status == 401)
+            #expect(try await client.get("/auth/account/export", bearer: account).status == 200)
+            // Five minutes, and the verifier's minute of clock skew.
+            broker.clock.advance(by: 300 + 61)
+            #expect(try await client.get("/auth/account/export", bearer: account).status == 401, "it expires")
+            // The rotated refresh token goes on as the session's.
+            let next = try #require(grant["refresh_token"]?.stringValue)
+            #expect(try await client.refresh(next).status == 200)
+        }
+    }
+
+    /// RT2-1: a link ticket outlived the session that asked for it. Now the ticket, the sign-in it starts and
+    /// the code that sign-in ends in are all refused once that session has ended.
+    @Test(.bug(id: "RT2-1")) func aLinkTicketDiesWithTheSessionThatAskedForIt() async throws {
+        let broker = try await InProcessBroker(config: InProcessLinkTests.config)
+        let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let registered = try await client.register("ada@example.com", Self.password)
+            let user = try #require(registered["user_id"]?.stringValue.flatMap(UserID.init))
+            let grant = try await client.form(
+                "/auth/token",
+                [
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
+                ])
+            let account = try #require(grant["access_token"]?.stringValue)
+            let refresh = try #require(grant["refresh_token"]?.stringValue)
+
+            // 1. Logout before the ticket is used: /start refuses it.
+            let pkce = try PKCE.generate()
+            let ticket = try #require(
+                try await InProcessLinkTests.ticket(
+                    client, bearer: account, ["provider": "google", "code_challenge": .string(pkce.challenge)]
+                )["link_ticket"]?.stringValue)
+            // 2. A second ticket whose sign-in completes at Google, then the logout before the code is redeemed.
+            let second = try PKCE.generate()
+            let secondTicket = try #require(
+                try await InProcessLinkTests.ticket(
+                    client, bearer: account, ["provider": "google", "code_challenge": .string(second.challenge)]
+                )["link_ticket"]?.stringValue)
+            let started = try await InProcessLinkTests.start(client, challenge: second.challenge, ticket: secondTicket)
+            #expect(started.status == 302)
+            let location = try #require(started.header("Location"))
+            google.answerTokens(subject: "2001", nonce: try #require(Flow.query(location)["nonce"]))
+            let back = try await Flow.callback(client, state: try #require(Flow.query(location)["state"]))
+            let code = try #require(back["code"])
+            // 3. A third whose sign-in is at Google when the session ends.
+            let third = try PKCE.generate()
+            let thirdTicket = try #require(
+                try await InProcessLinkTests.ticket(
+                    client, bearer: account, ["provider": "google", "code_challenge": .string(third.challenge)]
+                )["link_ticket"]?.stringValue)
+            let thirdStart = try await InProcessLinkTests.start(client, challenge: third.challenge, ticket: thirdTicket)
+            let thirdLocation = try #require(thirdStart.header("Location"))
+
+            #expect(try await client.form("/auth/revoke", [("token", refresh)]).status == 200)
+
+            let late = try await InProcessLinkTests.start(client, challenge: pkce.challenge, ticket: ticket)
+            #expect(late.status == 400 && late["error_description"]?.stringValue?.contains("has ended") == true)
+            let redeemed = try await client.form(
+                "/auth/token",
+                [
+                    ("grant_type", "authorization_code"), ("code", code), ("code_verifier", second.verifier),
+                    ("redirect_uri", Flow.redirect),
+                ])
+            #expect(redeemed.status == 400 && redeemed.error == "invalid_grant")
+            google.answerTokens(subject: "2002", nonce: try #require(Flow.query(thirdLocation)["nonce"]))
+            let thirdBack = try await Flow.callback(client, state: try #require(Flow.query(thirdLocation)["state"]))
+            #expect(thirdBack["error"] == "access_denied" && thirdBack["code"] == nil)
+
+            #expect(try await broker.store.identities(user: user).isEmpty, "nothing was attached")
+            #expect(try await broker.store.identityOwner(provider: "google", subject: "2001") == nil)
+        }
+    }
+
+    /// RT2-1 and RT2-2 on the device pages: a link approval dies with the session that asked; an Allow replayed
+    /// after a Deny approves and attaches nothing; an approval got with a password is void once that password
+    /// changed.
+    @Test(.bug(id: "RT2-2")) func deviceApprovalsStandOnlyOnWhatStillHolds() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        try await broker.test { client in
+            let registered = try await client.register("ada@example.com", Self.password)
+            let user = try #require(registered["user_id"]?.stringValue.flatMap(UserID.init))
+
+            // Deny, then the same approval replayed as Allow.
+            let started = try await Device.authorize(client)
+            let userCode = try #require(started["user_code"]?.stringValue)
+            let (approval, csrf, cookie) = try await Self.confirmation(client, userCode: userCode)
+            let denied = try await Device.post(
+                client, "/auth/device/decision", [("approval", approval), ("decision", "deny"), ("csrf", csrf)],
+                cookie: cookie)
+            #expect(denied.status == 200)
+            let replayed = try await Device.post(
+                client, "/auth/device/decision", [("approval", approval), ("decision", "allow"), ("csrf", csrf)],
+                cookie: cookie)
+            #expect(replayed.status == 400)
+            let poll = try await Device.poll(client, try #require(started["device_code"]?.stringValue))
+            #expect(poll.error == "access_denied")
+
+            // An approval got with the old password, used after the password changed.
+            let second = try await Device.authorize(client)
+            let secondCode = try #require(second["user_code"]?.stringValue)
+            let (oldApproval, oldCSRF, oldCookie) = try await Self.confirmation(client, userCode: secondCode)
+            let account = try await client.accountToken(registered)
+            let changed = try await Self.json(
+                client, "/auth/password/change", bearer: account,
+                ["current_password": .string(Self.password), "new_password": .string(Self.attackerPassword)])
+            #expect(changed.status == 200)
+            let stale = try await Device.post(
+                client, "/auth/device/decision",
+                [("approval", oldApproval), ("decision", "allow"), ("csrf", oldCSRF)], cookie: oldCookie)
+            #expect(stale.status == 409)
+            #expect(String(decoding: stale.body, as: UTF8.self).contains("The password changed"))
+            let stalePoll = try await Device.poll(client, try #require(second["device_code"]?.stringValue))
+            #expect(stalePoll.error == "access_denied", "no session from the outdated approval")
+            #expect(try await broker.store.sessions(user: user).filter { $0.revokedAt == nil }.count == 1)
+        }
+    }
+
+    /// The device pages up to the confirmation, with the custom account: the sealed approval, its CSRF field and
+    /// cookie.
+    static func confirmation(_ client: InProcessBroker.Client, userCode: String) async throws
+        -> (approval: String, csrf: String, cookie: String?)
+    {
+        let page = try await client.get("/device?user_code=" + userCode.replacingOccurrences(of: "-", with: ""))
+        let confirm = try await Device.post(
+            client, "/auth/device/password",
+            [
+                ("user_code", try #require(Device.hidden(page, "user_code"))), ("email", "ada@example.com"),
+                ("password", Self.password), ("csrf", try #require(Device.csrf(page))),
+            ], cookie: Device.cookie(page))
+        #expect(confirm.status == 200)
+        return (
+            try #require(Device.hidden(confirm, "approval")), try #require(Device.csrf(confirm)), Device.cookie(confirm)
+        )
+    }
+
+    /// RT2-6: the current-password checks of a password change and an account deletion went around the login
+    /// throttle (unlimited guesses with a token). They are counted with sign-ins now.
+    @Test(.bug(id: "RT2-6")) func currentPasswordChecksAreThrottledLikeSignIns() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test { client in
+            let registered = try await client.register("guessed@example.com", Self.password)
+            let account = try await client.accountToken(registered)
+            var statuses: [Int] = []
+            for attempt in 0..<30 {
+                let path = attempt.isMultiple(of: 2) ? "/auth/password/change" : "/auth/account/delete"
+                let body: JSONValue =
+                    attempt.isMultiple(of: 2)
+                    ? ["current_password": .string("guess number \(attempt)"), "new_password": "whatever new one 1"]
+                    : ["password": .string("guess number \(attempt)")]
+                statuses.append(try await Self.json(client, path, bearer: account, body).status)
+            }
+            #expect(statuses.prefix(3).allSatisfy { $0 == 401 }, "\(statuses)")
+            #expect(statuses.contains(429), "the throttle answers: \(statuses)")
+            // And a sign-in is throttled by those guesses too: they count against the same account.
+            let login = try await client.login("guessed@example.com", "yet another guess")
+            #expect(login.status == 429)
+            #expect(try await broker.store.passwordAccount(email: "guessed@example.com") != nil, "nothing deleted")
+        }
+    }
+}
