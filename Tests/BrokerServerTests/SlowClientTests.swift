@@ -1,8 +1,14 @@
 import BrokerCore
+import BrokerHTTP
+import BrokerServer
 import BrokerSystem
 import BrokerTesting
 import Foundation
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Connection exhaustion ("Proof under fire", finding 1): half-sent requests held open, a request trickled a
 /// byte at a time, and normal traffic beside them. Before the fix the broker stopped accepting at the
@@ -62,5 +68,104 @@ struct SlowClientTests {
         #expect(outcome.int("after") == 200)
         #expect(server.process.isRunning, "the broker survived: \(server.stderr.suffix(2000))")
         #expect(server.stderr.contains("max_connections lowered to fit the descriptor limit"))
+    }
+
+    @Test(
+        "idle connections to the metrics port leave the main port, the store and the process alone",
+        .bug(id: "RT2-9", "the metrics listener has no connection guard")
+    )
+    func metricsPortUnderIdleConnections() async throws {
+        // 300 descriptors in all: before the guard, 400 idle connections to the metrics port took every one of
+        // them, the main port stopped answering and SQLite could not open its files.
+        let metricsPort = try freeLoopbackPort()
+        let server = try await BrokerProcess.start(
+            config: #"{"server": {"metrics_port": \#(metricsPort), "request_timeout": 600}}"#,
+            wrapper: ["/usr/bin/prlimit", "--nofile=300:300", "--"])
+        defer { server.stop() }
+        var held: [Int32] = []
+        defer { for descriptor in held { close(descriptor) } }
+        for _ in 0..<250 { held.append(try Self.connectWithoutWaiting(port: metricsPort)) }
+        // Each asks for the metrics. The port serves its cap, answers a few more 503 at once, and accepts no
+        // more (they wait in the kernel's queue); unguarded, it took every connection until descriptors ran out.
+        let request = Array("GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n".utf8)
+        var unsent = Set(held)
+        #expect(
+            try await eventually {
+                for descriptor in unsent where Self.sendAll(descriptor, request) { unsent.remove(descriptor) }
+                return unsent.isEmpty
+            }, "every connection was made and sent its request")
+        var statuses: [Int32: Int] = [:]
+        #expect(
+            try await eventually {
+                for descriptor in held where statuses[descriptor] == nil {
+                    if let status = Self.statusLine(descriptor) { statuses[descriptor] = status }
+                }
+                return statuses.count >= ConnectionLimits.metricsAcceptLimit
+            }, "the metrics port answered its share")
+        let answered = Array(statuses.values)
+        #expect(answered.allSatisfy { $0 == 200 || $0 == 503 }, "\(answered)")
+        #expect(answered.contains(503), "above its cap the metrics port says 503: \(answered.sorted())")
+        #expect(
+            answered.filter { $0 == 200 }.count <= ConnectionLimits.metricsMaxConnections,
+            "it serves at most its cap at once")
+        let pid = server.process.pid
+        #expect(Self.openDescriptors(pid) < 150, "the metrics port holds at most its own share of descriptors")
+
+        #expect(try await server.get("/healthz").status == 200, "the main port answers")
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"beside@example.com","password":"correct horse battery staple"}"#.utf8))
+        register.timeout = .seconds(120)
+        #expect(try await HTTPClient.shared.send(register).status == 201, "the store still opens and writes")
+        #expect(server.process.isRunning)
+
+        for descriptor in held { close(descriptor) }
+        held = []
+        var scrape = HTTPClientRequest(url: "http://127.0.0.1:\(metricsPort)/metrics")
+        scrape.timeout = .seconds(120)
+        #expect(try await HTTPClient.shared.send(scrape).status == 200, "the metrics port serves again")
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`, started without waiting for it to be accepted.
+    static func connectWithoutWaiting(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let started = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard started == 0 || errno == EINPROGRESS else {
+            let failure = errno
+            close(descriptor)
+            throw ServerTestError("connect: \(failure)")
+        }
+        return descriptor
+    }
+
+    /// Sends `bytes` on a non-blocking socket once it is connected; `false` while it is still connecting.
+    static func sendAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+        let sent = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        return sent == bytes.count
+    }
+
+    /// The status of the response waiting on a non-blocking socket, if a status line has arrived.
+    static func statusLine(_ descriptor: Int32) -> Int? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
+        guard count > 12 else { return nil }
+        let line = String(decoding: buffer.prefix(count), as: UTF8.self)
+        guard line.hasPrefix("HTTP/1.1 ") else { return nil }
+        return Int(line.dropFirst(9).prefix(3))
+    }
+
+    /// How many descriptors process `pid` has open.
+    static func openDescriptors(_ pid: Int32) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
     }
 }
