@@ -249,7 +249,7 @@ package struct BrokerAPI: Sendable {
         try await postAuthorized(
             "/auth/link",
             body: ["provider": "custom", "email": .string(email), "password": .string(password.exposed)],
-            accessToken, expect: 201)
+            accessToken, expect: 201, orAlso: 202)
     }
 
     /// `POST /auth/unlink {"provider"}`.
@@ -260,7 +260,8 @@ package struct BrokerAPI: Sendable {
     /// A JSON POST with an account token (``SessionService/accountToken()``), given the time a password check
     /// takes.
     private func postAuthorized(
-        _ path: String, body: JSONValue, _ accessToken: Secret, expect status: Int = 200
+        _ path: String, body: JSONValue, _ accessToken: Secret, expect status: Int = 200,
+        orAlso other: Int? = nil
     ) async throws(BrokerAPIError) -> JSONValue {
         var api = self
         api.timeout = max(api.timeout, Self.passwordTimeout)
@@ -271,7 +272,7 @@ package struct BrokerAPI: Sendable {
                 (name: "Authorization", value: "Bearer " + accessToken.exposed),
             ],
             body: body.serializedBytes)
-        return try await api.send(request, expect: status)
+        return try await api.send(request, accepting: Set([status] + (other.map { [$0] } ?? [])))
     }
 
     /// `GET /auth/account/export` with the session's token.

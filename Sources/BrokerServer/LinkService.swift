@@ -118,9 +118,17 @@ final class LinkService: Sendable {
             "too many new accounts from this address; try again later")
         let (email, password) = try AccountService.newCredentials(input)
         if try await store.passwordAccount(user: user.id) != nil { throw Self.alreadyHasPassword }
-        if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
+        let concealed = accounts.tokens.configuration.enumerationProtection
+        // Under enumeration protection a taken address is not told apart (RT2-7): the same work (the password
+        // is hashed either way) and the same 202 as registration; its owner gets the mail that says so.
+        if !concealed, try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
         let hash = try await accounts.hashPassword(Secret(password))
         let outcome = try await store.addPasswordAccount(user: user.id, email: email, passwordHash: hash, now: now)
+        if concealed, outcome == .emailTaken {
+            accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))
+            accounts.verification.alreadyRegistered(email: email)
+            return AccountService.concealedAnswer
+        }
         accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))
         switch outcome {
         case .added: break
@@ -131,6 +139,7 @@ final class LinkService: Sendable {
         accounts.audit.record("linked", user: user.id, fields: ["provider": "custom"])
         accounts.logger.info("password way in added", metadata: ["broker.user": "\(user.id)"])
         accounts.verification.registered(user, email: email)
+        if concealed { return AccountService.concealedAnswer }
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description), "provider": "custom", "email": .string(email),
             "status": "linked", "email_verified": false,

@@ -160,6 +160,13 @@ extension Broker {
                 }
                 throw ClientFailure.exit(error, doing: "linking")
             }
+            if answer["status"]?.stringValue == "accepted" {
+                // The broker conceals whether the address was free (server.enumeration_protection).
+                Console.note(
+                    "Check the mail to \(credentials.email): a link to confirm it as a way in to \(session.userID), "
+                        + "or, if the address signs in elsewhere already, a note saying so.")
+                return
+            }
             let email = answer["email"]?.stringValue ?? credentials.email
             Console.note("Linked \(email): it now signs in as \(session.userID).")
             if answer["verification"]?.stringValue == "sent" {

@@ -278,4 +278,36 @@ struct AttackReviewTests {
             #expect(try await broker.store.passwordAccount(email: "guessed@example.com") != nil, "nothing deleted")
         }
     }
+
+    /// RT2-7: under `enumeration_protection`, linking an email + password answered 409 for an address that has an
+    /// account: a signed-in user could list accounts. A taken and a free address now get the same 202.
+    @Test(.bug(id: "RT2-7")) func linkingAPasswordDoesNotTellWhetherTheAddressIsTaken() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await EnumerationProtectionTests.broker(sink)
+        try await broker.test { client in
+            #expect(try await client.register("taken@example.com", Self.password).status == 202)
+            guard
+                case .user(let user) = try await broker.store.signIn(
+                    IdentityRecord(provider: "google", subject: "77", email: nil, name: nil),
+                    now: broker.clock.seconds())
+            else { throw ServerTestError("no user") }
+            let started = try await broker.service.tokens.startSession(
+                user: user, clientID: "broker-cli", scope: nil, signedInWith: "google")
+            let account = try await client.accountToken(
+                refreshToken: try #require(started["refresh_token"]?.stringValue))
+            let taken = try await Self.json(
+                client, "/auth/link", bearer: account,
+                ["provider": "custom", "email": "taken@example.com", "password": .string(Self.attackerPassword)])
+            #expect(taken.status == 202, "\(taken.status) \(taken.error ?? "")")
+            #expect(try await broker.store.passwordAccount(user: user.id) == nil, "nothing linked")
+            let free = try await Self.json(
+                client, "/auth/link", bearer: account,
+                ["provider": "custom", "email": "free@example.com", "password": .string(Self.attackerPassword)])
+            #expect(free.status == 202 && free.body == taken.body, "one answer for both")
+            #expect(try await broker.store.passwordAccount(user: user.id)?.email == "free@example.com")
+            await broker.service.mailer?.flush()
+            let notes = try sink.messages().filter { $0["subject"]?.stringValue == "You already have an account" }
+            #expect(notes.map { $0["to"]?.stringValue } == ["taken@example.com"], "the owner is told")
+        }
+    }
 }
