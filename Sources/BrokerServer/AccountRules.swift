@@ -19,24 +19,46 @@ enum AccountRules {
         let email = raw.trimmingWhitespace().lowercased()
         guard !email.isEmpty else { return .failure(RuleViolation("email is empty")) }
         guard email.utf8.count <= 254 else { return .failure(RuleViolation("email is longer than 254 characters")) }
-        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return .failure(RuleViolation("email must contain exactly one @")) }
-        let local = parts[0]
-        let domain = parts[1]
-        guard !local.isEmpty, local.utf8.count <= 64 else {
+        // Every rule below reads Unicode scalars, never Characters: a Character is a whole grapheme, and a
+        // prepended scalar (U+0600) glues the next one — `@`, a space, `<` — into a Character that a rule looking
+        // at its first scalar accepts, letting those reach `RCPT TO` (RT2-14).
+        let scalars = Array(email.unicodeScalars)
+        guard scalars.filter({ $0 == "@" }).count == 1, let at = scalars.firstIndex(of: "@") else {
+            return .failure(RuleViolation("email must contain exactly one @"))
+        }
+        let local = scalars[..<at]
+        let domain = scalars[(at + 1)...]
+        guard !local.isEmpty, String(String.UnicodeScalarView(local)).utf8.count <= 64 else {
             return .failure(RuleViolation("the part of the email before @ must be 1 to 64 characters"))
         }
-        let localAllowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.!#$%&'*+/=?^_`{|}~-")
-        guard local.allSatisfy({ localAllowed.contains($0) || ($0.unicodeScalars.first?.value ?? 0) > 0x7f }),
-            !local.hasPrefix("."), !local.hasSuffix("."), !local.contains("..")
+        let localAllowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.!#$%&'*+/=?^_`{|}~-".unicodeScalars)
+        func isPlainNonASCII(_ scalar: Unicode.Scalar) -> Bool {
+            guard scalar.value > 0x7f else { return false }
+            switch scalar.properties.generalCategory {
+            case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate,
+                .privateUse:
+                return false
+            default: return true
+            }
+        }
+        let localText = String(String.UnicodeScalarView(local))
+        guard local.allSatisfy({ localAllowed.contains($0) || isPlainNonASCII($0) }),
+            !localText.hasPrefix("."), !localText.hasSuffix("."), !localText.contains("..")
         else {
             return .failure(RuleViolation("the part of the email before @ has characters an address cannot have"))
         }
         let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
         guard labels.count >= 2,
             labels.allSatisfy({ label in
-                !label.isEmpty && label.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
-                    && label.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" }
+                !label.isEmpty && label.count <= 63 && label.first != "-" && label.last != "-"
+                    && label.allSatisfy { scalar in
+                        scalar.isASCII
+                            ? (("a"..."z").contains(scalar) || ("0"..."9").contains(scalar) || scalar == "-")
+                            : (isPlainNonASCII(scalar)
+                                && (scalar.properties.isAlphabetic || scalar.properties.numericType != nil
+                                    || scalar.properties.generalCategory == .nonspacingMark
+                                    || scalar.properties.generalCategory == .spacingMark))
+                    }
             })
         else {
             return .failure(RuleViolation("the email's domain is not a valid domain name"))

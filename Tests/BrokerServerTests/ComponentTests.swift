@@ -200,6 +200,8 @@ struct ComponentTests {
 
     @Test(arguments: [
         (" Ada@Example.COM ", "ada@example.com"), ("a.b+tag@sub.example.org", "a.b+tag@sub.example.org"),
+        ("jos\u{E9}@b\u{FC}cher.example", "jos\u{E9}@b\u{FC}cher.example"),
+        ("ad\u{0301}a@example.com", "ad\u{0301}a@example.com"),
     ])
     func emailsAreNormalised(raw: String, normalised: String) throws {
         #expect(try AccountRules.normalizedEmail(raw).get() == normalised)
@@ -210,6 +212,19 @@ struct ComponentTests {
         "a@exa mple.com", "a@-example.com", String(repeating: "a", count: 65) + "@example.com",
     ])
     func badEmailsAreRefused(raw: String) {
+        #expect(throws: RuleViolation.self) { try AccountRules.normalizedEmail(raw).get() }
+    }
+
+    /// RT2-14: a prepended scalar (U+0600) glued `@ , < > "` or a space into one Character with it, which the
+    /// rule read by its first scalar only; such an address reached `RCPT TO`. Every scalar is checked now.
+    @Test(
+        .bug(id: "RT2-14"),
+        arguments: [
+            "a\u{0600}@evil.example@example.com", "a\u{0600},b@example.com", "a\u{0600}<b@example.com",
+            "a\u{0600}>b@example.com", "a\u{0600}\"b@example.com", "a\u{0600} b@example.com",
+            "ab@exa\u{0600} mple.com", "ab@example.com\u{0600}>", "a\u{200B}b@example.com", "a\u{0085}b@example.com",
+        ])
+    func graphemesCannotSmuggleSeparatorsIntoAnAddress(raw: String) {
         #expect(throws: RuleViolation.self) { try AccountRules.normalizedEmail(raw).get() }
     }
 
