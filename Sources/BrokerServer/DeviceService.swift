@@ -202,16 +202,18 @@ final class DeviceService: Sendable {
     }
 
     /// The authorization waiting under a typed code; a wrong code counts against the address (429 past the limit).
+    /// The try is reserved before the lookup and given back on a hit (RT2-3): a burst of guesses in parallel
+    /// cannot all pass a check made before any of them is counted.
     func waiting(_ typed: String, address: String?) async throws -> DeviceAuthorization? {
-        if let address, let wait = try await wrongCodes.peek(address) {
+        if let address, let wait = try await wrongCodes.take(address) {
             throw metrics.throttle("device_user_code", wait: wait, "too many wrong codes; try later")
         }
         if let code = Self.normalize(typed),
             let found = try await store.pendingDeviceAuthorization(userCode: code, now: now)
         {
+            if let address { try await wrongCodes.giveBack(address) }
             return found
         }
-        if let address { _ = try await wrongCodes.take(address) }
         audit.record("device_code_refused", outcome: "failure", fields: ["reason": "unknown_user_code"])
         return nil
     }

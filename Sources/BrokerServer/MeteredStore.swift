@@ -186,6 +186,11 @@ final class MeteredStore: Store {
             try await base.rateLimit(name, key: key, bucket: bucket, now: now, take: take)
         }
     }
+    func refundRateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double) async throws {
+        try await timed("rate_limit_refund") {
+            try await base.refundRateLimit(name, key: key, bucket: bucket, now: now)
+        }
+    }
 
     func updateThrottle<T: Sendable>(
         keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T

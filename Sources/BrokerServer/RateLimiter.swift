@@ -84,6 +84,11 @@ final class SharedRateLimiter: Sendable {
         try await store.rateLimit(name, key: key, bucket: bucket, now: clock.now(), take: true)
     }
 
+    /// Gives back a token taken for `key` that turned out not to count.
+    func giveBack(_ key: String) async throws {
+        try await store.refundRateLimit(name, key: key, bucket: bucket, now: clock.now())
+    }
+
     /// Whether `key` has no token left, without taking one: `nil` when it has, else the seconds until it will.
     func peek(_ key: String) async throws -> Double? {
         try await store.rateLimit(name, key: key, bucket: bucket, now: clock.now(), take: false)

@@ -1445,6 +1445,22 @@ package final class PostgresStore: Store {
         }
     }
 
+    package func refundRateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double) async throws {
+        let logger = logger
+        try await transaction("rate limit refund") { connection in
+            let rows = try await connection.query(
+                "SELECT tokens, updated_at FROM rate_limits WHERE name = \(name) AND key = \(key) FOR UPDATE",
+                logger: logger)
+            guard let next = bucket.refund(stored: try await Self.storedBucket(rows), now: now) else { return }
+            try await connection.query(
+                """
+                UPDATE rate_limits SET tokens = \(next.tokens), updated_at = \(now), full_at = \(next.fullAt)
+                WHERE name = \(name) AND key = \(key)
+                """, logger: logger
+            ).drain()
+        }
+    }
+
     /// The one bucket row `SELECT tokens, updated_at …` found, if any.
     private static func storedBucket(_ rows: PostgresRowSequence) async throws -> (tokens: Double, updated: Double)? {
         var stored: (tokens: Double, updated: Double)?

@@ -767,6 +767,15 @@ package final class SQLiteStore: Store {
         }
     }
 
+    package func refundRateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double) async throws {
+        try await pool.write { db in
+            guard let next = bucket.refund(stored: try Self.storedBucket(db, name, key), now: now) else { return }
+            try db.execute(
+                sql: "UPDATE rate_limits SET tokens = ?, updated_at = ?, full_at = ? WHERE name = ? AND key = ?",
+                arguments: [next.tokens, now, next.fullAt, name, key])
+        }
+    }
+
     private static func storedBucket(_ db: Database, _ name: String, _ key: String) throws
         -> (tokens: Double, updated: Double)?
     {

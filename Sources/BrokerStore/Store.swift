@@ -498,6 +498,14 @@ package struct TokenBucket: Sendable, Hashable {
         if take { tokens -= 1 }
         return (tokens, now + (capacity - tokens) / rate, nil)
     }
+
+    /// The bucket at `now` with one token given back (never above capacity): a reservation that turned out not
+    /// to count. `nil` when nothing was stored (the bucket is full).
+    package func refund(stored: (tokens: Double, updated: Double)?, now: Double) -> (tokens: Double, fullAt: Double)? {
+        guard let stored else { return nil }
+        let tokens = min(capacity, stored.tokens + max(0, now - stored.updated) * rate + 1)
+        return (tokens, now + (capacity - tokens) / rate)
+    }
 }
 
 /// Rate limits in the store (schema v11), so that every broker on one database counts against the same
@@ -508,6 +516,10 @@ package protocol RateLimitStore: Sendable {
     /// (and is now taken), else the seconds until one will be.
     func rateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double, take: Bool) async throws
         -> Double?
+
+    /// Gives one token back to the bucket `key` of the limit `name` (a reservation taken first that turned out
+    /// not to count), in one transaction.
+    func refundRateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double) async throws
 }
 
 extension Store {

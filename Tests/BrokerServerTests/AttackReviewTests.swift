@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerHTTP
 import BrokerStore
 import BrokerTesting
 import Foundation
@@ -308,6 +309,41 @@ struct AttackReviewTests {
             await broker.service.mailer?.flush()
             let notes = try sink.messages().filter { $0["subject"]?.stringValue == "You already have an account" }
             #expect(notes.map { $0["to"]?.stringValue } == ["taken@example.com"], "the owner is told")
+        }
+    }
+
+    /// RT2-3: the wrong-user-code limit was peeked before the lookup and charged after it, so a burst checked
+    /// 13-126 codes instead of 10. The try is reserved first now and given back on a hit.
+    @Test(.bug(id: "RT2-3")) func aBurstOfWrongUserCodesChecksNoMoreThanTheLimit() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.live { client, base in
+            // Forty connections at once (the test client serves one request at a time; libcurl does not).
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<40 {
+                    let code = String(repeating: "BCDFGHJKLMNPQRST".map(String.init)[index % 16], count: 8)
+                    group.addTask {
+                        var request = HTTPClientRequest(url: base + "/device?user_code=" + code)
+                        request.timeout = .seconds(120)
+                        return try await HTTPClient.shared.send(request).status
+                    }
+                }
+                var all: [Int] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            #expect(statuses.filter { $0 == 400 }.count == 10, "ten codes looked up: \(statuses.sorted())")
+            #expect(statuses.filter { $0 == 429 }.count == 30)
+
+            // A right code gives its try back: the next wrong one still has the limit it had.
+            broker.clock.advance(by: 601)
+            let started = try await Device.authorize(client)
+            for _ in 0..<3 {
+                #expect(
+                    try await client.get("/device?user_code=" + (started["user_code"]?.stringValue ?? "")).status == 200
+                )
+            }
+            for _ in 0..<10 { #expect(try await client.get("/device?user_code=BCDF-GHJK").status == 400) }
+            #expect(try await client.get("/device?user_code=BCDF-GHJK").status == 429)
         }
     }
 }
