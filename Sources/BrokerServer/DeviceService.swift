@@ -303,9 +303,8 @@ final class DeviceService: Sendable {
         }
         let allow = (try? input.string("decision")) == "allow"
         // Decided once, on what holds now (RT2-2): the authorization must still wait; a link's asking session
-        // must still be live; the way in the approval was got with must still be the user's. Only then is the
-        // pending → approved step taken, and a link's identity attached after it, never before: a replayed
-        // Allow after a Deny, an unlink or a password change attaches and approves nothing.
+        // must still be live; the way in the approval was got with must still be the user's. A replayed Allow
+        // after a Deny, an unlink or a password change attaches and approves nothing.
         guard let pending = try await store.pendingDeviceAuthorization(userCode: approval.userCode, now: now) else {
             return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
         }
@@ -317,26 +316,25 @@ final class DeviceService: Sendable {
             return FormGuard.clearing(
                 Page.response(status: 409, Page.message(title: "Not signed in", text: problem)), secure: secure)
         }
+        // A link's identity is attached just before the pending → approved step, so that the device's next
+        // poll finds the link made; if another decision wins that step, a link made here is taken back (one the
+        // user had already is left alone).
+        var linkedHere = false
         if allow, let identity = approval.identity {
-            // Attached first, so the device's next poll finds the link made; undone if another decision won.
-            if let refusal = try await attach(identity, to: approval.user, userCode: approval.userCode) {
-                return FormGuard.clearing(refusal, secure: secure)
+            switch try await attach(identity, to: approval.user, userCode: approval.userCode) {
+            case .refused(let page): return FormGuard.clearing(page, secure: secure)
+            case .attached(let new): linkedHere = new
             }
-            guard
-                try await store.decideDeviceAuthorization(
-                    userCode: approval.userCode, user: approval.user, signedInWith: approval.signedInWith, now: now)
-            else {
+        }
+        guard
+            try await store.decideDeviceAuthorization(
+                userCode: approval.userCode, user: allow ? approval.user : nil, signedInWith: approval.signedInWith,
+                now: now)
+        else {
+            if linkedHere, let identity = approval.identity {
                 _ = try await store.unlinkIdentity(user: approval.user, provider: identity.provider, now: now)
-                return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
             }
-        } else {
-            guard
-                try await store.decideDeviceAuthorization(
-                    userCode: approval.userCode, user: allow ? approval.user : nil,
-                    signedInWith: approval.signedInWith, now: now)
-            else {
-                return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
-            }
+            return FormGuard.clearing(Page.response(status: 400, Page.deviceGone), secure: secure)
         }
         audit.record(
             allow ? "device_approved" : "device_denied", user: approval.user,
@@ -387,9 +385,16 @@ extension DeviceService {
         return nil
     }
 
-    /// Attaches the identity of a device link once the person allowed it; the page that says why not, if it
-    /// cannot be attached (the authorization is then denied, so the CLI stops).
-    func attach(_ identity: IdentityRecord, to user: UserID, userCode: String) async throws -> APIResponse? {
+    /// What attaching a device link's identity came to.
+    enum Attachment {
+        /// Attached to the user; `new`: by this call (`false`: the user had it already).
+        case attached(new: Bool)
+        /// Not attachable: the page that says why (the authorization has been denied, so the CLI stops).
+        case refused(APIResponse)
+    }
+
+    /// Attaches the identity of a device link once the person allowed it.
+    func attach(_ identity: IdentityRecord, to user: UserID, userCode: String) async throws -> Attachment {
         let outcome = try await store.linkIdentity(identity, to: user, now: now)
         metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
         let name = signIn.displayName(identity.provider)
@@ -397,8 +402,8 @@ extension DeviceService {
         switch outcome {
         case .linked:
             audit.record("linked", user: user, fields: ["provider": identity.provider.rawValue, "flow": "device"])
-            return nil
-        case .alreadyLinked: return nil
+            return .attached(new: true)
+        case .alreadyLinked: return .attached(new: false)
         case .ownedByAnotherUser: problem = SignInService.ownedMessage(name)
         case .providerTaken(let subject):
             problem = SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject)
@@ -408,7 +413,7 @@ extension DeviceService {
             "linked", outcome: "failure", user: user,
             fields: ["provider": identity.provider.rawValue, "reason": outcome.label, "flow": "device"])
         _ = try await store.decideDeviceAuthorization(userCode: userCode, user: nil, signedInWith: nil, now: now)
-        return Page.response(status: 409, Page.message(title: "Not linked", text: problem))
+        return .refused(Page.response(status: 409, Page.message(title: "Not linked", text: problem)))
     }
 }
 
