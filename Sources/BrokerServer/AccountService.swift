@@ -221,16 +221,9 @@ final class AccountService: Sendable {
     func authenticate(email rawEmail: String, password: Secret, address: String?) async throws -> PasswordAccount {
         let email = AccountRules.lookupEmail(rawEmail)
         // Admitted and counted before any hashing: a burst of parallel guesses cannot outrun the count.
-        let admission = try await throttle?.admit(account: email, address: address) ?? .open
-        switch admission {
-        case .blocked(let wait):
-            throw metrics.throttle("login_throttle", wait: wait, "too many failed sign-ins; try again later")
-        case .busy:
-            throw metrics.throttle(
-                "login_throttle", wait: 1, "the server is busy with sign-ins to this account; retry shortly")
-        case .open, .correctPasswordOnly:
-            break
-        }
+        let admission = try await admitGuess(
+            account: email, address: address, blocked: "too many failed sign-ins; try again later",
+            busy: "the server is busy with sign-ins to this account; retry shortly")
         let account: PasswordAccount?
         do {
             account = try await store.passwordAccount(email: email)
@@ -286,16 +279,9 @@ final class AccountService: Sendable {
         -> Bool
     {
         let email = account.email
-        let admission = try await throttle?.admit(account: email, address: address) ?? .open
-        switch admission {
-        case .blocked(let wait):
-            throw metrics.throttle("login_throttle", wait: wait, "too many wrong passwords; try again later")
-        case .busy:
-            throw metrics.throttle(
-                "login_throttle", wait: 1, "the server is busy with checks of this account's password; retry shortly")
-        case .open, .correctPasswordOnly:
-            break
-        }
+        let admission = try await admitGuess(
+            account: email, address: address, blocked: "too many wrong passwords; try again later",
+            busy: "the server is busy with checks of this account's password; retry shortly")
         let verified: Bool
         do {
             verified = try await verifyPassword(password, against: account.passwordHash)
@@ -305,6 +291,19 @@ final class AccountService: Sendable {
         }
         try await throttle?.settle(account: email, address: address, admission: admission, succeeded: verified)
         return verified
+    }
+
+    /// One password guess at `account` from `address`, admitted by the login throttle before any hashing (or
+    /// ``LoginThrottle/Admission/open`` without a throttle); a 429 saying `blocked` or `busy` when it is not.
+    private func admitGuess(account: String, address: String?, blocked: String, busy: String) async throws
+        -> LoginThrottle.Admission
+    {
+        let admission = try await throttle?.admit(account: account, address: address) ?? .open
+        switch admission {
+        case .blocked(let wait): throw metrics.throttle("login_throttle", wait: wait, blocked)
+        case .busy: throw metrics.throttle("login_throttle", wait: 1, busy)
+        case .open, .correctPasswordOnly: return admission
+        }
     }
 
     /// Upgrades a hash made with weaker parameters, now that the password is known to be right. Best
