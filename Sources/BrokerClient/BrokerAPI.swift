@@ -249,7 +249,7 @@ package struct BrokerAPI: Sendable {
         try await postAuthorized(
             "/auth/link",
             body: ["provider": "custom", "email": .string(email), "password": .string(password.exposed)],
-            accessToken, expect: 201, orAlso: 202)
+            accessToken, accepting: [201, 202])
     }
 
     /// `POST /auth/unlink {"provider"}`.
@@ -260,8 +260,7 @@ package struct BrokerAPI: Sendable {
     /// A JSON POST with an account token (``SessionService/accountToken()``), given the time a password check
     /// takes.
     private func postAuthorized(
-        _ path: String, body: JSONValue, _ accessToken: Secret, expect status: Int = 200,
-        orAlso other: Int? = nil
+        _ path: String, body: JSONValue, _ accessToken: Secret, accepting statuses: Set<Int> = [200]
     ) async throws(BrokerAPIError) -> JSONValue {
         var api = self
         api.timeout = max(api.timeout, Self.passwordTimeout)
@@ -272,7 +271,7 @@ package struct BrokerAPI: Sendable {
                 (name: "Authorization", value: "Bearer " + accessToken.exposed),
             ],
             body: body.serializedBytes)
-        return try await api.send(request, accepting: Set([status] + (other.map { [$0] } ?? [])))
+        return try await api.send(request, accepting: statuses)
     }
 
     /// `GET /auth/account/export` with the session's token.

@@ -19,9 +19,10 @@ final class AccountSelfService: Sendable {
     var store: any Store { accounts.store }
     var now: Int64 { accounts.now }
 
-    /// `POST /auth/account/delete` with an account token (never an API access token, RT2-1): a custom account gives its password
-    /// (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the user, their
-    /// password, sessions and refresh tokens, codes and links; their access tokens fail at `/auth/me` at once.
+    /// `POST /auth/account/delete` with an account token (never an API access token, RT2-1): a custom account
+    /// gives its password (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the
+    /// user, their password, sessions and refresh tokens, codes and links; their access tokens fail at
+    /// `/auth/me` at once.
     func delete(_ input: RequestInput, authorization: String?, address: String? = nil) async throws -> APIResponse {
         let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)

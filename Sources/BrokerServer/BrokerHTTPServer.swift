@@ -305,13 +305,13 @@ package enum BrokerHTTPServer {
         // One descriptor budget for the whole process (RT2-9): the metrics listener's share is taken off the
         // top, so that neither listener can spend the descriptors the store, outbound requests, mail and the
         // other listener need.
-        let metricsShare = metrics.port == nil ? 0 : ConnectionLimits.metricsAcceptLimit
-        let descriptors = DescriptorLimit.raiseToHardLimit() - metricsShare
+        let nofile = DescriptorLimit.raiseToHardLimit()
+        let descriptors = nofile - (metrics.port == nil ? 0 : ConnectionLimits.metricsAcceptLimit)
         let cap = limits.effectiveMaxConnections(descriptorLimit: descriptors)
         if cap < limits.maxConnections {
             logger.warning(
                 "max_connections lowered to fit the descriptor limit",
-                metadata: ["configured": "\(limits.maxConnections)", "in_force": "\(cap)", "nofile": "\(descriptors)"]
+                metadata: ["configured": "\(limits.maxConnections)", "in_force": "\(cap)", "nofile": "\(nofile)"]
             )
         }
         let counter = ConnectionCounter(limit: cap)

@@ -379,7 +379,7 @@ extension DeviceService {
             return nil
         }
         let linked = try await store.identities(user: approval.user)
-        guard linked.contains(where: { "\($0.identity.provider.rawValue):\($0.identity.subject)" == proof }) else {
+        guard linked.contains(where: { DeviceApproval.proof(identity: $0.identity) == proof }) else {
             return "The account you signed in with no longer signs in as this user. Start again from the device."
         }
         return nil
@@ -437,6 +437,9 @@ struct DeviceApproval: Sendable, Hashable {
 
     /// The proof of a password sign-in: the first 16 bytes of the SHA-256 of the password's PHC hash, hex.
     static func proof(passwordHash: String) -> String { Array(Digest.sha256(passwordHash).prefix(16)).hexString }
+
+    /// The proof of a provider sign-in: the account's `provider:subject`.
+    static func proof(identity: IdentityRecord) -> String { "\(identity.provider.rawValue):\(identity.subject)" }
     private static let associatedData = Array("device-approval".utf8)
 
     func seal(key: [UInt8]) throws -> String {

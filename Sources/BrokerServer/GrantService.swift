@@ -99,11 +99,10 @@ final class GrantService: Sendable {
             }
             let account = try tokens.accountToken(view: view, now: time)
             audit.record("account_token", user: view.user.id, fields: ["session": String(view.session.id.prefix(8))])
-            guard case .object(var body) = tokens.sessionBody(user: view.user, accessToken: account, refreshToken: next)
-            else { throw APIError.serverError }
-            body["expires_in"] = .int(TokenIssuer.accountTokenTTL)
-            body["scope"] = .string(TokenIssuer.accountScope)
-            return .tokens(.object(body))
+            return .tokens(
+                tokens.sessionBody(
+                    user: view.user, accessToken: account, refreshToken: next, expiresIn: TokenIssuer.accountTokenTTL,
+                    scope: TokenIssuer.accountScope))
         case .rotated(let view):
             let access = try tokens.accessToken(
                 user: view.user,

@@ -444,7 +444,7 @@ final class SignInService: Sendable {
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: flowKey, now: now,
             secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider,
-            proof: "\(provider.rawValue):\(record.subject)")
+            proof: DeviceApproval.proof(identity: record))
     }
 
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is

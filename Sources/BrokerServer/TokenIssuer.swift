@@ -99,15 +99,20 @@ final class TokenIssuer: Sendable {
         return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
     }
 
-    func sessionBody(user: UserRecord, accessToken: String, refreshToken: String?) -> JSONValue {
+    /// The contract's session response; `expiresIn` defaults to the access tokens' lifetime, `scope` (an account
+    /// token's) is said when given.
+    func sessionBody(
+        user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil
+    ) -> JSONValue {
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description),
             "provider": .string(user.id.provider.rawValue),
             "access_token": .string(accessToken),
             "token_type": "Bearer",
-            "expires_in": .int(configuration.accessTokenTTL),
+            "expires_in": .int(expiresIn ?? configuration.accessTokenTTL),
         ]
         if let refreshToken { body["refresh_token"] = .string(refreshToken) }
+        if let scope { body["scope"] = .string(scope) }
         return .object(body)
     }
 
