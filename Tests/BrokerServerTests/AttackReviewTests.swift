@@ -97,20 +97,14 @@ struct AttackReviewTests {
             let app = try await broker.service.tokens.startSession(
                 user: user, clientID: "some-app", scope: nil, signedInWith: .custom)
             let appRefresh = try #require(app["refresh_token"]?.stringValue)
-            let asked = try await client.form(
-                "/auth/token",
-                [("grant_type", "refresh_token"), ("refresh_token", appRefresh), ("scope", "account")])
+            let asked = try await client.accountGrant(refreshToken: appRefresh)
             #expect(asked.status == 400 && asked.error == "invalid_scope")
             let appAccess = try #require(app["access_token"]?.stringValue)
             #expect(try await client.get("/auth/me", bearer: appAccess).status == 401, "that session has ended")
 
             // The CLI's session gets one: five minutes, the account audience, never accepted as an API token.
-            let grant = try await client.form(
-                "/auth/token",
-                [
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
-                ])
+            let grant = try await client.accountGrant(
+                refreshToken: try #require(registered["refresh_token"]?.stringValue))
             #expect(grant.status == 200 && grant["expires_in"]?.intValue == 300)
             let account = try #require(grant["access_token"]?.stringValue)
             let claims = try #require(
@@ -137,27 +131,18 @@ struct AttackReviewTests {
         try await broker.test { client in
             let registered = try await client.register("ada@example.com", Self.password)
             let user = try #require(registered["user_id"]?.stringValue.flatMap(UserID.init))
-            let grant = try await client.form(
-                "/auth/token",
-                [
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
-                ])
+            let grant = try await client.accountGrant(
+                refreshToken: try #require(registered["refresh_token"]?.stringValue))
             let account = try #require(grant["access_token"]?.stringValue)
             let refresh = try #require(grant["refresh_token"]?.stringValue)
 
             // 1. Logout before the ticket is used: /start refuses it.
             let pkce = try PKCE.generate()
-            let ticket = try #require(
-                try await InProcessLinkTests.ticket(
-                    client, bearer: account, ["provider": "google", "code_challenge": .string(pkce.challenge)]
-                )["link_ticket"]?.stringValue)
+            let ticket = try await InProcessLinkTests.googleTicket(client, bearer: account, challenge: pkce.challenge)
             // 2. A second ticket whose sign-in completes at Google, then the logout before the code is redeemed.
             let second = try PKCE.generate()
-            let secondTicket = try #require(
-                try await InProcessLinkTests.ticket(
-                    client, bearer: account, ["provider": "google", "code_challenge": .string(second.challenge)]
-                )["link_ticket"]?.stringValue)
+            let secondTicket = try await InProcessLinkTests.googleTicket(
+                client, bearer: account, challenge: second.challenge)
             let started = try await InProcessLinkTests.start(client, challenge: second.challenge, ticket: secondTicket)
             #expect(started.status == 302)
             let location = try #require(started.header("Location"))
@@ -166,10 +151,8 @@ struct AttackReviewTests {
             let code = try #require(back["code"])
             // 3. A third whose sign-in is at Google when the session ends.
             let third = try PKCE.generate()
-            let thirdTicket = try #require(
-                try await InProcessLinkTests.ticket(
-                    client, bearer: account, ["provider": "google", "code_challenge": .string(third.challenge)]
-                )["link_ticket"]?.stringValue)
+            let thirdTicket = try await InProcessLinkTests.googleTicket(
+                client, bearer: account, challenge: third.challenge)
             let thirdStart = try await InProcessLinkTests.start(client, challenge: third.challenge, ticket: thirdTicket)
             let thirdLocation = try #require(thirdStart.header("Location"))
 

@@ -159,11 +159,17 @@ struct InProcessBroker {
 
         /// The same from a refresh token (spent: the grant rotates it).
         func accountToken(refreshToken: String) async throws -> String {
-            let reply = try await form(
-                "/auth/token",
-                [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("scope", "account")])
+            let reply = try await accountGrant(refreshToken: refreshToken)
             #expect(reply.status == 200 && reply["scope"]?.stringValue == "account", "\(reply.status)")
             return try #require(reply["access_token"]?.stringValue)
+        }
+
+        /// The refresh grant with `scope=account`, its whole answer (the account token and the rotated refresh
+        /// token, or the refusal).
+        func accountGrant(refreshToken: String) async throws -> Reply {
+            try await form(
+                "/auth/token",
+                [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("scope", "account")])
         }
     }
 }

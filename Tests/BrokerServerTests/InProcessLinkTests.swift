@@ -39,6 +39,15 @@ struct InProcessLinkTests {
         return try await client.send(.post, "/auth/link", headers: headers, body: Array(body.serialized().utf8))
     }
 
+    /// A Google link ticket for `challenge`, asked for with the account token `bearer`.
+    static func googleTicket(_ client: InProcessBroker.Client, bearer: String, challenge: String) async throws
+        -> String
+    {
+        try #require(
+            try await ticket(client, bearer: bearer, ["provider": "google", "code_challenge": .string(challenge)])[
+                "link_ticket"]?.stringValue)
+    }
+
     static func start(_ client: InProcessBroker.Client, provider: String = "google", challenge: String, ticket: String)
         async throws -> InProcessBroker.Client.Reply
     {
@@ -91,10 +100,7 @@ struct InProcessLinkTests {
         let pkce = try PKCE.generate()
         try await broker.test { client in
             let (token, ada) = try await Self.ada(client)
-            let ticket = try #require(
-                try await Self.ticket(
-                    client, bearer: token, ["provider": "google", "code_challenge": .string(pkce.challenge)]
-                )["link_ticket"]?.stringValue)
+            let ticket = try await Self.googleTicket(client, bearer: token, challenge: pkce.challenge)
             let started = try await Self.start(client, challenge: pkce.challenge, ticket: ticket)
             let location = try #require(started.header("Location"))
             google.answerTokens(subject: "1045", nonce: try #require(Flow.query(location)["nonce"]))
@@ -132,10 +138,7 @@ struct InProcessLinkTests {
         let pkce = try PKCE.generate()
         try await broker.test { client in
             let (token, _) = try await Self.ada(client)
-            let ticket = try #require(
-                try await Self.ticket(
-                    client, bearer: token, ["provider": "google", "code_challenge": .string(pkce.challenge)]
-                )["link_ticket"]?.stringValue)
+            let ticket = try await Self.googleTicket(client, bearer: token, challenge: pkce.challenge)
 
             let otherChallenge = try await Self.start(client, challenge: try PKCE.generate().challenge, ticket: ticket)
             #expect(otherChallenge.status == 400)

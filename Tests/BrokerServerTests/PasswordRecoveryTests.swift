@@ -169,12 +169,8 @@ struct PasswordRecoveryTests {
             let registered = try await client.register("change@example.com", Self.password)
             let apiToken = try #require(registered["access_token"]?.stringValue)
             // The change needs an account token (RT2-1); its grant rotates this session's refresh token.
-            let grant = try await client.form(
-                "/auth/token",
-                [
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", try #require(registered["refresh_token"]?.stringValue)), ("scope", "account"),
-                ])
+            let grant = try await client.accountGrant(
+                refreshToken: try #require(registered["refresh_token"]?.stringValue))
             let mine = try #require(grant["access_token"]?.stringValue)
             let myRefresh = try #require(grant["refresh_token"]?.stringValue)
             let other = try await client.login("change@example.com", Self.password)
