@@ -15,8 +15,8 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     package let path: String
 
     /// Parses `scheme://[user@]host[:port][/path][?query][#fragment]`; `nil` unless http or https with a
-    /// host, a valid port, and no dot segments (`.`, `..`, or their encodings) in the path — a server
-    /// resolves those, so `/v1/../admin` would leave the listed prefix after the check.
+    /// host, a valid port, and a path no server reads as leaving where it is written (`pathStaysPut`): a
+    /// server resolves dot segments, so `/v1/../admin` would leave the listed prefix after the check.
     package init?(_ text: String) {
         let lower = text.lowercased()
         let rest: Substring
@@ -49,7 +49,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
         } else {
             hostPart = authority
         }
-        guard !hostPart.isEmpty else { return nil }
+        guard Self.isHost(hostPart) else { return nil }
         host = hostPart.lowercased()
         if let portPart {
             guard portPart.isASCIIDigits, portPart.utf8.count <= 5, let number = Int(portPart),
@@ -61,11 +61,71 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
         }
         let afterAuthority = rest[authorityEnd...]
         let pathText = afterAuthority.prefix { $0 != "?" && $0 != "#" }
-        for segment in pathText.split(separator: "/", omittingEmptySubsequences: false)
-        where Self.isDotSegment(segment) {
-            return nil
-        }
+        guard Self.pathStaysPut(pathText) else { return nil }
         path = String(pathText)
+    }
+
+    /// Whether no server could read `path` as leaving where it is written. Servers disagree on what a path
+    /// means (attack review RT2-11): some decode `%2f` and `%5c` into separators, read `\` as `/`, or drop a
+    /// `;parameter` before resolving (`..;/` is `../` to Tomcat). So the check is made on the widest reading:
+    /// the path percent-decoded once, split at `/` and `\`, each segment cut at `;`; no segment may then be
+    /// `.` or `..`; and `%25` (a second decoding would find more) or a broken escape is refused outright.
+    static func pathStaysPut(_ path: Substring) -> Bool {
+        var decoded: [UInt8] = []
+        var bytes = path.utf8[...]
+        while let byte = bytes.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                decoded.append(byte)
+                continue
+            }
+            guard let high = bytes.popFirst().flatMap(Self.hexValue), let low = bytes.popFirst().flatMap(Self.hexValue)
+            else { return false }
+            let value = high << 4 | low
+            // A byte that decodes to %, or a NUL: a second decoding or a C string would read something else.
+            guard value != UInt8(ascii: "%"), value != 0 else { return false }
+            decoded.append(value)
+        }
+        let separators: Set<UInt8> = [UInt8(ascii: "/"), UInt8(ascii: "\\")]
+        for segment in decoded.split(omittingEmptySubsequences: false, whereSeparator: separators.contains) {
+            let name = segment.prefix { $0 != UInt8(ascii: ";") }
+            if name.elementsEqual(".".utf8) || name.elementsEqual("..".utf8) { return false }
+        }
+        return true
+    }
+
+    /// A host as DNS and IP literals write it: letters, digits, `-`, `.` and `_`, or an IPv6 literal in
+    /// brackets (hex digits, `:` and `.`). Nothing a resolver, a proxy or git could read as something else —
+    /// no percent-encoding, no zone, no `%`, `\`, `;` or `,`.
+    static func isHost(_ text: Substring) -> Bool {
+        guard !text.isEmpty, text.utf8.count <= 253 else { return false }
+        if text.hasPrefix("[") {
+            guard text.hasSuffix("]"), text.utf8.count > 2 else { return false }
+            return text.dropFirst().dropLast().utf8.allSatisfy { byte in
+                hexValue(byte) != nil || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+            } && text.contains(":")
+        }
+        return text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+        }
+    }
+
+    /// `host` or `host:port` exactly as git's `host=` line may carry it (git-credential(1)), by the same rules as
+    /// the host of a URL; `nil` for anything else.
+    package static func authority(_ text: String, scheme: String) -> APIURL? {
+        guard !text.contains(where: { "/?#@".contains($0) }), let url = APIURL(scheme + "://" + text),
+            url.path.isEmpty
+        else { return nil }
+        return url
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// Whether this is this machine: `localhost`, 127.0.0.0/8 or `[::1]`.
@@ -98,21 +158,4 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     }
 
     package var description: String { origin + path }
-
-    /// `.` or `..`, each dot possibly written `%2e` / `%2E`.
-    static func isDotSegment(_ segment: Substring) -> Bool {
-        var dots = 0
-        var rest = Substring(segment.lowercased())
-        while !rest.isEmpty {
-            if rest.hasPrefix(".") {
-                rest = rest.dropFirst()
-            } else if rest.hasPrefix("%2e") {
-                rest = rest.dropFirst(3)
-            } else {
-                return false
-            }
-            dots += 1
-        }
-        return dots == 1 || dots == 2
-    }
 }

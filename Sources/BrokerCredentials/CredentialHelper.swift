@@ -47,11 +47,13 @@ package enum CredentialHelper {
         if let url = fields["url"], let parsed = APIURL(url) {
             return (parsed, !parsed.path.isEmpty && parsed.path != "/")
         }
+        // Strictly: a host (and port) and nothing else, a path without a query or fragment to cut it short.
         guard let scheme = fields["protocol"], scheme == "https" || scheme == "http", let host = fields["host"],
-            !host.isEmpty, !host.contains("/"), !host.contains("@")
+            APIURL.authority(host, scheme: scheme) != nil
         else { return nil }
         let path = fields["path"] ?? ""
-        guard let parsed = APIURL(scheme + "://" + host + "/" + path) else { return nil }
+        guard !path.contains("?"), !path.contains("#"), let parsed = APIURL(scheme + "://" + host + "/" + path)
+        else { return nil }
         return (parsed, !path.isEmpty)
     }
 

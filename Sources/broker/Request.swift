@@ -124,6 +124,16 @@ extension Broker {
             }
             let body = try readBody()
             let headerFields = try headers.map(Self.parseHeader)
+            // The token's scope is checked on the URL's host; a Host header naming another would hand it to
+            // another virtual host behind the same address (attack review RT2-12).
+            for field in headerFields where field.name.lowercased() == "host" {
+                guard let named = APIURL.authority(field.value, scheme: target.scheme), named.origin == target.origin
+                else {
+                    throw Console.fail(
+                        "-H Host: \"\(field.value)\" names another server than \(target.origin): the token goes only "
+                            + "where the URL points", code: BrokerExit.usage)
+                }
+            }
             let chosenMethod = method ?? (body == nil ? "GET" : "POST")
             let cycle = Cycle(
                 settings: settings, target: target, url: url, method: chosenMethod, headers: headerFields,
@@ -296,8 +306,12 @@ struct Cycle {
         var currentBody = body
         var hops = 0
         while true {
-            let carriesToken = currentURL.origin == target.origin && settings.refusal(toSendTokenTo: currentURL) == nil
-            var request = HTTPClientRequest(method: currentMethod, url: current, headers: headers, body: currentBody)
+            // The caller's headers were written for URL's origin: like the token they stay there, so a cookie or
+            // an API key in -H does not follow a redirect to another server (attack review RT2-12).
+            let sameOrigin = currentURL.origin == target.origin
+            var request = HTTPClientRequest(
+                method: currentMethod, url: current, headers: sameOrigin ? headers : [], body: currentBody)
+            let carriesToken = sameOrigin && settings.refusal(toSendTokenTo: currentURL) == nil
             if carriesToken { request.headers.append((name: "Authorization", value: "Bearer " + token.exposed)) }
             request.timeout = timeout
             request.maxResponseBytes = 16 * 1024 * 1024

@@ -1,3 +1,4 @@
+import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
@@ -328,5 +329,50 @@ struct AttackReviewTests {
             for _ in 0..<10 { #expect(try await client.get("/device?user_code=BCDF-GHJK").status == 400) }
             #expect(try await client.get("/device?user_code=BCDF-GHJK").status == 429)
         }
+    }
+}
+
+/// The client side of the review: where the CLI and its helpers send a token.
+@Suite("attack review, second round: where a token may go")
+struct TokenScopeReviewTests {
+    /// RT2-11: `api_urls` scope passed `..;`, `..%2f`, `%2e%2e%2f` and `..%5c` segments, which servers
+    /// resolve as `../` after the check.
+    @Test(.bug(id: "RT2-11"))
+    func pathsThatAServerCouldReadAsLeavingTheListedPrefixAreRefused() throws {
+        let listed = try #require(APIURL("https://api.example.com/v1"))
+        for path in [
+            "/v1/..;/admin", "/v1/..;x/admin", "/v1/..%2fadmin", "/v1/..%2Fadmin", "/v1/%2e%2e%2fadmin",
+            "/v1/..%5cadmin", "/v1/%2E%2e/admin", "/v1/.%2e/admin", "/v1/%252e%252e/admin", "/v1/%2", "/v1/%zz",
+            "/v1/%00/x", "/v1/.;/x",
+        ] {
+            #expect(APIURL("https://api.example.com" + path) == nil, "\(path)")
+        }
+        for path in ["/v1/items", "/v1/a..b", "/v1/...", "/v1/.well-known", "/v1/items;v=2", "/v1/a%20b"] {
+            let url = try #require(APIURL("https://api.example.com" + path), "\(path)")
+            #expect(listed.covers(url), "\(path)")
+        }
+    }
+
+    /// A strict host: git's `host=` line and a URL's host are a DNS name, an IPv4 address or a bracketed IPv6
+    /// literal, nothing a resolver or git could read as another server.
+    @Test(.bug(id: "RT2-11")) func theGitHelperReadsHostsStrictly() throws {
+        let good = CredentialHelper.gitTarget(["protocol": "https", "host": "git.example.com:8443", "path": "t/r.git"])
+        #expect(good?.url.description == "https://git.example.com:8443/t/r.git")
+        #expect(CredentialHelper.gitTarget(["protocol": "https", "host": "[::1]:9"])?.url.host == "[::1]")
+        for host in [
+            "git.example.com?x", "git.example.com#", "git.example.com\\evil", "git.example.com%2fevil",
+            "git.example.com;evil.com", "git.example.com,evil.com", "[::1%25eth0]", "user@git.example.com",
+            "git.example.com/evil", "git.example.com:", "git.example.com:99999", "", " git.example.com",
+            "git.example.com:443:1", "[::1", "[]",
+        ] {
+            #expect(CredentialHelper.gitTarget(["protocol": "https", "host": host]) == nil, "\(host)")
+        }
+        for path in ["t/r.git?x=/../y", "t/r.git#/../y"] {
+            #expect(
+                CredentialHelper.gitTarget(["protocol": "https", "host": "git.example.com", "path": path]) == nil,
+                "\(path)")
+        }
+        #expect(APIURL("https://git.exa%6dple.com/") == nil)
+        #expect(APIURL("https://good.example.com@evil.example.com/")?.host == "evil.example.com")
     }
 }

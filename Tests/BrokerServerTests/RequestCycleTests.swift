@@ -47,6 +47,9 @@ final class ResourceServer: @unchecked Sendable {
         let method: String
         let status: Int
         let authorization: String?
+        /// The X-Api-Key header, if any; the Host header.
+        let apiKey: String?
+        let host: String?
     }
 
     /// Every request so far.
@@ -55,7 +58,8 @@ final class ResourceServer: @unchecked Sendable {
         return (JSONValue.parse(response.body)?.arrayValue ?? []).map { entry in
             Entry(
                 path: entry["path"]?.stringValue ?? "", method: entry["method"]?.stringValue ?? "",
-                status: Int(entry["status"]?.intValue ?? 0), authorization: entry["authorization"]?.stringValue)
+                status: Int(entry["status"]?.intValue ?? 0), authorization: entry["authorization"]?.stringValue,
+                apiKey: entry["api_key"]?.stringValue, host: entry["host"]?.stringValue)
         }
     }
 
@@ -246,6 +250,13 @@ struct RequestCycleTests {
             #expect(sideways.status == 64, "a prefix match must end at a /")
             let dots = try await world.request([world.api.base + "/api/allowed/../other"])
             #expect(dots.status == 64, "dot segments would leave the listed path after the check")
+            // RT2-11: the spellings other servers resolve as ../ (Tomcat's ..;/, decoded separators).
+            for spelling in [
+                "..;/other", "..%2fother", "%2e%2e%2fother", "..%5cother", "%2e%2e;x/other", "%252e%252e/x",
+            ] {
+                let sneaky = try await world.request([world.api.base + "/api/allowed/" + spelling])
+                #expect(sneaky.status == 64, "\(spelling): \(sneaky.stderr)")
+            }
             #expect(try await world.api.log().isEmpty, "nothing reached the API")
 
             let inside = try await world.request([world.api.base + "/api/allowed/items"])
@@ -292,6 +303,36 @@ struct RequestCycleTests {
             let same = try await world.request(["--location", home])
             #expect(same.status == 0, "\(same.stderr)")
             #expect(JSONValue.parse(Array(same.stdout.utf8))?["path"]?.stringValue == "/api/landing")
+        }
+    }
+
+    /// RT2-12: a caller's -H headers (an API key, a cookie) stayed on a cross-origin --location hop, and
+    /// -H Host: sent the token to another virtual host behind the URL's address.
+    @Test(.bug(id: "RT2-12"))
+    func headersStayWithTheOriginAndHostCannotPointElsewhere() async throws {
+        try await RequestWorld.run { world in
+            try await world.client.register("headers@example.com")
+            let other = try await ResourceServer.start(broker: world.url)
+            let away = world.api.base + "/api/redirect?to=" + FormEncoding.percentEncode(other.base + "/open/landing")
+            let followed = try await world.request(["--location", "-H", "X-Api-Key: k-123", away])
+            #expect(followed.status == 0, "\(followed.stderr)")
+            #expect(try await world.api.log().last?.apiKey == "k-123", "the header reached the URL's origin")
+            let landed = try await other.log()
+            #expect(landed.count == 1)
+            #expect(landed.first?.apiKey == nil, "the header stayed with its origin")
+            #expect(landed.first?.authorization == nil)
+
+            let before = try await world.api.log().count
+            for host in ["api.internal.example", "127.0.0.1:1", "127.0.0.1/x", "127.0.0.1@evil"] {
+                let vhost = try await world.request(["-H", "Host: \(host)", world.api.base + "/api/items"])
+                #expect(vhost.status == 64, "\(host): \(vhost.stderr)")
+                #expect(vhost.stderr.contains("names another server"), "\(vhost.stderr)")
+            }
+            #expect(try await world.api.log().count == before, "nothing was sent")
+            let authority = String(world.api.base.dropFirst("http://".count))
+            let same = try await world.request(["-H", "Host: \(authority)", world.api.base + "/api/items"])
+            #expect(same.status == 0, "the URL's own host is fine: \(same.stderr)")
+            #expect(try await world.api.log().last?.host == authority)
         }
     }
 

@@ -14,7 +14,7 @@ Prints "resource server listening on http://127.0.0.1:PORT" once listening; serv
                         authentication whose password is a broker token; else 401 (Basic realm)
   POST /_control/now    body: epoch seconds the tokens' exp/nbf are judged at ("real" for the real clock)
   POST /_control/trust  body: JSON list of the kids trusted from now on (null: every published key)
-  GET  /_control/log    JSON list of {"path", "status", "authorization"} for every request so far
+  GET  /_control/log    JSON list of {"path", "status", "authorization", "api_key" (X-Api-Key), "host"} for every request so far
 """
 import argparse
 import base64
@@ -107,6 +107,7 @@ class Handler(BaseHTTPRequestHandler):
             LOG.append({
                 "path": self.path, "method": self.command, "status": status,
                 "authorization": self.headers.get("Authorization"),
+                "api_key": self.headers.get("X-Api-Key"), "host": self.headers.get("Host"),
             })
 
     def reply(self, status, body=b"", headers=()):
