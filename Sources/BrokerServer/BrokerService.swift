@@ -121,7 +121,8 @@ package final class BrokerService: Sendable {
         var mailer: Mailer?
         if let mail = configuration.mail {
             mailer = try Mailer(
-                configuration: mail, password: mailPassword, issuer: tokens.issuer, logger: logger, metrics: metrics,
+                configuration: mail, password: mailPassword, issuer: { [tokens] in tokens.issuer }, logger: logger,
+                metrics: metrics,
                 clock: clock, backoff: mailBackoff)
         }
         self.mailer = mailer

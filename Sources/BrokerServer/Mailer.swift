@@ -106,7 +106,8 @@ final class Mailer: Sendable {
     let from: String
     let fromAddress: String
     let templates: MailTemplates
-    let issuer: String
+    /// Read when a message is written: with `--port 0` the issuer is known only once the port is bound.
+    let issuer: @Sendable () -> String
     let maxAttempts: Int
     /// How long to wait before attempt `n + 1` (injected: tests retry at once).
     let backoff: @Sendable (Int) -> Duration
@@ -116,7 +117,8 @@ final class Mailer: Sendable {
     private let pending = PendingMail()
 
     init(
-        configuration: MailConfiguration, password: Secret?, issuer: String, logger: Logger, metrics: BrokerMetrics,
+        configuration: MailConfiguration, password: Secret?, issuer: @escaping @Sendable () -> String, logger: Logger,
+        metrics: BrokerMetrics,
         clock: any WallClock, backoff: @escaping @Sendable (Int) -> Duration = { .seconds(5 << min($0, 6)) }
     ) throws(ConfigurationError) {
         guard let address = MailSyntax.address(configuration.from) else {
@@ -137,12 +139,13 @@ final class Mailer: Sendable {
         self.clock = clock
     }
 
-    /// The message of `kind` for `email`, with `link` and the other values filled in.
+    /// The message of `kind` for `email`, with `link` and the other values filled in. `name` is shown only when
+    /// it can be trusted: see ``shownName(_:verified:)``.
     func compose(_ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64) -> OutgoingMail {
         let pair =
             templates.pairs[kind] ?? MailTemplates.Pair(subject: kind.rawValue, text: "{{link}}", html: "{{link}}")
         let values = [
-            "link": link, "issuer": issuer, "email": email, "name_prefix": name.map { ", " + $0 } ?? "",
+            "link": link, "issuer": issuer(), "email": email, "name_prefix": name.map { ", " + $0 } ?? "",
             "minutes": "\(minutes)", "hours": "\(minutes / 60)",
         ]
         return OutgoingMail(
@@ -154,6 +157,11 @@ final class Mailer: Sendable {
     /// Runs `prepare` in the background and sends the message it returns, if any (with retries); the caller
     /// does not wait. ``flush()`` waits for both. The work runs in a child `Task`, which inherits the caller's
     /// task-local values: the request's ``RequestOrigin`` reaches the audit events `prepare` records.
+    /// The name to greet someone by: none unless the address has been confirmed. Until then whoever registered
+    /// chose both the name and the address, so a name in the mail would be their words in broker's message
+    /// to someone else (attack review RT2-8: "Hello, your bank account is locked, call …").
+    static func shownName(_ name: String?, verified: Bool) -> String? { verified ? name : nil }
+
     func enqueue(_ kind: MailKind, _ prepare: @escaping @Sendable () async -> OutgoingMail?) {
         let started = pending.run {
             guard let mail = await prepare() else { return }

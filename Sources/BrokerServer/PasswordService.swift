@@ -62,7 +62,9 @@ final class PasswordService: Sendable {
                 purpose: EmailLinkPurpose.reset, lifetime: Self.resetLifetime, now: now)
             accounts.audit.record("password_reset_requested", user: account.user.id)
             return mailer.compose(
-                .reset, to: account.email, name: account.user.name, link: link, minutes: Self.resetLifetime / 60)
+                .reset, to: account.email,
+                name: Mailer.shownName(account.user.name, verified: account.emailVerifiedAt != nil), link: link,
+                minutes: Self.resetLifetime / 60)
         } catch {
             logger.error("password reset link not created", metadata: ["error": "\(error)"])
             return nil

@@ -63,7 +63,8 @@ final class VerificationService: Sendable {
                     user: account.user.id, purpose: EmailLinkPurpose.reset, lifetime: Self.existsLinkLifetime,
                     now: self.now)
                 return mailer.compose(
-                    .exists, to: account.email, name: account.user.name, link: link,
+                    .exists, to: account.email,
+                    name: Mailer.shownName(account.user.name, verified: account.emailVerifiedAt != nil), link: link,
                     minutes: Self.existsLinkLifetime / 60)
             } catch {
                 self.logger.error("reset link for a repeated registration not created", metadata: ["error": "\(error)"])
@@ -102,7 +103,10 @@ final class VerificationService: Sendable {
             let link = try await MailLink.create(
                 store: store, issuer: tokens.issuer, path: "/auth/verify", user: user.id,
                 purpose: EmailLinkPurpose.verify, lifetime: Self.lifetime, now: now)
-            return mailer.compose(.verify, to: email, name: user.name, link: link, minutes: Self.lifetime / 60)
+            // Sent only to addresses not yet confirmed: never with the registrant's name.
+            return mailer.compose(
+                .verify, to: email, name: Mailer.shownName(user.name, verified: false), link: link,
+                minutes: Self.lifetime / 60)
         } catch {
             logger.error("verification link not created", metadata: ["error": "\(error)"])
             return nil

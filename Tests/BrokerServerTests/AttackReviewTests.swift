@@ -332,6 +332,60 @@ struct AttackReviewTests {
     }
 }
 
+/// The review's findings about mail.
+@Suite("attack review, second round: mail")
+struct MailReviewTests {
+    static let password = "correct horse battery staple"
+
+    /// RT2-8: the name a registrant chose was written into the mail sent to an address nobody had confirmed —
+    /// their words in broker's message to someone else.
+    @Test(.bug(id: "RT2-8")) func aRegistrantsNameIsNotWrittenToAnUnconfirmedAddress() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await VerificationTests.broker(sink)
+        let name = "Your account is locked, call +1 555 0100"
+        try await broker.test { client in
+            let registered = try await client.post(
+                "/auth/register",
+                json: ["email": "victim@example.com", "password": .string(Self.password), "name": .string(name)])
+            #expect(registered.status == 201)
+            #expect(try await client.form("/auth/password/forgot", [("email", "victim@example.com")]).status == 202)
+            await broker.service.mailer?.flush()
+            let mails = try sink.messages().filter { $0["to"]?.stringValue == "victim@example.com" }
+            #expect(mails.count == 2, "a confirmation and a reset link")
+            for mail in mails {
+                for part in ["subject", "text", "html"] {
+                    #expect(mail[part]?.stringValue?.contains("locked") == false, "\(part): \(mail)")
+                }
+                #expect(mail["text"]?.stringValue?.contains("Hello,\n") == true)
+            }
+
+            // Once the address is confirmed, its owner's account greets them by the name it carries.
+            let token = try #require(try VerificationTests.mailedToken(sink, to: "victim@example.com"))
+            #expect(try await VerificationTests().confirm(client, token: token).status == 200)
+            #expect(try await client.form("/auth/password/forgot", [("email", "victim@example.com")]).status == 202)
+            await broker.service.mailer?.flush()
+            #expect(try sink.messages().last?["text"]?.stringValue?.contains("Hello, \(name),") == true)
+        }
+    }
+
+    /// Serving on `--port 0`, the links in mail named port 0: the mailer kept the issuer it was made with,
+    /// before the port was bound.
+    @Test(.bug(id: "RT2-8")) func mailLinksNameThePortTheBrokerListensOn() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await InProcessBroker(
+            config: #"{"server": {"port": 0}, "mail": {"url": "\#(sink.url)", "from": "broker@example.com"}}"#,
+            issuer: nil)
+        broker.service.serverStarted(host: "127.0.0.1", port: 43_210)
+        try await broker.test { client in
+            #expect(try await client.register("port@example.com", Self.password).status == 201)
+            await broker.service.mailer?.flush()
+            let text = try #require(try sink.messages().last?["text"]?.stringValue)
+            #expect(text.contains("http://127.0.0.1:43210/auth/verify?token="), "\(text)")
+            #expect(!text.contains("127.0.0.1:0"))
+        }
+    }
+}
+
 /// The client side of the review: where the CLI and its helpers send a token.
 @Suite("attack review, second round: where a token may go")
 struct TokenScopeReviewTests {

@@ -30,11 +30,12 @@ struct InProcessBroker {
     /// - Parameter config: a configuration file's JSON (providers, server keys); the data directory is the
     ///   test's own.
     /// - Parameters:
+    ///   - issuer: the issuer unless the configuration names one; `nil` for none (made from host and port).
     ///   - shared: a PostgreSQL store and the master key its brokers share (each in-process broker on it is
     ///     one of several brokers behind a load balancer); `nil`: a SQLite store of this broker's own.
     init(
         config: String? = nil, clock: ManualClock = ManualClock(), transport: ScriptedTransport = ScriptedTransport(),
-        shared: (store: any Store, master: [UInt8])? = nil
+        shared: (store: any Store, master: [UInt8])? = nil, issuer: String? = "http://broker.test"
     ) async throws {
         self.clock = clock
         self.transport = transport
@@ -47,7 +48,8 @@ struct InProcessBroker {
         }
         var configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
         configuration.dataDirectory = directory.appendingPathComponent("data").path
-        configuration.issuer = configuration.issuer ?? "http://broker.test"
+        // nil: none configured, the issuer follows the bound port (`serverStarted`) as with `--port 0`.
+        configuration.issuer = configuration.issuer ?? issuer
         try FileManager.default.createDirectory(
             atPath: configuration.dataDirectory, withIntermediateDirectories: true)
         let store: any Store = try shared?.store ?? SQLiteStore(path: configuration.dataDirectory + "/broker.sqlite3")

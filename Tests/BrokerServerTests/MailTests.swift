@@ -78,7 +78,7 @@ struct MailTests {
         configuration.templatesDirectory = templates
         let metrics = BrokerMetrics()
         let mailer = try Mailer(
-            configuration: configuration, password: nil, issuer: "https://id.example.com",
+            configuration: configuration, password: nil, issuer: { "https://id.example.com" },
             logger: Logger.test(),
             metrics: metrics, clock: ManualClock(), backoff: { _ in .zero })
         return (mailer, metrics)
