@@ -51,6 +51,9 @@ package struct ServerConfiguration: Sendable {
     package var auditLog = "stderr"
     /// Whether audit events are also kept in the store (for `broker audit list`).
     package var auditStore = false
+    /// How long events stay in the store (`server.audit_retention`, seconds; default 90 days): older ones are
+    /// deleted by the broker's periodic purge, so that a trail refused requests write cannot grow for ever.
+    package var auditRetention: Int64 = 90 * 86_400
     /// Login refuses custom accounts whose address has not been verified (`server.require_verified_email`).
     package var requireVerifiedEmail = false
     /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
@@ -138,7 +141,7 @@ extension ServerConfiguration {
         "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
-        "audit_log", "audit_store", "require_verified_email", "enumeration_protection",
+        "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
         "device_code_ttl", "device_poll_interval",
     ]
 
@@ -340,6 +343,7 @@ extension ServerConfiguration {
         case "mint_max_ttl": mintMaxTTL = try integer()
         case "login_throttle": loginThrottle = try boolean()
         case "audit_store": auditStore = try boolean()
+        case "audit_retention": auditRetention = try integer(in: 3600...(100 * 365 * 86_400), unit: "seconds")
         case "require_verified_email": requireVerifiedEmail = try boolean()
         case "enumeration_protection": enumerationProtection = try boolean()
         case "device_code_ttl": deviceCodeTTL = try integer(in: 5...86_400, unit: "seconds")

@@ -56,6 +56,10 @@ package final class AuditTrail: Sendable {
         struct Counts {
             var enqueued = 0
             var written = 0
+            /// Events the full queue turned away (the file or stderr still has them), and whether the operator
+            /// has been told since the queue last took one.
+            var dropped = 0
+            var dropping = false
             var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
         }
         let counts = Mutex(Counts())
@@ -66,21 +70,41 @@ package final class AuditTrail: Sendable {
     private let clock: any WallClock
     private let stored = Stored()
     private let toStore: AsyncStream<AuditEventRecord>.Continuation?
+    private let folding: Mutex<AuditAggregator>
 
-    /// - Parameter store: also keep every event in the database (`server.audit_store`), written in order by one
-    ///   task of its own so that a slow database never holds up a request.
+    /// Events waiting for the store at most: beyond it new ones are not stored (they are still written to the
+    /// file or stderr, and the operator is told), so a database that stalls under a flood cannot take the
+    /// broker's memory with it (attack review RT2-13).
+    package static let defaultQueueLimit = 10_000
+
+    /// - Parameters:
+    ///   - store: also keep events in the database (`server.audit_store`), written in order by one task of its
+    ///     own so that a slow database never holds up a request; refusals that name no user are folded per
+    ///     source network (``AuditAggregator``).
+    ///   - queueLimit: events waiting for the store at most (``defaultQueueLimit``).
     /// - Throws: when the file cannot be opened (a clear start-up error naming it).
-    package init(
-        destination: Destination, clock: any WallClock, store: (any AuditStore)? = nil
+    package convenience init(
+        destination: Destination, clock: any WallClock, store: (any AuditStore)? = nil,
+        queueLimit: Int = AuditTrail.defaultQueueLimit
+    ) throws(PosixFile.Failure) {
+        try self.init(
+            destination: destination, clock: clock, store: store, queueLimit: queueLimit, folding: AuditAggregator())
+    }
+
+    init(
+        destination: Destination, clock: any WallClock, store: (any AuditStore)?, queueLimit: Int,
+        folding: AuditAggregator
     ) throws(PosixFile.Failure) {
         self.destination = destination
         self.clock = clock
+        self.folding = Mutex(folding)
         sink = Mutex(Sink(descriptor: try Self.open(destination)))
         guard let store else {
             toStore = nil
             return
         }
-        let (events, continuation) = AsyncStream.makeStream(of: AuditEventRecord.self)
+        let (events, continuation) = AsyncStream.makeStream(
+            of: AuditEventRecord.self, bufferingPolicy: .bufferingOldest(max(1, queueLimit)))
         toStore = continuation
         let stored = stored
         Task.detached {
@@ -103,9 +127,11 @@ package final class AuditTrail: Sendable {
         }
     }
 
-    /// Waits until every event recorded so far is in the store (the admin CLI, before it exits).
+    /// Waits until every event recorded so far is in the store (the admin CLI, before it exits); folded
+    /// refusals are summarised first, whether or not their window has ended.
     package func flush() async {
         guard toStore != nil else { return }
+        for summary in folding.withLock({ $0.drain() }) { enqueue(Self.record(summary, clock: clock)) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = stored.counts.withLock { state -> Bool in
                 if state.written >= state.enqueued { return true }
@@ -166,13 +192,22 @@ package final class AuditTrail: Sendable {
         }
         for (name, value) in fields { object[name] = .string(String(value.prefix(256))) }
         var line = JSONValue.object(object).serializedBytes
-        if let toStore {
-            let record = AuditEventRecord(
-                time: clock.seconds(), event: event, userID: user?.description,
-                document: String(decoding: line, as: UTF8.self))
-            stored.counts.withLock { state in
-                state.enqueued += 1
-                toStore.yield(record)
+        if toStore != nil {
+            var keep = true
+            // A refusal that names no user, from a known address: folded per source network (RT2-13).
+            if outcome == "failure", user == nil, let address = RequestOrigin.current?.address {
+                let now = clock.seconds()
+                let (store, summaries) = folding.withLock {
+                    $0.admit(event: event, network: SourceAddress.network(address), now: now)
+                }
+                for summary in summaries { enqueue(Self.record(summary, clock: clock)) }
+                keep = store
+            }
+            if keep {
+                enqueue(
+                    AuditEventRecord(
+                        time: clock.seconds(), event: event, userID: user?.description,
+                        document: String(decoding: line, as: UTF8.self)))
             }
         }
         guard destination != .discard else { return }
@@ -185,6 +220,55 @@ package final class AuditTrail: Sendable {
             let note = "broker: audit event \(event) not written to \(path): \(String(cString: strerror(failure)))\n"
             _ = note.withCString { write(STDERR_FILENO, $0, strlen($0)) }
         }
+    }
+
+    /// Stores the summaries of folding windows that have ended (the server's periodic maintenance).
+    package func tick() {
+        guard toStore != nil else { return }
+        let now = clock.seconds()
+        for summary in folding.withLock({ $0.due(now: now) }) { enqueue(Self.record(summary, clock: clock)) }
+    }
+
+    /// Hands `record` to the store's writer, unless its queue is full.
+    private func enqueue(_ record: AuditEventRecord) {
+        guard let toStore else { return }
+        let firstDrop = stored.counts.withLock { state -> Bool in
+            switch toStore.yield(record) {
+            case .enqueued:
+                state.enqueued += 1
+                state.dropping = false
+                return false
+            case .dropped:
+                state.dropped += 1
+                defer { state.dropping = true }
+                return !state.dropping
+            case .terminated:
+                return false
+            @unknown default:
+                return false
+            }
+        }
+        if firstDrop {
+            let note =
+                "broker: the audit store is \(AuditTrail.defaultQueueLimit) or more events behind; events are not "
+                + "stored until it catches up (the audit log still has them)\n"
+            _ = note.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        }
+    }
+
+    /// Events the store's full queue turned away so far.
+    package var droppedFromStore: Int { stored.counts.withLock { $0.dropped } }
+
+    /// The row that stands for `summary`'s folded events.
+    static func record(_ summary: AuditAggregator.Summary, clock: any WallClock) -> AuditEventRecord {
+        let document: JSONValue = [
+            "time": .string(timestamp(clock.seconds())), "event": "audit_events_folded", "outcome": "failure",
+            "folded_event": .string(summary.event), "client_network": .string(summary.network),
+            "count": .string(String(summary.count)), "from": .string(timestamp(summary.from)),
+            "until": .string(timestamp(summary.until)),
+        ]
+        return AuditEventRecord(
+            time: clock.seconds(), event: "audit_events_folded", userID: nil, document: document.serialized())
     }
 
     /// RFC 3339 UTC, seconds.

@@ -173,6 +173,7 @@ package final class BrokerService: Sendable {
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {
+        audit.tick()
         do {
             if try await keys.refresh(now: now) {
                 logger.info("signing keys changed", metadata: ["broker.kid": "\(keys.current.ring.current.kid)"])
@@ -187,6 +188,13 @@ package final class BrokerService: Sendable {
             try await store.purge(expiredBefore: now - 86_400)
         } catch {
             logger.warning("purge of expired refresh tokens failed", metadata: ["error": "\(error)"])
+        }
+        guard configuration.auditStore else { return }
+        do {
+            let gone = try await store.purgeAuditEvents(before: now - configuration.auditRetention)
+            if gone > 0 { logger.info("audit events past their retention deleted", metadata: ["count": "\(gone)"]) }
+        } catch {
+            logger.warning("purge of old audit events failed", metadata: ["error": "\(error)"])
         }
     }
 

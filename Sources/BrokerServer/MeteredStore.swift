@@ -220,6 +220,9 @@ final class MeteredStore: Store {
     func appendAuditEvent(_ event: AuditEventRecord) async throws {
         try await timed("append_audit_event") { try await base.appendAuditEvent(event) }
     }
+    @discardableResult func purgeAuditEvents(before: Int64) async throws -> Int {
+        try await timed("purge_audit_events") { try await base.purgeAuditEvents(before: before) }
+    }
     func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] {
         try await timed("audit_events") { try await base.auditEvents(user: user, since: since, limit: limit) }
     }

@@ -859,6 +859,17 @@ package final class PostgresStore: Store {
         }
     }
 
+    @discardableResult package func purgeAuditEvents(before: Int64) async throws -> Int {
+        let client = client
+        return try await run("audit purge") {
+            let rows = try await client.query(
+                "WITH gone AS (DELETE FROM audit_events WHERE time < \(before) RETURNING 1) SELECT count(*) FROM gone"
+            ).decode(Int64.self)
+            for try await count in rows { return Int(count) }
+            return 0
+        }
+    }
+
     // MARK: Administration
 
     package func users(provider: ProviderID?) async throws -> [UserStatus] {

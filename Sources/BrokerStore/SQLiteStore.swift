@@ -885,6 +885,13 @@ package final class SQLiteStore: Store {
         }
     }
 
+    @discardableResult package func purgeAuditEvents(before: Int64) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM audit_events WHERE time < ?", arguments: [before])
+            return db.changesCount
+        }
+    }
+
     // MARK: Administration
 
     package func users(provider: ProviderID?) async throws -> [UserStatus] {

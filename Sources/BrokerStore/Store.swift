@@ -190,6 +190,9 @@ package protocol AuditStore: Sendable {
 
     /// Events in the order they were stored (of one user, and from `since` on, when given), the newest `limit`.
     func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord]
+
+    /// Deletes the events stored before `before` (`server.audit_retention`); how many went.
+    @discardableResult func purgeAuditEvents(before: Int64) async throws -> Int
 }
 
 package protocol Store:

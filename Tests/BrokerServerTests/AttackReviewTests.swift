@@ -1,4 +1,5 @@
 import BrokerClient
+import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
@@ -429,4 +430,131 @@ struct TokenScopeReviewTests {
         #expect(APIURL("https://git.exa%6dple.com/") == nil)
         #expect(APIURL("https://good.example.com@evil.example.com/")?.host == "evil.example.com")
     }
+}
+
+/// RT2-13: with `server.audit_store`, every refused unauthenticated request added a permanent row — anyone
+/// could grow the database as fast as they could send requests.
+@Suite("attack review, second round: the audit store")
+struct AuditStoreReviewTests {
+    static func sqlite() throws -> SQLiteStore {
+        try SQLiteStore(path: try TemporaryDirectory.make(prefix: "broker-audit").path + "/broker.sqlite3")
+    }
+
+    static func refusals(_ trail: AuditTrail, from address: String, count: Int, event: String = "sign_in") {
+        RequestOrigin.$current.withValue(RequestOrigin(address: address)) {
+            for _ in 0..<count {
+                trail.record(event, outcome: "failure", fields: ["reason": "unknown_account"])
+            }
+        }
+    }
+
+    @Test func sourceNetworksAreIPv4AddressesAndIPv6Slash64s() {
+        #expect(SourceAddress.network("203.0.113.7") == "203.0.113.7")
+        #expect(SourceAddress.network("2001:db8:1:2:a:b:c:d") == "2001:db8:1:2::/64")
+        #expect(SourceAddress.network("2001:DB8:1:2::ffff") == "2001:db8:1:2::/64")
+        #expect(SourceAddress.network("2001:db8::1") == "2001:db8::/64")
+        #expect(SourceAddress.network("::1") == "::/64")
+        #expect(SourceAddress.network("::ffff:198.51.100.4") == "198.51.100.4")
+        #expect(SourceAddress.network("not an address") == "not an address")
+    }
+
+    @Test(.bug(id: "RT2-13")) func refusalsFoldPerNetworkIntoOneSummaryPerWindow() {
+        var folding = AuditAggregator(burst: 5, window: 600, maxKeys: 3)
+        var stored = 0
+        for second in 0..<100 {
+            let (store, summaries) = folding.admit(event: "sign_in", network: "203.0.113.7", now: Int64(second))
+            if store { stored += 1 }
+            #expect(summaries.isEmpty)
+        }
+        #expect(stored == 5)
+        #expect(folding.admit(event: "mint", network: "203.0.113.7", now: 100).store, "another event, its own window")
+        #expect(folding.due(now: 599).isEmpty)
+        let summaries = folding.due(now: 600)
+        #expect(
+            summaries == [
+                AuditAggregator.Summary(event: "sign_in", network: "203.0.113.7", count: 95, from: 0, until: 99)
+            ])
+        #expect(folding.admit(event: "sign_in", network: "203.0.113.7", now: 601).store, "a new window")
+        // A full table closes its oldest window early: memory stays flat under many networks.
+        for _ in 0..<6 { _ = folding.admit(event: "sign_in", network: "198.51.100.1", now: 602) }
+        let evicted = folding.admit(event: "sign_in", network: "198.51.100.2", now: 603)
+        #expect(evicted.store)
+        #expect(evicted.summaries.isEmpty, "the oldest window (mint) folded nothing")
+        let next = folding.admit(event: "sign_in", network: "198.51.100.3", now: 604)
+        #expect(next.store)
+        #expect(next.summaries.isEmpty, "the next oldest (203.0.113.7 since 601) folded nothing either")
+        #expect(folding.drain().map(\.count) == [1], "198.51.100.1 folded one")
+    }
+
+    @Test(.bug(id: "RT2-13")) func aFloodOfAnonymousRefusalsAddsAFewRowsAndOneSummary() async throws {
+        let store = try Self.sqlite()
+        let clock = ManualClock()
+        let trail = try AuditTrail(destination: .discard, clock: clock, store: store)
+        Self.refusals(trail, from: "203.0.113.7", count: 500)
+        for host in 1...300 { Self.refusals(trail, from: "2001:db8:1:2::\(String(host, radix: 16))", count: 1) }
+        // Events that name a user, and successes, are stored one by one whatever their number.
+        RequestOrigin.$current.withValue(RequestOrigin(address: "203.0.113.7")) {
+            for _ in 0..<20 { trail.record("sign_in", outcome: "failure", user: UserID("custom:ada")) }
+            for _ in 0..<20 { trail.record("sign_in") }
+        }
+        await trail.flush()
+        let rows = try await store.auditEvents(user: nil, since: nil, limit: 10_000)
+        #expect(rows.filter { $0.event == "sign_in" }.count == 5 + 5 + 40)
+        let folded = rows.filter { $0.event == "audit_events_folded" }.compactMap {
+            JSONValue.parse(Array($0.document.utf8))
+        }
+        #expect(folded.count == 2)
+        #expect(folded.contains { $0["client_network"] == "203.0.113.7" && $0["count"] == "495" })
+        #expect(folded.contains { $0["client_network"] == "2001:db8:1:2::/64" && $0["count"] == "295" })
+        #expect(folded.allSatisfy { $0["folded_event"] == "sign_in" })
+    }
+
+    @Test(.bug(id: "RT2-13")) func aStalledStoreCannotTakeTheBrokersMemory() async throws {
+        let gate = AuditGate()
+        let trail = try AuditTrail(destination: .discard, clock: ManualClock(), store: gate, queueLimit: 10)
+        RequestOrigin.$current.withValue(nil) {
+            for index in 0..<50 { trail.record("event_\(index)", user: UserID("custom:ada")) }
+        }
+        let dropped = trail.droppedFromStore
+        #expect((39...40).contains(dropped), "ten wait (and one may be in the writer's hands): \(dropped)")
+        await gate.open()
+        await trail.flush()
+        #expect(await gate.count == 50 - dropped)
+    }
+
+    @Test(.bug(id: "RT2-13")) func storedEventsAreDeletedAfterTheirRetention() async throws {
+        let broker = try await InProcessBroker(config: #"{"server": {"audit_store": true, "audit_retention": 86400}}"#)
+        let now = broker.clock.seconds()
+        for (index, age) in [200_000, 90_000, 86_000, 10].enumerated() {
+            try await broker.store.appendAuditEvent(
+                AuditEventRecord(time: now - Int64(age), event: "e\(index)", userID: nil, document: "{}"))
+        }
+        await broker.service.purgeExpired()
+        #expect(try await broker.store.auditEvents(user: nil, since: nil, limit: 10).map(\.event) == ["e2", "e3"])
+        #expect(throws: ConfigurationError.self) {
+            _ = try ServerConfiguration.load(
+                catalog: [], file: (Array(#"{"server": {"audit_retention": 60}}"#.utf8), "test"), environment: [:])
+        }
+    }
+}
+
+/// An audit store that holds every write until it is opened.
+actor AuditGate: AuditStore {
+    private var opened = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private(set) var count = 0
+
+    func open() {
+        opened = true
+        for waiter in waiting { waiter.resume() }
+        waiting = []
+    }
+
+    func appendAuditEvent(_ event: AuditEventRecord) async throws {
+        if !opened { await withCheckedContinuation { waiting.append($0) } }
+        count += 1
+    }
+
+    func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] { [] }
+    func purgeAuditEvents(before: Int64) async throws -> Int { 0 }
 }

@@ -40,6 +40,23 @@ struct RateLimitContract {
         for _ in 0..<3 { #expect(try await Self.take(store, at: Self.now + 1000) == nil, "full again after a while") }
     }
 
+    /// A reservation given back (RT2-3: a right user code) is a token in the bucket again, never more than it
+    /// holds, and only in its own bucket.
+    @Test(arguments: StoreUnderTest.available)
+    func aRefundGivesOneTokenBackAndNeverOverfills(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        for _ in 0..<3 { #expect(try await Self.take(store, at: Self.now) == nil) }
+        #expect(try await Self.take(store, at: Self.now) != nil, "empty")
+        try await store.refundRateLimit("device_user_code", key: "192.0.2.7", bucket: Self.bucket, now: Self.now)
+        #expect(try await Self.take(store, at: Self.now) == nil, "the token given back")
+        #expect(try await Self.take(store, at: Self.now) != nil)
+        // A full bucket (or one nobody used) stays at its capacity.
+        try await store.refundRateLimit("device_user_code", key: "192.0.2.8", bucket: Self.bucket, now: Self.now)
+        try await store.refundRateLimit("device_user_code", key: "192.0.2.8", bucket: Self.bucket, now: Self.now)
+        for _ in 0..<3 { #expect(try await Self.take(store, "192.0.2.8", at: Self.now) == nil) }
+        #expect(try await Self.take(store, "192.0.2.8", at: Self.now) != nil, "no more than three")
+    }
+
     @Test(arguments: StoreUnderTest.available)
     func takesAtOnceGetNoMoreThanTheBucketHolds(kind: StoreUnderTest) async throws {
         let store = try await kind.make()

@@ -322,6 +322,11 @@ struct StoreContract {
         #expect(
             try await store.auditEvents(user: nil, since: nil, limit: 2).map(\.event) == ["e3", "e4"], "the newest")
         #expect(try await store.auditEvents(user: UserID("custom:nobody"), since: nil, limit: 10).isEmpty)
+
+        // Retention: what is older than the cut goes, what is at it or newer stays.
+        #expect(try await store.purgeAuditEvents(before: 102) == 2)
+        #expect(try await store.auditEvents(user: nil, since: nil, limit: 100).map(\.event) == ["e2", "e3", "e4"])
+        #expect(try await store.purgeAuditEvents(before: 102) == 0)
     }
 
     @Test(arguments: StoreUnderTest.available)
