@@ -36,6 +36,15 @@ package struct ServerConfiguration: Sendable {
     /// Open connections served at once; above it a new connection is answered 503 (lowered at start to fit
     /// the descriptor limit).
     package var maxConnections = 4096
+    /// Connections one source network (an IPv4 address, an IPv6 /64) may hold at once
+    /// (`server.max_connections_per_address`); `nil`: an eighth of ``maxConnections``, at least 16. Trusted
+    /// proxies are exempt (attack review RT2-10).
+    package var maxConnectionsPerAddress: Int?
+    /// `server.trusted_proxies`: peers whose `X-Forwarded-For` names the client (default: none).
+    package var trustedProxies = TrustedProxies()
+
+    /// The per-network share in force.
+    package var connectionsPerAddress: Int { maxConnectionsPerAddress ?? max(16, maxConnections / 8) }
     /// Seconds a connection may take to deliver one whole request, idle time before it included.
     package var requestTimeout: Int64 = 30
     /// New accounts a client address may register per hour (a burst of as many at once).
@@ -138,7 +147,7 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
-        "max_connections", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
+        "max_connections", "max_connections_per_address", "trusted_proxies", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
@@ -356,6 +365,26 @@ extension ServerConfiguration {
                 passwordHashQueue = Int(number)
             }
         case "max_connections": maxConnections = Int(try integer(in: 1...1_000_000))
+        case "max_connections_per_address": maxConnectionsPerAddress = Int(try integer(in: 1...1_000_000))
+        case "trusted_proxies":
+            let problem = "must be a list of IP addresses or CIDR ranges, like [\"10.0.0.0/8\", \"::1\"]"
+            let items: [JSONValue]
+            switch value {
+            case .array(let list): items = list
+            // From the environment: comma-separated.
+            case .string(let text):
+                items = text.split(separator: ",").map { .string(String($0).filter { $0 != " " }) }
+            default: throw ConfigurationError(source: source, key: name, problem: problem)
+            }
+            var networks: [IPNetwork] = []
+            for item in items {
+                guard case .string(let text) = item, let network = IPNetwork(text) else {
+                    throw ConfigurationError(
+                        source: source, key: name, problem: problem + "; \(item.serialized()) is not one")
+                }
+                networks.append(network)
+            }
+            trustedProxies = TrustedProxies(networks)
         case "registrations_per_hour": registrationsPerHour = Int(try integer(in: 1...1_000_000))
         case "request_timeout": requestTimeout = try integer(in: 1...3600, unit: "seconds")
         default:

@@ -73,7 +73,7 @@ final class AccountService: Sendable {
 
     private func createAccount(_ input: RequestInput, address: String?) async throws -> APIResponse {
         try registrations.admit(
-            address, metrics: metrics, limit: "registrations",
+            address.map(SourceAddress.network), metrics: metrics, limit: "registrations",
             "too many registrations from this address; try again later")
         let (email, password) = try Self.newCredentials(input)
         var name: String?
@@ -298,7 +298,8 @@ final class AccountService: Sendable {
     private func admitGuess(account: String, address: String?, blocked: String, busy: String) async throws
         -> LoginThrottle.Admission
     {
-        let admission = try await throttle?.admit(account: account, address: address) ?? .open
+        let admission =
+            try await throttle?.admit(account: account, address: address.map(SourceAddress.network)) ?? .open
         switch admission {
         case .blocked(let wait): throw metrics.throttle("login_throttle", wait: wait, blocked)
         case .busy: throw metrics.throttle("login_throttle", wait: 1, busy)

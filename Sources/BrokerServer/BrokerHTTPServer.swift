@@ -1,4 +1,5 @@
 package import BrokerCore
+import BrokerConfiguration
 import BrokerCrypto
 import BrokerStore
 import HTTPTypes
@@ -20,18 +21,20 @@ import UnixSignals
 struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
+    /// The client this request stands for: the peer, or with a trusted proxy the address it forwarded
+    /// (``TrustedProxies/client(peer:forwardedFor:)``, set by ``ErrorAndLogMiddleware``).
+    var clientAddress: String?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientAddress = remoteAddress?.ipAddress
     }
 
     var maxUploadSize: Int { RequestInput.maxBodySize }
 
     /// This request's id (`X-Request-Id`), set by ``ErrorAndLogMiddleware``.
     var requestID = "-"
-
-    var clientAddress: String? { remoteAddress?.ipAddress }
 }
 
 /// Turns every error into the contract's JSON error body, and logs each request without its query,
@@ -43,6 +46,10 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     let logger: Logger
     var metrics: BrokerMetrics?
+    /// Peers whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
+    var trustedProxies = TrustedProxies()
+
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
 
     func handle(
         _ request: Request,
@@ -52,6 +59,10 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         let started = ContinuousClock.now
         var context = context
         context.requestID = RequestID.accepting(request.headers[RequestID.field]) ?? RequestID.make()
+        if !trustedProxies.networks.isEmpty {
+            context.clientAddress = trustedProxies.client(
+                peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: Self.forwardedFor])
+        }
         var response: Response
         let origin = RequestOrigin(
             address: context.clientAddress, userAgent: request.headers[.userAgent], requestID: context.requestID)
@@ -171,7 +182,9 @@ package enum BrokerHTTPServer {
         service: BrokerService, logger: Logger, metrics: MetricsEndpoint = MetricsEndpoint()
     ) -> Router<BrokerRequestContext> {
         let router = Router(context: BrokerRequestContext.self)
-        router.middlewares.add(ErrorAndLogMiddleware(logger: logger, metrics: service.metrics))
+        router.middlewares.add(
+            ErrorAndLogMiddleware(
+                logger: logger, metrics: service.metrics, trustedProxies: service.configuration.trustedProxies))
         if metrics.port == nil {
             router.get("/metrics") { request, _ in metricsResponse(request, service: service, token: metrics.token) }
         }
@@ -314,7 +327,7 @@ package enum BrokerHTTPServer {
                 metadata: ["configured": "\(limits.maxConnections)", "in_force": "\(cap)", "nofile": "\(nofile)"]
             )
         }
-        let counter = ConnectionCounter(limit: cap)
+        let counter = ConnectionCounter(limit: cap, perNetwork: limits.perAddress)
         let server = HTTPServerBuilder.http1(
             configuration: HTTP1Channel.Configuration(
                 additionalChannelHandlers: [

@@ -1,3 +1,4 @@
+package import BrokerConfiguration
 import HTTPTypes
 import HummingbirdCore
 import Logging
@@ -23,10 +24,20 @@ package struct ConnectionLimits: Sendable, Hashable {
     package var requestTimeout: Int64
     /// Seconds an over-the-cap connection gets to send its request head before it is closed unanswered.
     package var overflowGrace: Int64 = 2
+    /// Connections one source network (``SourceAddress/network(_:)``) may hold at once; `nil`: no share.
+    /// Before it, one address could take every slot and lock everyone else out (attack review RT2-10).
+    package var perAddress: Int?
+    /// Peers exempt from the share: a proxy's one address carries everyone behind it.
+    package var trustedProxies = TrustedProxies()
 
-    package init(maxConnections: Int, requestTimeout: Int64) {
+    package init(
+        maxConnections: Int, requestTimeout: Int64, perAddress: Int? = nil,
+        trustedProxies: TrustedProxies = TrustedProxies()
+    ) {
         self.maxConnections = maxConnections
         self.requestTimeout = requestTimeout
+        self.perAddress = perAddress
+        self.trustedProxies = trustedProxies
     }
 
     /// Descriptors kept back from connections: the store, key files, outbound HTTP, logs.
@@ -68,22 +79,48 @@ package enum DescriptorLimit {
     }
 }
 
-/// The count of open connections, shared by every connection's ``ConnectionGuardHandler``.
+/// The count of open connections, in all and per source network, shared by every connection's
+/// ``ConnectionGuardHandler``.
 final class ConnectionCounter: Sendable {
-    private let open = NIOLockedValueBox(0)
+    private struct Counts {
+        var open = 0
+        var perNetwork: [String: Int] = [:]
+    }
+    private let counts = NIOLockedValueBox(Counts())
     let limit: Int
+    let perNetworkLimit: Int?
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, perNetwork: Int? = nil) {
+        self.limit = limit
+        perNetworkLimit = perNetwork
+    }
 
-    /// Counts a new connection; `false` when it is above the cap.
-    func admit() -> Bool {
-        open.withLockedValue { count in
-            count += 1
-            return count <= limit
+    /// Counts a new connection (from `network`, when it has a share); `false` when it is above the cap or
+    /// above its network's share.
+    func admit(network: String? = nil) -> Bool {
+        counts.withLockedValue { counts in
+            counts.open += 1
+            var withinShare = true
+            if let network {
+                let held = (counts.perNetwork[network] ?? 0) + 1
+                counts.perNetwork[network] = held
+                if let perNetworkLimit { withinShare = held <= perNetworkLimit }
+            }
+            return counts.open <= limit && withinShare
         }
     }
 
-    func release() { open.withLockedValue { $0 -= 1 } }
+    func release(network: String? = nil) {
+        counts.withLockedValue { counts in
+            counts.open -= 1
+            if let network, let held = counts.perNetwork[network] {
+                counts.perNetwork[network] = held > 1 ? held - 1 : nil
+            }
+        }
+    }
+
+    /// Networks holding connections now (tests: the table empties as connections close).
+    var networks: Int { counts.withLockedValue { $0.perNetwork.count } }
 }
 
 /// One connection's request deadline and its place under the connection cap.
@@ -102,6 +139,8 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private let logger: Logger
     private var admitted = false
     private var counted = false
+    /// The source network this connection is counted under; `nil` for a trusted proxy or no share.
+    private var network: String?
     /// Requests whose end has arrived but whose response has not ended yet.
     private var unanswered = 0
     private var deadline: Scheduled<Void>?
@@ -115,7 +154,12 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) {
         counted = true
-        admitted = counter.admit()
+        if limits.perAddress != nil, let peer = context.channel.remoteAddress?.ipAddress,
+            !limits.trustedProxies.contains(peer)
+        {
+            network = SourceAddress.network(peer)
+        }
+        admitted = counter.admit(network: network)
         if admitted {
             arm(context: context, seconds: limits.requestTimeout, reason: "request not received in time")
         } else {
@@ -136,7 +180,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         deadline = nil
         if counted {
             counted = false
-            counter.release()
+            counter.release(network: network)
         }
     }
 

@@ -88,7 +88,9 @@ final class DeviceService: Sendable {
         case let other?:
             throw APIError.invalidRequest("purpose must be sign_in or link, not \"\(other.prefix(32))\"")
         }
-        try await requests.admit(address, metrics: metrics, limit: "device_authorization", "too many device sign-ins")
+        try await requests.admit(
+            address.map(SourceAddress.network), metrics: metrics, limit: "device_authorization",
+            "too many device sign-ins")
         let deviceCode = try SecureRandom.token(byteCount: 32)
         let created = now
         for _ in 0..<4 {
@@ -205,13 +207,14 @@ final class DeviceService: Sendable {
     /// The try is reserved before the lookup and given back on a hit (RT2-3): a burst of guesses in parallel
     /// cannot all pass a check made before any of them is counted.
     func waiting(_ typed: String, address: String?) async throws -> DeviceAuthorization? {
-        if let address, let wait = try await wrongCodes.take(address) {
+        let network = address.map(SourceAddress.network)
+        if let network, let wait = try await wrongCodes.take(network) {
             throw metrics.throttle("device_user_code", wait: wait, "too many wrong codes; try later")
         }
         if let code = Self.normalize(typed),
             let found = try await store.pendingDeviceAuthorization(userCode: code, now: now)
         {
-            if let address { try await wrongCodes.giveBack(address) }
+            if let network { try await wrongCodes.giveBack(network) }
             return found
         }
         audit.record("device_code_refused", outcome: "failure", fields: ["reason": "unknown_user_code"])

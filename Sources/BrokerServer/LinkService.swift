@@ -114,7 +114,7 @@ final class LinkService: Sendable {
             throw APIError.notFound("email and password accounts are not enabled on this broker")
         }
         try accounts.registrations.admit(
-            address, metrics: accounts.metrics, limit: "registrations",
+            address.map(SourceAddress.network), metrics: accounts.metrics, limit: "registrations",
             "too many new accounts from this address; try again later")
         let (email, password) = try AccountService.newCredentials(input)
         if try await store.passwordAccount(user: user.id) != nil { throw Self.alreadyHasPassword }

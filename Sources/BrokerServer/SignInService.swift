@@ -45,7 +45,7 @@ final class SignInService: Sendable {
 
     /// 429 when `address` has started or completed too many sign-ins lately.
     func limit(_ address: String?) throws {
-        if let address, let wait = perAddress.take(address) {
+        if let address, let wait = perAddress.take(SourceAddress.network(address)) {
             throw metrics.throttle(
                 "browser_sign_in", wait: wait, "too many sign-ins from this address; try again later")
         }

@@ -82,7 +82,8 @@ final class VerificationService: Sendable {
             throw APIError.notFound("address verification needs mail, and this broker has no mail section")
         }
         let email = AccountRules.lookupEmail(try input.string("email"))
-        try await perAddress.admit(address, metrics: metrics, limit: "verification", "too many requests; try later")
+        try await perAddress.admit(
+            address.map(SourceAddress.network), metrics: metrics, limit: "verification", "too many requests; try later")
         try await perEmail.admit(email, metrics: metrics, limit: "verification", "too many requests; try later")
         mailer.enqueue(.verify) {
             guard let account = try? await self.store.passwordAccount(email: email), account.emailVerifiedAt == nil

@@ -153,7 +153,9 @@ extension Broker {
                     port: configuration.port,
                     limits: ConnectionLimits(
                         maxConnections: configuration.maxConnections,
-                        requestTimeout: configuration.requestTimeout
+                        requestTimeout: configuration.requestTimeout,
+                        perAddress: configuration.connectionsPerAddress,
+                        trustedProxies: configuration.trustedProxies
                     ),
                     metrics: metricsEndpoint,
                     logger: logger

@@ -387,6 +387,55 @@ struct MailReviewTests {
     }
 }
 
+/// `server.trusted_proxies`: which peers' `X-Forwarded-For` is believed.
+@Suite("attack review, second round: trusted proxies")
+struct TrustedProxyTests {
+    @Test func networksParseAndMatch() throws {
+        let ten = try #require(IPNetwork("10.0.0.0/8"))
+        #expect(ten.contains("10.200.3.4"))
+        #expect(ten.contains("::ffff:10.1.1.1"), "an IPv4-mapped address is the IPv4 address")
+        #expect(!ten.contains("11.0.0.1"))
+        #expect(!ten.contains("::1"))
+        let v6 = try #require(IPNetwork("2001:db8::/32"))
+        #expect(v6.contains("2001:db8:ffff::1"))
+        #expect(!v6.contains("2001:db9::1"))
+        #expect(IPNetwork("::1")?.contains("::1") == true)
+        #expect(IPNetwork("192.0.2.1/24")?.description == "192.0.2.0/24")
+        for bad in ["", "10.0.0.0/33", "10.0.0.0/", "10.0.0/8", "::1/129", "example.com", "10.0.0.0/8/8", "1.2.3.4/-1"]
+        {
+            #expect(IPNetwork(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func theClientIsTheRightmostAddressNoTrustedProxyWrote() throws {
+        let trusted = TrustedProxies([try #require(IPNetwork("127.0.0.1")), try #require(IPNetwork("10.0.0.0/8"))])
+        #expect(trusted.client(peer: "127.0.0.1", forwardedFor: ["198.51.100.7"]) == "198.51.100.7")
+        #expect(
+            trusted.client(peer: "127.0.0.1", forwardedFor: ["1.1.1.1, 198.51.100.7, 10.0.0.5"]) == "198.51.100.7",
+            "the client's own claim (1.1.1.1) is not believed")
+        #expect(trusted.client(peer: "127.0.0.1", forwardedFor: ["1.1.1.1", "198.51.100.7"]) == "198.51.100.7")
+        #expect(
+            trusted.client(peer: "127.0.0.1", forwardedFor: ["1.1.1.1, junk, 10.0.0.5"]) == "10.0.0.5",
+            "a garbled entry ends the walk at the proxy that passed it on")
+        #expect(trusted.client(peer: "127.0.0.1", forwardedFor: []) == "127.0.0.1")
+        #expect(trusted.client(peer: "203.0.113.9", forwardedFor: ["198.51.100.7"]) == "203.0.113.9", "untrusted peer")
+        #expect(trusted.client(peer: "127.0.0.1", forwardedFor: ["10.0.0.1"]) == "10.0.0.1", "all trusted")
+
+        let loaded = try ServerConfiguration.load(
+            catalog: [], file: (Array(#"{"server": {"trusted_proxies": ["10.0.0.0/8", "::1"]}}"#.utf8), "t"),
+            environment: ["BROKER_SERVER_TRUSTED_PROXIES": "192.0.2.0/24, 127.0.0.1"])
+        #expect(loaded.trustedProxies.networks.map(\.description) == ["192.0.2.0/24", "127.0.0.1/32"])
+        #expect(loaded.connectionsPerAddress == 512, "an eighth of max_connections")
+        for bad in [#"["10.0.0.0/33"]"#, #""not a list""#, "[1]", #"["example.com"]"#] {
+            #expect(throws: ConfigurationError.self, "\(bad)") {
+                _ = try ServerConfiguration.load(
+                    catalog: [], file: (Array(#"{"server": {"trusted_proxies": \#(bad)}}"#.utf8), "t"),
+                    environment: [:])
+            }
+        }
+    }
+}
+
 /// The client side of the review: where the CLI and its helpers send a token.
 @Suite("attack review, second round: where a token may go")
 struct TokenScopeReviewTests {

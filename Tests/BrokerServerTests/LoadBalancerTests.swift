@@ -87,10 +87,10 @@ func freeLoopbackPort() throws -> Int {
 }
 
 /// 127.0.0.1:`port` as a socket address.
-func loopbackAddress(port: Int) -> sockaddr_in {
+func loopbackAddress(port: Int, host: String = "127.0.0.1") -> sockaddr_in {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_addr.s_addr = inet_addr(host)
     address.sin_port = UInt16(port).bigEndian
     return address
 }

@@ -127,10 +127,24 @@ struct SlowClientTests {
         #expect(try await HTTPClient.shared.send(scrape).status == 200, "the metrics port serves again")
     }
 
-    /// A TCP connection to 127.0.0.1:`port`, started without waiting for it to be accepted.
-    static func connectWithoutWaiting(port: Int) throws -> Int32 {
+    /// A TCP connection to 127.0.0.1:`port` (from `source`, another loopback address, when given), started
+    /// without waiting for it to be accepted.
+    static func connectWithoutWaiting(port: Int, from source: String? = nil) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
+        if let source {
+            var local = loopbackAddress(port: 0, host: source)
+            let bound = withUnsafePointer(to: &local) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                let failure = errno
+                close(descriptor)
+                throw ServerTestError("bind \(source): \(failure)")
+            }
+        }
         var address = loopbackAddress(port: port)
         let started = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -143,6 +157,90 @@ struct SlowClientTests {
             throw ServerTestError("connect: \(failure)")
         }
         return descriptor
+    }
+
+    /// One request on a connection of its own from `source`; the response's status, or `nil` when the
+    /// connection closed without one.
+    static func request(from source: String, port: Int, _ text: String) async throws -> Int? {
+        let descriptor = try connectWithoutWaiting(port: port, from: source)
+        defer { close(descriptor) }
+        let bytes = Array(text.utf8)
+        var sent = false
+        var status: Int?
+        _ = try await eventually {
+            if !sent { sent = sendAll(descriptor, bytes) }
+            guard sent else { return false }
+            status = statusLine(descriptor)
+            if status != nil { return true }
+            // A close without an answer: recv (peeking) reads 0 bytes.
+            var byte: UInt8 = 0
+            return recv(descriptor, &byte, 1, Int32(MSG_PEEK)) == 0
+        }
+        return status
+    }
+
+    /// RT2-10: one client address could hold every connection slot. Each source network now has a share of
+    /// the cap (trusted proxies, which carry many clients, excepted), and behind one the client is the address
+    /// it forwards.
+    @Test(
+        "one address holds at most its share of the connections",
+        .bug(id: "RT2-10", "one client address can hold every connection slot")
+    )
+    func oneAddressHoldsAtMostItsShare() async throws {
+        let server = try await BrokerProcess.start(
+            config: #"""
+                {"server": {"max_connections": 40, "max_connections_per_address": 4, "request_timeout": 600,
+                            "trusted_proxies": ["127.0.0.1"], "registrations_per_hour": 2}}
+                """#)
+        defer { server.stop() }
+        let port = try #require(Int(server.url.split(separator: ":").last ?? ""))
+        let health = "GET /healthz HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n"
+        var held: [Int32] = []
+        defer { for descriptor in held { close(descriptor) } }
+        for _ in 0..<4 { held.append(try Self.connectWithoutWaiting(port: port, from: "127.0.0.2")) }
+        // The broker has counted the four once a fifth from elsewhere is answered (connections are accepted in
+        // order on one listener).
+        #expect(try await Self.request(from: "127.0.0.3", port: port, health) == 200)
+        // (eventually: each connection is counted on its own event loop, a moment after it is accepted)
+        #expect(
+            try await eventually { try await Self.request(from: "127.0.0.2", port: port, health) == 503 },
+            "over 127.0.0.2's share")
+        #expect(try await Self.request(from: "127.0.0.3", port: port, health) == 200, "others are served")
+        // A trusted proxy is exempt: ten at once from it are all served.
+        var proxied: [Int32] = []
+        defer { for descriptor in proxied { close(descriptor) } }
+        for _ in 0..<10 { proxied.append(try Self.connectWithoutWaiting(port: port, from: "127.0.0.1")) }
+        #expect(try await Self.request(from: "127.0.0.1", port: port, health) == 200)
+        for descriptor in held { close(descriptor) }
+        held = []
+        #expect(
+            try await eventually { try await Self.request(from: "127.0.0.2", port: port, health) == 200 },
+            "the share comes back as connections close")
+
+        // Behind the trusted proxy, per-address limits count the forwarded client; a peer that is not trusted
+        // cannot pick its address with the header.
+        func register(from source: String, _ email: String, forwardedFor: String) async throws -> Int? {
+            let body = #"{"email":"\#(email)","password":"correct horse battery staple"}"#
+            return try await Self.request(
+                from: source, port: port,
+                "POST /auth/register HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n"
+                    + "Content-Type: application/json\r\nX-Forwarded-For: \(forwardedFor)\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        }
+        #expect(try await register(from: "127.0.0.1", "a1@example.com", forwardedFor: "198.51.100.1") == 201)
+        #expect(try await register(from: "127.0.0.1", "a2@example.com", forwardedFor: "198.51.100.1") == 201)
+        #expect(try await register(from: "127.0.0.1", "a3@example.com", forwardedFor: "198.51.100.1") == 429)
+        #expect(
+            try await register(from: "127.0.0.1", "b1@example.com", forwardedFor: "198.51.100.1, 198.51.100.2")
+                == 201, "the rightmost untrusted address is the client")
+        for index in 1...2 {
+            #expect(
+                try await register(from: "127.0.0.4", "c\(index)@example.com", forwardedFor: "203.0.113.\(index)")
+                    == 201)
+        }
+        #expect(
+            try await register(from: "127.0.0.4", "c3@example.com", forwardedFor: "203.0.113.3") == 429,
+            "an untrusted peer's header changes nothing: 127.0.0.4 has used its two")
     }
 
     /// Sends `bytes` on a non-blocking socket once it is connected; `false` while it is still connecting.
