@@ -147,7 +147,8 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
-        "max_connections", "max_connections_per_address", "trusted_proxies", "request_timeout", "registrations_per_hour", "master_key_file", "database_password_file",
+        "max_connections", "max_connections_per_address", "trusted_proxies", "request_timeout",
+        "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",

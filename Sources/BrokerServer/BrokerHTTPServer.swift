@@ -1,5 +1,5 @@
-package import BrokerCore
 import BrokerConfiguration
+package import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import HTTPTypes
@@ -49,7 +49,10 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
     /// Peers whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
     var trustedProxies = TrustedProxies()
 
-    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let forwardedFor: HTTPField.Name = {
+        guard let name = HTTPField.Name("X-Forwarded-For") else { preconditionFailure("a valid field name") }
+        return name
+    }()
 
     func handle(
         _ request: Request,

@@ -39,7 +39,8 @@ final class PasswordService: Sendable {
         }
         let email = AccountRules.lookupEmail(try input.string("email"))
         try await perAddress.admit(
-            address.map(SourceAddress.network), metrics: accounts.metrics, limit: "password_reset", "too many reset requests; try later")
+            address.map(SourceAddress.network), metrics: accounts.metrics, limit: "password_reset",
+            "too many reset requests; try later")
         try await perEmail.admit(
             email, metrics: accounts.metrics, limit: "password_reset",
             "too many reset requests for this address; try later")
