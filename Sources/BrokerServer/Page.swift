@@ -69,6 +69,14 @@ enum Page {
             "The code expired, was used, or was denied. Start again on the device (broker login --device) and enter the new code."
     )
 
+    /// A device sign-in's provider step came back to a browser that did not type the code (RT2-4).
+    static let deviceOtherBrowser = message(
+        title: "Finish in the browser where you typed the code",
+        text:
+            "This sign-in was started in another browser. If a link brought you here, nobody needs you to follow it: "
+            + "to sign in a device of your own, open /device in this browser and type the code the device shows."
+    )
+
     static let staleDeviceForm = message(
         title: "This form has expired",
         text: "The page was opened in another browser or too long ago. Open the device page again and enter the code.")

@@ -29,6 +29,9 @@ struct SealedSignIn: Sendable, Hashable {
     /// For the device flow: the user code of the authorization this sign-in is for; `nil` for the loopback flow
     /// (the broker then answers with its own confirmation page instead of a redirect to the CLI).
     var deviceUserCode: String? = nil
+    /// For the device flow: the digest of the cookie set in the browser that typed the code (RT2-4); the
+    /// callback completes only in that browser, so a provider URL handed to someone else lands nowhere.
+    var deviceBinding: String? = nil
 
     /// Longest sealed state accepted back (a bound on work before any check).
     static let maxSealedLength = 4096
@@ -36,6 +39,7 @@ struct SealedSignIn: Sendable, Hashable {
     private enum Field: String {
         case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
         case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d", linkSession = "k"
+        case deviceBinding = "b"
     }
 
     /// The sealed, base64url form.
@@ -49,6 +53,7 @@ struct SealedSignIn: Sendable, Hashable {
         if let linkUser { fields[Field.linkUser.rawValue] = .string(linkUser.description) }
         if let linkSession { fields[Field.linkSession.rawValue] = .string(linkSession) }
         if let deviceUserCode { fields[Field.deviceUserCode.rawValue] = .string(deviceUserCode) }
+        if let deviceBinding { fields[Field.deviceBinding.rawValue] = .string(deviceBinding) }
         return Base64URL.encode(
             try AESGCM.seal(
                 JSONValue.object(fields).serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
@@ -84,10 +89,17 @@ struct SealedSignIn: Sendable, Hashable {
             guard let code = text.stringValue else { return nil }
             deviceUserCode = code
         }
+        var deviceBinding: String?
+        if let text = fields[Field.deviceBinding.rawValue] {
+            guard let digest = text.stringValue else { return nil }
+            deviceBinding = digest
+        }
+        // A device sign-in is bound to the browser that typed the code (RT2-4): one without is not ours.
+        guard (deviceUserCode == nil) == (deviceBinding == nil) else { return nil }
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
             providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser,
-            linkSession: linkSession, deviceUserCode: deviceUserCode)
+            linkSession: linkSession, deviceUserCode: deviceUserCode, deviceBinding: deviceBinding)
     }
 }
 

@@ -165,11 +165,39 @@ final class SignInService: Sendable {
     func startDeviceSignIn(provider: ProviderID, userCode: String, address: String?) async throws -> APIResponse {
         let (provider, module) = try browserProvider(provider.rawValue)
         try limit(address)
-        return try await redirect(
+        // The browser that typed the code gets a cookie the callback must bring back (RT2-4): the provider
+        // URL this answer leads to is no use to anyone else, who would otherwise sign in and Allow the
+        // device of whoever sent them the link.
+        let binding = try SecureRandom.token(byteCount: 32)
+        var response = try await redirect(
             to: provider, module: module,
             SealedSignIn(
                 cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", deviceUserCode: userCode))
+                marker: "", deviceUserCode: userCode, deviceBinding: Self.bindingDigest(binding)))
+        response.headers.append(
+            ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
+        return response
+    }
+
+    /// The device binding cookie, sent only to the provider's callback.
+    func bindingCookie(_ provider: ProviderID, value: String, maxAge: Int64) -> String {
+        let secure = issuer.lowercased().hasPrefix("https://") ? "; Secure" : ""
+        return "broker_device_\(provider.rawValue)=\(value); Path=/auth/\(provider.rawValue)/callback; "
+            + "Max-Age=\(maxAge); HttpOnly; SameSite=Lax\(secure)"
+    }
+
+    static func bindingDigest(_ value: some StringProtocol) -> String {
+        Base64URL.encode(Array(Digest.sha256(String(value)).prefix(16)))
+    }
+
+    /// Whether the request's cookies carry the binding sealed into a device sign-in.
+    func bound(_ provider: ProviderID, cookieHeader: String?, digest: String) -> Bool {
+        let name = "broker_device_\(provider.rawValue)="
+        guard let cookieHeader else { return false }
+        return cookieHeader.split(separator: ";").map { $0.drop { $0 == " " } }.contains { entry in
+            entry.hasPrefix(name)
+                && ConstantTime.equals(Array(Self.bindingDigest(entry.dropFirst(name.count)).utf8), Array(digest.utf8))
+        }
     }
 
     /// Seals `template` (with a fresh nonce, provider verifier, marker and expiry) into the provider's state
@@ -257,6 +285,9 @@ final class SignInService: Sendable {
         if let provider = ProviderID(rawValue: name), cookie?.contains("broker_flow_\(name)=") == true {
             response.headers.append(("Set-Cookie", self.cookie(provider, value: "", maxAge: 0)))
         }
+        if let provider = ProviderID(rawValue: name), cookie?.contains("broker_device_\(name)=") == true {
+            response.headers.append(("Set-Cookie", bindingCookie(provider, value: "", maxAge: 0)))
+        }
         return response
     }
 
@@ -273,6 +304,10 @@ final class SignInService: Sendable {
         guard now <= expiry else {
             throw refusal(
                 sealed, reason: "expired", code: "access_denied", description: "the sign-in took too long; start again")
+        }
+        if let binding = sealed.deviceBinding, !bound(provider, cookieHeader: cookie, digest: binding) {
+            throw SignInRedirect(
+                reason: "other_browser", response: Page.response(status: 400, Page.deviceOtherBrowser))
         }
         // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
         // with a state from /start (any visitor can get one) writes nothing.

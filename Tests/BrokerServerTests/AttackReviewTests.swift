@@ -242,6 +242,47 @@ struct AttackReviewTests {
 
     /// RT2-6: the current-password checks of a password change and an account deletion went around the login
     /// throttle (unlimited guesses with a token). They are counted with sign-ins now.
+    /// RT2-4: a device sign-in's provider step was not tied to the browser that typed the code. The attacker
+    /// types their own device's code, takes the genuine provider URL the broker answers, and sends it to a
+    /// victim, who signs in with Google and lands on the attacker's Allow page.
+    @Test(.bug(id: "RT2-4")) func aDeviceSignInsProviderStepFinishesOnlyInTheBrowserThatTypedTheCode() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let started = try await Device.authorize(client, [("client_id", "broker-cli"), ("provider", "google")])
+            let page = try await client.get("/device?user_code=" + (started["user_code"]?.stringValue ?? ""))
+            let onward = try await Device.post(
+                client, "/auth/device/signin",
+                [
+                    ("user_code", try #require(Device.hidden(page, "user_code"))), ("provider", "google"),
+                    ("csrf", try #require(Device.csrf(page))),
+                ], cookie: Device.cookie(page))
+            let (query, binding) = try Device.providerStep(onward)
+            let callbackURI =
+                "/auth/google/callback?"
+                + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")])
+
+            // The victim's browser: no binding cookie, or one from a sign-in of their own.
+            for cookie in [nil, "broker_device_google=" + String(repeating: "A", count: 43)] {
+                google.answerTokens(subject: "victim", nonce: try #require(query["nonce"]))
+                let landed = try await client.send(.get, callbackURI, headers: cookie.map { [.cookie: $0] } ?? [:])
+                #expect(landed.status == 400)
+                let text = String(decoding: landed.body, as: UTF8.self)
+                #expect(text.contains("Finish in the browser where you typed the code"))
+                #expect(Device.hidden(landed, "approval") == nil, "no Allow page")
+            }
+            #expect(
+                try await broker.store.identityOwner(provider: "google", subject: "victim") == nil,
+                "the victim's Google account made no user")
+
+            // In the browser that typed the code the same state still completes.
+            google.answerTokens(subject: "owner", nonce: try #require(query["nonce"]))
+            let own = try await client.send(.get, callbackURI, headers: [.cookie: "other=1; " + binding])
+            #expect(own.status == 200)
+            #expect(Device.hidden(own, "approval") != nil)
+        }
+    }
+
     @Test(.bug(id: "RT2-6")) func currentPasswordChecksAreThrottledLikeSignIns() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in

@@ -39,6 +39,25 @@ struct InProcessDeviceTests {
     static func cookie(_ reply: Reply) -> String? { PasswordRecoveryTests.cookie(reply) }
     static func csrf(_ reply: Reply) -> String? { PasswordRecoveryTests.csrf(reply) }
 
+    /// The `name=value` of the cookie `name` the reply sets (of several `Set-Cookie` fields).
+    static func setCookie(_ reply: Reply, _ name: String) -> String? {
+        reply.headers[values: .setCookie].lazy.compactMap { field in
+            field.split(separator: ";").first.map(String.init)
+        }.first { $0.hasPrefix(name + "=") }
+    }
+
+    /// The provider step of a device sign-in from the onward page of `/auth/device/signin`: the provider URL's
+    /// query and the cookie binding the step to this browser (RT2-4).
+    static func providerStep(_ onward: Reply, provider: String = "google") throws -> (
+        query: [String: String], binding: String
+    ) {
+        let html = String(decoding: onward.body, as: UTF8.self)
+        let target = try #require(
+            html.range(of: "url=").map { String(html[$0.upperBound...].prefix { $0 != "\"" }) })
+        let binding = try #require(setCookie(onward, "broker_device_" + provider), "the binding cookie")
+        return (Flow.query(target.replacingOccurrences(of: "&amp;", with: "&")), binding)
+    }
+
     static func hidden(_ reply: Reply, _ name: String) -> String? {
         let html = String(decoding: reply.body, as: UTF8.self)
         guard let range = html.range(of: #"name="\#(name)" value=""#) else { return nil }
@@ -251,14 +270,13 @@ struct InProcessDeviceTests {
                     ("user_code", try #require(Self.hidden(page, "user_code"))), ("provider", "google"),
                     ("csrf", try #require(Self.csrf(page))),
                 ], cookie: Self.cookie(page))
-            let body = String(decoding: onward.body, as: UTF8.self)
-            let target = try #require(
-                body.range(of: "url=").map { String(body[$0.upperBound...].prefix { $0 != "\"" }) })
-            let query = Flow.query(target.replacingOccurrences(of: "&amp;", with: "&"))
+            let (query, binding) = try Self.providerStep(onward)
             google.answerTokens(subject: "1045", nonce: try #require(query["nonce"]))
-            let callback = try await client.get(
+            let callback = try await client.send(
+                .get,
                 "/auth/google/callback?"
-                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]))
+                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]),
+                headers: [.cookie: binding])
             #expect(callback.status == 409)
             #expect(String(decoding: callback.body, as: UTF8.self).contains("already signs in as another broker user"))
             #expect(
@@ -285,12 +303,19 @@ struct InProcessDeviceTests {
                 html.range(of: "url=").map { String(html[$0.upperBound...].prefix { $0 != "\"" }) })
             let location = target.replacingOccurrences(of: "&amp;", with: "&")
             #expect(location.hasPrefix(Flow.issuer + "/auth?"))
-            let query = Flow.query(location)
+            let (query, binding) = try Self.providerStep(onward)
+            #expect(query == Flow.query(location))
+            #expect(onward.headers[values: .setCookie].contains { $0.contains("Path=/auth/google/callback") })
             google.answerTokens(subject: "1045", nonce: try #require(query["nonce"]))
-            let callback = try await client.get(
+            let callback = try await client.send(
+                .get,
                 "/auth/google/callback?"
-                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]))
+                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]),
+                headers: [.cookie: binding])
             #expect(callback.status == 200)
+            #expect(
+                callback.headers[values: .setCookie].contains { $0.hasPrefix("broker_device_google=;") },
+                "the binding is dropped once used")
             let confirm = String(decoding: callback.body, as: UTF8.self)
             #expect(confirm.contains("Allow this device?") && confirm.contains("google:1045"))
             let decided = try await Self.post(
