@@ -87,8 +87,11 @@ final class AccountService: Sendable {
             return try await concealedRegistration(
                 email: email, password: Secret(password), name: name, address: address)
         }
-        // Cheap check first, so that a taken email costs no hash; the unique index still decides races.
-        if try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
+        // Cheap check first, so that a taken email costs no hash; the unique index still decides races. An
+        // address added to someone's account and never confirmed does not count as taken (RT2-5).
+        if let held = try await store.passwordAccount(email: email), try await !isUnconfirmedAddition(held) {
+            throw APIError.accountExists
+        }
         let secret = Secret(password)
         let hash: String
         do {
@@ -104,6 +107,7 @@ final class AccountService: Sendable {
             name: name,
             createdAt: now
         )
+        _ = try await releaseIfUnconfirmedAddition(email: email)
         do {
             try await store.createPasswordAccount(user: user, email: email, passwordHash: hash)
         } catch let error as StoreError where error.code == .conflict {
@@ -171,6 +175,7 @@ final class AccountService: Sendable {
             if let address { registrations.giveBack(address) }
             throw error
         }
+        _ = try await releaseIfUnconfirmedAddition(email: email)
         if try await store.passwordAccount(email: email) == nil {
             let user = UserRecord(
                 id: UserID(provider: .custom, subject: UUID().uuidString.lowercased()), email: email, name: name,
@@ -187,6 +192,39 @@ final class AccountService: Sendable {
         }
         verification.alreadyRegistered(email: email)
         throw ConcealedFailure(reason: "account_exists", response: Self.concealedAnswer)
+    }
+
+    /// A new custom account's user: a random id (never made from the address).
+    static func newCustomUser(email: String, name: String?, now: Int64) -> UserRecord {
+        UserRecord(
+            id: UserID(provider: .custom, subject: UUID().uuidString.lowercased()), email: email, name: name,
+            createdAt: now)
+    }
+
+    // MARK: Unconfirmed addresses (attack review RT2-5)
+
+    /// Whether `account` is an address added to a user who has other ways in, and never confirmed. Such an
+    /// address reserves nothing and is no way in: before, whoever added someone else's address to their own
+    /// user (`broker link custom`) got that person's login into it once they reset "their" password.
+    ///
+    /// Only on a broker that can confirm addresses (a `mail` section): without mail nothing can ever be
+    /// confirmed, there is no reset to abuse either, and an address is a user name, first come first served.
+    func isUnconfirmedAddition(_ account: PasswordAccount) async throws -> Bool {
+        guard verification.mailer != nil, account.emailVerifiedAt == nil else { return false }
+        return try await !store.identities(user: account.user.id).isEmpty
+    }
+
+    /// Frees `email` when it is an unconfirmed addition (``isUnconfirmedAddition(_:)``) so that a registration,
+    /// a link or a reset can take it; `true` when it was freed.
+    func releaseIfUnconfirmedAddition(email: String) async throws -> Bool {
+        guard let held = try await store.passwordAccount(email: email), try await isUnconfirmedAddition(held),
+            let released = try await store.releaseUnverifiedAddress(email: email, now: now)
+        else { return false }
+        audit.record(
+            "unconfirmed_address_released", user: released.user,
+            fields: ["reason": "claimed_elsewhere", "user_deleted": released.userDeleted ? "true" : "false"])
+        logger.info("unconfirmed address released", metadata: ["broker.user": "\(released.user)"])
+        return true
     }
 
     /// `POST /auth/login`: email + password → session; one answer for every failure.
@@ -265,6 +303,17 @@ final class AccountService: Sendable {
                 status: 403, code: "email_not_verified",
                 detail: "confirm your email address first: follow the link we mailed, or ask for a new one "
                     + "(broker register --resend --email ADDRESS)")
+        }
+        // An address added to an account with other ways in is one itself only once confirmed (RT2-5).
+        if try await isUnconfirmedAddition(account) {
+            audit.record(
+                "sign_in", outcome: "failure", user: account.user.id,
+                fields: ["provider": "custom", "reason": "address_not_confirmed"])
+            throw APIError(
+                status: 403, code: "email_not_verified",
+                detail: "this address was added to an account that has other ways in: it signs in only once "
+                    + "confirmed. Follow the link we mailed, or ask for a new one (broker register --resend --email "
+                    + "ADDRESS)")
         }
         if hasher.needsRehash(account.passwordHash) {
             await rehash(account: account, password: password)

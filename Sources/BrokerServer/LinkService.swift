@@ -121,8 +121,16 @@ final class LinkService: Sendable {
         let concealed = accounts.tokens.configuration.enumerationProtection
         // Under enumeration protection a taken address is not told apart (RT2-7): the same work (the password
         // is hashed either way) and the same 202 as registration; its owner gets the mail that says so.
-        if !concealed, try await store.passwordAccount(email: email) != nil { throw APIError.accountExists }
+        // An address someone else added and never confirmed is free to take (RT2-5).
+        if !concealed, let held = try await store.passwordAccount(email: email),
+            try await !accounts.isUnconfirmedAddition(held)
+        {
+            throw APIError.accountExists
+        }
         let hash = try await accounts.hashPassword(Secret(password))
+        if let held = try await store.passwordAccount(email: email), held.user.id != user.id {
+            _ = try await accounts.releaseIfUnconfirmedAddition(email: email)
+        }
         let outcome = try await store.addPasswordAccount(user: user.id, email: email, passwordHash: hash, now: now)
         if concealed, outcome == .emailTaken {
             accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))

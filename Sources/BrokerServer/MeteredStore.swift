@@ -23,9 +23,12 @@ final class MeteredStore: Store {
     func ping() async throws { try await timed("ping") { try await base.ping() } }
     func schemaVersion() async throws -> Int { try await timed("schema_version") { try await base.schemaVersion() } }
 
-    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String, verifiedAt: Int64?)
+        async throws
+    {
         try await timed("create_password_account") {
-            try await base.createPasswordAccount(user: user, email: email, passwordHash: passwordHash)
+            try await base.createPasswordAccount(
+                user: user, email: email, passwordHash: passwordHash, verifiedAt: verifiedAt)
         }
     }
     func passwordAccount(email: String) async throws -> PasswordAccount? {
@@ -73,6 +76,9 @@ final class MeteredStore: Store {
         try await timed("add_password_account") {
             try await base.addPasswordAccount(user: user, email: email, passwordHash: passwordHash, now: now)
         }
+    }
+    func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress? {
+        try await timed("release_unverified_address") { try await base.releaseUnverifiedAddress(email: email, now: now) }
     }
     func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
         try await timed("unlink_identity") { try await base.unlinkIdentity(user: user, provider: provider, now: now) }

@@ -48,9 +48,25 @@ enum Page {
     )
 
     /// The confirmation page: one button, so that fetching the link alone (a mail scanner) spends nothing.
-    static func verifyForm(token: String, csrf: String, email: String?) -> String {
+    /// The ways in a page names, "Google and Microsoft account".
+    static func list(_ names: [String]) -> String {
+        let escaped = names.map(HTML.escape)
+        guard escaped.count > 1, let last = escaped.last else { return escaped.first ?? "" }
+        return escaped.dropLast().joined(separator: ", ") + " and " + last
+    }
+
+    static func verifyForm(token: String, csrf: String, email: String?, otherWaysIn: [String] = []) -> String {
         var body = ""
         if let email { body += "<p>Confirm that <strong>\(HTML.escape(email))</strong> is your address.</p>\n" }
+        if !otherWaysIn.isEmpty {
+            // RT2-5: the address was added to an account with other ways in; its owner sees whose it joins.
+            body += """
+                <p class="problem" role="alert">Confirming makes this address a way into a broker account that \
+                also signs in with \(list(otherWaysIn)). If you did not add it to an account of yours yourself, \
+                do not confirm: close this page, and the address stays free for you to register.</p>
+
+                """
+        }
         body += """
             <form method="post" action="/auth/verify">
             <input type="hidden" name="token" value="\(HTML.escape(token))">
@@ -204,9 +220,27 @@ enum Page {
     }
 
     /// The new-password form; `token` and `csrf` go back in hidden fields.
-    static func resetForm(token: String, csrf: String, email: String?, problem: String?) -> String {
+    /// - Parameters:
+    ///   - otherWaysIn: the account's other ways in (provider names), shown so that whoever holds the address
+    ///     sees whose account it is part of (RT2-5).
+    ///   - separate: the address was added to that account and never confirmed: the new password makes an
+    ///     account of its own instead.
+    static func resetForm(
+        token: String, csrf: String, email: String?, problem: String?, otherWaysIn: [String] = [],
+        separate: Bool = false
+    ) -> String {
         var body = ""
         if let email { body += "<p class=\"muted\">For \(HTML.escape(email))</p>\n" }
+        if separate {
+            body += """
+                <p class="problem" role="alert">This address was added, unconfirmed, to a broker account that signs \
+                in with \(list(otherWaysIn)). It is not yours to keep there: the password you choose here opens a \
+                new account of your own with this address, and the other account loses it.</p>
+
+                """
+        } else if !otherWaysIn.isEmpty {
+            body += "<p class=\"muted\">This account also signs in with \(list(otherWaysIn)).</p>\n"
+        }
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
         body += """
             <form method="post" action="/auth/password/reset">

@@ -81,8 +81,14 @@ final class PasswordService: Sendable {
         else {
             return Page.response(status: 400, Page.expiredLink)
         }
+        let account = try await store.passwordAccount(user: user.id)
+        let others = try await accounts.verification.otherWaysIn(user.id)
+        var separate = false
+        if let account { separate = try await accounts.isUnconfirmedAddition(account) }
         return try FormGuard.page(secure: secure) { csrf in
-            Page.resetForm(token: token, csrf: csrf, email: user.email, problem: nil)
+            Page.resetForm(
+                token: token, csrf: csrf, email: account?.email ?? user.email, problem: nil, otherWaysIn: others,
+                separate: separate)
         }
     }
 
@@ -114,6 +120,9 @@ final class PasswordService: Sendable {
                 status: 400, Page.resetForm(token: token, csrf: csrf, email: account.email, problem: problem))
         }
         let fresh = try await accounts.hashPassword(Secret(password))
+        if try await accounts.isUnconfirmedAddition(account) {
+            return try await separateAccount(for: account, passwordHash: fresh, secure: secure)
+        }
         guard let reset = try await store.resetPassword(linkHash: hash, passwordHash: fresh, now: now) else {
             return Page.response(status: 400, Page.expiredLink)
         }
@@ -126,6 +135,38 @@ final class PasswordService: Sendable {
                 Page.message(
                     title: "Your password was changed",
                     text: "Every session of this account was signed out. Sign in again with the new password.")),
+            secure: secure)
+    }
+
+    /// RT2-5: the reset link of an address added to an account with other ways in, never confirmed. Its
+    /// owner — the link came to their mailbox — gets an account of their own with it, confirmed; the account it
+    /// was added to loses it (with its unused links, this one included). Before, the reset made them a way
+    /// into the account of whoever had added their address.
+    private func separateAccount(for account: PasswordAccount, passwordHash: String, secure: Bool) async throws
+        -> APIResponse
+    {
+        guard try await store.releaseUnverifiedAddress(email: account.email, now: now) != nil else {
+            return Page.response(status: 400, Page.expiredLink)
+        }
+        accounts.audit.record(
+            "unconfirmed_address_released", user: account.user.id, fields: ["reason": "reset_by_owner"])
+        let user = AccountService.newCustomUser(email: account.email, name: nil, now: now)
+        do {
+            try await store.createPasswordAccount(
+                user: user, email: account.email, passwordHash: passwordHash, verifiedAt: now)
+        } catch let error as StoreError where error.code == .conflict {
+            return Page.response(status: 409, Page.expiredLink)
+        }
+        accounts.metrics.passwordEvent("reset")
+        accounts.audit.record("registration", user: user.id, fields: ["provider": "custom", "flow": "reset"])
+        logger.info("address taken back by its owner", metadata: ["broker.user": "\(user.id)"])
+        return FormGuard.clearing(
+            Page.response(
+                status: 200,
+                Page.message(
+                    title: "Your account is ready",
+                    text: "The address is yours and confirmed, in an account of its own: sign in with it and the new "
+                        + "password. The account it had been added to no longer has it.")),
             secure: secure)
     }
 

@@ -2,6 +2,7 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerStore
 import Logging
+import ProviderSupport
 
 /// Address verification for custom accounts: registering mails a single-use link (24 hours, stored hashed);
 /// the link opens a page whose button confirms the address (a GET never spends the link, so a mail scanner
@@ -114,6 +115,14 @@ final class VerificationService: Sendable {
         }
     }
 
+    /// The ways into `user` other than a password, as people know them (provider display names), for the
+    /// pages a mailed link opens (RT2-5): whoever holds the address sees whose account it is part of.
+    func otherWaysIn(_ user: UserID) async throws -> [String] {
+        try await store.identities(user: user).map {
+            tokens.configuration.descriptor($0.identity.provider)?.displayName ?? $0.identity.provider.rawValue
+        }
+    }
+
     /// `GET /auth/verify?token=…`: a page with one button; the link is not spent yet.
     func page(query: [String: String], secure: Bool) async throws -> APIResponse {
         guard let token = query["token"], let hash = MailLink.hash(token),
@@ -121,7 +130,10 @@ final class VerificationService: Sendable {
         else {
             return Page.response(status: 400, Page.expiredVerification)
         }
-        return try FormGuard.page(secure: secure) { csrf in Page.verifyForm(token: token, csrf: csrf, email: user.email)
+        let account = try await store.passwordAccount(user: user.id)
+        let others = try await otherWaysIn(user.id)
+        return try FormGuard.page(secure: secure) { csrf in
+            Page.verifyForm(token: token, csrf: csrf, email: account?.email ?? user.email, otherWaysIn: others)
         }
     }
 

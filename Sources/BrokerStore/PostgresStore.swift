@@ -301,15 +301,17 @@ package final class PostgresStore: Store {
 
     // MARK: Accounts and users
 
-    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String, verifiedAt: Int64?)
+        async throws
+    {
         let logger = logger
         do {
             try await transaction("registration") { connection in
                 try await Self.insert(user, connection, logger)
                 try await connection.query(
                     """
-                    INSERT INTO password_accounts (email, user_id, password_hash, updated_at)
-                    VALUES (\(email), \(user.id.description), \(passwordHash), \(user.createdAt))
+                    INSERT INTO password_accounts (email, user_id, password_hash, updated_at, email_verified_at)
+                    VALUES (\(email), \(user.id.description), \(passwordHash), \(user.createdAt), \(verifiedAt))
                     """, logger: logger
                 ).drain()
             }
@@ -650,6 +652,46 @@ package final class PostgresStore: Store {
         } catch let error as StoreError where error.code == .conflict {
             // The user_id key: a second account for this user won a race.
             return .alreadyHasOne
+        }
+    }
+
+    package func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress? {
+        let logger = logger
+        return try await transaction("address release") { connection in
+            guard
+                let owner = try await Self.first(
+                    String.self,
+                    "SELECT user_id FROM password_accounts WHERE email = \(email) AND email_verified_at IS NULL",
+                    connection, logger),
+                let user = UserID(owner)
+            else { return nil }
+            // The user's row first, as every change to a user's ways in does (one order, no deadlock).
+            guard try await Self.lockUser(user, connection, logger) else { return nil }
+            let deleted = try await Self.first(
+                Int.self,
+                """
+                WITH gone AS (
+                    DELETE FROM password_accounts WHERE email = \(email) AND user_id = \(owner)
+                    AND email_verified_at IS NULL RETURNING 1
+                ) SELECT count(*)::int FROM gone
+                """, connection, logger)
+            guard deleted == 1 else { return nil }
+            try await connection.query(
+                "UPDATE email_links SET used_at = \(now) WHERE user_id = \(owner) AND used_at IS NULL", logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now)
+                WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
+                """, logger: logger
+            ).drain()
+            let others =
+                try await Self.first(
+                    Int64.self, "SELECT COUNT(*) FROM identities WHERE user_id = \(owner)", connection, logger) ?? 0
+            if others == 0 {
+                try await connection.query("DELETE FROM users WHERE id = \(owner)", logger: logger).drain()
+            }
+            return ReleasedAddress(user: user, userDeleted: others == 0)
         }
     }
 

@@ -66,14 +66,18 @@ package final class SQLiteStore: Store {
         return Schema.migrations.filter { applied.contains($0.identifier) }.map(\.version).max() ?? 0
     }
 
-    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String, verifiedAt: Int64?)
+        async throws
+    {
         do {
             try await pool.write { db in
                 try Self.insert(user, db)
                 try db.execute(
-                    sql:
-                        "INSERT INTO password_accounts (email, user_id, password_hash, updated_at) VALUES (?, ?, ?, ?)",
-                    arguments: [email, user.id.description, passwordHash, user.createdAt]
+                    sql: """
+                        INSERT INTO password_accounts (email, user_id, password_hash, updated_at, email_verified_at)
+                        VALUES (?, ?, ?, ?, ?)
+                        """,
+                    arguments: [email, user.id.description, passwordHash, user.createdAt, verifiedAt]
                 )
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -360,6 +364,28 @@ package final class SQLiteStore: Store {
                 sql: "INSERT INTO password_accounts (email, user_id, password_hash, updated_at) VALUES (?, ?, ?, ?)",
                 arguments: [email, user.description, passwordHash, now])
             return .added
+        }
+    }
+
+    package func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress? {
+        try await pool.write { db in
+            guard
+                let owner = try String.fetchOne(
+                    db,
+                    sql: "SELECT user_id FROM password_accounts WHERE email = ? AND email_verified_at IS NULL",
+                    arguments: [email]),
+                let user = UserID(owner)
+            else { return nil }
+            try db.execute(sql: "DELETE FROM password_accounts WHERE email = ?", arguments: [email])
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL", arguments: [now, owner])
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
+                arguments: [now, owner, ProviderID.custom.rawValue])
+            let others =
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [owner]) ?? 0
+            if others == 0 { try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [owner]) }
+            return ReleasedAddress(user: user, userDeleted: others == 0)
         }
     }
 

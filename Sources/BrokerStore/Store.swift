@@ -215,7 +215,8 @@ package protocol Store:
     /// Creates a user and its password account in one transaction.
     /// - Throws: ``StoreError/conflict(_:)`` when an account with `email` exists (a unique index decides,
     ///   so concurrent registrations of one email create exactly one account).
-    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws
+    /// `verifiedAt`: the address is confirmed already (a mailed link brought its owner here); `nil`: not yet.
+    func createPasswordAccount(user: UserRecord, email: String, passwordHash: String, verifiedAt: Int64?) async throws
 
     /// The password account for a normalised email, if any.
     func passwordAccount(email: String) async throws -> PasswordAccount?
@@ -394,10 +395,28 @@ package protocol IdentityStore: Sendable {
     func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
         -> PasswordLinkOutcome
 
+    /// Frees an address nobody has confirmed (attack review RT2-5: an unverified address reserves nothing): in
+    /// one transaction, the password account with `email` is deleted if its address is unconfirmed, with its
+    /// user's unused mail links and the sessions started with it; a user left with no way in is deleted too.
+    /// `nil` (nothing changed) when there is no such account or its address is confirmed.
+    func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress?
+
     /// Detaches `user`'s identity of `provider` (for `.custom`: their password account, and their unused mail
     /// links), unless it is their last way in, and revokes their live sessions that were started with it. The
     /// user keeps their id.
     func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome
+}
+
+/// An unconfirmed address taken back from the user it was added to (``IdentityStore/releaseUnverifiedAddress``).
+package struct ReleasedAddress: Sendable, Equatable {
+    package var user: UserID
+    /// The user had no other way in and is gone.
+    package var userDeleted: Bool
+
+    package init(user: UserID, userDeleted: Bool) {
+        self.user = user
+        self.userDeleted = userDeleted
+    }
 }
 
 /// What a mail link is for (`email_links.purpose`).
@@ -526,6 +545,11 @@ package protocol RateLimitStore: Sendable {
 }
 
 extension Store {
+    /// A new account whose address is not confirmed yet.
+    package func createPasswordAccount(user: UserRecord, email: String, passwordHash: String) async throws {
+        try await createPasswordAccount(user: user, email: email, passwordHash: passwordHash, verifiedAt: nil)
+    }
+
     package var isShared: Bool { false }
     package func close() async {}
 }

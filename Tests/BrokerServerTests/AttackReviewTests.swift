@@ -410,6 +410,80 @@ struct MailReviewTests {
         }
     }
 
+    /// RT2-5: pre-account hijacking. Someone adds the victim's address, unconfirmed, to their own user (which
+    /// they reach with Google); when the victim later resets "their" password, the reset made it the victim's
+    /// login into the attacker's user. An unconfirmed address now reserves nothing and is no way in; the pages
+    /// a mailed link opens say whose account the address is part of.
+    @Test(.bug(id: "RT2-5")) func anUnconfirmedAddressAddedToSomeonesAccountReservesNothing() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await PasswordRecoveryTests.broker(sink)
+        let mallory = try await broker.store.signIn(
+            IdentityRecord(provider: "google", subject: "mallory", email: nil, name: nil), now: broker.clock.seconds())
+        guard case .user(let attacker) = mallory else { throw ServerTestError("no user") }
+        let session = try await broker.service.tokens.startSession(
+            user: attacker, clientID: "broker-cli", scope: nil, signedInWith: ProviderID("google"))
+        let refresh = try #require(session["refresh_token"]?.stringValue)
+        try await broker.test { client in
+            func add(_ email: String, refresh: String) async throws -> (AttackReviewTests.Reply, String) {
+                let grant = try await client.accountGrant(refreshToken: refresh)
+                let token = try #require(grant["access_token"]?.stringValue)
+                let linked = try await AttackReviewTests.json(
+                    client, "/auth/link", bearer: token,
+                    [
+                        "provider": "custom", "email": .string(email),
+                        "password": .string(AttackReviewTests.attackerPassword),
+                    ])
+                return (linked, try #require(grant["refresh_token"]?.stringValue))
+            }
+            var (linked, next) = try await add("victim@example.com", refresh: refresh)
+            #expect(linked.status == 201)
+            // Not a way in until confirmed, even with the password its adder chose.
+            let attempt = try await client.login("victim@example.com", AttackReviewTests.attackerPassword)
+            #expect(attempt.status == 403 && attempt.error == "email_not_verified", "\(attempt.status)")
+
+            // The confirmation link the victim receives says whose account the address would join.
+            await broker.service.mailer?.flush()
+            let confirm = try #require(try VerificationTests.mailedToken(sink, to: "victim@example.com"))
+            let page = String(decoding: try await client.get("/auth/verify?token=" + confirm).body, as: UTF8.self)
+            #expect(page.contains("also signs in with Google"), "\(page)")
+
+            // The victim resets "their" password: the address leaves the attacker's user for one of its own.
+            #expect(try await client.form("/auth/password/forgot", [("email", "victim@example.com")]).status == 202)
+            await broker.service.mailer?.flush()
+            let reset = try #require(try PasswordRecoveryTests.mailedToken(sink, to: "victim@example.com"))
+            let form = try await client.get("/auth/password/reset?token=" + reset)
+            #expect(String(decoding: form.body, as: UTF8.self).contains("added, unconfirmed, to a broker account"))
+            let done = try await PasswordRecoveryTests().submit(
+                client, token: reset, csrf: PasswordRecoveryTests.csrf(form),
+                cookie: PasswordRecoveryTests.cookie(form),
+                password: AttackReviewTests.password)
+            #expect(done.status == 200)
+            #expect(String(decoding: done.body, as: UTF8.self).contains("Your account is ready"))
+            let victim = try await client.login("victim@example.com", AttackReviewTests.password)
+            #expect(victim.status == 200)
+            let victimID = try #require(victim["user_id"]?.stringValue)
+            #expect(victimID != attacker.id.description, "the victim's login opens the victim's own account")
+            #expect(jwtParts(try #require(victim["access_token"]?.stringValue)).claims?["email_verified"] == true)
+            #expect(try await broker.store.passwordAccount(user: attacker.id) == nil, "the attacker lost the address")
+            #expect(try await broker.store.identities(user: attacker.id).count == 1, "and kept only their Google")
+            #expect(
+                try await client.get("/auth/verify?token=" + confirm).status == 400, "the old confirmation is dead")
+
+            // Added again to someone else's address: that person simply registers it.
+            (linked, next) = try await add("second@example.com", refresh: next)
+            #expect(linked.status == 201)
+            let registered = try await client.register("second@example.com", AttackReviewTests.password)
+            #expect(registered.status == 201, "an unconfirmed addition reserves nothing")
+            #expect(registered["user_id"]?.stringValue != attacker.id.description)
+            #expect(try await broker.store.passwordAccount(user: attacker.id) == nil)
+
+            // A registration's own unconfirmed address (its only way in) and a confirmed one stay taken.
+            #expect(try await client.register("second@example.com", "yet another battery staple").status == 409)
+            (linked, _) = try await add("victim@example.com", refresh: next)
+            #expect(linked.status == 409, "the victim's confirmed address cannot be added elsewhere")
+        }
+    }
+
     /// Serving on `--port 0`, the links in mail named port 0: the mailer kept the issuer it was made with,
     /// before the port was bound.
     @Test(.bug(id: "RT2-8")) func mailLinksNameThePortTheBrokerListensOn() async throws {

@@ -309,4 +309,38 @@ struct IdentityContract {
                 store, IdentityRecord(provider: "google", subject: "77", email: nil, name: nil)
             ).id == google)
     }
+
+    /// RT2-5: an unconfirmed address reserves nothing. Released, it leaves its user (with its links and the
+    /// sessions it started); a user left with no way in goes; a confirmed address stays where it is.
+    @Test(arguments: StoreUnderTest.available)
+    func anUnconfirmedAddressIsReleasedAndAConfirmedOneIsNot(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let google = try await Self.user(store, Self.google("held"))
+        #expect(
+            try await store.addPasswordAccount(user: google.id, email: "held@example.com", passwordHash: "h", now: 1)
+                == .added)
+        try await store.createEmailLink(
+            hash: Array(repeating: 3, count: 32), user: google.id, purpose: EmailLinkPurpose.verify,
+            expiresAt: Make.now + 600, now: Make.now)
+        let released = try await store.releaseUnverifiedAddress(email: "held@example.com", now: Make.now)
+        #expect(released == ReleasedAddress(user: google.id, userDeleted: false))
+        #expect(try await store.passwordAccount(email: "held@example.com") == nil)
+        #expect(try await store.user(id: google.id) != nil, "the user keeps its Google way in")
+        #expect(
+            try await store.emailLinkUser(hash: Array(repeating: 3, count: 32), purpose: "verify", now: Make.now) == nil)
+        #expect(try await store.releaseUnverifiedAddress(email: "held@example.com", now: Make.now) == nil)
+
+        let alone = try await Self.custom(store, "alone@example.com")
+        #expect(
+            try await store.releaseUnverifiedAddress(email: "alone@example.com", now: Make.now)
+                == ReleasedAddress(user: alone.id, userDeleted: true))
+        #expect(try await store.user(id: alone.id) == nil, "no way in left: the user is gone")
+
+        let confirmed = Make.user(email: "kept@example.com")
+        try await store.createPasswordAccount(
+            user: confirmed, email: "kept@example.com", passwordHash: "h", verifiedAt: Make.now)
+        #expect(try await store.passwordAccount(email: "kept@example.com")?.emailVerifiedAt == Make.now)
+        #expect(try await store.releaseUnverifiedAddress(email: "kept@example.com", now: Make.now) == nil)
+        #expect(try await store.passwordAccount(email: "kept@example.com") != nil)
+    }
 }
