@@ -78,7 +78,9 @@ final class MeteredStore: Store {
         }
     }
     func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress? {
-        try await timed("release_unverified_address") { try await base.releaseUnverifiedAddress(email: email, now: now) }
+        try await timed("release_unverified_address") {
+            try await base.releaseUnverifiedAddress(email: email, now: now)
+        }
     }
     func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
         try await timed("unlink_identity") { try await base.unlinkIdentity(user: user, provider: provider, now: now) }

@@ -378,9 +378,11 @@ package final class SQLiteStore: Store {
             else { return nil }
             try db.execute(sql: "DELETE FROM password_accounts WHERE email = ?", arguments: [email])
             try db.execute(
-                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL", arguments: [now, owner])
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",
+                arguments: [now, owner])
             try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
+                sql:
+                    "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
                 arguments: [now, owner, ProviderID.custom.rawValue])
             let others =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [owner]) ?? 0

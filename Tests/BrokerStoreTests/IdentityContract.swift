@@ -327,7 +327,8 @@ struct IdentityContract {
         #expect(try await store.passwordAccount(email: "held@example.com") == nil)
         #expect(try await store.user(id: google.id) != nil, "the user keeps its Google way in")
         #expect(
-            try await store.emailLinkUser(hash: Array(repeating: 3, count: 32), purpose: "verify", now: Make.now) == nil)
+            try await store.emailLinkUser(hash: Array(repeating: 3, count: 32), purpose: "verify", now: Make.now) == nil
+        )
         #expect(try await store.releaseUnverifiedAddress(email: "held@example.com", now: Make.now) == nil)
 
         let alone = try await Self.custom(store, "alone@example.com")
