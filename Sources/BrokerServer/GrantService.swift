@@ -102,7 +102,7 @@ final class GrantService: Sendable {
             return .tokens(
                 tokens.sessionBody(
                     user: view.user, accessToken: account, refreshToken: next, expiresIn: TokenIssuer.accountTokenTTL,
-                    scope: TokenIssuer.accountScope))
+                    scope: TokenIssuer.accountScope, signedInWith: view.session.signedInWith))
         case .rotated(let view):
             let access = try tokens.accessToken(
                 user: view.user,
@@ -110,9 +110,12 @@ final class GrantService: Sendable {
                 sessionID: view.session.id,
                 clientID: view.session.clientID,
                 scope: view.session.scope,
+                signedInWith: view.session.signedInWith,
                 now: time
             )
-            return .tokens(tokens.sessionBody(user: view.user, accessToken: access, refreshToken: next))
+            return .tokens(
+                tokens.sessionBody(
+                    user: view.user, accessToken: access, refreshToken: next, signedInWith: view.session.signedInWith))
         case .unknown:
             throw APIError.invalidGrant("the refresh token is not valid")
         case .expired:
@@ -180,9 +183,11 @@ final class GrantService: Sendable {
         }
         let view = try await session(of: verified)
         let user = view.user
+        // `provider`: the way in this session was started with (a Google user signed in with their linked
+        // password says custom).
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description),
-            "provider": .string(user.id.provider.rawValue),
+            "provider": .string((view.session.signedInWith ?? user.id.provider).rawValue),
         ]
         if let email = user.email {
             body["email"] = .string(email)

@@ -95,18 +95,24 @@ final class TokenIssuer: Sendable {
         let verified: Bool
         if let emailVerified { verified = emailVerified } else { verified = try await self.emailVerified(user) }
         let access = try accessToken(
-            user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope, now: issuedAt)
-        return (sessionBody(user: user, accessToken: access, refreshToken: refreshToken), sessionID)
+            user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
+            signedInWith: signedInWith, now: issuedAt)
+        return (
+            sessionBody(user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith),
+            sessionID
+        )
     }
 
     /// The contract's session response; `expiresIn` defaults to the access tokens' lifetime, `scope` (an account
-    /// token's) is said when given.
+    /// token's) is said when given. `provider` is the way in this session was started with (`signedInWith`,
+    /// else the provider the user id was made from): the CLI signs in again with it.
     func sessionBody(
-        user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil
+        user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
+        signedInWith: ProviderID? = nil
     ) -> JSONValue {
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description),
-            "provider": .string(user.id.provider.rawValue),
+            "provider": .string((signedInWith ?? user.id.provider).rawValue),
             "access_token": .string(accessToken),
             "token_type": "Bearer",
             "expires_in": .int(expiresIn ?? configuration.accessTokenTTL),
@@ -118,8 +124,11 @@ final class TokenIssuer: Sendable {
 
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
     /// session, so that revoking it ends its access tokens too).
+    /// `idp` names the way in this session was started with (`signedInWith`), else the provider the user id was
+    /// made from; `sub` is the user id whatever the way in.
     func accessToken(
-        user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?, now: Int64
+        user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?,
+        signedInWith: ProviderID? = nil, now: Int64
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
@@ -131,7 +140,7 @@ final class TokenIssuer: Sendable {
         if let scope { extra["scope"] = .string(scope) }
         return try sign(
             subject: user.id.description, audience: configuration.audience, lifetime: configuration.accessTokenTTL,
-            idp: user.id.provider.rawValue, clientID: clientID, now: now, extra: extra)
+            idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
     }
 
     /// Whether `user`'s address is verified: a provider's user carries an address only when the provider

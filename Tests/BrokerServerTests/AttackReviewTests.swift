@@ -283,6 +283,33 @@ struct AttackReviewTests {
         }
     }
 
+    /// Planning decision: `idp` in tokens, `provider` at `/auth/me` and in the session answer name the way in
+    /// this session was started with; the user id keeps the provider it was made from.
+    @Test func tokensNameTheWayInThisSessionUsed() async throws {
+        let broker = try await InProcessBroker()
+        let signedIn = try await broker.store.signIn(
+            IdentityRecord(provider: "google", subject: "1045", email: nil, name: nil), now: broker.clock.seconds())
+        guard case .user(let gina) = signedIn else { throw ServerTestError("no user") }
+        #expect(
+            try await broker.store.addPasswordAccount(
+                user: gina.id, email: "gina@example.com",
+                passwordHash: try PasswordHasher(parameters: .init(logN: 10, r: 8, p: 1)).hash(Secret(Self.password)),
+                now: broker.clock.seconds()) == .added)
+        try await broker.test { client in
+            let login = try await client.login("gina@example.com", Self.password)
+            #expect(login.status == 200)
+            #expect(login["user_id"]?.stringValue == "google:1045")
+            #expect(login["provider"]?.stringValue == "custom")
+            let access = try #require(login["access_token"]?.stringValue)
+            #expect(jwtParts(access).claims?["sub"] == "google:1045")
+            #expect(jwtParts(access).claims?["idp"] == "custom")
+            #expect(try await client.get("/auth/me", bearer: access)["provider"] == "custom")
+            let refreshed = try await client.refresh(try #require(login["refresh_token"]?.stringValue))
+            #expect(refreshed["provider"]?.stringValue == "custom")
+            #expect(jwtParts(try #require(refreshed["access_token"]?.stringValue)).claims?["idp"] == "custom")
+        }
+    }
+
     @Test(.bug(id: "RT2-6")) func currentPasswordChecksAreThrottledLikeSignIns() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in
