@@ -242,4 +242,43 @@ final class MeteredStore: Store {
         try await timed("import_rows") { try await base.importRows(tables) }
     }
     func count(_ table: Schema.Table) async throws -> Int { try await timed("count") { try await base.count(table) } }
+
+    // MARK: Apps (the OpenID Provider)
+
+    func createApp(_ app: AppRecord) async throws { try await timed("create_app") { try await base.createApp(app) } }
+    func app(clientID: String) async throws -> AppRecord? {
+        try await timed("app") { try await base.app(clientID: clientID) }
+    }
+    func apps() async throws -> [AppRecord] { try await timed("apps") { try await base.apps() } }
+    func deleteApp(clientID: String, now: Int64) async throws -> [String]? {
+        try await timed("delete_app") { try await base.deleteApp(clientID: clientID, now: now) }
+    }
+    func createBrowserSession(_ session: BrowserSessionRecord, cookieHash: [UInt8]) async throws {
+        try await timed("create_browser_session") {
+            try await base.createBrowserSession(session, cookieHash: cookieHash)
+        }
+    }
+    func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord? {
+        try await timed("browser_session") { try await base.browserSession(cookieHash: cookieHash, now: now) }
+    }
+    @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
+        try await timed("revoke_browser_session") { try await base.revokeBrowserSession(id: id, now: now) }
+    }
+    func consent(user: UserID, clientID: String) async throws -> [String]? {
+        try await timed("consent") { try await base.consent(user: user, clientID: clientID) }
+    }
+    func recordConsent(user: UserID, clientID: String, scopes: [String], now: Int64) async throws {
+        try await timed("record_consent") {
+            try await base.recordConsent(user: user, clientID: clientID, scopes: scopes, now: now)
+        }
+    }
+    func createAppCode(_ code: AppCodeRecord) async throws {
+        try await timed("create_app_code") { try await base.createAppCode(code) }
+    }
+    func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption {
+        try await timed("redeem_app_code") { try await base.redeemAppCode(hash: hash, now: now) }
+    }
+    func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws {
+        try await timed("attach_app_code_session") { try await base.attachSession(session, toAppCode: hash) }
+    }
 }

@@ -226,7 +226,7 @@ package final class PostgresStore: Store {
         }
     }
 
-    private func query(_ what: String, _ query: PostgresQuery) async throws {
+    func query(_ what: String, _ query: PostgresQuery) async throws {
         let client = client
         try await run(what) { try await client.query(query).drain() }
     }
@@ -415,7 +415,7 @@ package final class PostgresStore: Store {
 
     /// Locks `user`'s row for the rest of the transaction (one change to a user's ways in at a time);
     /// `false` when there is no such user.
-    private static func lockUser(_ user: UserID, _ connection: PostgresConnection, _ logger: Logger) async throws
+    static func lockUser(_ user: UserID, _ connection: PostgresConnection, _ logger: Logger) async throws
         -> Bool
     {
         let rows = try await connection.query(
@@ -426,7 +426,7 @@ package final class PostgresStore: Store {
     }
 
     /// The first column of the first row of `query`, if any.
-    private static func first<T: PostgresDecodable & Sendable>(
+    static func first<T: PostgresDecodable & Sendable>(
         _ type: T.Type, _ query: PostgresQuery, _ connection: PostgresConnection, _ logger: Logger
     ) async throws -> T? {
         for try await value in try await connection.query(query, logger: logger).decode(T.self) { return value }
@@ -1234,6 +1234,8 @@ package final class PostgresStore: Store {
                 "DELETE FROM state_markers WHERE expires_at < \(before)",
                 "DELETE FROM email_links WHERE expires_at < \(before)",
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
+                "DELETE FROM app_codes WHERE expires_at < \(before)",
+                "DELETE FROM browser_sessions WHERE expires_at < \(before)",
                 "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))

@@ -565,6 +565,8 @@ package final class SQLiteStore: Store {
             try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM email_links WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM app_codes WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",

@@ -411,6 +411,104 @@ package enum Schema {
                 ALTER TABLE device_codes ADD COLUMN link_session TEXT;
                 """
         ),
+        Migration(
+            version: 13,
+            name: "apps (relying parties), browser sessions, consents and app codes",
+            sqlite: """
+                CREATE TABLE apps (
+                    client_id TEXT PRIMARY KEY NOT NULL,
+                    secret_hash TEXT,
+                    redirect_uris TEXT NOT NULL,
+                    post_logout_redirect_uris TEXT NOT NULL,
+                    backchannel_logout_uri TEXT,
+                    first_party INTEGER NOT NULL,
+                    id_token_alg TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                CREATE TABLE browser_sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    cookie_hash TEXT NOT NULL UNIQUE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    signed_in_with TEXT NOT NULL,
+                    auth_time INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    revoked_at INTEGER
+                );
+                CREATE INDEX browser_sessions_user ON browser_sessions(user_id);
+                CREATE INDEX browser_sessions_expiry ON browser_sessions(expires_at);
+                CREATE TABLE consents (
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    scopes TEXT NOT NULL,
+                    granted_at INTEGER NOT NULL,
+                    PRIMARY KEY (user_id, client_id)
+                );
+                CREATE TABLE app_codes (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    redirect_uri TEXT NOT NULL,
+                    code_challenge TEXT,
+                    scope TEXT NOT NULL,
+                    nonce TEXT,
+                    auth_time INTEGER NOT NULL,
+                    signed_in_with TEXT NOT NULL,
+                    browser_session TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER,
+                    session_id TEXT
+                );
+                CREATE INDEX app_codes_expiry ON app_codes(expires_at);
+                """,
+            postgres: """
+                CREATE TABLE apps (
+                    client_id TEXT PRIMARY KEY,
+                    secret_hash TEXT,
+                    redirect_uris TEXT NOT NULL,
+                    post_logout_redirect_uris TEXT NOT NULL,
+                    backchannel_logout_uri TEXT,
+                    first_party BIGINT NOT NULL,
+                    id_token_alg TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE browser_sessions (
+                    id TEXT PRIMARY KEY,
+                    cookie_hash TEXT NOT NULL UNIQUE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    signed_in_with TEXT NOT NULL,
+                    auth_time BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    revoked_at BIGINT
+                );
+                CREATE INDEX browser_sessions_user ON browser_sessions(user_id);
+                CREATE INDEX browser_sessions_expiry ON browser_sessions(expires_at);
+                CREATE TABLE consents (
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    scopes TEXT NOT NULL,
+                    granted_at BIGINT NOT NULL,
+                    PRIMARY KEY (user_id, client_id)
+                );
+                CREATE TABLE app_codes (
+                    hash TEXT PRIMARY KEY,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    redirect_uri TEXT NOT NULL,
+                    code_challenge TEXT,
+                    scope TEXT NOT NULL,
+                    nonce TEXT,
+                    auth_time BIGINT NOT NULL,
+                    signed_in_with TEXT NOT NULL,
+                    browser_session TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    session_id TEXT
+                );
+                CREATE INDEX app_codes_expiry ON app_codes(expires_at);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -472,6 +570,22 @@ extension Schema {
                 ("name", .text), ("secret_hash", .text), ("scopes", .text), ("trust_issuer", .text),
                 ("trust_subject", .text), ("trust_audience", .text), ("trust_max_age", .integer),
                 ("created_at", .integer),
+            ]),
+        Table(
+            name: "apps",
+            columns: [
+                ("client_id", .text), ("secret_hash", .text), ("redirect_uris", .text),
+                ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
+                ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer),
+            ]),
+        Table(
+            name: "consents",
+            columns: [("user_id", .text), ("client_id", .text), ("scopes", .text), ("granted_at", .integer)]),
+        Table(
+            name: "browser_sessions",
+            columns: [
+                ("id", .text), ("cookie_hash", .text), ("user_id", .text), ("signed_in_with", .text),
+                ("auth_time", .integer), ("expires_at", .integer), ("revoked_at", .integer),
             ]),
         Table(name: "exchanged_tokens", columns: [("issuer", .text), ("jti", .text), ("expires_at", .integer)]),
         Table(

@@ -197,7 +197,7 @@ package protocol AuditStore: Sendable {
 
 package protocol Store:
     ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
-    DeviceStore, RateLimitStore
+    DeviceStore, RateLimitStore, AppStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws

@@ -1,0 +1,148 @@
+package import BrokerCore
+
+/// An app that signs its users in through broker (a relying party, issue "Sign in to any app"): registered by
+/// `broker client add NAME --redirect-uri URI`. Confidential (a secret, kept as a keyed hash like CI
+/// clients') or public (no secret; PKCE required).
+package struct AppRecord: Sendable, Hashable {
+    package var clientID: String
+    /// The keyed hash of the secret; `nil` for a public client.
+    package var secretHash: String?
+    /// Matched exactly (RFC 8252 §7.3 loopback URIs of public clients: any port).
+    package var redirectURIs: [String]
+    package var postLogoutRedirectURIs: [String]
+    package var backchannelLogoutURI: String?
+    /// Skips consent.
+    package var firstParty: Bool
+    /// `RS256` (the default OpenID Connect requires), `ES256` or `EdDSA`.
+    package var idTokenAlgorithm: String
+    /// Scopes the app may ask for beyond `openid profile email offline_access`.
+    package var scopes: [String]
+    package var createdAt: Int64
+
+    package var isPublic: Bool { secretHash == nil }
+
+    package init(
+        clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
+        backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
+        scopes: [String] = [], createdAt: Int64
+    ) {
+        self.clientID = clientID
+        self.secretHash = secretHash
+        self.redirectURIs = redirectURIs
+        self.postLogoutRedirectURIs = postLogoutRedirectURIs
+        self.backchannelLogoutURI = backchannelLogoutURI
+        self.firstParty = firstParty
+        self.idTokenAlgorithm = idTokenAlgorithm
+        self.scopes = scopes
+        self.createdAt = createdAt
+    }
+}
+
+/// The broker's own sign-in in a browser: an opaque cookie names it (the store keeps its SHA-256 only), so any
+/// broker behind a load balancer knows it, and a second app signs in without credentials.
+package struct BrowserSessionRecord: Sendable, Hashable {
+    /// Public id: the id token's `sid`.
+    package var id: String
+    package var userID: UserID
+    package var signedInWith: ProviderID
+    /// When the person last proved who they are (`auth_time`).
+    package var authTime: Int64
+    package var expiresAt: Int64
+    package var revokedAt: Int64?
+
+    package init(
+        id: String, userID: UserID, signedInWith: ProviderID, authTime: Int64, expiresAt: Int64,
+        revokedAt: Int64? = nil
+    ) {
+        self.id = id
+        self.userID = userID
+        self.signedInWith = signedInWith
+        self.authTime = authTime
+        self.expiresAt = expiresAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// An app's one-time authorization code, as stored: its SHA-256, never the code.
+package struct AppCodeRecord: Sendable, Hashable {
+    package var hash: [UInt8]
+    package var clientID: String
+    package var userID: UserID
+    package var redirectURI: String
+    /// The PKCE S256 challenge, when the app sent one (public apps must).
+    package var codeChallenge: String?
+    /// Space-separated, as granted.
+    package var scope: String
+    package var nonce: String?
+    package var authTime: Int64
+    package var signedInWith: ProviderID
+    package var browserSession: String
+    package var expiresAt: Int64
+
+    package init(
+        hash: [UInt8], clientID: String, userID: UserID, redirectURI: String, codeChallenge: String?, scope: String,
+        nonce: String?, authTime: Int64, signedInWith: ProviderID, browserSession: String, expiresAt: Int64
+    ) {
+        self.hash = hash
+        self.clientID = clientID
+        self.userID = userID
+        self.redirectURI = redirectURI
+        self.codeChallenge = codeChallenge
+        self.scope = scope
+        self.nonce = nonce
+        self.authTime = authTime
+        self.signedInWith = signedInWith
+        self.browserSession = browserSession
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What spending an app's code found.
+package enum AppCodeRedemption: Sendable, Hashable {
+    /// First use: the code, now spent.
+    case redeemed(AppCodeRecord)
+    /// Spent before: the session it started (if any), which the caller revokes (RFC 6749 §4.1.2).
+    case reused(session: String?)
+    /// Unknown or expired.
+    case unknown
+}
+
+/// The OpenID Provider's facet of the store (schema v13): apps, browser sessions, consents and app codes.
+package protocol AppStore: Sendable {
+    /// - Throws: ``StoreError/conflict(_:)`` when an app with that client id exists.
+    func createApp(_ app: AppRecord) async throws
+    func app(clientID: String) async throws -> AppRecord?
+    /// Every app, by client id.
+    func apps() async throws -> [AppRecord]
+    /// Deletes an app, its consents and codes, and ends the sessions it started; `nil` when there was no such
+    /// app, else the ids of the sessions ended.
+    func deleteApp(clientID: String, now: Int64) async throws -> [String]?
+
+    /// Stores a browser session under the SHA-256 of its cookie.
+    func createBrowserSession(_ session: BrowserSessionRecord, cookieHash: [UInt8]) async throws
+    /// The live browser session (not revoked, not expired at `now`, its user not disabled) the cookie names.
+    func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord?
+    /// Ends a browser session; whether it was live.
+    @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool
+
+    /// The scopes `user` has allowed `clientID` (space-separated, sorted), if any.
+    func consent(user: UserID, clientID: String) async throws -> [String]?
+    /// Remembers that `user` allowed `clientID` these scopes (replacing what was remembered).
+    func recordConsent(user: UserID, clientID: String, scopes: [String], now: Int64) async throws
+
+    func createAppCode(_ code: AppCodeRecord) async throws
+    /// Spends a code once, in one transaction.
+    func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption
+    /// Records the session a redeemed code started (so that a replay can end it).
+    func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws
+}
+
+extension AppRecord {
+    /// The scopes as stored (JSON text of the lists).
+    package static func encode(_ list: [String]) -> String { JSONValue.array(list.map(JSONValue.string)).serialized() }
+
+    package static func decode(_ text: String?) -> [String] {
+        guard let text, let parsed = JSONValue.parse(Array(text.utf8))?.arrayValue else { return [] }
+        return parsed.compactMap(\.stringValue)
+    }
+}
