@@ -43,6 +43,9 @@ package struct ServerConfiguration: Sendable {
     /// `server.trusted_proxies`: peers whose `X-Forwarded-For` names the client (default: none).
     package var trustedProxies = TrustedProxies()
 
+    /// How long the broker's own browser sign-in lasts (`server.browser_session_ttl`, seconds; default 8 hours).
+    package var browserSessionTTL: Int64 = 28_800
+
     /// The per-network share in force.
     package var connectionsPerAddress: Int { maxConnectionsPerAddress ?? max(16, maxConnections / 8) }
     /// Seconds a connection may take to deliver one whole request, idle time before it included.
@@ -147,7 +150,7 @@ extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
-        "max_connections", "max_connections_per_address", "trusted_proxies", "request_timeout",
+        "max_connections", "max_connections_per_address", "trusted_proxies", "browser_session_ttl", "request_timeout",
         "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
@@ -366,6 +369,7 @@ extension ServerConfiguration {
                 passwordHashQueue = Int(number)
             }
         case "max_connections": maxConnections = Int(try integer(in: 1...1_000_000))
+        case "browser_session_ttl": browserSessionTTL = try integer(in: 60...(30 * 86_400), unit: "seconds")
         case "max_connections_per_address": maxConnectionsPerAddress = Int(try integer(in: 1...1_000_000))
         case "trusted_proxies":
             let problem = "must be a list of IP addresses or CIDR ranges, like [\"10.0.0.0/8\", \"::1\"]"

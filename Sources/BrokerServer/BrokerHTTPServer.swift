@@ -205,8 +205,9 @@ package enum BrokerHTTPServer {
         }
         router.post("/auth/token") { request, _ in
             try await response(
-                service.grants.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
+                service.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
         }
+        router.addRoutes(OpenIDProviderRoutes.collection(service))
         router.post("/auth/revoke") { request, _ in
             try await response(service.grants.revoke(input(request, allowForm: true)))
         }

@@ -51,6 +51,9 @@ package final class BrokerService: Sendable {
     let selfService: AccountSelfService
     let links: LinkService
     let devices: DeviceService
+    /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
+    let authorization: AuthorizationService
+    let appTokens: AppTokenService
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -86,7 +89,8 @@ package final class BrokerService: Sendable {
             store: store, master: master,
             legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
         let keys = try await KeyManager.make(
-            source: signingKey.map { .external($0) } ?? .vault(vault), retention: retention, now: now)
+            source: signingKey.map { .external($0) } ?? .vault(vault), idTokenKey: try await vault.idTokenKey(now: now),
+            retention: retention, now: now)
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
@@ -151,6 +155,27 @@ package final class BrokerService: Sendable {
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
+        let authorization = AuthorizationService(
+            store: store, tokens: tokens, accounts: accounts, signIn: signIn, flowKey: flowKey, logger: logger,
+            metrics: metrics, audit: audit)
+        self.authorization = authorization
+        signIn.appSignIns.set { user, provider, request in
+            try await authorization.providerSignedIn(user: user, provider: provider, sealedRequest: request)
+        }
+        appTokens = AppTokenService(
+            store: store, tokens: tokens, secrets: clientSecretHasher, logger: logger, metrics: metrics, audit: audit)
+    }
+
+    /// `POST /auth/token`: an app's code grant goes to ``AppTokenService``, everything else to ``GrantService``.
+    func token(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        if try input.string("grant_type") == "authorization_code",
+            AppTokenService.isAppRequest(input, authorization: authorization)
+        {
+            return try await metrics.counting(success: "issued", { self.metrics.appToken(outcome: $0) }) {
+                try await appTokens.authorizationCode(input, authorization: authorization)
+            }
+        }
+        return try await grants.token(input, authorization: authorization)
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
@@ -200,6 +225,25 @@ package final class BrokerService: Sendable {
 
     // MARK: Discovery
 
+    /// The algorithms access tokens are signed with: the key ring's.
+    var accessTokenAlgorithms: [String] {
+        var algorithms: [String] = []
+        for entry in keys.current.ring.published(now: now, retention: keys.retention)
+        where !algorithms.contains(entry.key.algorithm.rawValue) {
+            algorithms.append(entry.key.algorithm.rawValue)
+        }
+        return algorithms
+    }
+
+    /// The algorithms an app's id tokens may be signed with: RS256 (which OpenID Connect requires) and the
+    /// ring's current key's.
+    var idTokenAlgorithms: [String] {
+        var algorithms = keys.current.idTokenSigner == nil ? [] : ["RS256"]
+        let current = keys.current.ring.current.key.algorithm.rawValue
+        if !algorithms.contains(current) { algorithms.append(current) }
+        return algorithms
+    }
+
     func discovery() -> APIResponse {
         let base = issuer
         let document: JSONValue = .object([
@@ -208,18 +252,29 @@ package final class BrokerService: Sendable {
             "token_endpoint": .string(base + "/auth/token"),
             "revocation_endpoint": .string(base + "/auth/revoke"),
             "device_authorization_endpoint": .string(base + "/auth/device"),
-            "userinfo_endpoint": .string(base + "/auth/me"),
+            "userinfo_endpoint": .string(base + "/auth/userinfo"),
+            "authorization_endpoint": .string(base + "/auth/authorize"),
             "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
             "response_types_supported": .array(["code"]),
             "subject_types_supported": .array(["public"]),
             "code_challenge_methods_supported": .array(["S256"]),
             "token_endpoint_auth_methods_supported": .array(["none", "client_secret_basic", "client_secret_post"]),
             "revocation_endpoint_auth_methods_supported": .array(["none"]),
-            "id_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
-            "access_token_signing_alg_values_supported": .array(keys.current.algorithms.map(JSONValue.string)),
+            "id_token_signing_alg_values_supported": .array(idTokenAlgorithms.map(JSONValue.string)),
+            "access_token_signing_alg_values_supported": .array(accessTokenAlgorithms.map(JSONValue.string)),
+            "userinfo_signing_alg_values_supported": .array(["none"]),
+            "scopes_supported": .array(AppRules.standardScopes.map(JSONValue.string)),
+            "response_modes_supported": .array(["query"]),
+            "prompt_values_supported": .array(["none", "login", "consent", "select_account"]),
+            "claims_parameter_supported": false,
+            "request_parameter_supported": false,
+            "request_uri_parameter_supported": false,
+            "authorization_response_iss_parameter_supported": true,
             "claims_supported": .array(
-                ["iss", "sub", "aud", "iat", "nbf", "exp", "jti", "idp", "client_id", "sid", "email", "name", "scope"]
-                    .map(JSONValue.string)
+                [
+                    "iss", "sub", "aud", "iat", "nbf", "exp", "jti", "idp", "client_id", "sid", "email",
+                    "email_verified", "name", "scope", "auth_time", "nonce", "at_hash", "azp", "amr",
+                ].map(JSONValue.string)
             ),
         ])
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])

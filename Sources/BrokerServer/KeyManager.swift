@@ -24,21 +24,35 @@ final class KeyManager: Sendable {
         let publishedKIDs: [String]
         /// The stored ring this state was built from (``KeyVault/fingerprint(_:)``); empty for an external key.
         let fingerprint: [String]
+        /// Signs id tokens with RS256 (``KeyVault/idTokenKey(now:)``), when this broker has that key.
+        let idTokenSigner: JWTSigner?
+
+        /// The signer of an id token with `algorithm` (an app's `--id-token-alg`): RS256 from the id-token key,
+        /// else the ring's current key when it has that algorithm.
+        func idTokenSigner(algorithm: String) -> JWTSigner? {
+            if algorithm == "RS256", let idTokenSigner { return idTokenSigner }
+            return ring.current.key.algorithm.rawValue == algorithm ? signer : nil
+        }
     }
 
     let source: Source
+    /// The RS256 key of id tokens, published beside the ring's keys.
+    let idTokenKey: AsymmetricKey?
     /// How long a retired key stays published: the longest token lifetime plus the verifiers' leeway.
     let retention: Int64
     private let state: Mutex<State>
 
-    private init(source: Source, retention: Int64, state: State) {
+    private init(source: Source, idTokenKey: AsymmetricKey?, retention: Int64, state: State) {
         self.source = source
+        self.idTokenKey = idTokenKey
         self.retention = retention
         self.state = Mutex(state)
     }
 
     /// Loads the keys (creating or importing the first one for a vault).
-    static func make(source: Source, retention: Int64, now: Int64) async throws -> KeyManager {
+    static func make(source: Source, idTokenKey: AsymmetricKey? = nil, retention: Int64, now: Int64) async throws
+        -> KeyManager
+    {
         let ring: KeyRing
         var fingerprint: [String] = []
         switch source {
@@ -52,8 +66,9 @@ final class KeyManager: Sendable {
             fingerprint = KeyVault.fingerprint(try await vault.store.signingKeys())
         }
         return KeyManager(
-            source: source, retention: retention,
-            state: try makeState(ring: ring, now: now, retention: retention, fingerprint: fingerprint))
+            source: source, idTokenKey: idTokenKey, retention: retention,
+            state: try makeState(
+                ring: ring, idTokenKey: idTokenKey, now: now, retention: retention, fingerprint: fingerprint))
     }
 
     var current: State { state.withLock { $0 } }
@@ -76,14 +91,23 @@ final class KeyManager: Sendable {
         let published = ring.published(now: now, retention: retention).map(\.kid)
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
         if changed || fingerprint != old.fingerprint {
-            let updated = try Self.makeState(ring: ring, now: now, retention: retention, fingerprint: fingerprint)
+            let updated = try Self.makeState(
+                ring: ring, idTokenKey: idTokenKey, now: now, retention: retention, fingerprint: fingerprint)
             state.withLock { $0 = updated }
         }
         return changed
     }
 
-    private static func makeState(ring: KeyRing, now: Int64, retention: Int64, fingerprint: [String]) throws -> State {
-        let published = ring.published(now: now, retention: retention)
+    private static func makeState(
+        ring: KeyRing, idTokenKey: AsymmetricKey?, now: Int64, retention: Int64, fingerprint: [String]
+    ) throws -> State {
+        var published = ring.published(now: now, retention: retention)
+        var idTokenSigner: JWTSigner?
+        if let idTokenKey {
+            let kid = try idTokenKey.thumbprint()
+            idTokenSigner = try JWTSigner(key: idTokenKey, kid: kid)
+            published.append(SigningKeyEntry(kid: kid, key: idTokenKey, createdAt: 0, retiredAt: nil))
+        }
         var keySet = JWTKeySet()
         var jwks: [JSONValue] = []
         for entry in published {
@@ -103,7 +127,8 @@ final class KeyManager: Sendable {
             jwks: .object(["keys": .array(jwks)]),
             algorithms: algorithms,
             publishedKIDs: published.map(\.kid),
-            fingerprint: fingerprint
+            fingerprint: fingerprint,
+            idTokenSigner: idTokenSigner
         )
     }
 }

@@ -191,6 +191,21 @@ package struct KeyVault: Sendable {
             createdAt: entry.createdAt, retiredAt: entry.retiredAt)
     }
 
+    /// The RSA key id tokens are signed with (RS256, which OpenID Connect requires of every provider; the
+    /// access tokens keep the ring's ES256 key): sealed in the store like the other keys (a secret named
+    /// `id-token-rs256` holding its PEM), the first broker to store one wins, every broker signs with it.
+    package func idTokenKey(now: Int64) async throws -> AsymmetricKey {
+        let name = "id-token-rs256"
+        let label = Self.label(secret: name)
+        if let stored = try await store.secretKey(name: name) {
+            return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))
+        }
+        let fresh = try AsymmetricKey.generate(.rsa(bits: 2048))
+        let sealed = try master.seal(Array(try fresh.privateKeyPEM().utf8), label: label)
+        let stored = try await store.secretKey(name: name, orInsert: sealed, now: now)
+        return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))
+    }
+
     /// The 256-bit secret key called `name` (`client-secrets`, `flow-state`): the store's, else the data
     /// directory's `keys/<name>.key` from before, else a new one; the first broker to store one wins.
     package func secretKey(_ name: String, now: Int64) async throws -> [UInt8] {

@@ -118,6 +118,23 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// An app's authorization request by outcome: `code`, or the error the app got at its redirect URI.
+    func appAuthorization(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "broker_app_authorizations", unit: "total", "Apps' authorization requests by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
+    /// An app's token request by outcome (`issued` or the error code).
+    func appToken(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name("broker_app_tokens", unit: "total", "Apps' code grants by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     /// A `broker link` or `broker unlink` by provider and outcome (`linked`, `unlinked`, or a reason code).
     func link(provider: String, outcome: String) {
         registry.makeCounter(

@@ -53,6 +53,9 @@ struct RequestInput: Sendable {
     }
 
     /// An optional string parameter (`null` counts as absent).
+    /// The fields that are strings (a form's, or a JSON object's string members).
+    var textFields: [String: String] { fields.compactMapValues(\.stringValue) }
+
     func optionalString(_ name: String) throws(APIError) -> String? {
         switch fields[name] {
         case nil, .null?: return nil

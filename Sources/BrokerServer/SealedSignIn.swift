@@ -32,14 +32,17 @@ struct SealedSignIn: Sendable, Hashable {
     /// For the device flow: the digest of the cookie set in the browser that typed the code (RT2-4); the
     /// callback completes only in that browser, so a provider URL handed to someone else lands nowhere.
     var deviceBinding: String? = nil
+    /// For an app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on
+    /// with; `nil` otherwise.
+    var appRequest: String? = nil
 
     /// Longest sealed state accepted back (a bound on work before any check).
-    static let maxSealedLength = 4096
+    static let maxSealedLength = 12_288
 
     private enum Field: String {
         case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
         case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d", linkSession = "k"
-        case deviceBinding = "b"
+        case deviceBinding = "b", appRequest = "a"
     }
 
     /// The sealed, base64url form.
@@ -54,6 +57,7 @@ struct SealedSignIn: Sendable, Hashable {
         if let linkSession { fields[Field.linkSession.rawValue] = .string(linkSession) }
         if let deviceUserCode { fields[Field.deviceUserCode.rawValue] = .string(deviceUserCode) }
         if let deviceBinding { fields[Field.deviceBinding.rawValue] = .string(deviceBinding) }
+        if let appRequest { fields[Field.appRequest.rawValue] = .string(appRequest) }
         return Base64URL.encode(
             try AESGCM.seal(
                 JSONValue.object(fields).serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
@@ -96,10 +100,16 @@ struct SealedSignIn: Sendable, Hashable {
         }
         // A device sign-in is bound to the browser that typed the code (RT2-4): one without is not ours.
         guard (deviceUserCode == nil) == (deviceBinding == nil) else { return nil }
+        var appRequest: String?
+        if let text = fields[Field.appRequest.rawValue] {
+            guard let sealed = text.stringValue else { return nil }
+            appRequest = sealed
+        }
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
             providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser,
-            linkSession: linkSession, deviceUserCode: deviceUserCode, deviceBinding: deviceBinding)
+            linkSession: linkSession, deviceUserCode: deviceUserCode, deviceBinding: deviceBinding,
+            appRequest: appRequest)
     }
 }
 

@@ -4,6 +4,7 @@ import BrokerCrypto
 import BrokerStore
 import Logging
 import ProviderSupport
+import Synchronization
 
 /// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
 /// `/auth/{provider}/callback`, and the `authorization_code` grant.
@@ -21,6 +22,8 @@ final class SignInService: Sendable {
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
     let flowKey: [UInt8]
+    /// Where an app's sign-in goes once a provider vouched for someone (set by ``BrokerService``).
+    let appSignIns = AppSignInHook()
     /// Starts and callbacks per client address: 120 at once, 120 more a minute (each may cost a provider call).
     let perAddress: RateLimiter
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
@@ -177,6 +180,18 @@ final class SignInService: Sendable {
         response.headers.append(
             ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
         return response
+    }
+
+    /// An app's sign-in at a provider (`POST /auth/authorize/provider`): the same sealed state, carrying the
+    /// app's sealed request; the callback hands the user to ``appSignIns``.
+    func startAppSignIn(provider: ProviderID, request: String, address: String?) async throws -> APIResponse {
+        let (provider, module) = try browserProvider(provider.rawValue)
+        try limit(address)
+        return try await redirect(
+            to: provider, module: module,
+            SealedSignIn(
+                cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
+                marker: "", appRequest: request))
     }
 
     /// The device binding cookie, sent only to the provider's callback.
@@ -354,6 +369,9 @@ final class SignInService: Sendable {
         if let userCode = sealed.deviceUserCode {
             return try await completeDeviceSignIn(record, provider: provider, userCode: userCode, sealed: sealed)
         }
+        if let appRequest = sealed.appRequest {
+            return try await completeAppSignIn(record, provider: provider, request: appRequest)
+        }
         let code = try SecureRandom.token(byteCount: 32)
         if let linkUser = sealed.linkUser {
             // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
@@ -417,9 +435,44 @@ final class SignInService: Sendable {
         return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
     }
 
+    /// An app's sign-in at a provider, vouched for: the user it signs in as goes on into the app's request.
+    private func completeAppSignIn(_ record: IdentityRecord, provider: ProviderID, request: String) async throws
+        -> APIResponse
+    {
+        let user: UserRecord
+        switch try await store.signIn(record, now: now) {
+        case .user(let found): user = found
+        case .unlinked(let former):
+            throw SignInRedirect(
+                reason: "unlinked",
+                response: Page.response(
+                    status: 400,
+                    Page.message(
+                        title: "Not signed in",
+                        text: "This \(displayName(provider)) account was unlinked from the user \(former). Sign in "
+                            + "another way.")))
+        }
+        guard let finish = appSignIns.finish else {
+            throw APIError.serviceUnavailable("apps cannot sign in on this broker")
+        }
+        logger.info("signed in for an app", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "app"])
+        return try await finish(user, provider, request)
+    }
+
     /// A sign-in that ends without a user: a redirect carrying the error to the CLI's loopback, or for the
     /// device flow a page saying why.
     func refusal(_ sealed: SealedSignIn, reason: String, code: String, description: String) -> SignInRedirect {
+        if let appRequest = sealed.appRequest {
+            // An app's sign-in: the error goes back to the app (its redirect URI was checked at the start).
+            guard let request = AuthorizationRequest.open(appRequest, key: flowKey, now: now) else {
+                return SignInRedirect(reason: reason, response: Page.response(status: 400, Page.staleAppForm))
+            }
+            return SignInRedirect(
+                reason: reason,
+                response: .redirect(
+                    request.response([("error", code), ("error_description", description)], issuer: issuer)))
+        }
         if sealed.deviceUserCode != nil {
             return SignInRedirect(
                 reason: reason,
@@ -540,4 +593,15 @@ struct SignInRedirect: Error {
 struct ConcealedFailure: Error {
     let reason: String
     let response: APIResponse
+}
+
+/// The late-bound link from a provider's callback to the OpenID Provider's ``AuthorizationService`` (made after
+/// the sign-in service it depends on).
+final class AppSignInHook: Sendable {
+    typealias Finish = @Sendable (UserRecord, ProviderID, String) async throws -> APIResponse
+    private let value = Mutex<Finish?>(nil)
+
+    var finish: Finish? { value.withLock { $0 } }
+
+    func set(_ finish: @escaping Finish) { value.withLock { $0 = finish } }
 }

@@ -198,6 +198,17 @@ final class TokenIssuer: Sendable {
         return try keys.current.signer.sign(claims: claims, type: "at+jwt")
     }
 
+    /// The `sub` of an id token this broker issued to `clientID`, as an `id_token_hint` (Core 3.1.2.1): its
+    /// signature, issuer and audience are checked; an expired one still names its user.
+    func idTokenHintSubject(_ hint: String, clientID: String) -> String? {
+        var options = JWTVerifier.Options(issuer: issuer, audience: clientID, expectedType: nil)
+        options.leeway = 366 * 86_400
+        guard let verified = try? JWTVerifier(keys: keys.current.keySet, options: options).verify(hint, now: now),
+            verified.header["typ"]?.stringValue?.lowercased() != "at+jwt"
+        else { return nil }
+        return verified.subject
+    }
+
     func verifier() -> JWTVerifier {
         JWTVerifier(
             keys: keys.current.keySet,

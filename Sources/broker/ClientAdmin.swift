@@ -128,8 +128,39 @@ extension Broker {
                 help: "With --trust-issuer: also give the client a secret for client_credentials (off by default).")
             var withSecret = false
 
+            @Option(
+                name: .customLong("redirect-uri"),
+                help: ArgumentHelp(
+                    "Register an app (an OpenID Connect relying party) returning here; repeatable.", valueName: "URI"))
+            var redirectURI: [String] = []
+
+            @Flag(
+                name: .customLong("public"), help: "An app without a secret (a native or browser app; PKCE required).")
+            var isPublic = false
+
+            @Flag(name: .customLong("first-party"), help: "An app of your own: its users are not asked to allow it.")
+            var firstParty = false
+
+            @Option(
+                name: .customLong("post-logout-redirect-uri"),
+                help: ArgumentHelp("Where the app may be sent after logout; repeatable.", valueName: "URI"))
+            var postLogoutRedirectURI: [String] = []
+
+            @Option(
+                name: .customLong("backchannel-logout-uri"),
+                help: ArgumentHelp("Where the broker posts logout tokens for the app.", valueName: "URI"))
+            var backchannelLogoutURI: String?
+
+            @Option(
+                name: .customLong("id-token-alg"),
+                help: ArgumentHelp("The app's id token signature: RS256 (default), ES256 or EdDSA.", valueName: "ALG"))
+            var idTokenAlg: String?
+
             @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
+
+            /// An app rather than a CI client.
+            var isApp: Bool { !redirectURI.isEmpty }
 
             func validate() throws {
                 guard ClientRules.validName(name) else {
@@ -138,6 +169,38 @@ extension Broker {
                 }
                 for item in scope where !ClientRules.validScope(item) {
                     throw ValidationError("--scope '\(item)' is not a scope token (no spaces, quotes or backslashes)")
+                }
+                let appOnly = [
+                    isPublic ? "--public" : nil, firstParty ? "--first-party" : nil,
+                    postLogoutRedirectURI.isEmpty ? nil : "--post-logout-redirect-uri",
+                    backchannelLogoutURI.map { _ in "--backchannel-logout-uri" },
+                    idTokenAlg.map { _ in "--id-token-alg" },
+                ].compactMap { $0 }
+                if !isApp {
+                    guard appOnly.isEmpty else {
+                        throw ValidationError(
+                            "\(appOnly.joined(separator: ", ")) describe an app: add --redirect-uri URI")
+                    }
+                } else {
+                    if trustIssuer != nil || withSecret {
+                        throw ValidationError(
+                            "an app (--redirect-uri) does not exchange tokens: drop the --trust options")
+                    }
+                    for uri in redirectURI + postLogoutRedirectURI {
+                        if let problem = AppRules.registrationProblem(uri, isPublic: isPublic) {
+                            throw ValidationError(problem)
+                        }
+                    }
+                    if let backchannelLogoutURI,
+                        AppRules.registrationProblem(backchannelLogoutURI, isPublic: false) != nil
+                            || !backchannelLogoutURI.lowercased().hasPrefix("http")
+                    {
+                        throw ValidationError("--backchannel-logout-uri must be an https URL (http on loopback)")
+                    }
+                    if let idTokenAlg, !AppRules.idTokenAlgorithms.contains(idTokenAlg) {
+                        throw ValidationError("--id-token-alg must be RS256, ES256 or EdDSA")
+                    }
+                    return
                 }
                 if withSecret && trustIssuer == nil {
                     throw ValidationError("--with-secret is for --trust-issuer clients; other clients always get one")
@@ -176,6 +239,7 @@ extension Broker {
             func run() async throws {
                 let (store, configuration) = try await Client.open(self.store)
                 let hasher = try await Client.secretHasher(configuration, store: store)
+                if isApp { return try await addApp(store: store, configuration: configuration, hasher: hasher) }
                 // A client that trusts an issuer exchanges that issuer's tokens: it gets a secret only when
                 // asked, so that "token exchange only" really is (a printed secret would mint on its own).
                 let secret = trustIssuer == nil || withSecret ? try ClientSecretHasher.newSecret() : nil
@@ -221,6 +285,46 @@ extension Broker {
                     Console.note("no secret: this client mints only by exchanging tokens from \(trustIssuer ?? "")")
                 }
             }
+
+            /// `--redirect-uri`: an app (relying party) in the store; a secret unless `--public`, shown once.
+            func addApp(store: any Store, configuration: ServerConfiguration, hasher: ClientSecretHasher) async throws {
+                if (try? await store.client(name: name)) != nil {
+                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                }
+                let secret = isPublic ? nil : try ClientSecretHasher.newSecret()
+                var unique: [String] = []
+                for item in scope where !unique.contains(item) && !AppRules.standardScopes.contains(item) {
+                    unique.append(item)
+                }
+                let app = AppRecord(
+                    clientID: name, secretHash: secret.map(hasher.hash), redirectURIs: redirectURI,
+                    postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
+                    firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
+                    createdAt: SystemClock().seconds())
+                do {
+                    try await store.createApp(app)
+                } catch let error as StoreError where error.code == .conflict {
+                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                } catch {
+                    throw Console.fail("cannot add the app: \(error)")
+                }
+                await Client.audit(
+                    configuration, store: store, "client_added",
+                    fields: ["client": name, "via": "cli", "kind": isPublic ? "public_app" : "app"])
+                if json {
+                    var document: [String: JSONValue] = ["client_id": .string(name)]
+                    if let secret { document["client_secret"] = .string(secret.exposed) }
+                    Console.out(JSONValue.object(document).serialized())
+                } else {
+                    Console.out("client_id: \(name)")
+                    if let secret { Console.out("client_secret: \(secret.exposed)") }
+                }
+                if secret != nil {
+                    Console.note("the secret is shown only this once; the broker keeps only a hash of it")
+                } else {
+                    Console.note("a public app: no secret, PKCE required")
+                }
+            }
         }
 
         struct List: AsyncParsableCommand {
@@ -234,15 +338,20 @@ extension Broker {
             func run() async throws {
                 let (store, _) = try await Client.open(self.store)
                 let clients: [ClientRecord]
+                let apps: [AppRecord]
                 do {
                     clients = try await store.clients()
+                    apps = try await store.apps()
                 } catch {
                     throw Console.fail("cannot read the clients: \(error)")
                 }
                 if json {
                     let list: [JSONValue] = clients.map { client in
                         var entry: [String: JSONValue] = [
-                            "client_id": .string(client.name),
+                            "client_id": .string(client.name), "kind": "ci",
+                            "grants": .array(
+                                (client.secretHash.map { $0.isEmpty } ?? true ? [] : ["client_credentials"])
+                                    + (client.trust == nil ? [] : ["urn:ietf:params:oauth:grant-type:token-exchange"])),
                             "scopes": .array(client.scopes.map(JSONValue.string)),
                             "created_at": .int(client.createdAt),
                         ]
@@ -256,11 +365,29 @@ extension Broker {
                         }
                         return .object(entry)
                     }
-                    Console.out(JSONValue.object(["clients": .array(list)]).serialized())
+                    let appList: [JSONValue] = apps.map { app in
+                        var entry: [String: JSONValue] = [
+                            "client_id": .string(app.clientID), "kind": app.isPublic ? "public_app" : "app",
+                            "grants": ["authorization_code", "refresh_token"],
+                            "redirect_uris": .array(app.redirectURIs.map(JSONValue.string)),
+                            "post_logout_redirect_uris": .array(app.postLogoutRedirectURIs.map(JSONValue.string)),
+                            "first_party": .bool(app.firstParty), "id_token_alg": .string(app.idTokenAlgorithm),
+                            "scopes": .array((AppRules.standardScopes + app.scopes).map(JSONValue.string)),
+                            "created_at": .int(app.createdAt),
+                        ]
+                        if let uri = app.backchannelLogoutURI { entry["backchannel_logout_uri"] = .string(uri) }
+                        return .object(entry)
+                    }
+                    Console.out(JSONValue.object(["clients": .array(list + appList)]).serialized())
                     return
                 }
-                if clients.isEmpty {
-                    Console.note("no CI clients yet: broker client add NAME")
+                for app in apps {
+                    Console.out(
+                        app.clientID + "\t" + (app.isPublic ? "public app" : "app") + "\tredirect_uris="
+                            + app.redirectURIs.joined(separator: ",") + (app.firstParty ? "\tfirst-party" : ""))
+                }
+                if clients.isEmpty && apps.isEmpty {
+                    Console.note("no clients yet: broker client add NAME [--redirect-uri URI]")
                     return
                 }
                 for client in clients {
@@ -287,12 +414,28 @@ extension Broker {
             func run() async throws {
                 let (store, configuration) = try await Client.open(self.store)
                 let removed: Bool
+                var endedSessions: [String]?
                 do {
                     removed = try await store.deleteClient(name: name)
+                    if !removed {
+                        endedSessions = try await store.deleteApp(clientID: name, now: SystemClock().seconds())
+                    }
                 } catch {
                     throw Console.fail("cannot remove the client: \(error)")
                 }
-                guard removed else { throw Console.fail("no client named \(name)") }
+                guard removed || endedSessions != nil else { throw Console.fail("no client named \(name)") }
+                if let endedSessions {
+                    // An app: the sessions it started end with it.
+                    await Client.audit(
+                        configuration, store: store, "client_removed",
+                        fields: [
+                            "client": name, "via": "cli", "kind": "app", "sessions_ended": "\(endedSessions.count)",
+                        ])
+                    Console.note(
+                        "removed app \(name); ended \(endedSessions.count) session\(endedSessions.count == 1 ? "" : "s") it started"
+                    )
+                    return
+                }
                 await Client.audit(
                     configuration, store: store, "client_removed", fields: ["client": name, "via": "cli"])
                 Console.note("removed client \(name)")

@@ -53,7 +53,8 @@ extension SQLiteStore {
             redirectURIs: AppRecord.decode(row["redirect_uris"]),
             postLogoutRedirectURIs: AppRecord.decode(row["post_logout_redirect_uris"]),
             backchannelLogoutURI: row["backchannel_logout_uri"], firstParty: (row["first_party"] as Int64? ?? 0) != 0,
-            idTokenAlgorithm: row["id_token_alg"], scopes: AppRecord.decode(row["scopes"]), createdAt: row["created_at"])
+            idTokenAlgorithm: row["id_token_alg"], scopes: AppRecord.decode(row["scopes"]), createdAt: row["created_at"]
+        )
     }
 
     package func createBrowserSession(_ session: BrowserSessionRecord, cookieHash: [UInt8]) async throws {

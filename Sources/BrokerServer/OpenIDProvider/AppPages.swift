@@ -1,0 +1,98 @@
+import BrokerCore
+
+/// The pages an app's sign-in shows (issue "Sign in to any app"): plain HTML that works without script, in the
+/// house look, labelled, a CSRF token in every form, no framing, no referrer (``Page/headers``).
+extension Page {
+    /// What a scope lets the app see, as the consent page says it.
+    static func scopeMeaning(_ scope: String) -> String {
+        switch scope {
+        case "openid": "Know who you are (your broker user id)"
+        case "profile": "See your name"
+        case "email": "See your email address"
+        case "offline_access": "Stay signed in while you are away"
+        default: "Use “\(scope)”"
+        }
+    }
+
+    /// The sign-in page naming the app: a button per provider (each round trip returns into this request) and
+    /// the email and password form.
+    static func appSignIn(
+        app: String, request: String, csrf: String, providers: [(id: String, name: String)], password: Bool,
+        email: String?, problem: String?
+    ) -> String {
+        var body = "<p>Sign in to continue to <strong>\(HTML.escape(app))</strong>.</p>\n"
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        let hidden = """
+            <input type="hidden" name="request" value="\(HTML.escape(request))">
+            <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+            """
+        if password {
+            body += """
+                <form method="post" action="/auth/authorize/password">
+                \(hidden)
+                <label for="email">Email</label>
+                <input type="email" id="email" name="email" value="\(HTML.escape(email ?? ""))" autocomplete="username" required autofocus>
+                <label for="password">Password</label>
+                <input type="password" id="password" name="password" autocomplete="current-password" required>
+                <button type="submit">Sign in</button>
+                </form>
+
+                """
+            if !providers.isEmpty { body += "<p class=\"or\">or</p>\n" }
+        }
+        for provider in providers {
+            body += """
+                <form method="post" action="/auth/authorize/provider">
+                \(hidden)
+                <input type="hidden" name="provider" value="\(HTML.escape(provider.id))">
+                <button type="submit" class="secondary">Sign in with \(HTML.escape(provider.name))</button>
+                </form>
+
+                """
+        }
+        if password {
+            body += """
+                <p class="muted">No account yet? Register with <code>broker register</code>. Forgot your password? \
+                <code>broker password forgot</code> mails you a link.</p>
+                """
+        }
+        return document(title: "Sign in to \(app)", body: body)
+    }
+
+    /// The consent page: the app, the account, what it asks for; Allow or Deny.
+    static func appConsent(app: String, user: String, scopes: [String], request: String, csrf: String) -> String {
+        var body = """
+            <p><strong>\(HTML.escape(app))</strong> asks to:</p>
+            <ul>
+
+            """
+        for scope in scopes { body += "<li>\(HTML.escape(scopeMeaning(scope)))</li>\n" }
+        body += """
+            </ul>
+            <p class="muted">Signed in as \(HTML.escape(user)).</p>
+            <form method="post" action="/auth/authorize/consent">
+            <input type="hidden" name="request" value="\(HTML.escape(request))">
+            <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+            <button type="submit" name="decision" value="allow">Allow</button>
+            <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
+            </form>
+            """
+        return document(title: "Allow \(app)?", body: body)
+    }
+
+    /// Back to the app at once (a refresh, no script): after a form, where a redirect would meet the page's
+    /// `form-action 'self'`. The page sends no referrer, so the code in the URL goes nowhere else.
+    static func appOnward(to url: String) -> String {
+        let escaped = HTML.escape(url)
+        return document(
+            title: "Returning to the app…",
+            body: """
+                <meta http-equiv="refresh" content="0;url=\(escaped)">
+                <p><a href="\(escaped)">Continue</a></p>
+                """)
+    }
+
+    static let staleAppForm = message(
+        title: "This sign-in page has expired",
+        text: "Go back to the app and sign in again (the page was open too long, or opened in another browser).")
+}

@@ -1,0 +1,84 @@
+import BrokerCore
+import BrokerCredentials
+package import BrokerStore
+
+/// What an app may register and ask for (issue "Sign in to any app"): pure rules, tested without a server.
+package enum AppRules {
+    /// The scopes every app may ask for.
+    package static let standardScopes = ["openid", "profile", "email", "offline_access"]
+
+    /// Signing algorithms an app may choose for its id tokens.
+    package static let idTokenAlgorithms = ["RS256", "ES256", "EdDSA"]
+
+    /// Why a redirect URI cannot be registered, or `nil`: `https`, or `http` on a loopback host or `localhost`,
+    /// or a private-use scheme of a native app (`com.example.app:/oauth2redirect`, RFC 8252 §7.1); never a
+    /// fragment, never credentials, never a wildcard.
+    package static func registrationProblem(_ uri: String, isPublic: Bool) -> String? {
+        guard uri.utf8.count <= 2000, !uri.contains(where: { $0.isWhitespace || $0 == "#" }) else {
+            return "a redirect URI has no spaces and no fragment (#)"
+        }
+        let lower = uri.lowercased()
+        if lower.hasPrefix("https://") || lower.hasPrefix("http://") {
+            guard let url = APIURL(uri),
+                !uri.dropFirst(lower.hasPrefix("https") ? 8 : 7).prefix(while: { $0 != "/" }).contains("@")
+            else { return "\(uri) is not a valid URL (a host, no user name, no dot segments)" }
+            if url.scheme == "http" && !url.isLoopback {
+                return "\(uri): https is required except on 127.0.0.1, [::1] and localhost"
+            }
+            return nil
+        }
+        // A private-use scheme: reverse domain name with a dot, for native apps (public clients).
+        guard let colon = uri.firstIndex(of: ":") else { return "\(uri) has no scheme" }
+        let scheme = uri[..<colon]
+        guard scheme.contains("."),
+            scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }),
+            scheme.first?.isLetter == true
+        else {
+            return "\(uri): the scheme must be https, http on loopback, or a reverse domain name (com.example.app:)"
+        }
+        guard isPublic else { return "\(uri): a private-use scheme belongs to a native app (add it with --public)" }
+        return nil
+    }
+
+    /// Whether `presented` is one of `app`'s redirect URIs: exactly, or (RFC 8252 §7.3) for a public app a
+    /// registered `http://127.0.0.1/…` or `http://[::1]/…` with any port.
+    package static func matches(_ presented: String, of app: AppRecord) -> Bool {
+        if app.redirectURIs.contains(presented) { return true }
+        guard app.isPublic, let loopback = withoutPort(presented) else { return false }
+        return app.redirectURIs.contains { withoutPort($0) == loopback }
+    }
+
+    /// `http://127.0.0.1:PORT/path` → `http://127.0.0.1/path` (and for `[::1]`); `nil` for any other URI.
+    private static func withoutPort(_ uri: String) -> String? {
+        for host in ["http://127.0.0.1", "http://[::1]"] where uri.hasPrefix(host) {
+            let rest = uri.dropFirst(host.count)
+            guard rest.first == ":" || rest.first == "/" || rest.isEmpty else { return nil }
+            var path = rest
+            if path.first == ":" {
+                let port = path.dropFirst().prefix { $0.isASCII && $0.isNumber }
+                guard !port.isEmpty, port.count <= 5 else { return nil }
+                path = path.dropFirst(1 + port.count)
+            }
+            guard path.isEmpty || path.first == "/" || path.first == "?" else { return nil }
+            return host + path
+        }
+        return nil
+    }
+
+    /// `scope` as a set the app may have: each known and allowed, no duplicates; `nil` when one is not.
+    package static func scopes(_ requested: String, app: AppRecord) -> [String]? {
+        let asked = requested.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        var granted: [String] = []
+        for scope in asked where !granted.contains(scope) {
+            guard standardScopes.contains(scope) || app.scopes.contains(scope) else { return nil }
+            granted.append(scope)
+        }
+        return granted
+    }
+
+    /// A client id: 1–64 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit (as CI clients').
+    package static func isClientID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64 && (text.first?.isLetter == true || text.first?.isNumber == true)
+            && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }
+    }
+}

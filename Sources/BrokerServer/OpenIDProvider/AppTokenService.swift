@@ -1,0 +1,199 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// The token endpoint for apps and `/auth/userinfo` (issue "Sign in to any app"): the `authorization_code`
+/// grant with client authentication (`client_secret_basic`, `client_secret_post`, or none + PKCE for public
+/// apps), id tokens, and the claims the granted scopes allow.
+final class AppTokenService: Sendable {
+    let store: any Store
+    let tokens: TokenIssuer
+    let secrets: ClientSecretHasher
+    let logger: Logger
+    let metrics: BrokerMetrics
+    let audit: AuditTrail
+
+    init(
+        store: any Store, tokens: TokenIssuer, secrets: ClientSecretHasher, logger: Logger, metrics: BrokerMetrics,
+        audit: AuditTrail
+    ) {
+        self.store = store
+        self.tokens = tokens
+        self.secrets = secrets
+        self.logger = logger
+        self.metrics = metrics
+        self.audit = audit
+    }
+
+    var now: Int64 { tokens.now }
+
+    /// The client authentication methods discovery names.
+    static let authenticationMethods = ["client_secret_basic", "client_secret_post", "none"]
+
+    /// Whether a token request is an app's: it authenticates with Basic, or names a client other than the CLI.
+    static func isAppRequest(_ input: RequestInput, authorization: String?) -> Bool {
+        if let authorization, authorization.lowercased().hasPrefix("basic ") { return true }
+        if let clientID = try? input.optionalString("client_id"), clientID != TokenIssuer.cliClientID { return true }
+        return false
+    }
+
+    static let invalidClient = APIError(
+        status: 401, code: "invalid_client", detail: "client authentication failed",
+        headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
+
+    /// The app a token request authenticates as (RFC 6749 §2.3): Basic or the form's `client_secret` for a
+    /// confidential app (exactly one way), no secret for a public one.
+    func authenticate(_ input: RequestInput, authorization: String?) async throws -> AppRecord {
+        var clientID = try input.optionalString("client_id")
+        var secret = try input.optionalString("client_secret")
+        if let authorization, authorization.lowercased().hasPrefix("basic ") {
+            guard secret == nil,
+                let pair = HTTPBasic.credentials(fromToken: String(authorization.dropFirst(6)).trimmingWhitespace()),
+                clientID == nil || clientID == pair.id
+            else { throw Self.invalidClient }
+            clientID = pair.id
+            secret = pair.secret
+        }
+        guard let clientID, AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
+            throw Self.invalidClient
+        }
+        switch (app.secretHash, secret) {
+        case (nil, nil): return app
+        case (let stored?, let presented?) where secrets.verify(Secret(presented), against: stored): return app
+        default: throw Self.invalidClient
+        }
+    }
+
+    /// `grant_type=authorization_code` for an app.
+    func authorizationCode(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        let app = try await authenticate(input, authorization: authorization)
+        let code = try input.string("code")
+        let redirectURI = try input.string("redirect_uri")
+        let verifier = try input.optionalString("code_verifier")
+        guard code.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(code) != nil else {
+            throw APIError.invalidGrant("the code is not one this broker issued")
+        }
+        let hash = Digest.sha256(code)
+        let record: AppCodeRecord
+        switch try await store.redeemAppCode(hash: hash, now: now) {
+        case .unknown:
+            throw APIError.invalidGrant("the code is not valid")
+        case .reused(let sessionID):
+            // A replayed code ends what it issued (RFC 6749 §4.1.2).
+            if let sessionID, try await store.revokeSession(id: sessionID, now: now) {
+                metrics.revocation(reason: "code_reuse")
+                audit.record(
+                    "authorization_code_reused", outcome: "failure",
+                    fields: ["session": String(sessionID.prefix(8)), "client_id": app.clientID])
+            }
+            throw APIError.invalidGrant("the code has already been used")
+        case .redeemed(let found):
+            record = found
+        }
+        guard record.clientID == app.clientID else { throw APIError.invalidGrant("the code was issued to another app") }
+        guard record.redirectURI == redirectURI else {
+            throw APIError.invalidGrant("redirect_uri is not the one the code was issued for")
+        }
+        if let challenge = record.codeChallenge {
+            guard let verifier, PKCE.verify(verifier: verifier, challenge: challenge) else {
+                throw APIError.invalidGrant("code_verifier does not match the code_challenge")
+            }
+        } else if verifier != nil {
+            throw APIError.invalidGrant("code_verifier sent for a code issued without a code_challenge")
+        }
+        guard let user = try await store.user(id: record.userID) else {
+            throw APIError.invalidGrant("the account no longer exists")
+        }
+        let scopes = record.scope.split(separator: " ").map(String.init)
+        let (body, sessionID) = try await tokens.startSessionReturningID(
+            user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith)
+        try await store.attachSession(sessionID, toAppCode: hash)
+        guard let accessToken = body["access_token"]?.stringValue else { throw APIError.serverError }
+        var answer: [String: JSONValue] = [
+            "access_token": .string(accessToken), "token_type": "Bearer",
+            "expires_in": .int(tokens.configuration.accessTokenTTL), "scope": .string(record.scope),
+        ]
+        // A refresh token only when the app asked to stay signed in (Core 11).
+        if scopes.contains("offline_access"), let refresh = body["refresh_token"] { answer["refresh_token"] = refresh }
+        if scopes.contains("openid") {
+            answer["id_token"] = .string(
+                try await idToken(user: user, app: app, code: record, accessToken: accessToken, scopes: scopes))
+        }
+        metrics.appToken(outcome: "issued")
+        audit.record("app_token", user: user.id, fields: ["client_id": app.clientID])
+        return .tokens(.object(answer))
+    }
+
+    /// The id token (Core 2): signed with the app's algorithm (RS256 unless it chose another).
+    func idToken(user: UserRecord, app: AppRecord, code: AppCodeRecord, accessToken: String, scopes: [String])
+        async throws -> String
+    {
+        let issuedAt = now
+        var claims: [String: JSONValue] = [
+            "iss": .string(tokens.issuer), "sub": .string(user.id.description), "aud": .string(app.clientID),
+            "azp": .string(app.clientID), "iat": .int(issuedAt),
+            "exp": .int(issuedAt + tokens.configuration.accessTokenTTL), "auth_time": .int(code.authTime),
+            "sid": .string(code.browserSession), "at_hash": .string(Self.halfHash(accessToken)),
+            "amr": .array([code.signedInWith == .custom ? "pwd" : "fed"]), "idp": .string(code.signedInWith.rawValue),
+        ]
+        if let nonce = code.nonce { claims["nonce"] = .string(nonce) }
+        claims.merge(try await profileClaims(user: user, scopes: scopes)) { _, new in new }
+        guard let signer = tokens.keys.current.idTokenSigner(algorithm: app.idTokenAlgorithm) else {
+            logger.error("no key for the app's id token algorithm", metadata: ["alg": "\(app.idTokenAlgorithm)"])
+            throw APIError.serverError
+        }
+        return try signer.sign(claims: claims, type: "JWT")
+    }
+
+    /// `at_hash`: the left half of the SHA-256 of the access token, base64url (Core 3.1.3.6; every algorithm
+    /// broker signs with uses SHA-256 or, for EdDSA, is given it by convention).
+    static func halfHash(_ token: String) -> String {
+        Base64URL.encode(Array(Digest.sha256(token).prefix(16)))
+    }
+
+    /// `email`, `email_verified` and `name` as the scopes allow.
+    func profileClaims(user: UserRecord, scopes: [String]) async throws -> [String: JSONValue] {
+        var claims: [String: JSONValue] = [:]
+        if scopes.contains("email"), let email = user.email {
+            claims["email"] = .string(email)
+            claims["email_verified"] = .bool(try await tokens.emailVerified(user))
+        }
+        if scopes.contains("profile"), let name = user.name { claims["name"] = .string(name) }
+        return claims
+    }
+
+    /// `GET|POST /auth/userinfo` (Core 5.3): the claims the token's scopes allow. An id token (or any token
+    /// that is not a broker access token) is refused; a token without `openid` is 403 `insufficient_scope`.
+    func userinfo(authorization: String?, formToken: String?) async throws -> APIResponse {
+        let token: String
+        if let authorization, authorization.lowercased().hasPrefix("bearer ") {
+            token = String(authorization.dropFirst(7)).trimmingWhitespace()
+        } else if let formToken {
+            token = formToken
+        } else {
+            throw APIError(
+                status: 401, code: "invalid_token", detail: "a Bearer access token is required",
+                headers: [("WWW-Authenticate", "Bearer realm=\"broker\"")])
+        }
+        let verified: VerifiedJWT
+        do {
+            verified = try tokens.verifier().verify(token, now: now)
+        } catch {
+            throw APIError(
+                status: 401, code: "invalid_token", detail: "the access token is not valid: \(error)",
+                headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"invalid_token\"")])
+        }
+        let view = try await tokens.session(of: verified)
+        let scopes = (verified.claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
+        guard scopes.contains("openid") else {
+            throw APIError(
+                status: 403, code: "insufficient_scope", detail: "the token was not granted the openid scope",
+                headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"insufficient_scope\"")])
+        }
+        var claims: [String: JSONValue] = ["sub": .string(view.user.id.description)]
+        claims.merge(try await profileClaims(user: view.user, scopes: scopes)) { _, new in new }
+        return APIResponse(status: 200, body: .object(claims), headers: [("Cache-Control", "no-store")])
+    }
+}

@@ -1,0 +1,67 @@
+import BrokerCore
+import BrokerCrypto
+
+/// An app's authorization request (OpenID Connect Core 3.1.2.1) once its client and redirect URI are known to
+/// be good: what the sign-in and consent pages carry (sealed, in a hidden field) and a provider's round trip
+/// carries in its state, so that nothing is stored before someone signs in.
+struct AuthorizationRequest: Sendable, Hashable {
+    var clientID: String
+    var redirectURI: String
+    var scopes: [String]
+    var state: String?
+    var nonce: String?
+    var codeChallenge: String?
+    var prompt: Set<String>
+    var maxAge: Int64?
+    var loginHint: String?
+    /// The `sub` of an `id_token_hint` the broker issued: the user the app expects.
+    var expectedSubject: String?
+    /// When the sealed request stops being accepted (the pages' lifetime).
+    var expiresAt: Int64
+
+    /// How long a person has for the sign-in and consent pages.
+    static let lifetime: Int64 = 1800
+
+    private static let associatedData = Array("authorize".utf8)
+
+    func seal(key: [UInt8]) throws -> String {
+        var fields: [String: JSONValue] = [
+            "c": .string(clientID), "r": .string(redirectURI), "s": .array(scopes.map(JSONValue.string)),
+            "p": .array(prompt.sorted().map(JSONValue.string)), "e": .int(expiresAt),
+        ]
+        if let state { fields["t"] = .string(state) }
+        if let nonce { fields["n"] = .string(nonce) }
+        if let codeChallenge { fields["x"] = .string(codeChallenge) }
+        if let maxAge { fields["m"] = .int(maxAge) }
+        if let loginHint { fields["l"] = .string(loginHint) }
+        if let expectedSubject { fields["u"] = .string(expectedSubject) }
+        return Base64URL.encode(
+            try AESGCM.seal(JSONValue.object(fields).serializedBytes, key: key, associatedData: Self.associatedData))
+    }
+
+    /// `nil` when `sealed` is malformed, tampered with, from another key, or past its lifetime at `now`.
+    static func open(_ sealed: String, key: [UInt8], now: Int64) -> AuthorizationRequest? {
+        guard sealed.utf8.count <= 8192, let box = Base64URL.decode(sealed),
+            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
+            let fields = JSONValue.parse(opened)?.objectValue,
+            let clientID = fields["c"]?.stringValue, let redirectURI = fields["r"]?.stringValue,
+            let scopes = fields["s"]?.arrayValue?.compactMap(\.stringValue),
+            let prompt = fields["p"]?.arrayValue?.compactMap(\.stringValue),
+            let expiresAt = fields["e"]?.intValue, now <= expiresAt
+        else { return nil }
+        return AuthorizationRequest(
+            clientID: clientID, redirectURI: redirectURI, scopes: scopes, state: fields["t"]?.stringValue,
+            nonce: fields["n"]?.stringValue, codeChallenge: fields["x"]?.stringValue, prompt: Set(prompt),
+            maxAge: fields["m"]?.intValue, loginHint: fields["l"]?.stringValue,
+            expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt)
+    }
+
+    /// `redirect_uri` with `parameters`, `state` and `iss` (RFC 9207) added to its query.
+    func response(_ parameters: [(String, String)], issuer: String) -> String {
+        var all = parameters
+        if let state { all.append(("state", state)) }
+        all.append(("iss", issuer))
+        let separator = redirectURI.contains("?") ? "&" : "?"
+        return redirectURI + separator + FormEncoding.encode(all)
+    }
+}

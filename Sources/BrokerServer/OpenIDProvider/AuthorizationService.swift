@@ -1,0 +1,369 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+
+/// `/auth/authorize` and the pages behind it (OpenID Connect Core 3.1.2, issue "Sign in to any app"): the
+/// request is checked, the person signs in (or already is: the broker's own browser session), allows the app
+/// (or did before, or it is first-party), and the app gets a one-time code at its redirect URI.
+///
+/// Errors go to the redirect URI only once the client and the redirect URI are known to be good; before that
+/// the person gets a page and nobody is redirected anywhere (never an open redirect).
+final class AuthorizationService: Sendable {
+    let store: any Store
+    let tokens: TokenIssuer
+    let accounts: AccountService
+    let signIn: SignInService
+    let sessions: BrowserSessions
+    let flowKey: [UInt8]
+    let logger: Logger
+    let metrics: BrokerMetrics
+    let audit: AuditTrail
+
+    /// How long an app's code lives (RFC 6749 §4.1.2 recommends at most ten minutes).
+    static let codeLifetime: Int64 = 60
+
+    init(
+        store: any Store, tokens: TokenIssuer, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
+        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail
+    ) {
+        self.store = store
+        self.tokens = tokens
+        self.accounts = accounts
+        self.signIn = signIn
+        self.flowKey = flowKey
+        self.logger = logger
+        self.metrics = metrics
+        self.audit = audit
+        sessions = BrowserSessions(store: store, tokens: tokens)
+    }
+
+    var now: Int64 { tokens.now }
+    var issuer: String { tokens.issuer }
+    var secure: Bool { issuer.lowercased().hasPrefix("https://") }
+
+    // MARK: The request
+
+    /// A request that cannot go back to the app: the page says why, and nothing is redirected.
+    private func badRequestPage(_ text: String) -> APIResponse {
+        Page.response(status: 400, Page.message(title: "This sign-in request is not valid", text: text))
+    }
+
+    /// An error for the app, at its redirect URI (Core 3.1.2.6), carrying `state` and `iss`.
+    private func errorRedirect(_ request: AuthorizationRequest, _ error: String, _ description: String, page: Bool)
+        -> APIResponse
+    {
+        let location = request.response([("error", error), ("error_description", description)], issuer: issuer)
+        return page ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
+    }
+
+    /// `GET|POST /auth/authorize`: `parameters` are the query (GET) or the form (POST); unknown ones are
+    /// ignored, as Core 3.1.2.1 asks.
+    func authorize(_ parameters: [String: String], cookie: String?, address: String?) async throws -> APIResponse {
+        guard let clientID = parameters["client_id"], !clientID.isEmpty else {
+            return badRequestPage("The app did not say who it is (client_id is missing).")
+        }
+        guard AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
+            return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
+        }
+        guard let redirectURI = parameters["redirect_uri"], AppRules.matches(redirectURI, of: app) else {
+            return badRequestPage(
+                "The address \(app.clientID) asked to return to is not one it registered (redirect_uri).")
+        }
+        // From here on, errors go back to the app.
+        var request = AuthorizationRequest(
+            clientID: app.clientID, redirectURI: redirectURI, scopes: [], state: parameters["state"],
+            nonce: parameters["nonce"], codeChallenge: nil, prompt: [], maxAge: nil, loginHint: nil,
+            expectedSubject: nil, expiresAt: now + AuthorizationRequest.lifetime)
+        func refuse(_ error: String, _ description: String) -> APIResponse {
+            metrics.appAuthorization(outcome: error)
+            return errorRedirect(request, error, description, page: false)
+        }
+        if let state = request.state, state.utf8.count > 1024 { return refuse("invalid_request", "state is too long") }
+        if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse("invalid_request", "nonce is too long") }
+        if parameters["request"] != nil { return refuse("request_not_supported", "request objects are not supported") }
+        if parameters["request_uri"] != nil {
+            return refuse("request_uri_not_supported", "request_uri is not supported")
+        }
+        guard let responseType = parameters["response_type"] else {
+            return refuse("invalid_request", "response_type is required")
+        }
+        guard responseType == "code" else {
+            return refuse("unsupported_response_type", "only response_type=code is supported")
+        }
+        if let mode = parameters["response_mode"], mode != "query" {
+            return refuse("invalid_request", "only response_mode=query is supported")
+        }
+        guard let scopes = AppRules.scopes(parameters["scope"] ?? "", app: app) else {
+            return refuse("invalid_scope", "a scope is unknown or not allowed for this app")
+        }
+        request.scopes = scopes
+        if let method = parameters["code_challenge_method"], method != "S256" {
+            return refuse("invalid_request", "code_challenge_method must be S256")
+        }
+        if let challenge = parameters["code_challenge"] {
+            guard PKCE.isValidS256Challenge(challenge) else {
+                return refuse("invalid_request", "code_challenge must be an S256 challenge (43 base64url characters)")
+            }
+            request.codeChallenge = challenge
+        } else if app.isPublic {
+            return refuse("invalid_request", "a public app must use PKCE (code_challenge with S256)")
+        }
+        let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
+        guard prompt.isSubset(of: ["none", "login", "consent", "select_account"]) else {
+            return refuse("invalid_request", "prompt has an unknown value")
+        }
+        if prompt.contains("none") && prompt.count > 1 {
+            return refuse("invalid_request", "prompt=none cannot be combined with other values")
+        }
+        request.prompt = prompt
+        if let text = parameters["max_age"] {
+            guard let maxAge = Int64(text), maxAge >= 0 else {
+                return refuse("invalid_request", "max_age must be a number of seconds")
+            }
+            request.maxAge = maxAge
+        }
+        if let hint = parameters["login_hint"], hint.utf8.count <= 254 { request.loginHint = hint }
+        if let hint = parameters["id_token_hint"] {
+            guard let subject = tokens.idTokenHintSubject(hint, clientID: app.clientID) else {
+                return refuse("invalid_request", "id_token_hint is not an id token this broker issued to this app")
+            }
+            request.expectedSubject = subject
+        }
+
+        let session = try await sessions.current(cookie: cookie)
+        if let session, !needsSignIn(request, session: session) {
+            return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: nil)
+        }
+        if prompt.contains("none") {
+            return refuse("login_required", "no sign-in at the broker (or not the one asked for)")
+        }
+        return try signInPage(request, app: app, problem: nil)
+    }
+
+    /// Whether the browser session does not do for this request: `prompt=login` or `select_account`, older
+    /// than `max_age`, or not the user an `id_token_hint` names.
+    private func needsSignIn(_ request: AuthorizationRequest, session: BrowserSessionRecord) -> Bool {
+        if request.prompt.contains("login") || request.prompt.contains("select_account") { return true }
+        if let maxAge = request.maxAge, now - session.authTime > maxAge { return true }
+        if let expected = request.expectedSubject, expected != session.userID.description { return true }
+        return false
+    }
+
+    // MARK: Signing in
+
+    private func signInPage(
+        _ request: AuthorizationRequest, app: AppRecord, problem: String?, email: String? = nil, status: Int = 200
+    ) throws -> APIResponse {
+        let sealed = try request.seal(key: flowKey)
+        let providers = tokens.configuration.enabledProviders.filter {
+            $0 != .custom && signIn.identityProviders[$0] != nil
+        }
+        .map { ($0.rawValue, signIn.displayName($0)) }
+        var response = try FormGuard.page(secure: secure) { csrf in
+            Page.appSignIn(
+                app: app.clientID, request: sealed, csrf: csrf, providers: providers,
+                password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem)
+        }
+        response.status = status
+        return response
+    }
+
+    /// What a form of these pages brought: its request and app, or the page saying why it is no good.
+    private enum FormOutcome {
+        case success((AuthorizationRequest, AppRecord))
+        case failure(APIResponse)
+    }
+
+    /// The sealed request of a form, or why it is no good (a page).
+    private func formRequest(_ input: RequestInput, cookie: String?) async throws -> FormOutcome {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return .failure(Page.response(status: 403, Page.staleAppForm))
+        }
+        guard let request = AuthorizationRequest.open((try? input.string("request")) ?? "", key: flowKey, now: now),
+            let app = try await store.app(clientID: request.clientID), AppRules.matches(request.redirectURI, of: app)
+        else {
+            return .failure(Page.response(status: 400, Page.staleAppForm))
+        }
+        return .success((request, app))
+    }
+
+    /// `POST /auth/authorize/password {request, csrf, email, password}`: the login throttle applies as at
+    /// `/auth/login`; a wrong pair shows the form again.
+    func password(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard tokens.configuration.customEnabled else { return try signInPage(request, app: app, problem: nil) }
+        let email = (try? input.string("email")) ?? ""
+        let account: PasswordAccount
+        do {
+            account = try await accounts.authenticate(
+                email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
+        } catch let error as APIError where error.status < 500 {
+            metrics.signIn(provider: "custom", outcome: error.code)
+            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])
+            return try signInPage(
+                request, app: app,
+                problem: error.code == "invalid_credentials" ? "Wrong email or password." : error.detail,
+                email: String(email.prefix(254)), status: error.status)
+        }
+        metrics.signIn(provider: "custom", outcome: "success")
+        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom", "flow": "app"])
+        let (session, setCookie) = try await sessions.start(user: account.user.id, signedInWith: .custom)
+        return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
+    }
+
+    /// `POST /auth/authorize/provider {request, csrf, provider}`: off to the provider; its callback comes back
+    /// into this request (``providerSignedIn(user:provider:sealedRequest:)``).
+    func provider(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard let provider = ProviderID(rawValue: (try? input.string("provider")) ?? ""), provider != .custom,
+            signIn.identityProviders[provider] != nil
+        else {
+            return try signInPage(request, app: app, problem: "Choose one of the ways to sign in below.", status: 400)
+        }
+        let started = try await signIn.startAppSignIn(
+            provider: provider, request: try request.seal(key: flowKey), address: address)
+        guard let location = started.headers.first(where: { $0.0 == "Location" })?.1 else { return started }
+        var onward = Page.response(status: 200, Page.onward(to: location, name: signIn.displayName(provider)))
+        onward.headers += started.headers.filter { $0.0 == "Set-Cookie" }
+        return onward
+    }
+
+    /// A provider's callback for an app's sign-in: the browser session starts, and the request goes on.
+    func providerSignedIn(user: UserRecord, provider: ProviderID, sealedRequest: String) async throws -> APIResponse {
+        guard let request = AuthorizationRequest.open(sealedRequest, key: flowKey, now: now),
+            let app = try await store.app(clientID: request.clientID), AppRules.matches(request.redirectURI, of: app)
+        else {
+            return Page.response(status: 400, Page.staleAppForm)
+        }
+        let (session, setCookie) = try await sessions.start(user: user.id, signedInWith: provider)
+        return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: setCookie)
+    }
+
+    // MARK: Consent and the code
+
+    /// Signed in: consent (unless first-party or remembered), then the code.
+    private func afterSignIn(
+        _ request: AuthorizationRequest, app: AppRecord, session: BrowserSessionRecord, fromForm: Bool,
+        setCookie: String?
+    ) async throws -> APIResponse {
+        var response: APIResponse
+        if let expected = request.expectedSubject, expected != session.userID.description {
+            response = errorRedirect(
+                request, "login_required", "signed in as another user than id_token_hint names", page: fromForm)
+        } else if try await needsConsent(request, app: app, user: session.userID) {
+            if request.prompt.contains("none") {
+                response = errorRedirect(
+                    request, "consent_required", "the user has not allowed this app", page: fromForm)
+            } else {
+                let sealed = try request.seal(key: flowKey)
+                let user = try await store.user(id: session.userID)
+                response = try FormGuard.page(secure: secure) { csrf in
+                    Page.appConsent(
+                        app: app.clientID, user: user?.email ?? user?.name ?? session.userID.description,
+                        scopes: request.scopes, request: sealed, csrf: csrf)
+                }
+            }
+        } else {
+            response = try await issueCode(request, session: session, fromForm: fromForm)
+        }
+        if let setCookie { response.headers.append(("Set-Cookie", setCookie)) }
+        return response
+    }
+
+    private func needsConsent(_ request: AuthorizationRequest, app: AppRecord, user: UserID) async throws -> Bool {
+        if app.firstParty { return false }
+        if request.prompt.contains("consent") { return true }
+        guard let allowed = try await store.consent(user: user, clientID: app.clientID) else { return true }
+        return !Set(request.scopes).isSubset(of: Set(allowed))
+    }
+
+    /// `POST /auth/authorize/consent {request, csrf, decision}`: Allow remembers the scopes and sends the code;
+    /// Deny sends `access_denied`.
+    func consent(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard let session = try await sessions.current(cookie: cookie) else {
+            return try signInPage(request, app: app, problem: "Your sign-in ended; sign in again.")
+        }
+        guard (try? input.string("decision")) == "allow" else {
+            audit.record("app_consent", outcome: "failure", user: session.userID, fields: ["client_id": app.clientID])
+            metrics.appAuthorization(outcome: "access_denied")
+            return FormGuard.clearing(
+                errorRedirect(request, "access_denied", "the user did not allow the app", page: true), secure: secure)
+        }
+        try await store.recordConsent(user: session.userID, clientID: app.clientID, scopes: request.scopes, now: now)
+        audit.record("app_consent", user: session.userID, fields: ["client_id": app.clientID])
+        return FormGuard.clearing(try await issueCode(request, session: session, fromForm: true), secure: secure)
+    }
+
+    /// The code, at the app's redirect URI: a 302 from a GET; after a form, a page that moves on by itself (a
+    /// redirect answering a form would meet the page's `form-action 'self'`).
+    private func issueCode(_ request: AuthorizationRequest, session: BrowserSessionRecord, fromForm: Bool)
+        async throws -> APIResponse
+    {
+        let code = try SecureRandom.token(byteCount: 32)
+        try await store.createAppCode(
+            AppCodeRecord(
+                hash: Digest.sha256(code), clientID: request.clientID, userID: session.userID,
+                redirectURI: request.redirectURI, codeChallenge: request.codeChallenge,
+                scope: request.scopes.joined(separator: " "), nonce: request.nonce, authTime: session.authTime,
+                signedInWith: session.signedInWith, browserSession: session.id, expiresAt: now + Self.codeLifetime))
+        metrics.appAuthorization(outcome: "code")
+        let location = request.response([("code", code)], issuer: issuer)
+        return fromForm ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
+    }
+}
+
+/// The broker's own sign-in in a browser (``BrowserSessionRecord``): an opaque random cookie whose SHA-256
+/// names a row, `HttpOnly; SameSite=Lax`, with `Secure` and the `__Host-` prefix when the issuer is https.
+struct BrowserSessions: Sendable {
+    let store: any Store
+    let tokens: TokenIssuer
+
+    var secure: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
+    var cookieName: String { secure ? "__Host-broker_session" : "broker_session" }
+
+    /// The live session the request's cookie names.
+    func current(cookie header: String?) async throws -> BrowserSessionRecord? {
+        guard let header else { return nil }
+        let name = cookieName + "="
+        for part in header.split(separator: ";") {
+            let pair = part.drop { $0 == " " }
+            guard pair.hasPrefix(name) else { continue }
+            let value = pair.dropFirst(name.count)
+            guard value.utf8.count == 43, Base64URL.decode(value) != nil else { continue }
+            if let session = try await store.browserSession(cookieHash: Digest.sha256(String(value)), now: tokens.now) {
+                return session
+            }
+        }
+        return nil
+    }
+
+    /// A new session for `user` and the `Set-Cookie` that carries it.
+    func start(user: UserID, signedInWith: ProviderID) async throws -> (BrowserSessionRecord, String) {
+        let value = try SecureRandom.token(byteCount: 32)
+        let ttl = tokens.configuration.browserSessionTTL
+        let session = BrowserSessionRecord(
+            id: try SecureRandom.token(byteCount: 16), userID: user, signedInWith: signedInWith, authTime: tokens.now,
+            expiresAt: tokens.now + ttl)
+        try await store.createBrowserSession(session, cookieHash: Digest.sha256(value))
+        return (session, cookie(value, maxAge: ttl))
+    }
+
+    func cookie(_ value: String, maxAge: Int64) -> String {
+        "\(cookieName)=\(value); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax" + (secure ? "; Secure" : "")
+    }
+}

@@ -1,0 +1,51 @@
+import Hummingbird
+
+/// The OpenID Provider's routes (issue "Sign in to any app"), as one collection the router adds.
+enum OpenIDProviderRoutes {
+    static func collection(_ service: BrokerService) -> RouteCollection<BrokerRequestContext> {
+        typealias Server = BrokerHTTPServer
+        let routes = RouteCollection(context: BrokerRequestContext.self)
+        routes.get("/auth/authorize") { request, context in
+            Server.response(
+                try await service.authorization.authorize(
+                    try Server.query(request), cookie: request.headers[.cookie], address: context.clientAddress))
+        }
+        routes.post("/auth/authorize") { request, context in
+            let input = try await Server.input(request, allowForm: true)
+            return Server.response(
+                try await service.authorization.authorize(
+                    input.textFields, cookie: request.headers[.cookie], address: context.clientAddress))
+        }
+        routes.post("/auth/authorize/password") { request, context in
+            Server.response(
+                try await service.authorization.password(
+                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    address: context.clientAddress))
+        }
+        routes.post("/auth/authorize/provider") { request, context in
+            Server.response(
+                try await service.authorization.provider(
+                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    address: context.clientAddress))
+        }
+        routes.post("/auth/authorize/consent") { request, _ in
+            Server.response(
+                try await service.authorization.consent(
+                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+        }
+        routes.get("/auth/userinfo") { request, _ in
+            Server.response(
+                try await service.appTokens.userinfo(authorization: request.headers[.authorization], formToken: nil))
+        }
+        routes.post("/auth/userinfo") { request, _ in
+            let form =
+                request.headers[.contentLength].map { $0 != "0" } ?? false
+                ? try await Server.input(request, allowForm: true) : nil
+            return Server.response(
+                try await service.appTokens.userinfo(
+                    authorization: request.headers[.authorization],
+                    formToken: try form?.optionalString("access_token")))
+        }
+        return routes
+    }
+}
