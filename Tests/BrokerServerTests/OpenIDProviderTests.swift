@@ -1,0 +1,375 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import BrokerServer
+
+/// The OpenID Provider in process (issue "Sign in to any app"): an app's whole sign-in through the broker's
+/// pages, its tokens, and the negative cases the OpenID conformance plan checks, on the manual clock.
+@Suite("OpenID Provider: apps sign their users in through broker")
+struct OpenIDProviderTests {
+    typealias Reply = InProcessBroker.Client.Reply
+    typealias Flow = InProcessBrowserFlowTests
+    static let password = "correct horse battery staple"
+    static let secret = "app-secret-0123456789abcdefghijklmnopqrstuvw"
+    static let web = "https://app.example/callback"
+
+    /// A confidential app `web` (and a public native app `cli-app`) registered in `broker`'s store.
+    static func register(_ broker: InProcessBroker, firstParty: Bool = false) async throws {
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(secret)),
+                redirectURIs: [web], firstParty: firstParty, createdAt: broker.clock.seconds()))
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "native", secretHash: nil,
+                redirectURIs: ["http://127.0.0.1/callback", "com.example.app:/oauth2redirect"],
+                createdAt: broker.clock.seconds()))
+    }
+
+    /// A browser's cookie jar for the in-process client: `name=value` pairs from `Set-Cookie`.
+    final class Jar: @unchecked Sendable {
+        var cookies: [String: String] = [:]
+        func take(_ reply: Reply) {
+            for field in reply.headers[values: .setCookie] {
+                guard let pair = field.split(separator: ";").first, let equals = pair.firstIndex(of: "=") else {
+                    continue
+                }
+                let name = String(pair[..<equals])
+                let value = String(pair[pair.index(after: equals)...])
+                if value.isEmpty || field.contains("Max-Age=0") { cookies[name] = nil } else { cookies[name] = value }
+            }
+        }
+        var header: HTTPFields {
+            cookies.isEmpty ? [:] : [.cookie: cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")]
+        }
+    }
+
+    static func get(_ client: InProcessBroker.Client, _ uri: String, _ jar: Jar) async throws -> Reply {
+        let reply = try await client.send(.get, uri, headers: jar.header)
+        jar.take(reply)
+        return reply
+    }
+
+    static func post(_ client: InProcessBroker.Client, _ uri: String, _ fields: [(String, String)], _ jar: Jar)
+        async throws -> Reply
+    {
+        var headers = jar.header
+        headers[.contentType] = "application/x-www-form-urlencoded"
+        let reply = try await client.send(.post, uri, headers: headers, body: Array(FormEncoding.encode(fields).utf8))
+        jar.take(reply)
+        return reply
+    }
+
+    static func hidden(_ reply: Reply, _ name: String) -> String? { InProcessDeviceTests.hidden(reply, name) }
+
+    /// Where a reply sends the browser: a 302's Location, or an onward page's refresh.
+    static func destination(_ reply: Reply) -> String? {
+        if let location = reply.header("Location") { return location }
+        let html = String(decoding: reply.body, as: UTF8.self)
+        guard let range = html.range(of: "content=\"0;url=") else { return nil }
+        return String(html[range.upperBound...].prefix { $0 != "\"" }).replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    static func authorizeURI(_ parameters: [(String, String)]) -> String {
+        "/auth/authorize?" + FormEncoding.encode(parameters)
+    }
+
+    static func webRequest(
+        scope: String = "openid email profile", state: String = "st-1", nonce: String? = "n-1",
+        extra: [(String, String)] = []
+    ) -> [(String, String)] {
+        var parameters = [
+            ("response_type", "code"), ("client_id", "web"), ("redirect_uri", web), ("scope", scope),
+            ("state", state),
+        ]
+        if let nonce { parameters.append(("nonce", nonce)) }
+        return parameters + extra
+    }
+
+    /// The sign-in page's password form, submitted.
+    static func passwordSignIn(_ client: InProcessBroker.Client, page: Reply, _ jar: Jar, email: String) async throws
+        -> Reply
+    {
+        try await post(
+            client, "/auth/authorize/password",
+            [
+                ("request", try #require(hidden(page, "request"))), ("csrf", try #require(hidden(page, "csrf"))),
+                ("email", email), ("password", password),
+            ], jar)
+    }
+
+    static func allow(_ client: InProcessBroker.Client, consent: Reply, _ jar: Jar, decision: String = "allow")
+        async throws -> Reply
+    {
+        try await post(
+            client, "/auth/authorize/consent",
+            [
+                ("request", try #require(hidden(consent, "request"))), ("csrf", try #require(hidden(consent, "csrf"))),
+                ("decision", decision),
+            ], jar)
+    }
+
+    static func redeem(
+        _ client: InProcessBroker.Client, code: String, redirect: String = web, basic: Bool = true,
+        extra: [(String, String)] = []
+    ) async throws -> Reply {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        var fields = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect)] + extra
+        if basic {
+            headers[.authorization] = HTTPBasic.header(id: "web", secret: Secret(secret)).value
+        } else {
+            fields += [("client_id", "web"), ("client_secret", secret)]
+        }
+        return try await client.send(
+            .post, "/auth/token", headers: headers, body: Array(FormEncoding.encode(fields).utf8))
+    }
+
+    @Test func anAppSignsAUserInWithPasswordConsentAndAnIDToken() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker)
+        try await broker.test { client in
+            let registered = try await client.register("ada@example.com", Self.password)
+            let jar = Jar()
+            // No session: the sign-in page, naming the app, with the CSRF cookie.
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            #expect(page.status == 200)
+            let html = String(decoding: page.body, as: UTF8.self)
+            #expect(html.contains("Sign in to continue to <strong>web</strong>"))
+            #expect(page.header("Content-Security-Policy")?.contains("frame-ancestors 'none'") == true)
+            #expect(page.header("Referrer-Policy") == "no-referrer")
+
+            let wrong = try await Self.post(
+                client, "/auth/authorize/password",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("email", "ada@example.com"),
+                    ("password", "wrong password entirely"),
+                ], jar)
+            #expect(wrong.status == 401)
+            #expect(String(decoding: wrong.body, as: UTF8.self).contains("Wrong email or password."))
+            let forged = try await client.send(
+                .post, "/auth/authorize/password", headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: Array(
+                    FormEncoding.encode([
+                        ("request", try #require(Self.hidden(page, "request"))), ("csrf", "forged"),
+                        ("email", "ada@example.com"), ("password", Self.password),
+                    ]).utf8))
+            #expect(forged.status == 403, "no CSRF cookie, no sign-in")
+
+            // Signed in: the consent page (the session cookie is set), then the code.
+            let consent = try await Self.passwordSignIn(client, page: wrong, jar, email: "ada@example.com")
+            #expect(consent.status == 200)
+            #expect(jar.cookies["broker_session"] != nil)
+            #expect(
+                consent.headers[values: .setCookie].contains {
+                    $0.hasPrefix("broker_session=") && $0.contains("HttpOnly") && $0.contains("SameSite=Lax")
+                })
+            let consentHTML = String(decoding: consent.body, as: UTF8.self)
+            #expect(consentHTML.contains("Allow web?") && consentHTML.contains("See your email address"))
+            let allowed = try await Self.allow(client, consent: consent, jar)
+            let back = try #require(Self.destination(allowed))
+            #expect(back.hasPrefix(Self.web + "?"))
+            let query = Flow.query(back)
+            #expect(query["state"] == "st-1")
+            #expect(query["iss"] == "http://broker.test")
+            let code = try #require(query["code"])
+
+            let tokens = try await Self.redeem(client, code: code)
+            #expect(tokens.status == 200, "\(String(decoding: tokens.body, as: UTF8.self))")
+            #expect(tokens["refresh_token"] == nil, "no offline_access, no refresh token")
+            #expect(tokens["scope"]?.stringValue == "openid email profile")
+            let accessToken = try #require(tokens["access_token"]?.stringValue)
+            let idToken = try #require(tokens["id_token"]?.stringValue)
+            // The id token: RS256 against the published JWKS, and every claim Core 2 asks for.
+            let jwks = try await client.get("/.well-known/jwks.json")
+            let set = try JSONDecoder().decode(JWKSet.self, from: Data(jwks.body))
+            var keys = JWTKeySet()
+            for key in set.keys { try keys.add(try AsymmetricKey(jwk: key), kid: key.kid ?? "") }
+            let verified = try JWTVerifier(
+                keys: keys, options: .init(issuer: "http://broker.test", audience: "web")
+            ).verify(idToken, now: broker.clock.seconds())
+            #expect(verified.algorithm == .RS256)
+            let userID = try #require(registered["user_id"]?.stringValue)
+            #expect(verified.subject == userID)
+            #expect(verified.claims["nonce"] == "n-1")
+            #expect(verified.claims["azp"] == "web")
+            #expect(verified.claims["email"] == "ada@example.com")
+            #expect(verified.claims["amr"] == ["pwd"])
+            #expect(verified.claims["auth_time"]?.intValue == broker.clock.seconds())
+            #expect(verified.claims["sid"]?.stringValue?.isEmpty == false)
+            #expect(verified.claims["at_hash"]?.stringValue == AppTokenService.halfHash(accessToken))
+            #expect(jwtParts(accessToken).claims?["client_id"] == "web")
+
+            // userinfo, GET and POST; an id token is no access token.
+            let info = try await client.get("/auth/userinfo", bearer: accessToken)
+            #expect(info.status == 200 && info["sub"]?.stringValue == userID && info["email"] == "ada@example.com")
+            let posted = try await client.send(
+                .post, "/auth/userinfo", headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: Array("access_token=\(accessToken)".utf8))
+            #expect(posted.status == 200 && posted["sub"]?.stringValue == userID)
+            #expect(try await client.get("/auth/userinfo", bearer: idToken).status == 401)
+            #expect(
+                try await client.get("/auth/userinfo", bearer: registered["access_token"]?.stringValue).status == 403)
+
+            // Single sign-on: the session and the remembered consent answer at once, with a 302.
+            let again = try await Self.get(
+                client, Self.authorizeURI(Self.webRequest(state: "st-2", nonce: nil, extra: [("prompt", "none")])),
+                jar)
+            #expect(again.status == 302)
+            #expect(Flow.query(try #require(again.header("Location")))["code"] != nil)
+            // prompt=consent asks again; max_age after time has passed signs in again.
+            let asked = try await Self.get(
+                client, Self.authorizeURI(Self.webRequest(extra: [("prompt", "consent")])), jar)
+            #expect(String(decoding: asked.body, as: UTF8.self).contains("Allow web?"))
+            broker.clock.advance(by: 30)
+            let stale = try await Self.get(client, Self.authorizeURI(Self.webRequest(extra: [("max_age", "1")])), jar)
+            #expect(String(decoding: stale.body, as: UTF8.self).contains("Sign in to continue"))
+            // Without the session: prompt=none is login_required at the redirect URI.
+            let none = try await client.get(Self.authorizeURI(Self.webRequest(extra: [("prompt", "none")])))
+            #expect(none.status == 302)
+            let refused = Flow.query(try #require(none.header("Location")))
+            #expect(refused["error"] == "login_required" && refused["state"] == "st-1")
+
+            // A code is spent once; its replay ends the session it started.
+            let replay = try await Self.redeem(client, code: code)
+            #expect(replay.status == 400 && replay.error == "invalid_grant")
+            #expect(try await client.get("/auth/userinfo", bearer: accessToken).status == 401, "the session ended")
+        }
+    }
+
+    @Test func theTokenEndpointChecksTheAppTheCodeAndTheRedirect() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("bo@example.com", Self.password)
+            func code(scope: String = "openid offline_access") async throws -> String {
+                let jar = Jar()
+                let page = try await Self.get(client, Self.authorizeURI(Self.webRequest(scope: scope)), jar)
+                let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "bo@example.com")
+                let destination = try #require(Self.destination(signedIn))
+                return try #require(Flow.query(destination)["code"], "first-party: no consent page")
+            }
+            let wrongRedirect = try await Self.redeem(client, code: try await code(), redirect: "https://app.example/x")
+            #expect(wrongRedirect.status == 400 && wrongRedirect.error == "invalid_grant")
+            var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            headers[.authorization] = HTTPBasic.header(id: "web", secret: Secret("not the secret")).value
+            let badSecret = try await client.send(
+                .post, "/auth/token", headers: headers,
+                body: Array(
+                    FormEncoding.encode([
+                        ("grant_type", "authorization_code"), ("code", try await code()), ("redirect_uri", Self.web),
+                    ]).utf8))
+            #expect(badSecret.status == 401 && badSecret.error == "invalid_client")
+            let posted = try await Self.redeem(client, code: try await code(), basic: false)
+            #expect(posted.status == 200, "client_secret_post")
+            let refresh = try #require(posted["refresh_token"]?.stringValue, "offline_access: a refresh token")
+            let rotated = try await client.refresh(refresh)
+            #expect(rotated.status == 200)
+            #expect(jwtParts(try #require(rotated["access_token"]?.stringValue)).claims?["client_id"] == "web")
+            // A token of an app never becomes an account token (RT2-1).
+            let account = try await client.accountGrant(
+                refreshToken: try #require(rotated["refresh_token"]?.stringValue))
+            #expect(account.status == 400 && account.error == "invalid_scope")
+        }
+    }
+
+    @Test func badRequestsNeverRedirectAnywhereUnchecked() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker)
+        try await broker.test { client in
+            let unknown = try await client.get(
+                Self.authorizeURI([("client_id", "nobody"), ("redirect_uri", "https://evil.example/")]))
+            #expect(unknown.status == 400 && unknown.header("Location") == nil)
+            let unregistered = try await client.get(
+                Self.authorizeURI([
+                    ("client_id", "web"), ("redirect_uri", "https://evil.example/callback"), ("response_type", "code"),
+                ]))
+            #expect(unregistered.status == 400 && unregistered.header("Location") == nil)
+            #expect(String(decoding: unregistered.body, as: UTF8.self).contains("not one it registered"))
+            let prefix = try await client.get(
+                Self.authorizeURI([("client_id", "web"), ("redirect_uri", Self.web + "/more")]))
+            #expect(prefix.status == 400, "exact match only")
+
+            func error(_ parameters: [(String, String)]) async throws -> [String: String] {
+                let reply = try await client.get(Self.authorizeURI(parameters))
+                #expect(reply.status == 302)
+                return Flow.query(reply.header("Location") ?? "")
+            }
+            var missing = Self.webRequest()
+            missing.removeAll { $0.0 == "response_type" }
+            let noType = try await error(missing)
+            #expect(noType["error"] == "invalid_request" && noType["state"] == "st-1")
+            #expect(noType["iss"] == "http://broker.test")
+            #expect(
+                try await error(Self.webRequest().map { $0.0 == "response_type" ? ($0.0, "token") : $0 })["error"]
+                    == "unsupported_response_type")
+            #expect(try await error(Self.webRequest(scope: "openid admin"))["error"] == "invalid_scope")
+            #expect(
+                try await error(Self.webRequest(extra: [("prompt", "none login")]))["error"] == "invalid_request")
+            // Scopes in another order and unknown parameters are fine: the sign-in page.
+            let fine = try await client.get(
+                Self.authorizeURI(Self.webRequest(scope: "email openid", extra: [("frobnicate", "1")])))
+            #expect(fine.status == 200)
+
+            // A public app must use PKCE; its loopback redirect may use any port (RFC 8252 §7.3).
+            let native = [
+                ("response_type", "code"), ("client_id", "native"), ("redirect_uri", "http://127.0.0.1:49152/callback"),
+                ("scope", "openid"), ("state", "s"),
+            ]
+            #expect(try await error(native)["error"] == "invalid_request")
+            let pkce = try PKCE.generate()
+            let withPKCE = try await client.get(
+                Self.authorizeURI(native + [("code_challenge", pkce.challenge), ("code_challenge_method", "S256")]))
+            #expect(withPKCE.status == 200)
+            let otherHost = try await client.get(
+                Self.authorizeURI([
+                    ("response_type", "code"), ("client_id", "native"), ("redirect_uri", "http://localhost:1/callback"),
+                ]))
+            #expect(otherHost.status == 400)
+            #expect(AppRules.registrationProblem("http://app.example/cb", isPublic: false) != nil, "https required")
+            #expect(AppRules.registrationProblem("http://localhost:8080/cb", isPublic: false) == nil)
+            #expect(AppRules.registrationProblem("com.example.app:/cb", isPublic: false) != nil, "native: --public")
+            #expect(AppRules.registrationProblem("com.example.app:/cb", isPublic: true) == nil)
+            #expect(AppRules.registrationProblem("https://app.example/cb#x", isPublic: false) != nil)
+            #expect(AppRules.registrationProblem("javascript:alert(1)", isPublic: true) != nil)
+        }
+    }
+
+    @Test func aProviderSignInReturnsIntoTheAppsRequest() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            #expect(String(decoding: page.body, as: UTF8.self).contains("Sign in with Google"))
+            let onward = try await Self.post(
+                client, "/auth/authorize/provider",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("provider", "google"),
+                ], jar)
+            let location = try #require(Self.destination(onward))
+            #expect(location.hasPrefix(Flow.issuer + "/auth?"))
+            let query = Flow.query(location)
+            google.answerTokens(subject: "1045", nonce: try #require(query["nonce"]))
+            let callback = try await Self.get(
+                client,
+                "/auth/google/callback?"
+                    + FormEncoding.encode([("state", try #require(query["state"])), ("code", "provider-code")]), jar)
+            #expect(callback.status == 302)
+            let back = Flow.query(try #require(callback.header("Location")))
+            #expect(back["state"] == "st-1")
+            let tokens = try await Self.redeem(client, code: try #require(back["code"]))
+            let claims = jwtParts(try #require(tokens["id_token"]?.stringValue)).claims
+            #expect(claims?["sub"] == "google:1045")
+            #expect(claims?["amr"] == ["fed"])
+            #expect(jar.cookies["broker_session"] != nil, "signed in at the broker for the next app")
+        }
+    }
+}
