@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52")
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests)
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -25,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${BROKER_PYTHON:-python3}
-if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium' 2>/dev/null; then
+if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests' 2>/dev/null; then
   echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
   "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

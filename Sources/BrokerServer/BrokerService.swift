@@ -79,7 +79,8 @@ package final class BrokerService: Sendable {
         metrics: BrokerMetrics = BrokerMetrics(),
         audit: AuditTrail? = nil,
         mailPassword: Secret? = nil,
-        mailBackoff: @escaping @Sendable (Int) -> Duration = { .seconds(5 << min($0, 6)) }
+        mailBackoff: @escaping @Sendable (Int) -> Duration = { .seconds(5 << min($0, 6)) },
+        newIDTokenKey: @escaping @Sendable () throws -> AsymmetricKey = { try AsymmetricKey.generate(.rsa(bits: 2048)) }
     ) async throws -> BrokerService {
         let audit = try audit ?? AuditTrail(destination: .discard, clock: clock)
         let store = MeteredStore(store, metrics: metrics)
@@ -89,7 +90,7 @@ package final class BrokerService: Sendable {
             store: store, master: master,
             legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
         let keys = try await KeyManager.make(
-            source: signingKey.map { .external($0) } ?? .vault(vault), idTokenKey: try await vault.idTokenKey(now: now),
+            source: signingKey.map { .external($0) } ?? .vault(vault), idTokenKey: try await vault.idTokenKey(now: now, generate: newIDTokenKey),
             retention: retention, now: now)
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,

@@ -194,13 +194,16 @@ package struct KeyVault: Sendable {
     /// The RSA key id tokens are signed with (RS256, which OpenID Connect requires of every provider; the
     /// access tokens keep the ring's ES256 key): sealed in the store like the other keys (a secret named
     /// `id-token-rs256` holding its PEM), the first broker to store one wins, every broker signs with it.
-    package func idTokenKey(now: Int64) async throws -> AsymmetricKey {
+    /// - Parameter generate: makes the key when the store has none (tests hand in one made once).
+    package func idTokenKey(
+        now: Int64, generate: @Sendable () throws -> AsymmetricKey = { try AsymmetricKey.generate(.rsa(bits: 2048)) }
+    ) async throws -> AsymmetricKey {
         let name = "id-token-rs256"
         let label = Self.label(secret: name)
         if let stored = try await store.secretKey(name: name) {
             return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))
         }
-        let fresh = try AsymmetricKey.generate(.rsa(bits: 2048))
+        let fresh = try generate()
         let sealed = try master.seal(Array(try fresh.privateKeyPEM().utf8), label: label)
         let stored = try await store.secretKey(name: name, orInsert: sealed, now: now)
         return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))

@@ -22,13 +22,16 @@ struct EndpointTests {
         #expect(discovery["token_endpoint"]?.stringValue == server.url + "/auth/token")
         #expect(discovery["revocation_endpoint"]?.stringValue == server.url + "/auth/revoke")
         #expect(discovery["grant_types_supported"]?.arrayValue?.contains("refresh_token") == true)
-        #expect(discovery["id_token_signing_alg_values_supported"] == .array(["ES256"]))
+        #expect(discovery["id_token_signing_alg_values_supported"] == .array(["RS256", "ES256"]))
+        #expect(discovery["access_token_signing_alg_values_supported"] == .array(["ES256"]))
 
+        // The access tokens' ES256 key, and the RSA key of apps' id tokens (OpenID Connect requires RS256).
         let jwks = try await server.get("/.well-known/jwks.json")
         let keys = try #require(jwks["keys"]?.arrayValue)
-        #expect(keys.count == 1)
+        #expect(keys.count == 2)
         #expect(keys[0]["alg"] == "ES256" && keys[0]["use"] == "sig" && keys[0]["kid"] != nil)
-        #expect(keys[0]["d"] == nil, "no private member is published")
+        #expect(keys[1]["alg"] == "RS256" && keys[1]["kty"] == "RSA")
+        #expect(keys.allSatisfy { $0["d"] == nil && $0["p"] == nil }, "no private member is published")
 
         let providers = try await server.get("/auth/providers")
         #expect(

@@ -21,6 +21,9 @@ import Testing
 /// For endpoint logic — errors, grants, rotation, revocation, throttling, the browser-flow state machine.
 /// What only a process shows (signals, files, the CLI, interop) stays with ``BrokerProcess``.
 struct InProcessBroker {
+    /// The id-token key every in-process broker's store starts with (made once per test process).
+    static let sharedIDTokenKey = Result { try AsymmetricKey.generate(.rsa(bits: 2048)) }
+
     let clock: ManualClock
     let transport: ScriptedTransport
     let service: BrokerService
@@ -70,7 +73,9 @@ struct InProcessBroker {
             clock: clock,
             http: { [transport] in transport },
             // Mail retries at once: a test never waits out a back-off.
-            mailBackoff: { _ in .zero }
+            mailBackoff: { _ in .zero },
+            // One RSA key for every in-process broker: making a 2048-bit key per test costs seconds of CPU in all.
+            newIDTokenKey: { try InProcessBroker.sharedIDTokenKey.get() }
         )
     }
 

@@ -68,9 +68,10 @@ struct LifecycleTests {
         _ = try await eventually(every: .milliseconds(100)) {
             let jwks = try await server.get("/.well-known/jwks.json")
             kids = jwks["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
-            return kids.count == 2
+            return kids.count == 3
         }
-        #expect(Set(kids) == [oldKid, newKid])
+        #expect(Set(kids).isSuperset(of: [oldKid, newKid]), "both keys, beside the id-token key")
+        #expect(kids.first == newKid)
         let after = try await server.login("rotate@example.com", Self.password)
         let newAccess = try #require(after["access_token"]?.stringValue)
         let headerKid = jwtParts(newAccess).header?["kid"]?.stringValue
@@ -125,7 +126,8 @@ struct LifecycleTests {
         let server = try await BrokerProcess.start(arguments: ["--signing-key", key], directory: directory)
         defer { server.stop() }
         let jwks = try await server.get("/.well-known/jwks.json")
-        #expect(jwks["keys"]?.arrayValue?.map { $0["alg"] } == [.string(algorithm)])
+        // The given key, and the RSA key of apps' id tokens.
+        #expect(jwks["keys"]?.arrayValue?.map { $0["alg"] } == [.string(algorithm), "RS256"])
         let session = try await server.register("key-\(kind)@example.com", Self.password)
         let access = try #require(session["access_token"]?.stringValue)
         let verified = try await Interop.run(["verify_broker_token.py", server.url, access])

@@ -1,0 +1,65 @@
+import BrokerCore
+import BrokerHTTP
+import BrokerTesting
+import Foundation
+import Testing
+
+/// The OpenID Provider against relying-party code nobody here wrote: Python's Authlib (the flow) and joserfc
+/// (the id token), on a real `broker serve` with apps registered by `broker client add`.
+@Suite("OpenID Provider: relying parties we did not write")
+struct OpenIDProviderInteropTests {
+    static let password = "correct horse battery staple"
+
+    @Test func authlibSignsInWithCodePKCEAndNonceAndSingleSignOnReachesASecondApp() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let web = try await CLI.run(
+            [
+                "client", "add", "web", "--redirect-uri", "https://web.example/callback", "--json", "--data-dir",
+                server.dataDirectory,
+            ])
+        #expect(web.status == 0, "\(web.stderr)")
+        let secret = try #require(JSONValue.parse(Array(web.stdout.utf8))?["client_secret"]?.stringValue)
+        let native = try await CLI.run(
+            [
+                "client", "add", "native", "--public", "--first-party", "--redirect-uri",
+                "http://127.0.0.1/callback", "--json", "--data-dir", server.dataDirectory,
+            ])
+        #expect(native.status == 0, "\(native.stderr)")
+        #expect(JSONValue.parse(Array(native.stdout.utf8))?["client_secret"] == nil, "a public app has no secret")
+        let listed = try await CLI.run(["client", "list", "--json", "--data-dir", server.dataDirectory])
+        let clients = JSONValue.parse(Array(listed.stdout.utf8))?["clients"]?.arrayValue ?? []
+        #expect(clients.first { $0["client_id"] == "web" }?["redirect_uris"] == ["https://web.example/callback"])
+        #expect(clients.first { $0["client_id"] == "native" }?["kind"] == "public_app")
+        let bad = try await CLI.run(
+            ["client", "add", "bad", "--redirect-uri", "http://web.example/cb", "--data-dir", server.dataDirectory])
+        #expect(bad.status == 64 && bad.stderr.contains("https is required"), "\(bad.stderr)")
+
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"rp@example.com","password":"\#(Self.password)"}"#.utf8))
+        register.timeout = .seconds(120)
+        let registered = try await HTTPClient.shared.send(register)
+        let userID = try #require(JSONValue.parse(registered.body)?["user_id"]?.stringValue)
+
+        let result = try await Interop.run(
+            ["oidc_relying_party.py", server.url, secret, "rp@example.com", Self.password])
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        #expect(seen["id_token_alg"] == "RS256")
+        #expect(seen["sub"]?.stringValue == userID)
+        #expect(seen["email"] == "rp@example.com")
+        #expect(seen["iss_in_response"]?.stringValue == server.url)
+        #expect(seen["has_refresh_token"] == false)
+        #expect(seen["userinfo_get"]?["sub"]?.stringValue == userID)
+        #expect(seen["userinfo_post"]?["email"] == "rp@example.com")
+        #expect(seen["userinfo_id_token"] == 401)
+        #expect(seen["sso_sub"]?.stringValue == userID, "the second app signed in without credentials")
+        #expect(seen["prompt_none_without_session"] == "login_required")
+
+        // Removing an app ends the sessions it started.
+        let removed = try await CLI.run(["client", "remove", "native", "--data-dir", server.dataDirectory])
+        #expect(removed.status == 0 && removed.stderr.contains("ended 1 session"), "\(removed.stderr)")
+    }
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Two apps that sign their users in through a running broker, written with Authlib (code we did not write):
+discovery, the authorization code flow with PKCE and a nonce, the id token verified with joserfc against the
+broker's JWKS, userinfo by GET and POST, single sign-on between the two apps, and prompt=none with and
+without a browser session. The "browser" is a requests.Session that keeps cookies and submits the broker's
+forms as a person would (the sign-in page, the consent page).
+
+Usage: oidc_relying_party.py BROKER_URL WEB_SECRET EMAIL PASSWORD
+  app "web"    (confidential, redirect https://web.example/callback, not first-party)
+  app "native" (public, redirect http://127.0.0.1/callback, any port)
+Prints one JSON object with what each step saw; exits 1 with the reason on the first surprise.
+"""
+import html.parser
+import json
+import sys
+import urllib.parse
+
+import requests
+from authlib.common.security import generate_token
+from authlib.integrations.requests_client import OAuth2Session
+from joserfc import jwt
+from joserfc.jwk import KeySet
+
+
+class Forms(html.parser.HTMLParser):
+    """The forms of a page: action, and the hidden inputs (and buttons with a value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.forms = []
+        self.refresh = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form":
+            self.forms.append({"action": attrs.get("action"), "fields": {}})
+        elif tag == "input" and self.forms and attrs.get("type") == "hidden":
+            self.forms[-1]["fields"][attrs["name"]] = attrs.get("value", "")
+        elif tag == "meta" and attrs.get("http-equiv") == "refresh":
+            self.refresh = attrs["content"].split("url=", 1)[1]
+
+
+def parse(page):
+    forms = Forms()
+    forms.feed(page)
+    return forms
+
+
+def fail(message):
+    print(message, file=sys.stderr)
+    sys.exit(1)
+
+
+def follow_to_app(browser, response, app_prefix):
+    """Follows the broker's redirects and onward pages until the app's redirect URI; returns that URL."""
+    for _ in range(10):
+        location = response.headers.get("Location")
+        if location is None:
+            location = parse(response.text).refresh
+        if location is None:
+            return None, response
+        location = urllib.parse.urljoin(response.url, location)
+        if location.startswith(app_prefix):
+            return location, response
+        response = browser.get(location, allow_redirects=False)
+    fail("too many hops")
+
+
+def main():
+    broker, web_secret, email, password = sys.argv[1:5]
+    seen = {}
+    discovery = requests.get(broker + "/.well-known/openid-configuration").json()
+    for key in ["authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri"]:
+        if key not in discovery:
+            fail("discovery lacks " + key)
+    if "RS256" not in discovery["id_token_signing_alg_values_supported"]:
+        fail("RS256 is not among the id token algorithms")
+    keys = KeySet.import_key_set(requests.get(discovery["jwks_uri"]).json())
+
+    web_redirect = "https://web.example/callback"
+    web = OAuth2Session(
+        "web", web_secret, scope="openid email profile", redirect_uri=web_redirect,
+        code_challenge_method="S256", token_endpoint_auth_method="client_secret_basic")
+    verifier = generate_token(48)
+    nonce = generate_token(20)
+    url, state = web.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=verifier, nonce=nonce)
+
+    browser = requests.Session()
+    page = browser.get(url, allow_redirects=False)
+    if page.status_code != 200 or "Sign in to continue to" not in page.text:
+        fail("no sign-in page: %s %s" % (page.status_code, page.text[:300]))
+    form = next(f for f in parse(page.text).forms if f["action"] == "/auth/authorize/password")
+    fields = dict(form["fields"], email=email, password=password)
+    consent = browser.post(broker + form["action"], data=fields, allow_redirects=False)
+    if "Allow web?" not in consent.text:
+        fail("no consent page: %s" % consent.text[:300])
+    form = next(f for f in parse(consent.text).forms if f["action"] == "/auth/authorize/consent")
+    answered = browser.post(broker + form["action"], data=dict(form["fields"], decision="allow"), allow_redirects=False)
+    back, _ = follow_to_app(browser, answered, web_redirect)
+    if back is None:
+        fail("the consent did not lead back to the app")
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(back).query))
+    seen["iss_in_response"] = query.get("iss")
+    if query.get("state") != state:
+        fail("state did not come back")
+
+    token = web.fetch_token(
+        discovery["token_endpoint"], authorization_response=back, code_verifier=verifier)
+    decoded = jwt.decode(token["id_token"], keys)
+    claims = decoded.claims
+    jwt.JWTClaimsRegistry(
+        iss={"essential": True, "value": broker}, aud={"essential": True, "value": "web"},
+        nonce={"essential": True, "value": nonce}, sub={"essential": True}).validate(claims)
+    seen["id_token_alg"] = decoded.header["alg"]
+    seen["sub"] = claims["sub"]
+    seen["email"] = claims.get("email")
+    seen["has_refresh_token"] = "refresh_token" in token
+    seen["userinfo_get"] = web.get(discovery["userinfo_endpoint"]).json()
+    seen["userinfo_post"] = requests.post(
+        discovery["userinfo_endpoint"], data={"access_token": token["access_token"]}).json()
+    seen["userinfo_id_token"] = requests.get(
+        discovery["userinfo_endpoint"], headers={"Authorization": "Bearer " + token["id_token"]}).status_code
+
+    # A second app in the same browser: single sign-on, nothing typed. Public, PKCE, a loopback port.
+    native_redirect = "http://127.0.0.1:47011/callback"
+    native = OAuth2Session("native", scope="openid", redirect_uri=native_redirect, code_challenge_method="S256",
+                           token_endpoint_auth_method="none")
+    native_verifier = generate_token(48)
+    url, native_state = native.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=native_verifier, prompt="none")
+    response = browser.get(url, allow_redirects=False)
+    back, stopped = follow_to_app(browser, response, native_redirect)
+    if back is None:
+        fail("single sign-on did not reach the second app: %s" % stopped.text[:300])
+    native_token = native.fetch_token(
+        discovery["token_endpoint"], authorization_response=back, code_verifier=native_verifier)
+    seen["sso_sub"] = jwt.decode(native_token["id_token"], keys).claims["sub"]
+
+    # prompt=none in a browser without a broker session: login_required, at the redirect URI.
+    url, _ = native.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=generate_token(48), prompt="none")
+    response = requests.get(url, allow_redirects=False)
+    refused = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(response.headers.get("Location", "")).query))
+    seen["prompt_none_without_session"] = refused.get("error")
+
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()
