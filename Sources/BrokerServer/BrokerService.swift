@@ -90,7 +90,8 @@ package final class BrokerService: Sendable {
             store: store, master: master,
             legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
         let keys = try await KeyManager.make(
-            source: signingKey.map { .external($0) } ?? .vault(vault), idTokenKey: try await vault.idTokenKey(now: now, generate: newIDTokenKey),
+            source: signingKey.map { .external($0) } ?? .vault(vault),
+            idTokenKey: try await vault.idTokenKey(now: now, generate: newIDTokenKey),
             retention: retention, now: now)
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
