@@ -9,6 +9,7 @@ APT_PACKAGES=(
   gdb procps                  # scripts/bounded.sh: the stacks of a test run that stalls, before it is ended
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
+  apache2 libapache2-mod-auth-openidc  # an app nobody here wrote behind broker's OpenID Provider
 )
 PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests)
 

@@ -63,3 +63,38 @@ struct OpenIDProviderInteropTests {
         #expect(removed.status == 0 && removed.stderr.contains("ended 1 session"), "\(removed.stderr)")
     }
 }
+
+/// Debian's Apache with mod_auth_openidc as an app, and headless Chromium through broker's own pages.
+@Suite("OpenID Provider: Apache mod_auth_openidc in front of a page")
+struct ApacheRelyingPartyTests {
+    @Test func chromiumSignsInThroughBrokerAndThePageShowsTheUser() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let port = try freeLoopbackPort()
+        let added = try await CLI.run(
+            [
+                "client", "add", "apache", "--redirect-uri", "http://127.0.0.1:\(port)/protected/redirect_uri",
+                "--json", "--data-dir", server.dataDirectory,
+            ])
+        #expect(added.status == 0, "\(added.stderr)")
+        let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"apache@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
+        register.timeout = .seconds(120)
+        let userID = try #require(JSONValue.parse(try await HTTPClient.shared.send(register).body)?["user_id"])
+
+        let shots = ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
+        let result = try await Interop.run(
+            [
+                "apache_relying_party.py", server.url, "\(port)", secret, "apache@example.com",
+                OpenIDProviderInteropTests.password,
+            ] + (shots.map { [$0] } ?? []))
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        #expect(seen["sub"] == userID, "the page shows the broker user id")
+        #expect(seen["email"] == "apache@example.com")
+        #expect(seen["pages"] == ["Sign in to apache", "Allow apache?", "The app"])
+    }
+}
