@@ -89,10 +89,10 @@ package final class BrokerService: Sendable {
         let vault = KeyVault(
             store: store, master: master,
             legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
+        let idTokens = try await vault.idTokenKeys(now: now, generate: newIDTokenKey)
         let keys = try await KeyManager.make(
             source: signingKey.map { .external($0) } ?? .vault(vault),
-            idTokenKey: try await vault.idTokenKey(now: now, generate: newIDTokenKey),
-            retention: retention, now: now)
+            idTokens: (idTokens.keys, idTokens.stamp, vault), retention: retention, now: now)
         return try BrokerService(
             configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
@@ -170,12 +170,15 @@ package final class BrokerService: Sendable {
 
     /// `POST /auth/token`: an app's code grant goes to ``AppTokenService``, everything else to ``GrantService``.
     func token(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        if try input.string("grant_type") == "authorization_code",
-            AppTokenService.isAppRequest(input, authorization: authorization)
-        {
+        let grant = try input.string("grant_type")
+        if grant == "authorization_code", AppTokenService.isAppRequest(input, authorization: authorization) {
             return try await metrics.counting(success: "issued", { self.metrics.appToken(outcome: $0) }) {
                 try await appTokens.authorizationCode(input, authorization: authorization)
             }
+        }
+        if grant == "refresh_token", AppTokenService.isAppRequest(input, authorization: authorization) {
+            let app = try await appTokens.authenticate(input, authorization: authorization)
+            return try await grants.refresh(input, client: app)
         }
         return try await grants.token(input, authorization: authorization)
     }

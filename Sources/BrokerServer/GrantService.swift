@@ -63,7 +63,10 @@ final class GrantService: Sendable {
     }
 
     /// The refresh grant: rotation, and reuse detection that revokes the whole session (RFC 9700 §4.14.2).
-    func refresh(_ input: RequestInput) async throws -> APIResponse {
+    /// - Parameter client: the app the request authenticated as (``AppTokenService/authenticate(_:authorization:)``),
+    ///   if it did. A session an app started rotates only for that app; a confidential app's only with its
+    ///   secret (RFC 6749 §6) — a refresh token presented without it is taken as stolen and ends the session.
+    func refresh(_ input: RequestInput, client: AppRecord? = nil) async throws -> APIResponse {
         let presented = try input.string("refresh_token")
         guard presented.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(presented) != nil else {
             metrics.refresh(outcome: "unknown")
@@ -81,6 +84,15 @@ final class GrantService: Sendable {
             now: time
         )
         metrics.refresh(outcome: outcome.label)
+        if case .rotated(let view) = outcome, try await !refreshAllowed(view, client: client) {
+            if try await store.revokeSession(id: view.session.id, now: time) {
+                metrics.revocation(reason: "client_mismatch")
+            }
+            audit.record(
+                "refresh_token_refused", outcome: "failure", user: view.user.id,
+                fields: ["client_id": view.session.clientID, "reason": "client_authentication"])
+            throw AppTokenService.invalidClient
+        }
         switch outcome {
         case .rotated(let view) where wantsAccount:
             // Only the CLI's own sessions manage the account. Any other session asking for it (an app's refresh
@@ -132,6 +144,15 @@ final class GrantService: Sendable {
             )
             throw APIError.invalidGrant("the refresh token was already used; the session has been revoked")
         }
+    }
+
+    /// Whether the authenticated `client` (or none) may rotate a token of `view`'s session.
+    private func refreshAllowed(_ view: SessionView, client: AppRecord?) async throws -> Bool {
+        if let client { return client.clientID == view.session.clientID }
+        guard view.session.clientID != TokenIssuer.cliClientID,
+            let app = try await store.app(clientID: view.session.clientID)
+        else { return true }
+        return app.isPublic
     }
 
     /// `POST /auth/revoke` (RFC 7009): a refresh token, or one of our access tokens, ends its session.

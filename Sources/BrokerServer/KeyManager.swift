@@ -24,8 +24,11 @@ final class KeyManager: Sendable {
         let publishedKIDs: [String]
         /// The stored ring this state was built from (``KeyVault/fingerprint(_:)``); empty for an external key.
         let fingerprint: [String]
-        /// Signs id tokens with RS256 (``KeyVault/idTokenKey(now:)``), when this broker has that key.
+        /// Signs id tokens with RS256 (``KeyVault/idTokenKeys(now:generate:)``), when this broker has that key.
         let idTokenSigner: JWTSigner?
+        /// The id-token keys, the signing one first, and the stored secret they were read from.
+        let idTokenKeys: [AsymmetricKey]
+        let idTokenStamp: String
 
         /// The signer of an id token with `algorithm` (an app's `--id-token-alg`): RS256 from the id-token key,
         /// else the ring's current key when it has that algorithm.
@@ -36,23 +39,26 @@ final class KeyManager: Sendable {
     }
 
     let source: Source
-    /// The RS256 key of id tokens, published beside the ring's keys.
-    let idTokenKey: AsymmetricKey?
+    /// Where the id-token keys are re-read from (a rotation by another process), if anywhere.
+    let idTokenVault: KeyVault?
     /// How long a retired key stays published: the longest token lifetime plus the verifiers' leeway.
     let retention: Int64
     private let state: Mutex<State>
 
-    private init(source: Source, idTokenKey: AsymmetricKey?, retention: Int64, state: State) {
+    private init(source: Source, idTokenVault: KeyVault?, retention: Int64, state: State) {
         self.source = source
-        self.idTokenKey = idTokenKey
+        self.idTokenVault = idTokenVault
         self.retention = retention
         self.state = Mutex(state)
     }
 
     /// Loads the keys (creating or importing the first one for a vault).
-    static func make(source: Source, idTokenKey: AsymmetricKey? = nil, retention: Int64, now: Int64) async throws
-        -> KeyManager
-    {
+    /// - Parameter idTokens: the id-token keys as read (``KeyVault/idTokenKeys(now:generate:)``) and the vault
+    ///   to watch for their rotation.
+    static func make(
+        source: Source, idTokens: (keys: [AsymmetricKey], stamp: String, vault: KeyVault)? = nil, retention: Int64,
+        now: Int64
+    ) async throws -> KeyManager {
         let ring: KeyRing
         var fingerprint: [String] = []
         switch source {
@@ -66,9 +72,10 @@ final class KeyManager: Sendable {
             fingerprint = KeyVault.fingerprint(try await vault.store.signingKeys())
         }
         return KeyManager(
-            source: source, idTokenKey: idTokenKey, retention: retention,
+            source: source, idTokenVault: idTokens?.vault, retention: retention,
             state: try makeState(
-                ring: ring, idTokenKey: idTokenKey, now: now, retention: retention, fingerprint: fingerprint))
+                ring: ring, idTokenKeys: idTokens?.keys ?? [], idTokenStamp: idTokens?.stamp ?? "", now: now,
+                retention: retention, fingerprint: fingerprint))
     }
 
     var current: State { state.withLock { $0 } }
@@ -88,25 +95,33 @@ final class KeyManager: Sendable {
                 fingerprint = stamp
             }
         }
-        let published = ring.published(now: now, retention: retention).map(\.kid)
+        var idTokenKeys = old.idTokenKeys
+        var idTokenStamp = old.idTokenStamp
+        if let idTokenVault, let rotated = try await idTokenVault.idTokenKeysIfChanged(since: old.idTokenStamp) {
+            (idTokenKeys, idTokenStamp) = rotated
+        }
+        let published =
+            ring.published(now: now, retention: retention).map(\.kid) + (try idTokenKeys.map { try $0.thumbprint() })
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
         if changed || fingerprint != old.fingerprint {
             let updated = try Self.makeState(
-                ring: ring, idTokenKey: idTokenKey, now: now, retention: retention, fingerprint: fingerprint)
+                ring: ring, idTokenKeys: idTokenKeys, idTokenStamp: idTokenStamp, now: now, retention: retention,
+                fingerprint: fingerprint)
             state.withLock { $0 = updated }
         }
         return changed
     }
 
     private static func makeState(
-        ring: KeyRing, idTokenKey: AsymmetricKey?, now: Int64, retention: Int64, fingerprint: [String]
+        ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenStamp: String, now: Int64, retention: Int64,
+        fingerprint: [String]
     ) throws -> State {
         var published = ring.published(now: now, retention: retention)
         var idTokenSigner: JWTSigner?
-        if let idTokenKey {
-            let kid = try idTokenKey.thumbprint()
-            idTokenSigner = try JWTSigner(key: idTokenKey, kid: kid)
-            published.append(SigningKeyEntry(kid: kid, key: idTokenKey, createdAt: 0, retiredAt: nil))
+        for (index, key) in idTokenKeys.enumerated() {
+            let kid = try key.thumbprint()
+            if index == 0 { idTokenSigner = try JWTSigner(key: key, kid: kid) }
+            published.append(SigningKeyEntry(kid: kid, key: key, createdAt: 0, retiredAt: nil))
         }
         var keySet = JWTKeySet()
         var jwks: [JSONValue] = []
@@ -128,7 +143,9 @@ final class KeyManager: Sendable {
             algorithms: algorithms,
             publishedKIDs: published.map(\.kid),
             fingerprint: fingerprint,
-            idTokenSigner: idTokenSigner
+            idTokenSigner: idTokenSigner,
+            idTokenKeys: idTokenKeys,
+            idTokenStamp: idTokenStamp
         )
     }
 }

@@ -191,22 +191,64 @@ package struct KeyVault: Sendable {
             createdAt: entry.createdAt, retiredAt: entry.retiredAt)
     }
 
-    /// The RSA key id tokens are signed with (RS256, which OpenID Connect requires of every provider; the
-    /// access tokens keep the ring's ES256 key): sealed in the store like the other keys (a secret named
-    /// `id-token-rs256` holding its PEM), the first broker to store one wins, every broker signs with it.
-    /// - Parameter generate: makes the key when the store has none (tests hand in one made once).
-    package func idTokenKey(
+    /// The secret that holds the RSA keys of id tokens.
+    static let idTokenSecret = "id-token-rs256"
+
+    /// The RSA keys id tokens are signed with (RS256, which OpenID Connect requires of every provider; the
+    /// access tokens keep the ring's key), the signing one first, then the one it replaced (still published,
+    /// so id tokens it signed keep verifying): sealed in the store like the other keys, as one secret holding
+    /// their PEMs, so that a rotation replaces both at once. The first broker to store one wins.
+    /// - Parameter generate: makes the first key when the store has none (tests hand in one made once).
+    package func idTokenKeys(
         now: Int64, generate: @Sendable () throws -> AsymmetricKey = { try AsymmetricKey.generate(.rsa(bits: 2048)) }
-    ) async throws -> AsymmetricKey {
-        let name = "id-token-rs256"
-        let label = Self.label(secret: name)
-        if let stored = try await store.secretKey(name: name) {
-            return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))
+    ) async throws -> (keys: [AsymmetricKey], stamp: String) {
+        if let stored = try await store.secretKey(name: Self.idTokenSecret) {
+            return (try openIDTokenKeys(stored), stored)
         }
-        let fresh = try generate()
-        let sealed = try master.seal(Array(try fresh.privateKeyPEM().utf8), label: label)
-        let stored = try await store.secretKey(name: name, orInsert: sealed, now: now)
-        return try AsymmetricKey(pem: String(decoding: try master.open(stored, label: label), as: UTF8.self))
+        let sealed = try sealIDTokenKeys([try generate()])
+        let stored = try await store.secretKey(name: Self.idTokenSecret, orInsert: sealed, now: now)
+        return (try openIDTokenKeys(stored), stored)
+    }
+
+    /// The stored id-token keys again, when they changed since `stamp` (another broker rotated them).
+    func idTokenKeysIfChanged(since stamp: String) async throws -> (keys: [AsymmetricKey], stamp: String)? {
+        guard let stored = try await store.secretKey(name: Self.idTokenSecret), stored != stamp else { return nil }
+        return (try openIDTokenKeys(stored), stored)
+    }
+
+    /// `broker keys rotate`: a new RSA key signs id tokens; the one it replaces stays published.
+    package func rotateIDTokenKey(now: Int64) async throws -> [AsymmetricKey] {
+        for _ in 0..<5 {
+            let (keys, stamp) = try await idTokenKeys(now: now)
+            let rotated = [try AsymmetricKey.generate(.rsa(bits: 2048))] + keys.prefix(1)
+            if try await store.replaceSecretKey(
+                name: Self.idTokenSecret, expected: stamp, with: try sealIDTokenKeys(rotated))
+            {
+                return rotated
+            }
+        }
+        throw MasterKey.Failure(description: "the id-token key changed under five rotations in a row")
+    }
+
+    private func sealIDTokenKeys(_ keys: [AsymmetricKey]) throws -> String {
+        let pems = try keys.map { try $0.privateKeyPEM() }.joined()
+        return try master.seal(Array(pems.utf8), label: Self.label(secret: Self.idTokenSecret))
+    }
+
+    private func openIDTokenKeys(_ sealed: String) throws -> [AsymmetricKey] {
+        let text = String(
+            decoding: try master.open(sealed, label: Self.label(secret: Self.idTokenSecret)), as: UTF8.self)
+        var keys: [AsymmetricKey] = []
+        var pem = ""
+        for line in text.split(separator: "\n") {
+            pem += line + "\n"
+            if line.hasPrefix("-----END") {
+                keys.append(try AsymmetricKey(pem: pem))
+                pem = ""
+            }
+        }
+        guard !keys.isEmpty else { throw MasterKey.Failure(description: "the stored id-token key is unusable") }
+        return keys
     }
 
     /// The 256-bit secret key called `name` (`client-secrets`, `flow-state`): the store's, else the data

@@ -184,6 +184,11 @@ final class MeteredStore: Store {
     func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
         try await timed("secret_key") { try await base.secretKey(name: name, orInsert: sealed, now: now) }
     }
+    func replaceSecretKey(name: String, expected: String, with sealed: String) async throws -> Bool {
+        try await timed("replace_secret_key") {
+            try await base.replaceSecretKey(name: name, expected: expected, with: sealed)
+        }
+    }
     func secretKey(name: String) async throws -> String? {
         try await timed("secret_key") { try await base.secretKey(name: name) }
     }
@@ -260,6 +265,9 @@ final class MeteredStore: Store {
     }
     func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord? {
         try await timed("browser_session") { try await base.browserSession(cookieHash: cookieHash, now: now) }
+    }
+    func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord] {
+        try await timed("browser_sessions") { try await base.browserSessions(user: user) }
     }
     @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         try await timed("revoke_browser_session") { try await base.revokeBrowserSession(id: id, now: now) }

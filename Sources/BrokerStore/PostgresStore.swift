@@ -685,6 +685,12 @@ package final class PostgresStore: Store {
                 WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
+            try await connection.query(
+                """
+                UPDATE browser_sessions SET revoked_at = \(now)
+                WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
+                """, logger: logger
+            ).drain()
             let others =
                 try await Self.first(
                     Int64.self, "SELECT COUNT(*) FROM identities WHERE user_id = \(owner)", connection, logger) ?? 0
@@ -745,6 +751,12 @@ package final class PostgresStore: Store {
             ).decode(String.self)
             var ended: [String] = []
             for try await id in rows { ended.append(id) }
+            try await connection.query(
+                """
+                UPDATE browser_sessions SET revoked_at = \(now)
+                WHERE user_id = \(user.description) AND signed_in_with = \(provider.rawValue) AND revoked_at IS NULL
+                """, logger: logger
+            ).drain()
             return .unlinked(endedSessions: ended.sorted())
         }
     }
@@ -1012,6 +1024,10 @@ package final class PostgresStore: Store {
         return try await run("revocation") {
             let rows = try await client.query(
                 """
+                WITH browsers AS (
+                    UPDATE browser_sessions SET revoked_at = \(now)
+                    WHERE user_id = \(user.description) AND revoked_at IS NULL
+                )
                 UPDATE sessions SET revoked_at = \(now)
                 WHERE user_id = \(user.description) AND revoked_at IS NULL RETURNING 1
                 """
@@ -1157,6 +1173,10 @@ package final class PostgresStore: Store {
                 "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
                 logger: logger
             ).drain()
+            try await connection.query(
+                "UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
+                logger: logger
+            ).drain()
             return user
         }
     }
@@ -1214,6 +1234,12 @@ package final class PostgresStore: Store {
                 """
                 UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(user.description) AND revoked_at IS NULL
                 AND id IS DISTINCT FROM \(keepingSession)
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                UPDATE browser_sessions SET revoked_at = \(now)
+                WHERE user_id = \(user.description) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
             try await connection.query(
@@ -1450,6 +1476,21 @@ package final class PostgresStore: Store {
             """)
         // The first writer's key, whoever that was.
         return try await secretKey(name: name) ?? sealed
+    }
+
+    package func replaceSecretKey(name: String, expected: String, with sealed: String) async throws -> Bool {
+        let client = client
+        return try await run("secret key rotation") {
+            for try await _ in try await client.query(
+                """
+                UPDATE secret_keys SET sealed_key = \(sealed) WHERE name = \(name) AND sealed_key = \(expected)
+                RETURNING 1
+                """
+            ).decode(Int.self) {
+                return true
+            }
+            return false
+        }
     }
 
     package func secretKey(name: String) async throws -> String? {

@@ -384,6 +384,12 @@ package final class SQLiteStore: Store {
                 sql:
                     "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
                 arguments: [now, owner, ProviderID.custom.rawValue])
+            try db.execute(
+                sql: """
+                    UPDATE browser_sessions SET revoked_at = ?
+                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL
+                    """,
+                arguments: [now, owner, ProviderID.custom.rawValue])
             let others =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [owner]) ?? 0
             if others == 0 { try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [owner]) }
@@ -426,6 +432,12 @@ package final class SQLiteStore: Store {
                 sql: """
                     UPDATE sessions SET revoked_at = ?
                     WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL RETURNING id
+                    """,
+                arguments: [now, user.description, provider.rawValue])
+            try db.execute(
+                sql: """
+                    UPDATE browser_sessions SET revoked_at = ?
+                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL
                     """,
                 arguments: [now, user.description, provider.rawValue])
             return .unlinked(endedSessions: ended.sorted())
@@ -767,6 +779,15 @@ package final class SQLiteStore: Store {
         }
     }
 
+    package func replaceSecretKey(name: String, expected: String, with sealed: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE secret_keys SET sealed_key = ? WHERE name = ? AND sealed_key = ?",
+                arguments: [sealed, name, expected])
+            return db.changesCount == 1
+        }
+    }
+
     package func secretKey(name: String) async throws -> String? {
         try await pool.read { db in
             try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
@@ -990,7 +1011,12 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.description])
-            return db.changesCount
+            let count = db.changesCount
+            // The broker's own browser sign-ins end with them (apps then ask the person to sign in again).
+            try db.execute(
+                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, user.description])
+            return count
         }
     }
 
@@ -1047,6 +1073,9 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, owner])
+            try db.execute(
+                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, owner])
             return user
         }
     }
@@ -1084,6 +1113,9 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
                 arguments: [now, user.description, keepingSession])
+            try db.execute(
+                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, user.description])
             // Reset links sent before the change must not undo it.
             try db.execute(
                 sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",

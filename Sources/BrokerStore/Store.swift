@@ -488,6 +488,10 @@ package protocol SharedStateStore: Sendable {
     /// The sealed secret key called `name`, if any.
     func secretKey(name: String) async throws -> String?
 
+    /// Replaces the sealed secret `name` if it is still `expected` (compare-and-set: of two rotations at once
+    /// one wins); whether it was replaced.
+    func replaceSecretKey(name: String, expected: String, with sealed: String) async throws -> Bool
+
     /// Reads the throttle entries of `keys`, lets `body` change them, and writes them back, in one
     /// transaction that holds the rows against other brokers (a missing entry is absent from the dictionary;
     /// one removed by `body` is deleted).

@@ -61,10 +61,14 @@ extension Broker {
                         store: store, master: master,
                         legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
                     let ring = try await vault.rotate(kind: kind, now: now, retention: retention)
+                    // The id-token key rotates with the ring; the one it replaces stays published.
+                    let idTokenKeys = try await vault.rotateIDTokenKey(now: now)
+                    let idTokenKid = try idTokenKeys[0].thumbprint()
                     await Broker.Client.audit(
                         configuration, store: store, "key_rotated",
                         fields: [
-                            "kid": ring.current.kid, "algorithm": ring.current.key.algorithm.rawValue, "via": "cli",
+                            "kid": ring.current.kid, "algorithm": ring.current.key.algorithm.rawValue,
+                            "id_token_kid": idTokenKid, "via": "cli",
                         ])
                     await store.close()
                     if let previous = ring.retired.first {
@@ -74,6 +78,7 @@ extension Broker {
                     } else {
                         Console.error("key \(ring.current.kid) is now current")
                     }
+                    Console.error("id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
                     Console.out(ring.current.kid)
                 } catch {
                     throw Console.fail("\(error)")

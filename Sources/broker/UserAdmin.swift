@@ -182,7 +182,17 @@ extension Broker {
             ]
             if let scope = session.scope { entry["scope"] = .string(scope) }
             if let way = session.signedInWith { entry["signed_in_with"] = .string(way.rawValue) }
+            entry["kind"] = "tokens"
             return .object(entry)
+        }
+
+        /// The broker's own sign-in in a browser (apps' single sign-on), listed beside the token sessions.
+        static func document(_ session: BrowserSessionRecord) -> JSONValue {
+            [
+                "session_id": .string(session.id), "user_id": .string(session.userID.description), "kind": "browser",
+                "signed_in_with": .string(session.signedInWith.rawValue), "created_at": .int(session.authTime),
+                "expires_at": .int(session.expiresAt), "revoked_at": session.revokedAt.map(JSONValue.int) ?? .null,
+            ]
         }
 
         struct List: AsyncParsableCommand {
@@ -200,16 +210,25 @@ extension Broker {
                 let filter = try user.map(Users.userID)
                 let (store, _) = try await Client.open(self.store)
                 let sessions: [SessionRecord]
+                let browsers: [BrowserSessionRecord]
                 do {
                     sessions = try await store.sessions(user: filter)
+                    browsers = try await store.browserSessions(user: filter)
                 } catch {
                     throw Console.fail("cannot read the sessions: \(error)")
                 }
                 if json {
-                    Console.out(JSONValue.object(["sessions": .array(sessions.map(Sessions.document))]).serialized())
+                    let list = sessions.map(Sessions.document) + browsers.map(Sessions.document)
+                    Console.out(JSONValue.object(["sessions": .array(list)]).serialized())
                     return
                 }
-                if sessions.isEmpty { Console.note("no sessions") }
+                if sessions.isEmpty && browsers.isEmpty { Console.note("no sessions") }
+                for browser in browsers {
+                    let state = browser.revokedAt.map { "revoked=\($0)" } ?? "live until \(browser.expiresAt)"
+                    Console.out(
+                        "\(browser.id)\t\(browser.userID)\tbrowser (\(browser.signedInWith.rawValue))"
+                            + "\tcreated=\(browser.authTime)\t\(state)")
+                }
                 for session in sessions {
                     let state = session.revokedAt.map { "revoked=\($0)" } ?? "live"
                     Console.out(
@@ -248,7 +267,21 @@ extension Broker {
                         Console.note("revoked \(count) live session\(count == 1 ? "" : "s") of \(userID)")
                     } else if let session {
                         guard let record = try await store.session(id: session) else {
-                            throw Console.fail("no session \(session)")
+                            // A browser session (the broker's own sign-in for apps)?
+                            guard
+                                let browser = try await store.browserSessions(user: nil).first(where: {
+                                    $0.id == session
+                                })
+                            else { throw Console.fail("no session \(session)") }
+                            let revoked = try await store.revokeBrowserSession(id: session, now: now)
+                            if revoked {
+                                audit?.record(
+                                    "session_revoked", user: browser.userID,
+                                    fields: ["session": String(session.prefix(8)), "kind": "browser", "via": "cli"])
+                            }
+                            Console.note(revoked ? "revoked \(session)" : "\(session) was already revoked")
+                            await audit?.flush()
+                            return
                         }
                         let revoked = try await store.revokeSession(id: session, now: now)
                         if revoked {

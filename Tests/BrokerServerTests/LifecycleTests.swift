@@ -68,10 +68,11 @@ struct LifecycleTests {
         _ = try await eventually(every: .milliseconds(100)) {
             let jwks = try await server.get("/.well-known/jwks.json")
             kids = jwks["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
-            return kids.count == 3
+            return kids.count == 4
         }
-        #expect(Set(kids).isSuperset(of: [oldKid, newKid]), "both keys, beside the id-token key")
-        #expect(kids.first == newKid)
+        // The ring's new and previous keys, then the id-token keys, rotated together (new, previous).
+        #expect(Array(kids.prefix(2)) == [newKid, oldKid])
+        #expect(kids.count == 4 && !kids[2...].contains(oldKid) && kids[2] != kids[3])
         let after = try await server.login("rotate@example.com", Self.password)
         let newAccess = try #require(after["access_token"]?.stringValue)
         let headerKid = jwtParts(newAccess).header?["kid"]?.stringValue

@@ -86,6 +86,25 @@ func freeLoopbackPort() throws -> Int {
     return port
 }
 
+/// A free TCP port in `range` on every address (bound on 0.0.0.0 and released): for programs that take only
+/// registered ports (oidc-agent: 1024–49151), where the kernel's ephemeral ports fall outside.
+func freePort(in range: Range<Int>) throws -> Int {
+    for _ in 0..<200 {
+        let port = Int.random(in: range)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
+        defer { close(descriptor) }
+        var address = loopbackAddress(port: port, host: "0.0.0.0")
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if bound == 0 { return port }
+    }
+    throw ServerTestError("no free port in \(range)")
+}
+
 /// 127.0.0.1:`port` as a socket address.
 func loopbackAddress(port: Int, host: String = "127.0.0.1") -> sockaddr_in {
     var address = sockaddr_in()

@@ -58,6 +58,19 @@ struct OpenIDProviderInteropTests {
         #expect(seen["sso_sub"]?.stringValue == userID, "the second app signed in without credentials")
         #expect(seen["prompt_none_without_session"] == "login_required")
 
+        // The broker's browser sign-in is a session like the others: listed, and revoked by id.
+        let sessions = try await CLI.run(["sessions", "list", "--json", "--data-dir", server.dataDirectory])
+        let listed2 = JSONValue.parse(Array(sessions.stdout.utf8))?["sessions"]?.arrayValue ?? []
+        let browser = try #require(listed2.first { $0["kind"] == "browser" }, "\(sessions.stdout)")
+        #expect(browser["user_id"]?.stringValue == userID && browser["signed_in_with"] == "custom")
+        #expect(listed2.contains { $0["kind"] == "tokens" && $0["client_id"] == "web" })
+        let revoked = try await CLI.run(
+            [
+                "sessions", "revoke", try #require(browser["session_id"]?.stringValue), "--data-dir",
+                server.dataDirectory,
+            ])
+        #expect(revoked.status == 0 && revoked.stderr.contains("revoked"), "\(revoked.stderr)")
+
         // Removing an app ends the sessions it started.
         let removed = try await CLI.run(["client", "remove", "native", "--data-dir", server.dataDirectory])
         #expect(removed.status == 0 && removed.stderr.contains("ended 1 session"), "\(removed.stderr)")
@@ -96,5 +109,37 @@ struct ApacheRelyingPartyTests {
         #expect(seen["sub"] == userID, "the page shows the broker user id")
         #expect(seen["email"] == "apache@example.com")
         #expect(seen["pages"] == ["Sign in to apache", "Allow apache?", "The app"])
+    }
+}
+
+/// Debian's oidc-agent as a native public client: a loopback redirect of its own, PKCE, no nonce.
+@Suite("OpenID Provider: oidc-agent as a native app")
+struct OIDCAgentTests {
+    @Test func oidcAgentGetsTokensThroughBrokersPages() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let port = try freePort(in: 20_000..<32_000)
+        let redirect = "http://localhost:\(port)"
+        let added = try await CLI.run(
+            ["client", "add", "agent", "--public", "--redirect-uri", redirect, "--data-dir", server.dataDirectory])
+        #expect(added.status == 0, "\(added.stderr)")
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"agent@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
+        register.timeout = .seconds(120)
+        let userID = try #require(JSONValue.parse(try await HTTPClient.shared.send(register).body)?["user_id"])
+        let result = try await Interop.run(
+            [
+                "oidc_agent_native.py", server.url, "agent", redirect, "agent@example.com",
+                OpenIDProviderInteropTests.password,
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        let url = try #require(seen["authorization_url"]?.stringValue)
+        #expect(url.contains("code_challenge_method=S256") && !url.contains("nonce="), "PKCE, no nonce")
+        let token = try #require(seen["access_token"]?.stringValue)
+        #expect(try await server.me(token)["user_id"] == userID, "oidc-token's token is the user's")
+        #expect(jwtParts(token).claims?["client_id"] == "agent")
     }
 }

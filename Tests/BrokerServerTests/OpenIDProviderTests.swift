@@ -226,6 +226,8 @@ struct OpenIDProviderTests {
             let asked = try await Self.get(
                 client, Self.authorizeURI(Self.webRequest(extra: [("prompt", "consent")])), jar)
             #expect(String(decoding: asked.body, as: UTF8.self).contains("Allow web?"))
+            let zero = try await Self.get(client, Self.authorizeURI(Self.webRequest(extra: [("max_age", "0")])), jar)
+            #expect(String(decoding: zero.body, as: UTF8.self).contains("Sign in to continue"), "max_age=0")
             broker.clock.advance(by: 30)
             let stale = try await Self.get(client, Self.authorizeURI(Self.webRequest(extra: [("max_age", "1")])), jar)
             #expect(String(decoding: stale.body, as: UTF8.self).contains("Sign in to continue"))
@@ -239,6 +241,13 @@ struct OpenIDProviderTests {
             let replay = try await Self.redeem(client, code: code)
             #expect(replay.status == 400 && replay.error == "invalid_grant")
             #expect(try await client.get("/auth/userinfo", bearer: accessToken).status == 401, "the session ended")
+
+            // Revoking the user's sessions ends the broker's browser sign-in too: no more single sign-on.
+            let user = try #require(UserID(userID))
+            #expect(try await broker.store.revokeSessions(user: user, now: broker.clock.seconds()) >= 1)
+            let ended = try await Self.get(
+                client, Self.authorizeURI(Self.webRequest(extra: [("prompt", "none")])), jar)
+            #expect(Flow.query(ended.header("Location") ?? "")["error"] == "login_required")
         }
     }
 
@@ -268,12 +277,59 @@ struct OpenIDProviderTests {
             let posted = try await Self.redeem(client, code: try await code(), basic: false)
             #expect(posted.status == 200, "client_secret_post")
             let refresh = try #require(posted["refresh_token"]?.stringValue, "offline_access: a refresh token")
-            let rotated = try await client.refresh(refresh)
+            let rotated = try await client.send(
+                .post, "/auth/token",
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
+                ],
+                body: Array(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", refresh)]).utf8))
             #expect(rotated.status == 200)
             #expect(jwtParts(try #require(rotated["access_token"]?.stringValue)).claims?["client_id"] == "web")
-            // A token of an app never becomes an account token (RT2-1).
-            let account = try await client.accountGrant(
-                refreshToken: try #require(rotated["refresh_token"]?.stringValue))
+            // A confidential app's refresh token rotates only with the app's secret: presented without it, it is
+            // taken as stolen and its session ends (RFC 6749 §6).
+            let withSecret = try await client.send(
+                .post, "/auth/token",
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
+                ],
+                body: Array(
+                    FormEncoding.encode([
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", try #require(rotated["refresh_token"]?.stringValue)),
+                    ]).utf8))
+            #expect(withSecret.status == 200, "with the app's secret")
+            let stolen = try await client.refresh(try #require(withSecret["refresh_token"]?.stringValue))
+            #expect(stolen.status == 401 && stolen.error == "invalid_client", "without it")
+            let after = try await Self.redeem(client, code: try await code(), basic: true)
+            let other = try await client.send(
+                .post, "/auth/token",
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: HTTPBasic.header(id: "web", secret: Secret("wrong")).value,
+                ],
+                body: Array(
+                    FormEncoding.encode([
+                        ("grant_type", "refresh_token"),
+                        ("refresh_token", try #require(after["refresh_token"]?.stringValue)),
+                    ]).utf8))
+            #expect(other.status == 401, "a wrong secret is no secret")
+            #expect(
+                try await client.get("/auth/userinfo", bearer: after["access_token"]?.stringValue).status == 200,
+                "a refused client authentication spends nothing")
+            // A token of an app never becomes an account token (RT2-1), even with the app's secret.
+            let account = try await client.send(
+                .post, "/auth/token",
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
+                ],
+                body: Array(
+                    FormEncoding.encode([
+                        ("grant_type", "refresh_token"), ("scope", "account"),
+                        ("refresh_token", try #require(after["refresh_token"]?.stringValue)),
+                    ]).utf8))
             #expect(account.status == 400 && account.error == "invalid_scope")
         }
     }
@@ -370,6 +426,32 @@ struct OpenIDProviderTests {
             #expect(claims?["sub"] == "google:1045")
             #expect(claims?["amr"] == ["fed"])
             #expect(jar.cookies["broker_session"] != nil, "signed in at the broker for the next app")
+        }
+    }
+
+    /// `broker keys rotate` rotates the id-token key with the ring: the new one signs, the previous stays in the
+    /// JWKS, and a broker picks the change up at its next maintenance tick.
+    @Test func theIDTokenKeyRotatesAndThePreviousOneStaysPublished() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        let before = try #require(try broker.service.keys.current.idTokenKeys.first?.thumbprint())
+        let vault = try #require(broker.service.keys.idTokenVault)
+        let rotated = try await vault.rotateIDTokenKey(now: broker.clock.seconds())
+        #expect(try rotated.count == 2 && rotated[1].thumbprint() == before)
+        await broker.service.maintain()
+        let after = try rotated[0].thumbprint()
+        try await broker.test { client in
+            _ = try await client.register("kid@example.com", Self.password)
+            let jwks = try await client.get("/.well-known/jwks.json")
+            let kids = jwks["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
+            #expect(Array(kids.suffix(2)) == [after, before])
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "kid@example.com")
+            let destination = try #require(Self.destination(signedIn))
+            let code = try #require(Flow.query(destination)["code"])
+            let tokens = try await Self.redeem(client, code: code)
+            #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).header?["kid"]?.stringValue == after)
         }
     }
 }

@@ -72,9 +72,11 @@ struct ScaleOutProcessTests {
             var served: [String] = []
             _ = try await eventually(every: .milliseconds(100)) {
                 served = try await Self.kids(server)
-                return served.first == kid
+                return served.first == kid && served.count == 4
             }
-            #expect(served == [kid] + before, "the new key signs; the previous one still verifies")
+            // The new key signs, the previous still verifies; the id-token key rotated with them (new, previous).
+            #expect(Array(served.prefix(2)) == [kid, before[0]], "\(served)")
+            #expect(served.count == 4 && served[3] == before[1], "\(served)")
         }
         let fresh = try #require(try await a.login("ada@example.com", Self.password)["access_token"]?.stringValue)
         #expect(jwtParts(fresh).header?["kid"]?.stringValue == kid)

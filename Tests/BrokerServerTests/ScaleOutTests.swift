@@ -133,7 +133,7 @@ struct ScaleOutTests {
         for broker in [a, b] {
             #expect(broker.service.keys.current.ring.current.kid == rotated.current.kid)
             // The rotated ring, then the id-token key the first broker made and both share.
-            let idTokenKID = try #require(try a.service.keys.idTokenKey?.thumbprint())
+            let idTokenKID = try #require(try a.service.keys.current.idTokenKeys.first?.thumbprint())
             #expect(broker.service.keys.current.publishedKIDs == [rotated.current.kid, before, idTokenKID])
         }
         try await a.test { onA in

@@ -59,6 +59,8 @@ final class AppTokenService: Sendable {
         guard let clientID, AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
             throw Self.invalidClient
         }
+        // Some native clients (oidc-agent) send an empty secret for a public app: that is no secret.
+        if app.isPublic && secret == "" { secret = nil }
         switch (app.secretHash, secret) {
         case (nil, nil): return app
         case (let stored?, let presented?) where secrets.verify(Secret(presented), against: stored): return app

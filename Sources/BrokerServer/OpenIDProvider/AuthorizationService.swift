@@ -146,7 +146,8 @@ final class AuthorizationService: Sendable {
     /// than `max_age`, or not the user an `id_token_hint` names.
     private func needsSignIn(_ request: AuthorizationRequest, session: BrowserSessionRecord) -> Bool {
         if request.prompt.contains("login") || request.prompt.contains("select_account") { return true }
-        if let maxAge = request.maxAge, now - session.authTime > maxAge { return true }
+        // max_age=0 asks for a sign-in now, like prompt=login (Core 3.1.2.1).
+        if let maxAge = request.maxAge, maxAge == 0 || now - session.authTime > maxAge { return true }
         if let expected = request.expectedSubject, expected != session.userID.description { return true }
         return false
     }

@@ -107,6 +107,28 @@ extension PostgresStore {
         }
     }
 
+    package func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord] {
+        let client = client
+        let owner = user?.description
+        return try await run("browser session list") {
+            var sessions: [BrowserSessionRecord] = []
+            let rows = try await client.query(
+                """
+                SELECT id, user_id, signed_in_with, auth_time, expires_at, revoked_at FROM browser_sessions
+                WHERE \(owner)::text IS NULL OR user_id = \(owner) ORDER BY auth_time DESC, id
+                """
+            ).decode((String, String, String, Int64, Int64, Int64?).self)
+            for try await (id, user, provider, authTime, expiresAt, revokedAt) in rows {
+                guard let user = UserID(user), let provider = ProviderID(rawValue: provider) else { continue }
+                sessions.append(
+                    BrowserSessionRecord(
+                        id: id, userID: user, signedInWith: provider, authTime: authTime, expiresAt: expiresAt,
+                        revokedAt: revokedAt))
+            }
+            return sessions
+        }
+    }
+
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         let client = client
         return try await run("browser session revocation") {

@@ -91,6 +91,26 @@ extension SQLiteStore {
         }
     }
 
+    package func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, user_id, signed_in_with, auth_time, expires_at, revoked_at FROM browser_sessions
+                    WHERE ? IS NULL OR user_id = ? ORDER BY auth_time DESC, id
+                    """,
+                arguments: [user?.description, user?.description]
+            ).compactMap { row in
+                guard let user = UserID(row["user_id"] as String),
+                    let provider = ProviderID(rawValue: row["signed_in_with"] as String)
+                else { return nil }
+                return BrowserSessionRecord(
+                    id: row["id"], userID: user, signedInWith: provider, authTime: row["auth_time"],
+                    expiresAt: row["expires_at"], revokedAt: row["revoked_at"])
+            }
+        }
+    }
+
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(

@@ -122,6 +122,8 @@ package protocol AppStore: Sendable {
     func createBrowserSession(_ session: BrowserSessionRecord, cookieHash: [UInt8]) async throws
     /// The live browser session (not revoked, not expired at `now`, its user not disabled) the cookie names.
     func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord?
+    /// Browser sessions (of `user`, or everyone's), newest first, live or not until purged.
+    func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord]
     /// Ends a browser session; whether it was live.
     @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool
 
