@@ -101,13 +101,39 @@ struct ApacheRelyingPartyTests {
         let shots = ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
         let result = try await Interop.run(
             [
-                "apache_relying_party.py", server.url, "\(port)", secret, "apache@example.com",
+                "apache_relying_party.py", server.url, "\(port)", secret, "password", "apache@example.com",
                 OpenIDProviderInteropTests.password,
             ] + (shots.map { [$0] } ?? []))
         #expect(result.status == 0, "\(result.stderr)")
         let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
         #expect(seen["sub"] == userID, "the page shows the broker user id")
         #expect(seen["email"] == "apache@example.com")
+        #expect(seen["pages"] == ["Sign in to apache", "Allow apache?", "The app"])
+    }
+}
+
+extension ApacheRelyingPartyTests {
+    /// The same app, signing in with Google through `broker emulate`: the provider's round trip returns into the
+    /// app's request, and the page shows the user made from the Google account.
+    @Test func chromiumSignsInWithGoogleThroughBrokerAndTheEmulator() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)
+        defer { server.stop() }
+        let port = try freeLoopbackPort()
+        let added = try await CLI.run(
+            [
+                "client", "add", "apache", "--redirect-uri", "http://127.0.0.1:\(port)/protected/redirect_uri",
+                "--json", "--data-dir", server.dataDirectory,
+            ])
+        #expect(added.status == 0, "\(added.stderr)")
+        let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
+        let result = try await Interop.run([
+            "apache_relying_party.py", server.url, "\(port)", secret, "google", "-", "-",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        #expect(seen["sub"] == "google:104512345678901234567")
+        #expect(seen["email"] == "alice@example.com")
         #expect(seen["pages"] == ["Sign in to apache", "Allow apache?", "The app"])
     }
 }

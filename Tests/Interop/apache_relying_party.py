@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Debian's Apache with mod_auth_openidc (code we did not write) as an app behind broker, a private instance
 on a loopback port in front of a small page that shows the claims it got; headless Chromium signs in through
-broker's pages with email + password (and allows the app), as a person would.
+broker's pages — with email + password, or with Google through `broker emulate` (its consent page, first
+account) — and allows the app, as a person would.
 
-Usage: apache_relying_party.py BROKER_URL PORT CLIENT_SECRET EMAIL PASSWORD [SCREENSHOT_DIR]
+Usage: apache_relying_party.py BROKER_URL PORT CLIENT_SECRET WAY EMAIL PASSWORD [SCREENSHOT_DIR]
+  WAY: password or google (EMAIL and PASSWORD are then ignored)
   The app "apache" must be registered with redirect URI http://127.0.0.1:PORT/protected/redirect_uri.
 Prints {"sub", "email", "pages": [titles seen]}; exits 1 with Apache's error log on a surprise.
 """
@@ -73,8 +75,8 @@ def configure(directory, broker, port, secret):
 
 
 def main():
-    broker, port, secret, email, password = sys.argv[1:6]
-    shots = sys.argv[6] if len(sys.argv) > 6 else None
+    broker, port, secret, way, email, password = sys.argv[1:7]
+    shots = sys.argv[7] if len(sys.argv) > 7 else None
     directory = tempfile.mkdtemp(prefix="broker-apache-")
     conf = configure(directory, broker, port, secret)
     apache = subprocess.Popen(["/usr/sbin/apache2", "-f", conf, "-DFOREGROUND"],
@@ -97,9 +99,13 @@ def main():
         pages.append(driver.title)
         if shots:
             chromium.shoot(driver, shots, "app-sign-in")
-        driver.find_element(By.ID, "email").send_keys(email)
-        driver.find_element(By.ID, "password").send_keys(password)
-        driver.find_element(By.CSS_SELECTOR, "form[action='/auth/authorize/password'] button").click()
+        if way == "google":
+            driver.find_element(By.XPATH, "//button[contains(., 'Google')]").click()
+            wait.until(expected_conditions.presence_of_element_located((By.ID, "allow"))).click()
+        else:
+            driver.find_element(By.ID, "email").send_keys(email)
+            driver.find_element(By.ID, "password").send_keys(password)
+            driver.find_element(By.CSS_SELECTOR, "form[action='/auth/authorize/password'] button").click()
         allow = wait.until(expected_conditions.presence_of_element_located(
             (By.CSS_SELECTOR, "button[value='allow']")))
         pages.append(driver.title)
