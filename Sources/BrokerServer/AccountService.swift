@@ -49,15 +49,21 @@ final class AccountService: Sendable {
     var now: Int64 { tokens.now }
     /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
     /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
-    func register(_ input: RequestInput, address: String? = nil) async throws -> APIResponse {
+    /// - Parameter startSession: `false` for the sign-in page of an app, which starts a browser session of its own
+    ///   (the answer is then the 201 without tokens, with `user_id`).
+    func register(_ input: RequestInput, address: String? = nil, startSession: Bool = true) async throws
+        -> APIResponse
+    {
         do {
-            return try await countedRegistration(input, address: address)
+            return try await countedRegistration(input, address: address, startSession: startSession)
         } catch let concealed as ConcealedFailure {
             return concealed.response
         }
     }
 
-    private func countedRegistration(_ input: RequestInput, address: String?) async throws -> APIResponse {
+    private func countedRegistration(_ input: RequestInput, address: String?, startSession: Bool) async throws
+        -> APIResponse
+    {
         try await metrics.counting(
             success: "created",
             { outcome in
@@ -67,11 +73,13 @@ final class AccountService: Sendable {
                 }
             }
         ) {
-            try await createAccount(input, address: address)
+            try await createAccount(input, address: address, startSession: startSession)
         }
     }
 
-    private func createAccount(_ input: RequestInput, address: String?) async throws -> APIResponse {
+    private func createAccount(_ input: RequestInput, address: String?, startSession: Bool) async throws
+        -> APIResponse
+    {
         try registrations.admit(
             address.map(SourceAddress.network), metrics: metrics, limit: "registrations",
             "too many registrations from this address; try again later")
@@ -116,15 +124,13 @@ final class AccountService: Sendable {
         logger.info("account created", metadata: ["broker.user": "\(user.id)"])
         audit.record("registration", user: user.id, fields: ["provider": "custom"])
         verification.registered(user, email: email)
-        if verification.required {
+        if verification.required || !startSession {
             // No session until the address is confirmed: a token now would be a sign-in without it.
-            return APIResponse(
-                status: 201,
-                body: [
-                    "user_id": .string(user.id.description), "provider": "custom", "email_verified": false,
-                    "verification": "sent",
-                ],
-                headers: [("Cache-Control", "no-store")])
+            var body: [String: JSONValue] = [
+                "user_id": .string(user.id.description), "provider": "custom", "email_verified": false,
+            ]
+            if verification.mailer != nil { body["verification"] = "sent" }
+            return APIResponse(status: 201, body: .object(body), headers: [("Cache-Control", "no-store")])
         }
         // Just created: its address is not confirmed yet.
         var body = try await tokens.startSession(

@@ -284,8 +284,15 @@ package enum BrokerHTTPServer {
                 service.verification.resend(input(request, allowForm: true), address: context.clientAddress))
         }
         router.post("/auth/password/forgot") { request, context in
-            try await response(
-                service.passwords.forgot(input(request, allowForm: true), address: context.clientAddress))
+            let form = try await input(request, allowForm: true)
+            // The page's form (it carries a CSRF token) gets a page; the API its JSON.
+            if (try? form.optionalString("csrf")) != nil {
+                return try await response(
+                    service.passwords.forgotForm(
+                        form, cookie: request.headers[.cookie], address: context.clientAddress,
+                        secure: service.issuerIsHTTPS))
+            }
+            return try await response(service.passwords.forgot(form, address: context.clientAddress))
         }
         router.get("/auth/password/reset") { request, _ in
             try await response(service.passwords.resetPage(query: try query(request), secure: service.issuerIsHTTPS))

@@ -33,6 +33,38 @@ final class PasswordService: Sendable {
     var now: Int64 { accounts.now }
 
     /// `POST /auth/password/forgot {"email"}` → 202, always the same.
+    /// `GET /auth/password/forgot`: the form (linked from the sign-in page of apps).
+    func forgotPage(secure: Bool) throws -> APIResponse {
+        guard mailer != nil else {
+            return Page.response(
+                status: 404,
+                Page.message(
+                    title: "No password reset here", text: "This broker sends no mail, so it cannot reset passwords."))
+        }
+        return try FormGuard.page(secure: secure) { csrf in Page.forgotForm(csrf: csrf) }
+    }
+
+    /// The form of ``forgotPage(secure:)`` posted: the same work as the API, answered with a page.
+    func forgotForm(_ input: RequestInput, cookie: String?, address: String?, secure: Bool) async throws
+        -> APIResponse
+    {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(status: 403, Page.staleForm)
+        }
+        do {
+            _ = try await forgot(input, address: address)
+        } catch let error as APIError where error.status < 500 {
+            return Page.response(status: error.status, Page.message(title: "Not sent", text: error.detail))
+        }
+        return FormGuard.clearing(
+            Page.response(
+                status: 200,
+                Page.message(
+                    title: "Check your mail",
+                    text: "If an account uses this address, a link to choose a new password is on its way.")),
+            secure: secure)
+    }
+
     func forgot(_ input: RequestInput, address: String?) async throws -> APIResponse {
         guard let mailer else {
             throw APIError.notFound("password reset needs mail, and this broker has no mail section")

@@ -454,4 +454,56 @@ struct OpenIDProviderTests {
             #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).header?["kid"]?.stringValue == after)
         }
     }
+
+    /// The sign-in page's links: a new account (registration's rules, then on into the app) and a forgotten
+    /// password (the mailed link), both plain forms with their CSRF token.
+    @Test func theSignInPageRegistersAndResetsAsPagesToo() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await PasswordRecoveryTests.broker(sink)
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("taken@example.com", Self.password)
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            let html = String(decoding: page.body, as: UTF8.self)
+            #expect(html.contains("Forgot your password?"))
+            let query = try #require(
+                html.range(of: "href=\"/auth/authorize/register?").map {
+                    String(html[$0.upperBound...].prefix { $0 != "\"" })
+                })
+            let form = try await Self.get(client, "/auth/authorize/register?" + query, jar)
+            #expect(String(decoding: form.body, as: UTF8.self).contains("Create an account to continue to"))
+            // Each answer with a problem is the form again, with a fresh CSRF token.
+            func submit(_ page: Reply, _ email: String, _ password: String) async throws -> Reply {
+                try await Self.post(
+                    client, "/auth/authorize/register",
+                    [
+                        ("request", try #require(Self.hidden(page, "request"))),
+                        ("csrf", try #require(Self.hidden(page, "csrf"))), ("email", email), ("password", password),
+                    ], jar)
+            }
+            let weak = try await submit(form, "new@example.com", "short")
+            #expect(weak.status == 400 && String(decoding: weak.body, as: UTF8.self).contains("at least"))
+            let taken = try await submit(weak, "taken@example.com", Self.password)
+            #expect(taken.status == 409 && String(decoding: taken.body, as: UTF8.self).contains("uses this address"))
+            let created = try await submit(taken, "new@example.com", Self.password)
+            let back = try #require(Self.destination(created), "first-party: straight back to the app")
+            #expect(Flow.query(back)["code"] != nil && jar.cookies["broker_session"] != nil)
+            #expect(try await client.login("new@example.com", Self.password).status == 200)
+
+            // The forgot-password page mails the reset link.
+            let forgot = try await Self.get(client, "/auth/password/forgot", jar)
+            #expect(forgot.status == 200)
+            let sent = try await Self.post(
+                client, "/auth/password/forgot",
+                [("csrf", try #require(Self.hidden(forgot, "csrf"))), ("email", "new@example.com")], jar)
+            #expect(sent.status == 200 && String(decoding: sent.body, as: UTF8.self).contains("Check your mail"))
+            await broker.service.mailer?.flush()
+            #expect(try PasswordRecoveryTests.mailedToken(sink, to: "new@example.com") != nil)
+            let forged = try await client.send(
+                .post, "/auth/password/forgot", headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: Array("csrf=forged&email=new%40example.com".utf8))
+            #expect(forged.status == 403)
+        }
+    }
 }

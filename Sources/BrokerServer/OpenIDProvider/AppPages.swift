@@ -18,7 +18,7 @@ extension Page {
     /// the email and password form.
     static func appSignIn(
         app: String, request: String, csrf: String, providers: [(id: String, name: String)], password: Bool,
-        email: String?, problem: String?
+        email: String?, problem: String?, canReset: Bool = false
     ) -> String {
         var body = "<p>Sign in to continue to <strong>\(HTML.escape(app))</strong>.</p>\n"
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
@@ -51,12 +51,47 @@ extension Page {
                 """
         }
         if password {
-            body += """
-                <p class="muted">No account yet? Register with <code>broker register</code>. Forgot your password? \
-                <code>broker password forgot</code> mails you a link.</p>
-                """
+            let register = "/auth/authorize/register?" + FormEncoding.encode([("request", request)])
+            body += "<p class=\"muted\"><a href=\"\(HTML.escape(register))\">Create an account</a>"
+            if canReset { body += " · <a href=\"/auth/password/forgot\">Forgot your password?</a>" }
+            body += "</p>\n"
         }
         return document(title: "Sign in to \(app)", body: body)
+    }
+
+    /// A new account for an app's user: email, password (twice), and an optional name.
+    static func appRegister(app: String, request: String, csrf: String, email: String?, problem: String?) -> String {
+        var body = "<p>Create an account to continue to <strong>\(HTML.escape(app))</strong>.</p>\n"
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        body += """
+            <form method="post" action="/auth/authorize/register">
+            <input type="hidden" name="request" value="\(HTML.escape(request))">
+            <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+            <label for="email">Email</label>
+            <input type="email" id="email" name="email" value="\(HTML.escape(email ?? ""))" autocomplete="username" required autofocus>
+            <label for="password">Password (at least 8 characters)</label>
+            <input type="password" id="password" name="password" autocomplete="new-password" required minlength="8">
+            <label for="name">Your name (optional)</label>
+            <input type="text" id="name" name="name" autocomplete="name">
+            <button type="submit">Create the account</button>
+            </form>
+            """
+        return document(title: "Create an account", body: body)
+    }
+
+    /// The forgot-password form: an address, and a mailed link to the reset page.
+    static func forgotForm(csrf: String) -> String {
+        document(
+            title: "Forgot your password?",
+            body: """
+                <p>We will mail a link to choose a new password to the address, if an account uses it.</p>
+                <form method="post" action="/auth/password/forgot">
+                <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+                <label for="email">Email</label>
+                <input type="email" id="email" name="email" autocomplete="username" required autofocus>
+                <button type="submit">Mail me a link</button>
+                </form>
+                """)
     }
 
     /// The consent page: the app, the account, what it asks for; Allow or Deny.

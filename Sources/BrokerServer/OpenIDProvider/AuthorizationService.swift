@@ -165,7 +165,8 @@ final class AuthorizationService: Sendable {
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.appSignIn(
                 app: app.clientID, request: sealed, csrf: csrf, providers: providers,
-                password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem)
+                password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem,
+                canReset: accounts.verification.mailer != nil)
         }
         response.status = status
         return response
@@ -215,6 +216,61 @@ final class AuthorizationService: Sendable {
         metrics.signIn(provider: "custom", outcome: "success")
         audit.record("sign_in", user: account.user.id, fields: ["provider": "custom", "flow": "app"])
         let (session, setCookie) = try await sessions.start(user: account.user.id, signedInWith: .custom)
+        return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
+    }
+
+    /// `GET /auth/authorize/register?request=…`: a new email + password account, from the sign-in page.
+    func registerPage(query: [String: String]) async throws -> APIResponse {
+        guard tokens.configuration.customEnabled,
+            let request = AuthorizationRequest.open(query["request"] ?? "", key: flowKey, now: now),
+            let app = try await store.app(clientID: request.clientID)
+        else { return Page.response(status: 400, Page.staleAppForm) }
+        return try registerForm(request, app: app, problem: nil, email: request.loginHint)
+    }
+
+    private func registerForm(
+        _ request: AuthorizationRequest, app: AppRecord, problem: String?, email: String?, status: Int = 200
+    ) throws -> APIResponse {
+        let sealed = try request.seal(key: flowKey)
+        var response = try FormGuard.page(secure: secure) { csrf in
+            Page.appRegister(app: app.clientID, request: sealed, csrf: csrf, email: email, problem: problem)
+        }
+        response.status = status
+        return response
+    }
+
+    /// `POST /auth/authorize/register {request, csrf, email, password, name}`: registration as at
+    /// `/auth/register` (its rules, limits, verification and enumeration protection), then on into the app —
+    /// unless the address must be confirmed first.
+    func register(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard tokens.configuration.customEnabled else { return try signInPage(request, app: app, problem: nil) }
+        let email = String(((try? input.string("email")) ?? "").prefix(254))
+        let answer: APIResponse
+        do {
+            answer = try await accounts.register(input, address: address, startSession: false)
+        } catch let error as APIError where error.status < 500 {
+            let problem =
+                error.code == "account_exists"
+                ? "An account uses this address already: sign in, or reset its password." : error.detail
+            return try registerForm(request, app: app, problem: problem, email: email, status: error.status)
+        }
+        guard answer.status == 201, let user = answer.body["user_id"]?.stringValue.flatMap(UserID.init),
+            !accounts.verification.required
+        else {
+            // Concealed (enumeration protection) or to be confirmed first: the mail says what to do.
+            return Page.response(
+                status: 200,
+                Page.message(
+                    title: "Check your mail",
+                    text: "Follow the link we sent to \(email) to confirm the address, then sign in to \(app.clientID)."
+                ))
+        }
+        let (session, setCookie) = try await sessions.start(user: user, signedInWith: .custom)
         return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
     }
 

@@ -22,6 +22,18 @@ enum OpenIDProviderRoutes {
                     try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
                     address: context.clientAddress))
         }
+        routes.get("/auth/authorize/register") { request, _ in
+            Server.response(try await service.authorization.registerPage(query: try Server.query(request)))
+        }
+        routes.post("/auth/authorize/register") { request, context in
+            Server.response(
+                try await service.authorization.register(
+                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    address: context.clientAddress))
+        }
+        routes.get("/auth/password/forgot") { _, _ in
+            Server.response(try service.passwords.forgotPage(secure: service.issuerIsHTTPS))
+        }
         routes.post("/auth/authorize/provider") { request, context in
             Server.response(
                 try await service.authorization.provider(
