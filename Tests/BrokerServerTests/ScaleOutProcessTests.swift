@@ -172,6 +172,13 @@ struct ScaleOutProcessTests {
         let access = try #require(session["access_token"]?.stringValue)
         let added = try await CLI.run(["client", "add", "deploy", "--json", "--data-dir", single.dataDirectory])
         let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
+        // And an app (a relying party), which the copy carries with its redirect URIs.
+        let app = try await CLI.run(
+            [
+                "client", "add", "wiki", "--redirect-uri", "https://wiki.example/cb", "--json", "--data-dir",
+                single.dataDirectory,
+            ])
+        #expect(app.status == 0, "\(app.stderr)")
         #expect(try await single.terminate() == 0)
 
         let url = try await TestPostgres.freshDatabase()
@@ -180,6 +187,17 @@ struct ScaleOutProcessTests {
         let copied = try await CLI.run(["db", "copy", "--from", sqlite, "--to", url], environment: environment)
         #expect(copied.status == 0, "\(copied.stderr)")
         #expect(copied.stdout.contains("users 1") && copied.stdout.contains("clients 1"), "\(copied.stdout)")
+        #expect(copied.stdout.contains("apps 1"), "\(copied.stdout)")
+        let listed = try await CLI.run(
+            [
+                "client", "list", "--json", "--database", url, "--master-key-file",
+                single.dataDirectory + "/keys/master.key",
+            ],
+            environment: environment)
+        let apps = JSONValue.parse(Array(listed.stdout.utf8))?["clients"]?.arrayValue ?? []
+        #expect(
+            apps.first { $0["client_id"] == "wiki" }?["redirect_uris"] == ["https://wiki.example/cb"],
+            "\(listed.stdout)")
         #expect(copied.stderr.contains("master.key"))
         let again = try await CLI.run(["db", "copy", "--from", sqlite, "--to", url], environment: environment)
         #expect(again.status == 1 && again.stderr.contains("not empty"), "\(again.stderr)")
