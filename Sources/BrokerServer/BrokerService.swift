@@ -259,6 +259,8 @@ package final class BrokerService: Sendable {
             "device_authorization_endpoint": .string(base + "/auth/device"),
             "userinfo_endpoint": .string(base + "/auth/userinfo"),
             "authorization_endpoint": .string(base + "/auth/authorize"),
+            "introspection_endpoint": .string(base + "/auth/introspect"),
+            "introspection_endpoint_auth_methods_supported": .array(["client_secret_basic", "client_secret_post"]),
             "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
             "response_types_supported": .array(["code"]),
             "subject_types_supported": .array(["public"]),

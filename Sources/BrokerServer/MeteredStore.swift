@@ -280,6 +280,9 @@ final class MeteredStore: Store {
             try await base.recordConsent(user: user, clientID: clientID, scopes: scopes, now: now)
         }
     }
+    func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
+        try await timed("refresh_token") { try await base.refreshToken(hash: hash) }
+    }
     func createAppCode(_ code: AppCodeRecord) async throws {
         try await timed("create_app_code") { try await base.createAppCode(code) }
     }

@@ -506,4 +506,63 @@ struct OpenIDProviderTests {
             #expect(forged.status == 403)
         }
     }
+
+    /// RFC 7662: a confidential client asks whether a token is live; anyone else is 401, and a token that is not
+    /// live is only `active: false`.
+    @Test func confidentialClientsIntrospectTokens() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("in@example.com", Self.password)
+            let jar = Jar()
+            let page = try await Self.get(
+                client, Self.authorizeURI(Self.webRequest(scope: "openid offline_access")), jar)
+            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "in@example.com")
+            let destination = try #require(Self.destination(signedIn))
+            let tokens = try await Self.redeem(client, code: try #require(Flow.query(destination)["code"]))
+            let access = try #require(tokens["access_token"]?.stringValue)
+            let refresh = try #require(tokens["refresh_token"]?.stringValue)
+
+            func introspect(_ token: String, as id: String? = "web", secret: String? = Self.secret) async throws
+                -> Reply
+            {
+                var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+                if let id, let secret {
+                    headers[.authorization] = HTTPBasic.header(id: id, secret: Secret(secret)).value
+                }
+                return try await client.send(
+                    .post, "/auth/introspect", headers: headers,
+                    body: Array(FormEncoding.encode([("token", token)]).utf8))
+            }
+            let live = try await introspect(access)
+            #expect(live.status == 200 && live["active"] == true)
+            #expect(live["client_id"] == "web" && live["scope"] == "openid offline_access")
+            #expect(live["token_type"] == "Bearer" && live["exp"]?.intValue != nil && live["sub"] != nil)
+            let liveRefresh = try await introspect(refresh)
+            #expect(liveRefresh["active"] == true && liveRefresh["token_type"] == "refresh_token")
+            #expect(liveRefresh["sub"] == live["sub"])
+            #expect(try await introspect("").status == 400, "no token is a malformed request")
+            for garbage in ["x", String(repeating: "A", count: 43), access + "x", ".", "a.b.c"] {
+                let reply = try await introspect(garbage)
+                #expect(reply.status == 200 && reply["active"] == false && reply["sub"] == nil, "\(garbage)")
+            }
+            #expect(try await introspect(access, as: nil, secret: nil).status == 401, "no client authentication")
+            #expect(try await introspect(access, secret: "wrong").status == 401)
+            #expect(try await introspect(access, as: "native", secret: "").status == 401, "a public app may not ask")
+
+            // A CI client with a secret may ask too.
+            let ci = try ClientSecretHasher.newSecret()
+            try await broker.store.createClient(
+                ClientRecord(
+                    name: "rs", secretHash: broker.service.clients.clientSecrets.hash(ci), scopes: [], trust: nil,
+                    createdAt: broker.clock.seconds()))
+            #expect(try await introspect(access, as: "rs", secret: ci.exposed)["active"] == true)
+
+            // Revoked: the session's access and refresh tokens are no longer active.
+            let revoked = try await client.form("/auth/revoke", [("token", refresh)])
+            #expect(revoked.status == 200)
+            #expect(try await introspect(access)["active"] == false)
+            #expect(try await introspect(refresh)["active"] == false)
+        }
+    }
 }

@@ -45,6 +45,12 @@ enum OpenIDProviderRoutes {
                 try await service.authorization.consent(
                     try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
         }
+        routes.post("/auth/introspect") { request, _ in
+            Server.response(
+                try await service.appTokens.introspect(
+                    try await Server.input(request, allowForm: true), authorization: request.headers[.authorization],
+                    clients: service.clients))
+        }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(
                 try await service.appTokens.userinfo(authorization: request.headers[.authorization], formToken: nil))

@@ -161,6 +161,22 @@ extension PostgresStore {
             """)
     }
 
+    package func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
+        let client = client
+        return try await run("refresh token lookup") {
+            let rows = try await client.query(
+                "SELECT session_id, created_at, expires_at, used_at FROM refresh_tokens WHERE hash = \(hash.hex)"
+            ).decode((String, Int64, Int64, Int64?).self)
+            for try await (session, created, expires, used) in rows {
+                return (
+                    RefreshTokenRecord(hash: hash, sessionID: session, createdAt: created, expiresAt: expires),
+                    used != nil
+                )
+            }
+            return nil
+        }
+    }
+
     package func createAppCode(_ code: AppCodeRecord) async throws {
         try await query(
             "app code",

@@ -141,6 +141,22 @@ extension SQLiteStore {
         }
     }
 
+    package func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT session_id, created_at, expires_at, used_at FROM refresh_tokens WHERE hash = ?",
+                arguments: [hash.hex]
+            ).map { row in
+                (
+                    RefreshTokenRecord(
+                        hash: hash, sessionID: row["session_id"], createdAt: row["created_at"],
+                        expiresAt: row["expires_at"]),
+                    (row["used_at"] as Int64?) != nil
+                )
+            }
+        }
+    }
+
     package func createAppCode(_ code: AppCodeRecord) async throws {
         try await pool.write { db in
             try db.execute(

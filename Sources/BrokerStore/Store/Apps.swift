@@ -132,6 +132,9 @@ package protocol AppStore: Sendable {
     /// Remembers that `user` allowed `clientID` these scopes (replacing what was remembered).
     func recordConsent(user: UserID, clientID: String, scopes: [String], now: Int64) async throws
 
+    /// A refresh token as stored (introspection, RFC 7662), and whether it has been spent by a rotation.
+    func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)?
+
     func createAppCode(_ code: AppCodeRecord) async throws
     /// Spends a code once, in one transaction.
     func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption

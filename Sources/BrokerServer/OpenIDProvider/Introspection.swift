@@ -1,0 +1,71 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+
+/// `POST /auth/introspect` (RFC 7662, issue "Logout everywhere…" item 3): a resource server that prefers asking
+/// to verifying learns whether a token is live, and whose it is. Only confidential clients may ask — an app
+/// with a secret, or a CI client with one — and every token that is not live (revoked, expired, spent, foreign,
+/// malformed) is simply `{"active": false}`.
+extension AppTokenService {
+    func introspect(_ input: RequestInput, authorization: String?, clients: ClientService) async throws
+        -> APIResponse
+    {
+        try await authenticateResourceServer(input, authorization: authorization, clients: clients)
+        let token = try input.string("token")
+        let inactive = APIResponse(status: 200, body: ["active": false], headers: [("Cache-Control", "no-store")])
+        var claims: [String: JSONValue]
+        if token.utf8.count == TokenIssuer.refreshTokenLength && !token.contains("."),
+            Base64URL.decode(token) != nil
+        {
+            guard let (record, spent) = try await store.refreshToken(hash: Digest.sha256(token)), !spent,
+                record.expiresAt > now, let view = try await store.sessionWithUser(id: record.sessionID),
+                view.session.revokedAt == nil
+            else { return inactive }
+            claims = [
+                "token_type": "refresh_token", "sub": .string(view.user.id.description),
+                "client_id": .string(view.session.clientID), "iat": .int(record.createdAt),
+                "exp": .int(record.expiresAt),
+            ]
+            if let scope = view.session.scope { claims["scope"] = .string(scope) }
+        } else {
+            guard let verified = try? tokens.verifier().verify(token, now: now) else { return inactive }
+            // A user's token lives with its session; a CI client's with the client.
+            if let subject = verified.subject, subject.hasPrefix("client:") {
+                guard try await store.client(name: String(subject.dropFirst("client:".count))) != nil else {
+                    return inactive
+                }
+            } else {
+                do {
+                    _ = try await tokens.session(of: verified)
+                } catch {
+                    return inactive
+                }
+            }
+            claims = ["token_type": "Bearer"]
+            for name in ["sub", "client_id", "scope", "exp", "iat", "nbf", "aud", "iss", "jti", "sid", "idp"] {
+                if let value = verified.claims[name] { claims[name] = value }
+            }
+        }
+        claims["active"] = true
+        return APIResponse(status: 200, body: .object(claims), headers: [("Cache-Control", "no-store")])
+    }
+
+    /// A confidential app (its secret) or a CI client with a secret; 401 `invalid_client` otherwise.
+    private func authenticateResourceServer(_ input: RequestInput, authorization: String?, clients: ClientService)
+        async throws
+    {
+        guard let presented = try clients.presentedClient(input, authorization: authorization),
+            presented.secret != nil
+        else { throw Self.invalidClient }
+        if try await store.app(clientID: presented.id) != nil {
+            let app = try await authenticate(input, authorization: authorization)
+            guard !app.isPublic else { throw Self.invalidClient }
+            return
+        }
+        do {
+            _ = try await clients.authenticatedClient(presented)
+        } catch {
+            throw Self.invalidClient
+        }
+    }
+}
