@@ -111,4 +111,18 @@ struct AppContract {
         try await store.createAppCode(expiring)
         #expect(try await store.redeemAppCode(hash: late, now: Make.now + 60) == .unknown, "expired")
     }
+
+    /// Introspection reads a refresh token without spending it: live, then spent once rotated.
+    @Test(arguments: StoreUnderTest.available)
+    func aRefreshTokensStateIsReadWithoutSpendingIt(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let (_, session, token) = try await Make.signedIn(store)
+        let read = try #require(try await store.refreshToken(hash: token))
+        #expect(read.token.sessionID == session.id && read.token.expiresAt == Make.now + 3600 && !read.spent)
+        #expect(try await store.refreshToken(hash: token)?.spent == false, "reading spends nothing")
+        _ = try await store.rotateRefreshToken(
+            hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now)
+        #expect(try await store.refreshToken(hash: token)?.spent == true)
+        #expect(try await store.refreshToken(hash: Make.hash()) == nil)
+    }
 }
