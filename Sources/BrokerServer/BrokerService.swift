@@ -260,6 +260,7 @@ package final class BrokerService: Sendable {
             "userinfo_endpoint": .string(base + "/auth/userinfo"),
             "authorization_endpoint": .string(base + "/auth/authorize"),
             "introspection_endpoint": .string(base + "/auth/introspect"),
+            "end_session_endpoint": .string(base + "/auth/end-session"),
             "introspection_endpoint_auth_methods_supported": .array(["client_secret_basic", "client_secret_post"]),
             "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
             "response_types_supported": .array(["code"]),

@@ -269,6 +269,9 @@ final class MeteredStore: Store {
     func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord] {
         try await timed("browser_sessions") { try await base.browserSessions(user: user) }
     }
+    func endBrowserSession(id: String, now: Int64) async throws -> [String] {
+        try await timed("end_browser_session") { try await base.endBrowserSession(id: id, now: now) }
+    }
     @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         try await timed("revoke_browser_session") { try await base.revokeBrowserSession(id: id, now: now) }
     }

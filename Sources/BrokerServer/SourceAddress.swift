@@ -8,11 +8,11 @@
 enum SourceAddress {
     /// `203.0.113.7` → itself; `2001:db8:1:2:a:b:c:d` → `2001:db8:1:2::/64`; anything unparsable as it is.
     static func network(_ address: String) -> String {
-        var v4 = in_addr()
+        // Plain byte buffers rather than in_addr / in6_addr: a release build resolves those to NIO's C module.
+        var v4 = [UInt8](repeating: 0, count: 4)
         if inet_pton(AF_INET, address, &v4) == 1 { return address }
-        var v6 = in6_addr()
-        guard inet_pton(AF_INET6, address, &v6) == 1 else { return address }
-        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
         if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
             return "\(bytes[12]).\(bytes[13]).\(bytes[14]).\(bytes[15])"
         }

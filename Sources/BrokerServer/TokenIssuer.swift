@@ -201,12 +201,18 @@ final class TokenIssuer: Sendable {
     /// The `sub` of an id token this broker issued to `clientID`, as an `id_token_hint` (Core 3.1.2.1): its
     /// signature, issuer and audience are checked; an expired one still names its user.
     func idTokenHintSubject(_ hint: String, clientID: String) -> String? {
-        var options = JWTVerifier.Options(issuer: issuer, audience: clientID, expectedType: nil)
+        guard let claims = idTokenHintClaims(hint), claims["aud"]?.stringValue == clientID else { return nil }
+        return claims["sub"]?.stringValue
+    }
+
+    /// The claims of an id token this broker issued (to any app), expired or not: what an `id_token_hint` says.
+    func idTokenHintClaims(_ hint: String) -> [String: JSONValue]? {
+        var options = JWTVerifier.Options(issuer: issuer, audience: nil, expectedType: nil)
         options.leeway = 366 * 86_400
         guard let verified = try? JWTVerifier(keys: keys.current.keySet, options: options).verify(hint, now: now),
-            verified.header["typ"]?.stringValue?.lowercased() != "at+jwt"
+            verified.header["typ"]?.stringValue?.lowercased() != "at+jwt", verified.claims["azp"] != nil
         else { return nil }
-        return verified.subject
+        return verified.claims
     }
 
     func verifier() -> JWTVerifier {

@@ -23,7 +23,8 @@ struct OpenIDProviderTests {
         try await broker.store.createApp(
             AppRecord(
                 clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(secret)),
-                redirectURIs: [web], firstParty: firstParty, createdAt: broker.clock.seconds()))
+                redirectURIs: [web], postLogoutRedirectURIs: ["https://app.example/bye"], firstParty: firstParty,
+                createdAt: broker.clock.seconds()))
         try await broker.store.createApp(
             AppRecord(
                 clientID: "native", secretHash: nil,
@@ -564,5 +565,74 @@ struct OpenIDProviderTests {
             #expect(try await introspect(access)["active"] == false)
             #expect(try await introspect(refresh)["active"] == false)
         }
+    }
+
+    /// RP-initiated logout: with a hint naming this browser session, at once; without one, only once the person
+    /// says yes; never to an unregistered address.
+    @Test func endSessionSignsOutOfBrokerAndTheAppsSessions() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("out@example.com", Self.password)
+            func signIn(_ jar: Jar) async throws -> Reply {
+                let page = try await Self.get(
+                    client, Self.authorizeURI(Self.webRequest(scope: "openid offline_access")), jar)
+                let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "out@example.com")
+                let destination = try #require(Self.destination(signedIn))
+                return try await Self.redeem(client, code: try #require(Flow.query(destination)["code"]))
+            }
+            let jar = Jar()
+            let tokens = try await signIn(jar)
+            let idToken = try #require(tokens["id_token"]?.stringValue)
+            let refresh = try #require(tokens["refresh_token"]?.stringValue)
+
+            let elsewhere = try await Self.get(
+                client,
+                "/auth/end-session?"
+                    + FormEncoding.encode([
+                        ("id_token_hint", idToken), ("post_logout_redirect_uri", "https://evil.example/"),
+                    ]), jar)
+            #expect(elsewhere.status == 400 && elsewhere.header("Location") == nil)
+            #expect(jar.cookies["broker_session"] != nil, "nothing ended")
+
+            let out = try await Self.get(
+                client,
+                "/auth/end-session?"
+                    + FormEncoding.encode([
+                        ("id_token_hint", idToken), ("post_logout_redirect_uri", "https://app.example/bye"),
+                        ("state", "s-9"),
+                    ]), jar)
+            #expect(out.status == 302 && out.header("Location") == "https://app.example/bye?state=s-9")
+            #expect(jar.cookies["broker_session"] == nil, "the cookie is cleared")
+            let refreshed = try await Self.redeemRefresh(client, refresh)
+            #expect(refreshed.status == 400 && refreshed.error == "invalid_grant", "the app's session ended")
+            let none = try await client.get(Self.authorizeURI(Self.webRequest(extra: [("prompt", "none")])))
+            #expect(Flow.query(none.header("Location") ?? "")["error"] == "login_required")
+
+            // Without a hint: a page asks first; a cross-site link alone signs nobody out.
+            let again = Jar()
+            let second = try await signIn(again)
+            let asked = try await Self.get(
+                client, "/auth/end-session?" + FormEncoding.encode([("client_id", "web")]), again)
+            #expect(asked.status == 200 && String(decoding: asked.body, as: UTF8.self).contains("Sign out of broker?"))
+            #expect(
+                try await Self.redeemRefresh(client, try #require(second["refresh_token"]?.stringValue)).status == 200)
+            let confirmed = try await Self.post(
+                client, "/auth/end-session/confirm",
+                [("csrf", try #require(Self.hidden(asked, "csrf"))), ("client_id", "web")], again)
+            #expect(confirmed.status == 200 && String(decoding: confirmed.body, as: UTF8.self).contains("signed out"))
+            #expect(again.cookies["broker_session"] == nil)
+        }
+    }
+
+    /// A refresh of the app `web`'s token, with its secret.
+    static func redeemRefresh(_ client: InProcessBroker.Client, _ token: String) async throws -> Reply {
+        try await client.send(
+            .post, "/auth/token",
+            headers: [
+                .contentType: "application/x-www-form-urlencoded",
+                .authorization: HTTPBasic.header(id: "web", secret: Secret(secret)).value,
+            ],
+            body: Array(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", token)]).utf8))
     }
 }

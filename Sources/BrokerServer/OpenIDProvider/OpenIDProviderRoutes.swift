@@ -45,6 +45,20 @@ enum OpenIDProviderRoutes {
                 try await service.authorization.consent(
                     try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
         }
+        routes.get("/auth/end-session") { request, _ in
+            Server.response(
+                try await service.authorization.endSession(try Server.query(request), cookie: request.headers[.cookie]))
+        }
+        routes.post("/auth/end-session") { request, _ in
+            let input = try await Server.input(request, allowForm: true)
+            return Server.response(
+                try await service.authorization.endSession(input.textFields, cookie: request.headers[.cookie]))
+        }
+        routes.post("/auth/end-session/confirm") { request, _ in
+            Server.response(
+                try await service.authorization.confirmEndSession(
+                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+        }
         routes.post("/auth/introspect") { request, _ in
             Server.response(
                 try await service.appTokens.introspect(

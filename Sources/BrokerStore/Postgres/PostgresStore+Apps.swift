@@ -129,6 +129,27 @@ extension PostgresStore {
         }
     }
 
+    package func endBrowserSession(id: String, now: Int64) async throws -> [String] {
+        let logger = logger
+        return try await transaction("end of a browser session") { connection in
+            try await connection.query(
+                "UPDATE browser_sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL",
+                logger: logger
+            ).drain()
+            let rows = try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now)
+                WHERE revoked_at IS NULL AND id IN (
+                    SELECT session_id FROM app_codes WHERE browser_session = \(id) AND session_id IS NOT NULL)
+                RETURNING id
+                """, logger: logger
+            ).decode(String.self)
+            var ended: [String] = []
+            for try await session in rows { ended.append(session) }
+            return ended.sorted()
+        }
+    }
+
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         let client = client
         return try await run("browser session revocation") {

@@ -111,6 +111,24 @@ extension SQLiteStore {
         }
     }
 
+    package func endBrowserSession(id: String, now: Int64) async throws -> [String] {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                arguments: [now, id])
+            return try String.fetchAll(
+                db,
+                sql: """
+                    UPDATE sessions SET revoked_at = ?
+                    WHERE revoked_at IS NULL AND id IN (
+                        SELECT session_id FROM app_codes WHERE browser_session = ? AND session_id IS NOT NULL)
+                    RETURNING id
+                    """,
+                arguments: [now, id]
+            ).sorted()
+        }
+    }
+
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         try await pool.write { db in
             try db.execute(

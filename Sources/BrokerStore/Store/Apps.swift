@@ -124,6 +124,9 @@ package protocol AppStore: Sendable {
     func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord?
     /// Browser sessions (of `user`, or everyone's), newest first, live or not until purged.
     func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord]
+    /// RP-initiated logout: ends the browser session and the sessions apps started through it (their refresh
+    /// tokens stop), in one transaction; the ids of those sessions.
+    func endBrowserSession(id: String, now: Int64) async throws -> [String]
     /// Ends a browser session; whether it was live.
     @discardableResult func revokeBrowserSession(id: String, now: Int64) async throws -> Bool
 
