@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libc6-dev libstdc++-12-dev  # static glibc and libstdc++: the `broker` launcher is a fully static executable
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
   apache2 libapache2-mod-auth-openidc  # an app nobody here wrote behind broker's OpenID Provider
+  oidc-agent-cli              # a native OpenID Connect client nobody here wrote
 )
 PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests)
 
