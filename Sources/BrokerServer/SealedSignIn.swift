@@ -7,7 +7,23 @@ import BrokerCrypto
 /// Sealed with AES-256-GCM under the broker's flow key, the provider id as associated data (a state from one
 /// provider's start cannot complete another's). One encoder and one decoder, here.
 struct SealedSignIn: Sendable, Hashable {
-    /// The CLI's own `state`, handed back to its loopback listener.
+    /// What the sign-in is for, and so which service finishes it (issue "Rooms for the next floor": one value,
+    /// not a set of optionals that had to agree).
+    enum Purpose: Sendable, Hashable {
+        /// The CLI's loopback sign-in: a code for ``SealedSignIn/redirectURI``.
+        case loopback
+        /// `broker link`: the provider account is attached to `user`, while `session` (the one that asked, a
+        /// ``LinkTicket``'s) is live; also ends at the CLI's loopback.
+        case link(user: UserID, session: String)
+        /// The device flow: the authorization with `userCode`; `binding` is the digest of the cookie set in the
+        /// browser that typed the code (RT2-4), so the callback completes only there. Ends in the broker's
+        /// confirmation page.
+        case device(userCode: String, binding: String)
+        /// An app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on with.
+        case app(request: String)
+    }
+
+    /// The CLI's own `state`, handed back to its loopback listener (empty but for `.loopback` and `.link`).
     var cliState: String
     /// The CLI's PKCE S256 challenge, bound to the one-time code.
     var codeChallenge: String
@@ -21,20 +37,7 @@ struct SealedSignIn: Sendable, Hashable {
     var expiresAt: Int64
     /// The single-use marker, spent in the store when the sign-in completes.
     var marker: String
-    /// For `broker link`: the user the provider account is to be attached to (from a ``LinkTicket``); `nil`
-    /// for a sign-in.
-    var linkUser: UserID? = nil
-    /// For `broker link`: the session that asked for the link; the link is refused once it has ended.
-    var linkSession: String? = nil
-    /// For the device flow: the user code of the authorization this sign-in is for; `nil` for the loopback flow
-    /// (the broker then answers with its own confirmation page instead of a redirect to the CLI).
-    var deviceUserCode: String? = nil
-    /// For the device flow: the digest of the cookie set in the browser that typed the code (RT2-4); the
-    /// callback completes only in that browser, so a provider URL handed to someone else lands nowhere.
-    var deviceBinding: String? = nil
-    /// For an app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on
-    /// with; `nil` otherwise.
-    var appRequest: String? = nil
+    var purpose: Purpose = .loopback
 
     /// Longest sealed state accepted back (a bound on work before any check).
     static let maxSealedLength = 12_288
@@ -53,17 +56,24 @@ struct SealedSignIn: Sendable, Hashable {
             Field.providerVerifier.rawValue: .string(providerVerifier), Field.expiresAt.rawValue: .int(expiresAt),
             Field.marker.rawValue: .string(marker),
         ]
-        if let linkUser { fields[Field.linkUser.rawValue] = .string(linkUser.description) }
-        if let linkSession { fields[Field.linkSession.rawValue] = .string(linkSession) }
-        if let deviceUserCode { fields[Field.deviceUserCode.rawValue] = .string(deviceUserCode) }
-        if let deviceBinding { fields[Field.deviceBinding.rawValue] = .string(deviceBinding) }
-        if let appRequest { fields[Field.appRequest.rawValue] = .string(appRequest) }
+        switch purpose {
+        case .loopback: break
+        case .link(let user, let session):
+            fields[Field.linkUser.rawValue] = .string(user.description)
+            fields[Field.linkSession.rawValue] = .string(session)
+        case .device(let userCode, let binding):
+            fields[Field.deviceUserCode.rawValue] = .string(userCode)
+            fields[Field.deviceBinding.rawValue] = .string(binding)
+        case .app(let request):
+            fields[Field.appRequest.rawValue] = .string(request)
+        }
         return Base64URL.encode(
             try AESGCM.seal(
                 JSONValue.object(fields).serializedBytes, key: key, associatedData: Array(provider.rawValue.utf8)))
     }
 
-    /// Opens a sealed state; `nil` when it is malformed, tampered with, or sealed for another provider or key.
+    /// Opens a sealed state; `nil` when it is malformed, tampered with, sealed for another provider or key, or
+    /// names more than one purpose (or half of one).
     static func open(_ sealed: String, key: [UInt8], provider: ProviderID) -> SealedSignIn? {
         guard sealed.utf8.count <= maxSealedLength, let box = Base64URL.decode(sealed),
             let opened = AESGCM.open(box, key: key, associatedData: Array(provider.rawValue.utf8)),
@@ -74,42 +84,32 @@ struct SealedSignIn: Sendable, Hashable {
             let nonce = fields[Field.nonce.rawValue]?.stringValue,
             let providerVerifier = fields[Field.providerVerifier.rawValue]?.stringValue,
             let expiresAt = fields[Field.expiresAt.rawValue]?.intValue,
-            let marker = fields[Field.marker.rawValue]?.stringValue
+            let marker = fields[Field.marker.rawValue]?.stringValue,
+            let purpose = Self.purpose(fields)
         else { return nil }
-        var linkUser: UserID?
-        if let text = fields[Field.linkUser.rawValue] {
-            guard let id = text.stringValue.flatMap(UserID.init) else { return nil }
-            linkUser = id
-        }
-        var linkSession: String?
-        if let text = fields[Field.linkSession.rawValue] {
-            guard let session = text.stringValue else { return nil }
-            linkSession = session
-        }
-        // A link names the session that asked for it (RT2-1): a state with one and not the other is not ours.
-        guard (linkUser == nil) == (linkSession == nil) else { return nil }
-        var deviceUserCode: String?
-        if let text = fields[Field.deviceUserCode.rawValue] {
-            guard let code = text.stringValue else { return nil }
-            deviceUserCode = code
-        }
-        var deviceBinding: String?
-        if let text = fields[Field.deviceBinding.rawValue] {
-            guard let digest = text.stringValue else { return nil }
-            deviceBinding = digest
-        }
-        // A device sign-in is bound to the browser that typed the code (RT2-4): one without is not ours.
-        guard (deviceUserCode == nil) == (deviceBinding == nil) else { return nil }
-        var appRequest: String?
-        if let text = fields[Field.appRequest.rawValue] {
-            guard let sealed = text.stringValue else { return nil }
-            appRequest = sealed
-        }
         return SealedSignIn(
             cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, linkUser: linkUser,
-            linkSession: linkSession, deviceUserCode: deviceUserCode, deviceBinding: deviceBinding,
-            appRequest: appRequest)
+            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, purpose: purpose)
+    }
+
+    /// The purpose the fields name: none of the purpose fields is `.loopback`; a link needs its user and its
+    /// session (RT2-1), a device sign-in its code and its browser binding (RT2-4); any mixture is not ours.
+    private static func purpose(_ fields: [String: JSONValue]) -> Purpose? {
+        func text(_ field: Field) -> String?? {
+            guard let value = fields[field.rawValue] else { return .some(nil) }
+            return value.stringValue.map { .some($0) } ?? nil
+        }
+        guard let linkUser = text(.linkUser), let linkSession = text(.linkSession),
+            let userCode = text(.deviceUserCode),
+            let binding = text(.deviceBinding), let request = text(.appRequest)
+        else { return nil }
+        switch (linkUser, linkSession, userCode, binding, request) {
+        case (nil, nil, nil, nil, nil): return .loopback
+        case (let user?, let session?, nil, nil, nil): return UserID(user).map { .link(user: $0, session: session) }
+        case (nil, nil, let code?, let binding?, nil): return .device(userCode: code, binding: binding)
+        case (nil, nil, nil, nil, let request?): return .app(request: request)
+        default: return nil
+        }
     }
 }
 

@@ -160,7 +160,8 @@ final class SignInService: Sendable {
             to: provider, module: module,
             SealedSignIn(
                 cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: "",
-                providerVerifier: "", expiresAt: 0, marker: "", linkUser: linkUser, linkSession: linkSession))
+                providerVerifier: "", expiresAt: 0, marker: "",
+                purpose: linkUser.map { .link(user: $0, session: linkSession ?? "") } ?? .loopback))
     }
 
     /// The device flow's sign-in at a provider (`POST /auth/device/signin`): the same sealed state, for the
@@ -176,7 +177,7 @@ final class SignInService: Sendable {
             to: provider, module: module,
             SealedSignIn(
                 cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", deviceUserCode: userCode, deviceBinding: Self.bindingDigest(binding)))
+                marker: "", purpose: .device(userCode: userCode, binding: Self.bindingDigest(binding))))
         response.headers.append(
             ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
         return response
@@ -191,7 +192,7 @@ final class SignInService: Sendable {
             to: provider, module: module,
             SealedSignIn(
                 cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", appRequest: request))
+                marker: "", purpose: .app(request: request)))
     }
 
     /// The device binding cookie, sent only to the provider's callback.
@@ -320,7 +321,7 @@ final class SignInService: Sendable {
             throw refusal(
                 sealed, reason: "expired", code: "access_denied", description: "the sign-in took too long; start again")
         }
-        if let binding = sealed.deviceBinding, !bound(provider, cookieHeader: cookie, digest: binding) {
+        if case .device(_, let binding) = sealed.purpose, !bound(provider, cookieHeader: cookie, digest: binding) {
             throw SignInRedirect(
                 reason: "other_browser", response: Page.response(status: 400, Page.deviceOtherBrowser))
         }
@@ -366,43 +367,64 @@ final class SignInService: Sendable {
         let record = IdentityRecord(
             provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
             name: identity.name)
-        if let userCode = sealed.deviceUserCode {
+        // Each purpose is finished by its own code.
+        switch sealed.purpose {
+        case .device(let userCode, _):
             return try await completeDeviceSignIn(record, provider: provider, userCode: userCode, sealed: sealed)
+        case .app(let request):
+            return try await completeAppSignIn(record, provider: provider, request: request)
+        case .loopback:
+            return try await completeLoopbackSignIn(
+                record, provider: provider, redirectURI: redirectURI, cliState: cliState, challenge: challenge)
+        case .link(let user, let session):
+            return try await completeLinkSignIn(
+                record, provider: provider, linkUser: user, linkSession: session, redirectURI: redirectURI,
+                cliState: cliState, challenge: challenge)
         }
-        if let appRequest = sealed.appRequest {
-            return try await completeAppSignIn(record, provider: provider, request: appRequest)
-        }
+    }
+
+    /// `broker link`, vouched for at the provider: a one-time code at the CLI's loopback, the identity attached
+    /// only when the code is redeemed with the CLI's verifier.
+    private func completeLinkSignIn(
+        _ record: IdentityRecord, provider: ProviderID, linkUser: UserID, linkSession: String, redirectURI: String,
+        cliState: String, challenge: String
+    ) async throws -> APIResponse {
         let code = try SecureRandom.token(byteCount: 32)
-        if let linkUser = sealed.linkUser {
-            // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
-            // provider account is someone else's, or the session that asked has ended, so the person sees why
-            // in the browser.
-            var refusal: (String, String)?
-            if try await !tokens.isLive(session: sealed.linkSession ?? "", of: linkUser) {
-                refusal = ("session_ended", "the session that asked for this link has ended; run broker link again")
-            } else {
-                refusal = try await linkProblem(record, to: linkUser)
-            }
-            if let (reason, problem) = refusal {
-                metrics.link(provider: provider.rawValue, outcome: reason)
-                audit.record(
-                    "linked", outcome: "failure", user: linkUser,
-                    fields: ["provider": provider.rawValue, "reason": reason])
-                throw SignInRedirect(
-                    reason: "link_refused",
-                    response: .redirect(
-                        Self.loopback(
-                            redirectURI, [("error", "access_denied"), ("error_description", problem)], state: cliState,
-                            issuer: issuer)))
-            }
-            try await store.createAuthorizationCode(
-                AuthorizationCodeRecord(
-                    hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
-                    expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider,
-                    linkSession: sealed.linkSession))
-            logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
-            return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+        // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
+        // provider account is someone else's, or the session that asked has ended, so the person sees why
+        // in the browser.
+        var refusal: (String, String)?
+        if try await !tokens.isLive(session: linkSession, of: linkUser) {
+            refusal = ("session_ended", "the session that asked for this link has ended; run broker link again")
+        } else {
+            refusal = try await linkProblem(record, to: linkUser)
         }
+        if let (reason, problem) = refusal {
+            metrics.link(provider: provider.rawValue, outcome: reason)
+            audit.record(
+                "linked", outcome: "failure", user: linkUser,
+                fields: ["provider": provider.rawValue, "reason": reason])
+            throw SignInRedirect(
+                reason: "link_refused",
+                response: .redirect(
+                    Self.loopback(
+                        redirectURI, [("error", "access_denied"), ("error_description", problem)], state: cliState,
+                        issuer: issuer)))
+        }
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
+                hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
+                expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider,
+                linkSession: linkSession))
+        logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
+        return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
+    }
+
+    /// The CLI's loopback sign-in, vouched for: a one-time code at its loopback redirect.
+    private func completeLoopbackSignIn(
+        _ record: IdentityRecord, provider: ProviderID, redirectURI: String, cliState: String, challenge: String
+    ) async throws -> APIResponse {
+        let code = try SecureRandom.token(byteCount: 32)
         let user: UserRecord
         switch try await store.signIn(record, now: now) {
         case .user(let found): user = found
@@ -463,7 +485,7 @@ final class SignInService: Sendable {
     /// A sign-in that ends without a user: a redirect carrying the error to the CLI's loopback, or for the
     /// device flow a page saying why.
     func refusal(_ sealed: SealedSignIn, reason: String, code: String, description: String) -> SignInRedirect {
-        if let appRequest = sealed.appRequest {
+        if case .app(let appRequest) = sealed.purpose {
             // An app's sign-in: the error goes back to the app (its redirect URI was checked at the start).
             guard let request = AuthorizationRequest.open(appRequest, key: flowKey, now: now) else {
                 return SignInRedirect(reason: reason, response: Page.response(status: 400, Page.staleAppForm))
@@ -473,7 +495,7 @@ final class SignInService: Sendable {
                 response: .redirect(
                     request.response([("error", code), ("error_description", description)], issuer: issuer)))
         }
-        if sealed.deviceUserCode != nil {
+        if case .device = sealed.purpose {
             return SignInRedirect(
                 reason: reason,
                 response: Page.response(
