@@ -291,6 +291,16 @@ extension Broker {
                 if (try? await store.client(name: name)) != nil {
                     throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
                 }
+                // RS256 has a key of its own; another algorithm is the key ring's, so it must be the ring's current
+                // one, or the app's token requests would fail.
+                if let idTokenAlg, idTokenAlg != "RS256" {
+                    let current = try? await store.signingKeys().first { $0.retiredAt == nil }?.algorithm
+                    if let current, current != idTokenAlg {
+                        throw Console.fail(
+                            "--id-token-alg \(idTokenAlg): this broker signs with \(current) (and RS256 for id tokens); "
+                                + "choose RS256 or \(current)")
+                    }
+                }
                 let secret = isPublic ? nil : try ClientSecretHasher.newSecret()
                 var unique: [String] = []
                 for item in scope where !unique.contains(item) && !AppRules.standardScopes.contains(item) {

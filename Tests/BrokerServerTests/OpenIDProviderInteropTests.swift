@@ -34,6 +34,18 @@ struct OpenIDProviderInteropTests {
         let bad = try await CLI.run(
             ["client", "add", "bad", "--redirect-uri", "http://web.example/cb", "--data-dir", server.dataDirectory])
         #expect(bad.status == 64 && bad.stderr.contains("https is required"), "\(bad.stderr)")
+        let eddsa = try await CLI.run(
+            [
+                "client", "add", "eddsa", "--redirect-uri", "https://e.example/cb", "--id-token-alg", "EdDSA",
+                "--data-dir", server.dataDirectory,
+            ])
+        #expect(eddsa.status == 1 && eddsa.stderr.contains("signs with ES256"), "\(eddsa.stderr)")
+        let es256 = try await CLI.run(
+            [
+                "client", "add", "es", "--redirect-uri", "https://e.example/cb", "--id-token-alg", "ES256",
+                "--data-dir", server.dataDirectory,
+            ])
+        #expect(es256.status == 0, "the ring's own algorithm: \(es256.stderr)")
 
         var register = HTTPClientRequest(
             method: "POST", url: server.url + "/auth/register",
