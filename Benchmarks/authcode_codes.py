@@ -3,32 +3,14 @@
 password sign-in (and consent) through broker's pages, then single sign-on (prompt=none), one code a request.
 Usage: authcode_codes.py BROKER_URL REDIRECT EMAIL PASSWORD N OUT_FILE"""
 import concurrent.futures
-import html.parser
+import os
 import sys
 import urllib.parse
 
 import requests
 
-
-class Forms(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.forms, self.refresh = [], None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form":
-            self.forms.append({"action": attrs.get("action"), "fields": {}})
-        elif tag == "input" and self.forms and attrs.get("type") == "hidden":
-            self.forms[-1]["fields"][attrs["name"]] = attrs.get("value", "")
-        elif tag == "meta" and attrs.get("http-equiv") == "refresh":
-            self.refresh = attrs["content"].split("url=", 1)[1]
-
-
-def forms(text):
-    parser = Forms()
-    parser.feed(text)
-    return parser
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "Interop"))
+import broker_pages  # noqa: E402
 
 
 def main():
@@ -38,9 +20,7 @@ def main():
     url = broker + "/auth/authorize?" + query
     browser = requests.Session()
     page = browser.get(url, allow_redirects=False)
-    form = next(f for f in forms(page.text).forms if f["action"] == "/auth/authorize/password")
-    browser.post(broker + form["action"], data=dict(form["fields"], email=email, password=password),
-                 allow_redirects=False)
+    broker_pages.sign_in(browser, broker, page, email, password)
     cookie = browser.cookies.get("broker_session")
     if cookie is None:
         sys.exit("no broker session after the sign-in")

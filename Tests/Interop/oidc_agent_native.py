@@ -7,7 +7,6 @@ the loopback port takes the code, and oidc-token then hands out an access token 
 Usage: oidc_agent_native.py BROKER_URL CLIENT_ID REDIRECT_URI EMAIL PASSWORD
 Prints {"authorization_url", "access_token"}; exits 1 with oidc-gen's output on a surprise.
 """
-import html.parser
 import json
 import os
 import shutil
@@ -19,27 +18,7 @@ import urllib.parse
 
 import requests
 
-
-class Forms(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.forms = []
-        self.refresh = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form":
-            self.forms.append({"action": attrs.get("action"), "fields": {}})
-        elif tag == "input" and self.forms and attrs.get("type") == "hidden":
-            self.forms[-1]["fields"][attrs["name"]] = attrs.get("value", "")
-        elif tag == "meta" and attrs.get("http-equiv") == "refresh":
-            self.refresh = attrs["content"].split("url=", 1)[1]
-
-
-def forms(page):
-    parser = Forms()
-    parser.feed(page)
-    return parser
+import broker_pages
 
 
 def main():
@@ -74,13 +53,9 @@ def main():
         seen["authorization_url"] = url
         browser = requests.Session()
         page = browser.get(url, allow_redirects=False)
-        form = next(f for f in forms(page.text).forms if f["action"] == "/auth/authorize/password")
-        consent = browser.post(broker + form["action"], data=dict(form["fields"], email=email, password=password),
-                               allow_redirects=False)
-        form = next(f for f in forms(consent.text).forms if f["action"] == "/auth/authorize/consent")
-        answered = browser.post(broker + form["action"], data=dict(form["fields"], decision="allow"),
-                                allow_redirects=False)
-        back = forms(answered.text).refresh
+        consent = broker_pages.sign_in(browser, broker, page, email, password)
+        answered = broker_pages.allow(browser, broker, consent)
+        back = broker_pages.parse(answered.text).refresh
         if back is None or not back.startswith(redirect_uri):
             raise RuntimeError("the consent did not lead back to the agent: " + answered.text[:300])
         # The agent's web server on the loopback port takes the code and redeems it.

@@ -10,7 +10,6 @@ Usage: oidc_relying_party.py BROKER_URL WEB_SECRET EMAIL PASSWORD
   app "native" (public, redirect http://127.0.0.1/callback, any port)
 Prints one JSON object with what each step saw; exits 1 with the reason on the first surprise.
 """
-import html.parser
 import json
 import sys
 import urllib.parse
@@ -21,29 +20,7 @@ from authlib.integrations.requests_client import OAuth2Session
 from joserfc import jwt
 from joserfc.jwk import KeySet
 
-
-class Forms(html.parser.HTMLParser):
-    """The forms of a page: action, and the hidden inputs (and buttons with a value)."""
-
-    def __init__(self):
-        super().__init__()
-        self.forms = []
-        self.refresh = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "form":
-            self.forms.append({"action": attrs.get("action"), "fields": {}})
-        elif tag == "input" and self.forms and attrs.get("type") == "hidden":
-            self.forms[-1]["fields"][attrs["name"]] = attrs.get("value", "")
-        elif tag == "meta" and attrs.get("http-equiv") == "refresh":
-            self.refresh = attrs["content"].split("url=", 1)[1]
-
-
-def parse(page):
-    forms = Forms()
-    forms.feed(page)
-    return forms
+import broker_pages
 
 
 def fail(message):
@@ -56,7 +33,7 @@ def follow_to_app(browser, response, app_prefix):
     for _ in range(10):
         location = response.headers.get("Location")
         if location is None:
-            location = parse(response.text).refresh
+            location = broker_pages.parse(response.text).refresh
         if location is None:
             return None, response
         location = urllib.parse.urljoin(response.url, location)
@@ -90,13 +67,10 @@ def main():
     page = browser.get(url, allow_redirects=False)
     if page.status_code != 200 or "Sign in to continue to" not in page.text:
         fail("no sign-in page: %s %s" % (page.status_code, page.text[:300]))
-    form = next(f for f in parse(page.text).forms if f["action"] == "/auth/authorize/password")
-    fields = dict(form["fields"], email=email, password=password)
-    consent = browser.post(broker + form["action"], data=fields, allow_redirects=False)
+    consent = broker_pages.sign_in(browser, broker, page, email, password)
     if "Allow web?" not in consent.text:
         fail("no consent page: %s" % consent.text[:300])
-    form = next(f for f in parse(consent.text).forms if f["action"] == "/auth/authorize/consent")
-    answered = browser.post(broker + form["action"], data=dict(form["fields"], decision="allow"), allow_redirects=False)
+    answered = broker_pages.allow(browser, broker, consent)
     back, _ = follow_to_app(browser, answered, web_redirect)
     if back is None:
         fail("the consent did not lead back to the app")
