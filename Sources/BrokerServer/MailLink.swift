@@ -54,11 +54,6 @@ enum FormGuard {
     }
 
     private static func value(in header: String?) -> String? {
-        guard let header else { return nil }
-        for part in header.split(separator: ";") {
-            let pair = part.drop { $0 == " " }
-            if pair.hasPrefix(cookie + "=") { return String(pair.dropFirst(cookie.count + 1)) }
-        }
-        return nil
+        CookieHeader.values(cookie, in: header).first.map(String.init)
     }
 }

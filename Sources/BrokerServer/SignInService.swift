@@ -208,11 +208,8 @@ final class SignInService: Sendable {
 
     /// Whether the request's cookies carry the binding sealed into a device sign-in.
     func bound(_ provider: ProviderID, cookieHeader: String?, digest: String) -> Bool {
-        let name = "broker_device_\(provider.rawValue)="
-        guard let cookieHeader else { return false }
-        return cookieHeader.split(separator: ";").map { $0.drop { $0 == " " } }.contains { entry in
-            entry.hasPrefix(name)
-                && ConstantTime.equals(Array(Self.bindingDigest(entry.dropFirst(name.count)).utf8), Array(digest.utf8))
+        CookieHeader.values("broker_device_\(provider.rawValue)", in: cookieHeader).contains { value in
+            ConstantTime.equals(Array(Self.bindingDigest(value).utf8), Array(digest.utf8))
         }
     }
 
@@ -259,12 +256,8 @@ final class SignInService: Sendable {
 
     /// What the start's cookie carried, when it belongs to the sign-in with `marker`.
     func carried(_ provider: ProviderID, cookieHeader: String?, marker: String) -> [String: String]? {
-        let name = "broker_flow_\(provider.rawValue)="
-        guard let cookieHeader,
-            let entry = cookieHeader.split(separator: ";").map({ $0.drop { $0 == " " } }).first(where: {
-                $0.hasPrefix(name)
-            }),
-            let box = Base64URL.decode(entry.dropFirst(name.count)),
+        guard let value = CookieHeader.values("broker_flow_\(provider.rawValue)", in: cookieHeader).first,
+            let box = Base64URL.decode(value),
             let opened = AESGCM.open(box, key: flowKey, associatedData: Array("carry:\(provider.rawValue)".utf8)),
             let fields = JSONValue.parse(opened)?.objectValue,
             fields["_m"]?.stringValue == marker

@@ -395,12 +395,7 @@ struct BrowserSessions: Sendable {
 
     /// The live session the request's cookie names.
     func current(cookie header: String?) async throws -> BrowserSessionRecord? {
-        guard let header else { return nil }
-        let name = cookieName + "="
-        for part in header.split(separator: ";") {
-            let pair = part.drop { $0 == " " }
-            guard pair.hasPrefix(name) else { continue }
-            let value = pair.dropFirst(name.count)
+        for value in CookieHeader.values(cookieName, in: header) {
             guard value.utf8.count == 43, Base64URL.decode(value) != nil else { continue }
             if let session = try await store.browserSession(cookieHash: Digest.sha256(String(value)), now: tokens.now) {
                 return session
