@@ -271,19 +271,9 @@ extension Broker {
                 await Client.audit(
                     configuration, store: store, "client_added",
                     fields: ["client": name, "via": "cli", "kind": trustIssuer == nil ? "secret" : "token_exchange"])
-                if json {
-                    var document: [String: JSONValue] = ["client_id": .string(name)]
-                    if let secret { document["client_secret"] = .string(secret.exposed) }
-                    Console.out(JSONValue.object(document).serialized())
-                } else {
-                    Console.out("client_id: \(name)")
-                    if let secret { Console.out("client_secret: \(secret.exposed)") }
-                }
-                if secret != nil {
-                    Console.note("the secret is shown only this once; the broker keeps only a hash of it")
-                } else {
-                    Console.note("no secret: this client mints only by exchanging tokens from \(trustIssuer ?? "")")
-                }
+                printIssued(
+                    secret: secret,
+                    withoutSecret: "no secret: this client mints only by exchanging tokens from \(trustIssuer ?? "")")
             }
 
             /// `--redirect-uri`: an app (relying party) in the store; a secret unless `--public`, shown once.
@@ -321,6 +311,11 @@ extension Broker {
                 await Client.audit(
                     configuration, store: store, "client_added",
                     fields: ["client": name, "via": "cli", "kind": isPublic ? "public_app" : "app"])
+                printIssued(secret: secret, withoutSecret: "a public app: no secret, PKCE required")
+            }
+
+            /// The client id and, once, its secret (`--json`: `{"client_id", "client_secret"}`), and a note on it.
+            func printIssued(secret: Secret?, withoutSecret note: String) {
                 if json {
                     var document: [String: JSONValue] = ["client_id": .string(name)]
                     if let secret { document["client_secret"] = .string(secret.exposed) }
@@ -329,11 +324,8 @@ extension Broker {
                     Console.out("client_id: \(name)")
                     if let secret { Console.out("client_secret: \(secret.exposed)") }
                 }
-                if secret != nil {
-                    Console.note("the secret is shown only this once; the broker keeps only a hash of it")
-                } else {
-                    Console.note("a public app: no secret, PKCE required")
-                }
+                Console.note(
+                    secret == nil ? note : "the secret is shown only this once; the broker keeps only a hash of it")
             }
         }
 
