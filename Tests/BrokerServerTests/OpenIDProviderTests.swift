@@ -278,59 +278,25 @@ struct OpenIDProviderTests {
             let posted = try await Self.redeem(client, code: try await code(), basic: false)
             #expect(posted.status == 200, "client_secret_post")
             let refresh = try #require(posted["refresh_token"]?.stringValue, "offline_access: a refresh token")
-            let rotated = try await client.send(
-                .post, "/auth/token",
-                headers: [
-                    .contentType: "application/x-www-form-urlencoded",
-                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
-                ],
-                body: Array(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", refresh)]).utf8))
+            let rotated = try await Self.redeemRefresh(client, refresh)
             #expect(rotated.status == 200)
             #expect(jwtParts(try #require(rotated["access_token"]?.stringValue)).claims?["client_id"] == "web")
             // A confidential app's refresh token rotates only with the app's secret: presented without it, it is
             // taken as stolen and its session ends (RFC 6749 §6).
-            let withSecret = try await client.send(
-                .post, "/auth/token",
-                headers: [
-                    .contentType: "application/x-www-form-urlencoded",
-                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
-                ],
-                body: Array(
-                    FormEncoding.encode([
-                        ("grant_type", "refresh_token"),
-                        ("refresh_token", try #require(rotated["refresh_token"]?.stringValue)),
-                    ]).utf8))
+            let withSecret = try await Self.redeemRefresh(client, try #require(rotated["refresh_token"]?.stringValue))
             #expect(withSecret.status == 200, "with the app's secret")
             let stolen = try await client.refresh(try #require(withSecret["refresh_token"]?.stringValue))
             #expect(stolen.status == 401 && stolen.error == "invalid_client", "without it")
             let after = try await Self.redeem(client, code: try await code(), basic: true)
-            let other = try await client.send(
-                .post, "/auth/token",
-                headers: [
-                    .contentType: "application/x-www-form-urlencoded",
-                    .authorization: HTTPBasic.header(id: "web", secret: Secret("wrong")).value,
-                ],
-                body: Array(
-                    FormEncoding.encode([
-                        ("grant_type", "refresh_token"),
-                        ("refresh_token", try #require(after["refresh_token"]?.stringValue)),
-                    ]).utf8))
+            let other = try await Self.redeemRefresh(
+                client, try #require(after["refresh_token"]?.stringValue), secret: "wrong")
             #expect(other.status == 401, "a wrong secret is no secret")
             #expect(
                 try await client.get("/auth/userinfo", bearer: after["access_token"]?.stringValue).status == 200,
                 "a refused client authentication spends nothing")
             // A token of an app never becomes an account token (RT2-1), even with the app's secret.
-            let account = try await client.send(
-                .post, "/auth/token",
-                headers: [
-                    .contentType: "application/x-www-form-urlencoded",
-                    .authorization: HTTPBasic.header(id: "web", secret: Secret(Self.secret)).value,
-                ],
-                body: Array(
-                    FormEncoding.encode([
-                        ("grant_type", "refresh_token"), ("scope", "account"),
-                        ("refresh_token", try #require(after["refresh_token"]?.stringValue)),
-                    ]).utf8))
+            let account = try await Self.redeemRefresh(
+                client, try #require(after["refresh_token"]?.stringValue), extra: [("scope", "account")])
             #expect(account.status == 400 && account.error == "invalid_scope")
         }
     }
@@ -626,13 +592,16 @@ struct OpenIDProviderTests {
     }
 
     /// A refresh of the app `web`'s token, with its secret.
-    static func redeemRefresh(_ client: InProcessBroker.Client, _ token: String) async throws -> Reply {
+    static func redeemRefresh(
+        _ client: InProcessBroker.Client, _ token: String, secret: String = secret, extra: [(String, String)] = []
+    ) async throws -> Reply {
         try await client.send(
             .post, "/auth/token",
             headers: [
                 .contentType: "application/x-www-form-urlencoded",
                 .authorization: HTTPBasic.header(id: "web", secret: Secret(secret)).value,
             ],
-            body: Array(FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", token)]).utf8))
+            body: Array(
+                FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", token)] + extra).utf8))
     }
 }
