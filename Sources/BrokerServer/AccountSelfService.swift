@@ -39,7 +39,7 @@ final class AccountSelfService: Sendable {
                 detail: "sign in again (broker login --provider \(user.id.provider.rawValue)) and delete within "
                     + "\(Self.freshSignIn / 60) minutes")
         }
-        guard try await store.deleteUser(id: user.id) else {
+        guard try await store.deleteUser(id: user.id, now: now) else {
             throw APIError.invalidToken("the account no longer exists")
         }
         accounts.metrics.accountDeleted()

@@ -362,7 +362,9 @@ package enum BrokerHTTPServer {
             },
             logger: logger
         )
-        app.addServices(MaintenanceService(service: service), AuditReopenService(audit: service.audit, logger: logger))
+        app.addServices(
+            MaintenanceService(service: service), AuditReopenService(audit: service.audit, logger: logger),
+            BackchannelLogoutService(sender: service.backchannel))
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: app)]
         if let metricsPort = metrics.port {
             // `GET /metrics` alone on a port of its own (to keep it off a public listener).
@@ -444,6 +446,21 @@ struct MaintenanceService: Service {
                 await service.maintain()
                 ticks += 1
                 if ticks % 3600 == 1 { await service.purgeExpired() }
+            }
+        }
+    }
+}
+
+/// Sends queued back-channel logouts: every second (a session ended by another broker, or by `broker sessions
+/// revoke` on the shared store, is told to its apps within about a second), and at once when this broker ends one.
+struct BackchannelLogoutService: Service {
+    let sender: BackchannelLogout
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await sender.deliverDue()
+                await sender.waitForWork(upTo: .seconds(1))
             }
         }
     }

@@ -54,6 +54,8 @@ package final class BrokerService: Sendable {
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
     let appTokens: AppTokenService
+    /// Sends the back-channel logouts the store queues.
+    let backchannel: BackchannelLogout
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
     let metrics: BrokerMetrics
@@ -157,9 +159,12 @@ package final class BrokerService: Sendable {
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
+        let backchannel = BackchannelLogout(
+            store: store, tokens: tokens, http: http, logger: logger, metrics: metrics, audit: audit)
+        self.backchannel = backchannel
         let authorization = AuthorizationService(
             store: store, tokens: tokens, accounts: accounts, signIn: signIn, flowKey: flowKey, logger: logger,
-            metrics: metrics, audit: audit)
+            metrics: metrics, audit: audit, backchannel: backchannel)
         self.authorization = authorization
         signIn.appSignIns.set { user, provider, request in
             try await authorization.providerSignedIn(user: user, provider: provider, sealedRequest: request)

@@ -220,8 +220,8 @@ final class MeteredStore: Store {
     func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool {
         try await timed("set_user_disabled") { try await base.setUserDisabled(id: id, disabled: disabled, now: now) }
     }
-    func deleteUser(id: UserID) async throws -> Bool {
-        try await timed("delete_user") { try await base.deleteUser(id: id) }
+    func deleteUser(id: UserID, now: Int64) async throws -> Bool {
+        try await timed("delete_user") { try await base.deleteUser(id: id, now: now) }
     }
     func sessions(user: UserID?) async throws -> [SessionRecord] {
         try await timed("sessions") { try await base.sessions(user: user) }
@@ -292,7 +292,25 @@ final class MeteredStore: Store {
     func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption {
         try await timed("redeem_app_code") { try await base.redeemAppCode(hash: hash, now: now) }
     }
-    func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws {
-        try await timed("attach_app_code_session") { try await base.attachSession(session, toAppCode: hash) }
+    func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
+        try await timed("attach_app_code_session") { try await base.attachSession(session, toAppCode: hash, now: now) }
+    }
+    func claimLogoutDeliveries(now: Int64, limit: Int) async throws -> [LogoutDelivery] {
+        try await timed("claim_logout_deliveries") { try await base.claimLogoutDeliveries(now: now, limit: limit) }
+    }
+    func finishLogoutDelivery(id: String) async throws {
+        try await timed("finish_logout_delivery") { try await base.finishLogoutDelivery(id: id) }
+    }
+    func retryLogoutDelivery(id: String, at: Int64) async throws {
+        try await timed("retry_logout_delivery") { try await base.retryLogoutDelivery(id: id, at: at) }
+    }
+    func pendingLogoutDeliveries() async throws -> Int {
+        try await timed("pending_logout_deliveries") { try await base.pendingLogoutDeliveries() }
+    }
+    func createPushedRequest(_ request: PushedRequestRecord, hash: [UInt8]) async throws {
+        try await timed("create_pushed_request") { try await base.createPushedRequest(request, hash: hash) }
+    }
+    func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord? {
+        try await timed("take_pushed_request") { try await base.takePushedRequest(hash: hash, now: now) }
     }
 }

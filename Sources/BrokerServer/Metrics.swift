@@ -153,6 +153,15 @@ package final class BrokerMetrics: Sendable {
     }
 
     /// A message handed to the mail server (`sent`) or given up after its attempts (`failed`), by kind.
+    /// Back-channel logouts: `delivered`, `retried` (a failed attempt that will be tried again), `given_up`.
+    func backchannelLogout(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "broker_backchannel_logouts", unit: "total", "Back-channel logout deliveries to apps, by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     func mail(kind: String, outcome: String) {
         registry.makeCounter(
             descriptor: Self.name("broker_mail", unit: "total", "Mail sent or given up, by kind and outcome."),

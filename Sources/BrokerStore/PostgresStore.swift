@@ -685,6 +685,8 @@ package final class PostgresStore: Store {
                 WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
+            try await Self.queueLogouts(
+                connection, user: owner, provider: ProviderID.custom.rawValue, now: now, logger: logger)
             try await connection.query(
                 """
                 UPDATE browser_sessions SET revoked_at = \(now)
@@ -751,6 +753,8 @@ package final class PostgresStore: Store {
             ).decode(String.self)
             var ended: [String] = []
             for try await id in rows { ended.append(id) }
+            try await Self.queueLogouts(
+                connection, user: user.description, provider: provider.rawValue, now: now, logger: logger)
             try await connection.query(
                 """
                 UPDATE browser_sessions SET revoked_at = \(now)
@@ -982,16 +986,25 @@ package final class PostgresStore: Store {
                     UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(id.description) AND revoked_at IS NULL
                     """, logger: logger
                 ).drain()
+                try await Self.queueLogouts(connection, user: id.description, now: now, logger: logger)
+                try await connection.query(
+                    """
+                    UPDATE browser_sessions SET revoked_at = \(now)
+                    WHERE user_id = \(id.description) AND revoked_at IS NULL
+                    """, logger: logger
+                ).drain()
             }
             return true
         }
     }
 
-    package func deleteUser(id: UserID) async throws -> Bool {
-        let client = client
-        return try await run("user deletion") {
-            let rows = try await client.query("DELETE FROM users WHERE id = \(id.description) RETURNING 1")
-                .decode(Int.self)
+    package func deleteUser(id: UserID, now: Int64) async throws -> Bool {
+        let logger = logger
+        return try await transaction("user deletion") { connection in
+            try await Self.queueLogouts(connection, user: id.description, now: now, logger: logger)
+            let rows = try await connection.query(
+                "DELETE FROM users WHERE id = \(id.description) RETURNING 1", logger: logger
+            ).decode(Int.self)
             for try await _ in rows { return true }
             return false
         }
@@ -1020,9 +1033,10 @@ package final class PostgresStore: Store {
     }
 
     package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
-        let client = client
-        return try await run("revocation") {
-            let rows = try await client.query(
+        let logger = logger
+        return try await transaction("revocation") { connection in
+            try await Self.queueLogouts(connection, user: user.description, now: now, logger: logger)
+            let rows = try await connection.query(
                 """
                 WITH browsers AS (
                     UPDATE browser_sessions SET revoked_at = \(now)
@@ -1030,7 +1044,7 @@ package final class PostgresStore: Store {
                 )
                 UPDATE sessions SET revoked_at = \(now)
                 WHERE user_id = \(user.description) AND revoked_at IS NULL RETURNING 1
-                """
+                """, logger: logger
             ).decode(Int.self)
             var count = 0
             for try await _ in rows { count += 1 }
@@ -1173,6 +1187,7 @@ package final class PostgresStore: Store {
                 "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
                 logger: logger
             ).drain()
+            try await Self.queueLogouts(connection, user: owner, now: now, logger: logger)
             try await connection.query(
                 "UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
                 logger: logger
@@ -1236,6 +1251,7 @@ package final class PostgresStore: Store {
                 AND id IS DISTINCT FROM \(keepingSession)
                 """, logger: logger
             ).drain()
+            try await Self.queueLogouts(connection, user: user.description, now: now, logger: logger)
             try await connection.query(
                 """
                 UPDATE browser_sessions SET revoked_at = \(now)
@@ -1262,6 +1278,7 @@ package final class PostgresStore: Store {
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
                 "DELETE FROM app_codes WHERE expires_at < \(before)",
                 "DELETE FROM browser_sessions WHERE expires_at < \(before)",
+                "DELETE FROM pushed_requests WHERE expires_at < \(before)",
                 "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))

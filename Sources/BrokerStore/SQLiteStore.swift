@@ -384,6 +384,8 @@ package final class SQLiteStore: Store {
                 sql:
                     "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
                 arguments: [now, owner, ProviderID.custom.rawValue])
+            try Self.queueLogouts(
+                db, where: "b.user_id = ? AND b.signed_in_with = ?", [owner, ProviderID.custom.rawValue], now: now)
             try db.execute(
                 sql: """
                     UPDATE browser_sessions SET revoked_at = ?
@@ -434,6 +436,8 @@ package final class SQLiteStore: Store {
                     WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL RETURNING id
                     """,
                 arguments: [now, user.description, provider.rawValue])
+            try Self.queueLogouts(
+                db, where: "b.user_id = ? AND b.signed_in_with = ?", [user.description, provider.rawValue], now: now)
             try db.execute(
                 sql: """
                     UPDATE browser_sessions SET revoked_at = ?
@@ -579,6 +583,7 @@ package final class SQLiteStore: Store {
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM app_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM pushed_requests WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",
@@ -981,13 +986,18 @@ package final class SQLiteStore: Store {
                 try db.execute(
                     sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                     arguments: [now, id.description])
+                try Self.queueLogouts(db, where: "b.user_id = ?", [id.description], now: now)
+                try db.execute(
+                    sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                    arguments: [now, id.description])
             }
             return true
         }
     }
 
-    package func deleteUser(id: UserID) async throws -> Bool {
+    package func deleteUser(id: UserID, now: Int64) async throws -> Bool {
         try await pool.write { db in
+            try Self.queueLogouts(db, where: "b.user_id = ?", [id.description], now: now)
             try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [id.description])
             return db.changesCount == 1
         }
@@ -1013,6 +1023,7 @@ package final class SQLiteStore: Store {
                 arguments: [now, user.description])
             let count = db.changesCount
             // The broker's own browser sign-ins end with them (apps then ask the person to sign in again).
+            try Self.queueLogouts(db, where: "b.user_id = ?", [user.description], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.description])
@@ -1073,6 +1084,7 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, owner])
+            try Self.queueLogouts(db, where: "b.user_id = ?", [owner], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, owner])
@@ -1113,6 +1125,7 @@ package final class SQLiteStore: Store {
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL AND id IS NOT ?",
                 arguments: [now, user.description, keepingSession])
+            try Self.queueLogouts(db, where: "b.user_id = ?", [user.description], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.description])

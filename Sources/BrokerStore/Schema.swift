@@ -509,6 +509,68 @@ package enum Schema {
                 CREATE INDEX app_codes_expiry ON app_codes(expires_at);
                 """
         ),
+        Migration(
+            version: 14,
+            name: "apps signed in through a browser session, the back-channel logout queue, pushed requests, DPoP",
+            sqlite: """
+                CREATE TABLE app_signins (
+                    browser_session TEXT NOT NULL REFERENCES browser_sessions(id) ON DELETE CASCADE,
+                    session_id TEXT NOT NULL,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (browser_session, session_id)
+                );
+                CREATE INDEX app_signins_session ON app_signins(session_id);
+                CREATE TABLE logout_deliveries (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    subject TEXT NOT NULL,
+                    sid TEXT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    next_attempt_at INTEGER NOT NULL,
+                    give_up_at INTEGER NOT NULL
+                );
+                CREATE INDEX logout_deliveries_due ON logout_deliveries(next_attempt_at);
+                CREATE TABLE pushed_requests (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    parameters TEXT NOT NULL,
+                    expires_at INTEGER NOT NULL
+                );
+                ALTER TABLE apps ADD COLUMN require_par INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT;
+                """,
+            postgres: """
+                CREATE TABLE app_signins (
+                    browser_session TEXT NOT NULL REFERENCES browser_sessions(id) ON DELETE CASCADE,
+                    session_id TEXT NOT NULL,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (browser_session, session_id)
+                );
+                CREATE INDEX app_signins_session ON app_signins(session_id);
+                CREATE TABLE logout_deliveries (
+                    id TEXT PRIMARY KEY,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    subject TEXT NOT NULL,
+                    sid TEXT NOT NULL,
+                    attempts BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    next_attempt_at BIGINT NOT NULL,
+                    give_up_at BIGINT NOT NULL
+                );
+                CREATE INDEX logout_deliveries_due ON logout_deliveries(next_attempt_at);
+                CREATE TABLE pushed_requests (
+                    hash TEXT PRIMARY KEY,
+                    client_id TEXT NOT NULL REFERENCES apps(client_id) ON DELETE CASCADE,
+                    parameters TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                );
+                ALTER TABLE apps ADD COLUMN require_par BIGINT NOT NULL DEFAULT 0;
+                ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -556,7 +618,7 @@ extension Schema {
             name: "sessions",
             columns: [
                 ("id", .text), ("user_id", .text), ("client_id", .text), ("scope", .text), ("created_at", .integer),
-                ("revoked_at", .integer), ("signed_in_with", .text),
+                ("revoked_at", .integer), ("signed_in_with", .text), ("dpop_jkt", .text),
             ]),
         Table(
             name: "refresh_tokens",
@@ -576,7 +638,7 @@ extension Schema {
             columns: [
                 ("client_id", .text), ("secret_hash", .text), ("redirect_uris", .text),
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
-                ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer),
+                ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
             ]),
         Table(
             name: "consents",
@@ -586,6 +648,18 @@ extension Schema {
             columns: [
                 ("id", .text), ("cookie_hash", .text), ("user_id", .text), ("signed_in_with", .text),
                 ("auth_time", .integer), ("expires_at", .integer), ("revoked_at", .integer),
+            ]),
+        Table(
+            name: "app_signins",
+            columns: [
+                ("browser_session", .text), ("session_id", .text), ("client_id", .text), ("created_at", .integer),
+            ]
+        ),
+        Table(
+            name: "logout_deliveries",
+            columns: [
+                ("id", .text), ("client_id", .text), ("subject", .text), ("sid", .text), ("attempts", .integer),
+                ("created_at", .integer), ("next_attempt_at", .integer), ("give_up_at", .integer),
             ]),
         Table(name: "exchanged_tokens", columns: [("issuer", .text), ("jti", .text), ("expires_at", .integer)]),
         Table(

@@ -158,7 +158,7 @@ package protocol AdminStore: Sendable {
 
     /// Deletes a user and everything of theirs (password account, sessions, refresh tokens, codes); returns
     /// whether the user existed. Their access tokens are refused at once: their session is gone.
-    func deleteUser(id: UserID) async throws -> Bool
+    func deleteUser(id: UserID, now: Int64) async throws -> Bool
 
     /// Every session (of one user, when given), newest first, revoked ones included.
     func sessions(user: UserID?) async throws -> [SessionRecord]

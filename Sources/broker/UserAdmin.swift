@@ -157,7 +157,7 @@ extension Broker {
                 let (store, configuration) = try await Client.open(self.store)
                 let deleted: Bool
                 do {
-                    deleted = try await store.deleteUser(id: userID)
+                    deleted = try await store.deleteUser(id: userID, now: SystemClock().seconds())
                 } catch {
                     throw Console.fail("cannot delete the user: \(error)")
                 }

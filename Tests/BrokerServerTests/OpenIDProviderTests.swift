@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerHTTP
 import BrokerStore
 import BrokerTesting
 import Foundation
@@ -603,5 +604,104 @@ struct OpenIDProviderTests {
             ],
             body: Array(
                 FormEncoding.encode([("grant_type", "refresh_token"), ("refresh_token", token)] + extra).utf8))
+    }
+
+    /// Back-channel logout 1.0: ending the browser session queues a signed logout token for each app that signed in
+    /// through it; a failed POST is retried after the back-off, a delivered one is not sent again, and the token
+    /// verifies against the JWKS with every claim §2.4 asks for (and no nonce).
+    @Test func endingTheBrowserSessionPostsALogoutTokenToTheAppUntilItTakesIt() async throws {
+        let broker = try await InProcessBroker()
+        let hook = "https://app.example/backchannel"
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(Self.secret)),
+                redirectURIs: [Self.web], backchannelLogoutURI: hook, firstParty: true,
+                createdAt: broker.clock.seconds()))
+        broker.transport.on(
+            "POST", hook, { _ in HTTPClientResponse(status: 503, headers: [], body: []) },
+            { _ in HTTPClientResponse(status: 200, headers: [], body: []) })
+        try await broker.test { client in
+            let registered = try await client.register("bc@example.com", Self.password)
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "bc@example.com")
+            let back = try #require(Self.destination(signedIn))
+            let tokens = try await Self.redeem(client, code: try #require(Flow.query(back)["code"]))
+            let idToken = try #require(tokens["id_token"]?.stringValue)
+            #expect(await broker.service.backchannel.deliverDue() == 0, "nothing ended yet")
+            #expect(broker.transport.count("POST", hook) == 0)
+
+            let out = try await Self.get(
+                client, "/auth/end-session?" + FormEncoding.encode([("id_token_hint", idToken)]), jar)
+            #expect(out.status == 200)
+            #expect(await broker.service.backchannel.deliverDue() == 0, "the app answered 503")
+            #expect(broker.transport.count("POST", hook) == 1)
+            #expect(await broker.service.backchannel.deliverDue() == 0, "not before the back-off")
+            #expect(broker.transport.count("POST", hook) == 1)
+            broker.clock.advance(by: Double(BackchannelLogout.backoff(afterAttempts: 1)))
+            #expect(await broker.service.backchannel.deliverDue() == 1)
+            #expect(broker.transport.count("POST", hook) == 2)
+            broker.clock.advance(by: 3600)
+            #expect(await broker.service.backchannel.deliverDue() == 0, "delivered once, never again")
+            #expect(try await broker.store.pendingLogoutDeliveries() == 0)
+
+            let sent = try #require(broker.transport.sent.last)
+            #expect(
+                sent.headers.contains { $0.name == "Content-Type" && $0.value == "application/x-www-form-urlencoded" })
+            let decoded = FormEncoding.decode(String(decoding: sent.body ?? [], as: UTF8.self))
+            let form = try #require(decoded)
+            let field = form.first { $0.0 == "logout_token" }
+            let logoutToken = try #require(field?.1)
+            let jwks = try await client.get("/.well-known/jwks.json")
+            let set = try JSONDecoder().decode(JWKSet.self, from: Data(jwks.body))
+            var keys = JWTKeySet()
+            for key in set.keys { try keys.add(try AsymmetricKey(jwk: key), kid: key.kid ?? "") }
+            let verified = try JWTVerifier(
+                keys: keys, options: .init(issuer: "http://broker.test", audience: "web", expectedType: "logout+jwt")
+            ).verify(logoutToken, now: broker.clock.seconds() - 3600)
+            let hint = try JWTVerifier(keys: keys, options: .init(issuer: "http://broker.test", audience: "web"))
+                .verify(idToken, now: broker.clock.seconds() - 3605)
+            #expect(verified.subject == registered["user_id"]?.stringValue)
+            #expect(verified.claims["sid"] == hint.claims["sid"] && verified.claims["sid"] != nil)
+            #expect(verified.claims["events"]?[BackchannelLogout.event]?.objectValue?.isEmpty == true)
+            #expect(verified.claims["nonce"] == nil && verified.claims["jti"]?.stringValue != nil)
+            #expect(verified.claims["iat"] != nil && verified.claims["exp"] != nil)
+            let metrics = String(decoding: broker.service.metricsExposition(), as: UTF8.self)
+            #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"delivered\"} 1"))
+            #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"retried\"} 1"))
+        }
+    }
+
+    /// A receiver that never answers is given up after ``LogoutDelivery/retryFor``, counted and audited as such.
+    @Test func aLogoutNobodyTakesIsGivenUpAfterTheRetryWindow() async throws {
+        let broker = try await InProcessBroker()
+        let hook = "https://app.example/backchannel"
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(Self.secret)),
+                redirectURIs: [Self.web], backchannelLogoutURI: hook, firstParty: true,
+                createdAt: broker.clock.seconds()))
+        broker.transport.on("POST", hook, ScriptedTransport.failure(.connectionFailed, "refused"))
+        try await broker.test { client in
+            let registered = try await client.register("gone@example.com", Self.password)
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "gone@example.com")
+            let back = try #require(Self.destination(signedIn))
+            _ = try await Self.redeem(client, code: try #require(Flow.query(back)["code"]))
+            let userText = try #require(registered["user_id"]?.stringValue)
+            let user = try #require(UserID(userText))
+            _ = try await broker.store.revokeSessions(user: user, now: broker.clock.seconds())
+            var attempts = 0
+            while try await broker.store.pendingLogoutDeliveries() > 0 {
+                await broker.service.backchannel.deliverDue()
+                attempts += 1
+                broker.clock.advance(by: 600)
+                try #require(attempts < 20, "given up within the window")
+            }
+            #expect(broker.transport.count("POST", hook) >= 6, "retried with back-off for an hour")
+            let metrics = String(decoding: broker.service.metricsExposition(), as: UTF8.self)
+            #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"given_up\"} 1"))
+        }
     }
 }

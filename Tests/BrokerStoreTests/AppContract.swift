@@ -55,11 +55,18 @@ struct AppContract {
         #expect(try await store.setUserDisabled(id: user.id, disabled: true, now: Make.now))
         #expect(try await store.browserSession(cookieHash: cookie, now: Make.now) == nil, "a disabled user's")
         #expect(try await store.setUserDisabled(id: user.id, disabled: false, now: Make.now))
-        #expect(try await store.browserSession(cookieHash: cookie, now: Make.now) != nil)
+        #expect(
+            try await store.browserSession(cookieHash: cookie, now: Make.now) == nil,
+            "disabling ended it (and its apps were told): enabling the user does not bring it back")
+        #expect(try await store.revokeBrowserSession(id: "b-1", now: Make.now) == false, "already ended")
 
-        #expect(try await store.revokeBrowserSession(id: "b-1", now: Make.now))
-        #expect(try await store.revokeBrowserSession(id: "b-1", now: Make.now) == false, "once")
-        #expect(try await store.browserSession(cookieHash: cookie, now: Make.now) == nil)
+        let live = Make.hash()
+        var second = session
+        second.id = "b-1a"
+        try await store.createBrowserSession(second, cookieHash: live)
+        #expect(try await store.revokeBrowserSession(id: "b-1a", now: Make.now))
+        #expect(try await store.revokeBrowserSession(id: "b-1a", now: Make.now) == false, "once")
+        #expect(try await store.browserSession(cookieHash: live, now: Make.now) == nil)
         #expect(try await store.browserSessions(user: nil).first?.revokedAt == Make.now)
 
         // Revoking a user's sessions ends their browser sessions too.
@@ -101,7 +108,7 @@ struct AppContract {
         }
         #expect(outcomes.filter { $0 == .redeemed(code) }.count == 1, "\(outcomes)")
         #expect(outcomes.filter { $0 == .reused(session: nil) }.count == 19)
-        try await store.attachSession("s-1", toAppCode: hash)
+        try await store.attachSession("s-1", toAppCode: hash, now: Make.now)
         #expect(try await store.redeemAppCode(hash: hash, now: Make.now) == .reused(session: "s-1"))
         #expect(try await store.redeemAppCode(hash: Make.hash(), now: Make.now) == .unknown)
 
@@ -124,5 +131,120 @@ struct AppContract {
             hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now)
         #expect(try await store.refreshToken(hash: token)?.spent == true)
         #expect(try await store.refreshToken(hash: Make.hash()) == nil)
+    }
+
+    /// An app signs in through a browser session: a code of that session, redeemed into a session of the app.
+    static func signIn(
+        _ store: any Store, _ user: UserRecord, app: String, through browser: String
+    ) async throws -> String {
+        let hash = Make.hash()
+        try await store.createAppCode(
+            AppCodeRecord(
+                hash: hash, clientID: app, userID: user.id, redirectURI: "https://\(app).example/cb",
+                codeChallenge: nil,
+                scope: "openid", nonce: nil, authTime: Make.now, signedInWith: "google", browserSession: browser,
+                expiresAt: Make.now + 60))
+        _ = try await store.redeemAppCode(hash: hash, now: Make.now)
+        var session = Make.session(for: user)
+        session.clientID = app
+        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        try await store.attachSession(session.id, toAppCode: hash, now: Make.now)
+        return session.id
+    }
+
+    static func browser(_ store: any Store, _ id: String, of user: UserRecord) async throws {
+        try await store.createBrowserSession(
+            BrowserSessionRecord(
+                id: id, userID: user.id, signedInWith: "google", authTime: Make.now, expiresAt: Make.now + 600),
+            cookieHash: Make.hash())
+    }
+
+    /// Back-channel logout's queue (issue "Logout everywhere…"): written with the end of the browser session,
+    /// one delivery per app with a `backchannel_logout_uri`, claimed under a lease, retried, finished — the same
+    /// on both stores, and whoever ends the session (logout, revocation, deletion) queues it.
+    @Test(arguments: StoreUnderTest.available)
+    func endingABrowserSessionQueuesOneLogoutPerAppThatSignedInThroughIt(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.createApp(Self.app())
+        var plain = Self.app("plain")
+        plain.backchannelLogoutURI = nil
+        try await store.createApp(plain)
+        let ada = try await store.providerUser(Make.user("google"))
+        try await Self.browser(store, "b-1", of: ada)
+        try await Self.browser(store, "b-2", of: ada)
+        let first = try await Self.signIn(store, ada, app: "wiki", through: "b-1")
+        let second = try await Self.signIn(store, ada, app: "wiki", through: "b-1")
+        let other = try await Self.signIn(store, ada, app: "plain", through: "b-1")
+        _ = try await Self.signIn(store, ada, app: "wiki", through: "b-2")
+
+        #expect(try await store.claimLogoutDeliveries(now: Make.now, limit: 10) == [], "nothing ended yet")
+        #expect(try await store.endBrowserSession(id: "b-1", now: Make.now) == [first, second, other].sorted())
+        #expect(try await store.pendingLogoutDeliveries() == 1, "one per app, none for an app without a URI")
+        let claimed = try await store.claimLogoutDeliveries(now: Make.now, limit: 10)
+        let delivery = try #require(claimed.first)
+        #expect(claimed.count == 1)
+        #expect(delivery.clientID == "wiki" && delivery.sid == "b-1" && delivery.subject == ada.id.description)
+        #expect(delivery.uri == "https://wiki.example/bc" && delivery.attempts == 0)
+        #expect(delivery.giveUpAt == Make.now + LogoutDelivery.retryFor)
+        #expect(try await store.claimLogoutDeliveries(now: Make.now, limit: 10) == [], "leased to the first claimer")
+        let again = try await store.claimLogoutDeliveries(now: Make.now + LogoutDelivery.lease, limit: 10)
+        #expect(again.map(\.id) == [delivery.id] && again.first?.attempts == 1, "the lease lapsed: taken again")
+        try await store.retryLogoutDelivery(id: delivery.id, at: Make.now + 100)
+        #expect(try await store.claimLogoutDeliveries(now: Make.now + 99, limit: 10) == [])
+        #expect(try await store.claimLogoutDeliveries(now: Make.now + 100, limit: 10).map(\.id) == [delivery.id])
+        try await store.finishLogoutDelivery(id: delivery.id)
+        #expect(try await store.pendingLogoutDeliveries() == 0)
+
+        #expect(try await store.endBrowserSession(id: "b-1", now: Make.now + 1) == [], "already ended")
+        #expect(try await store.pendingLogoutDeliveries() == 0, "an ended session is not logged out twice")
+        _ = try await store.revokeSessions(user: ada.id, now: Make.now + 2)
+        let revoked = try await store.claimLogoutDeliveries(now: Make.now + 2, limit: 10)
+        #expect(revoked.map(\.sid) == ["b-2"], "revoking the user's sessions logs out b-2")
+
+        // A deleted user is logged out of the apps too (the subject outlives the account).
+        let bob = try await store.providerUser(Make.user("google"))
+        try await Self.browser(store, "b-3", of: bob)
+        _ = try await Self.signIn(store, bob, app: "wiki", through: "b-3")
+        #expect(try await store.deleteUser(id: bob.id, now: Make.now + 3))
+        let deleted = try await store.claimLogoutDeliveries(now: Make.now + 3, limit: 10)
+        #expect(deleted.map(\.subject) == [bob.id.description] && deleted.map(\.sid) == ["b-3"])
+
+        // Disabling and unlinking end browser sessions too.
+        let cy = try await store.providerUser(Make.user("google"))
+        try await Self.browser(store, "b-4", of: cy)
+        _ = try await Self.signIn(store, cy, app: "wiki", through: "b-4")
+        #expect(try await store.setUserDisabled(id: cy.id, disabled: true, now: Make.now + 4))
+        #expect(try await store.browserSessions(user: cy.id).first?.revokedAt == Make.now + 4)
+        #expect(try await store.claimLogoutDeliveries(now: Make.now + 4, limit: 10).map(\.sid) == ["b-4"])
+
+        // An app removed takes its queued logouts with it.
+        let dee = try await store.providerUser(Make.user("google"))
+        try await Self.browser(store, "b-5", of: dee)
+        _ = try await Self.signIn(store, dee, app: "wiki", through: "b-5")
+        #expect(try await store.revokeBrowserSession(id: "b-5", now: Make.now + 5))
+        #expect(try await store.pendingLogoutDeliveries() == 4)
+        _ = try await store.deleteApp(clientID: "wiki", now: Make.now + 5)
+        #expect(try await store.pendingLogoutDeliveries() == 0)
+    }
+
+    /// A pushed authorization request (RFC 9126) is taken once, by whichever broker asks first, until it expires.
+    @Test(arguments: StoreUnderTest.available)
+    func aPushedRequestIsTakenOnceBeforeItExpires(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.createApp(Self.app())
+        let hash = Make.hash()
+        let record = PushedRequestRecord(clientID: "wiki", parameters: "scope=openid&state=s", expiresAt: Make.now + 60)
+        try await store.createPushedRequest(record, hash: hash)
+        let taken = try await withThrowingTaskGroup(of: PushedRequestRecord?.self) { group in
+            for _ in 0..<10 { group.addTask { try await store.takePushedRequest(hash: hash, now: Make.now) } }
+            return try await group.reduce(into: [PushedRequestRecord]()) { if let found = $1 { $0.append(found) } }
+        }
+        #expect(taken == [record], "exactly one of ten concurrent takes")
+        #expect(try await store.takePushedRequest(hash: hash, now: Make.now) == nil)
+
+        let late = Make.hash()
+        try await store.createPushedRequest(record, hash: late)
+        #expect(try await store.takePushedRequest(hash: late, now: Make.now + 60) == nil, "expired")
+        #expect(try await store.takePushedRequest(hash: late, now: Make.now) == nil, "and gone")
     }
 }

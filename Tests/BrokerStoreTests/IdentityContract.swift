@@ -250,7 +250,7 @@ struct IdentityContract {
         let store = try await kind.make()
         let ada = try await Self.custom(store, "ada@example.com")
         #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: 1) == .linked)
-        #expect(try await store.deleteUser(id: ada.id))
+        #expect(try await store.deleteUser(id: ada.id, now: Make.now))
         #expect(try await store.identityOwner(provider: "google", subject: "1045") == nil)
         #expect(try await Self.user(store, Self.google()).id == UserID(provider: "google", subject: "1045"))
     }

@@ -218,8 +218,8 @@ struct StoreContract {
         let account = Make.user(email: "gone@example.com")
         try await store.createPasswordAccount(user: account, email: "gone@example.com", passwordHash: "h")
 
-        #expect(try await store.deleteUser(id: user.id))
-        #expect(try await store.deleteUser(id: user.id) == false, "a second delete finds nothing")
+        #expect(try await store.deleteUser(id: user.id, now: Make.now))
+        #expect(try await store.deleteUser(id: user.id, now: Make.now) == false, "a second delete finds nothing")
         #expect(try await store.user(id: user.id) == nil)
         #expect(try await store.session(id: session.id) == nil, "the user's sessions go with them")
         #expect(try await store.sessionWithUser(id: session.id) == nil)
@@ -227,7 +227,7 @@ struct StoreContract {
             hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 60, now: Make.now)
         #expect(spent == .unknown, "their refresh token no longer exists")
 
-        #expect(try await store.deleteUser(id: account.id))
+        #expect(try await store.deleteUser(id: account.id, now: Make.now))
         #expect(try await store.passwordAccount(email: "gone@example.com") == nil, "the password account goes too")
 
         #expect(try await store.user(id: other.id) == other, "nobody else is touched")

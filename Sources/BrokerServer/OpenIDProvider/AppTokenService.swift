@@ -111,7 +111,7 @@ final class AppTokenService: Sendable {
         let scopes = record.scope.split(separator: " ").map(String.init)
         let (body, sessionID) = try await tokens.startSessionReturningID(
             user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith)
-        try await store.attachSession(sessionID, toAppCode: hash)
+        try await store.attachSession(sessionID, toAppCode: hash, now: now)
         guard let accessToken = body["access_token"]?.stringValue else { throw APIError.serverError }
         var answer: [String: JSONValue] = [
             "access_token": .string(accessToken), "token_type": "Bearer",

@@ -20,14 +20,16 @@ final class AuthorizationService: Sendable {
     let logger: Logger
     let metrics: BrokerMetrics
     let audit: AuditTrail
+    let backchannel: BackchannelLogout
 
     /// How long an app's code lives (RFC 6749 §4.1.2 recommends at most ten minutes).
     static let codeLifetime: Int64 = 60
 
     init(
         store: any Store, tokens: TokenIssuer, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
-        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail
+        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail, backchannel: BackchannelLogout
     ) {
+        self.backchannel = backchannel
         self.store = store
         self.tokens = tokens
         self.accounts = accounts

@@ -83,6 +83,7 @@ extension AuthorizationService {
         async throws -> APIResponse
     {
         let ended = try await store.endBrowserSession(id: session.id, now: now)
+        backchannel.kick()
         metrics.revocation(reason: "end_session")
         audit.record(
             "logout", user: session.userID,

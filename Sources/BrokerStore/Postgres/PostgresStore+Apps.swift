@@ -1,4 +1,5 @@
 package import BrokerCore
+import Logging
 import PostgresNIO
 
 /// The ``AppStore`` facet on PostgreSQL (schema v13), in the same order as SQLite's.
@@ -9,23 +10,23 @@ extension PostgresStore {
                 "app creation",
                 """
                 INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
-                    backchannel_logout_uri, first_party, id_token_alg, scopes, created_at)
+                    backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par)
                 VALUES (\(app.clientID), \(app.secretHash), \(AppRecord.encode(app.redirectURIs)),
                     \(AppRecord.encode(app.postLogoutRedirectURIs)), \(app.backchannelLogoutURI),
                     \(Int64(app.firstParty ? 1 : 0)), \(app.idTokenAlgorithm), \(AppRecord.encode(app.scopes)),
-                    \(app.createdAt))
+                    \(app.createdAt), \(Int64(app.requirePAR ? 1 : 0)))
                 """)
         } catch let error as StoreError where error.code == .conflict {
             throw StoreError.conflict("an app with this client id exists")
         }
     }
 
-    private typealias AppRow = (String, String?, String, String, String?, Int64, String, String, Int64)
+    private typealias AppRow = (String, String?, String, String, String?, Int64, String, String, Int64, Int64)
     private static func app(_ row: AppRow) -> AppRecord {
         AppRecord(
             clientID: row.0, secretHash: row.1, redirectURIs: AppRecord.decode(row.2),
             postLogoutRedirectURIs: AppRecord.decode(row.3), backchannelLogoutURI: row.4, firstParty: row.5 != 0,
-            idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8)
+            idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8, requirePAR: row.9 != 0)
     }
 
     package func app(clientID: String) async throws -> AppRecord? {
@@ -34,7 +35,7 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at FROM apps WHERE client_id = \(clientID)
+                    first_party, id_token_alg, scopes, created_at, require_par FROM apps WHERE client_id = \(clientID)
                 """
             ).decode(AppRow.self)
             for try await row in rows { return Self.app(row) }
@@ -49,7 +50,7 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at FROM apps ORDER BY client_id
+                    first_party, id_token_alg, scopes, created_at, require_par FROM apps ORDER BY client_id
                 """
             ).decode(AppRow.self)
             for try await row in rows { apps.append(Self.app(row)) }
@@ -132,6 +133,7 @@ extension PostgresStore {
     package func endBrowserSession(id: String, now: Int64) async throws -> [String] {
         let logger = logger
         return try await transaction("end of a browser session") { connection in
+            try await Self.queueLogouts(connection, browserSession: id, now: now, logger: logger)
             try await connection.query(
                 "UPDATE browser_sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL",
                 logger: logger
@@ -140,7 +142,7 @@ extension PostgresStore {
                 """
                 UPDATE sessions SET revoked_at = \(now)
                 WHERE revoked_at IS NULL AND id IN (
-                    SELECT session_id FROM app_codes WHERE browser_session = \(id) AND session_id IS NOT NULL)
+                    SELECT session_id FROM app_signins WHERE browser_session = \(id))
                 RETURNING id
                 """, logger: logger
             ).decode(String.self)
@@ -151,10 +153,12 @@ extension PostgresStore {
     }
 
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
-        let client = client
-        return try await run("browser session revocation") {
-            let rows = try await client.query(
-                "UPDATE browser_sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL RETURNING 1"
+        let logger = logger
+        return try await transaction("browser session revocation") { connection in
+            try await Self.queueLogouts(connection, browserSession: id, now: now, logger: logger)
+            let rows = try await connection.query(
+                "UPDATE browser_sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL RETURNING 1",
+                logger: logger
             ).decode(Int.self)
             for try await _ in rows { return true }
             return false
@@ -240,7 +244,117 @@ extension PostgresStore {
         }
     }
 
-    package func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws {
-        try await query("app code session", "UPDATE app_codes SET session_id = \(session) WHERE hash = \(hash.hex)")
+    package func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
+        let logger = logger
+        try await transaction("app code session") { connection in
+            try await connection.query(
+                "UPDATE app_codes SET session_id = \(session) WHERE hash = \(hash.hex)", logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
+                SELECT c.browser_session, \(session), c.client_id, \(now) FROM app_codes c
+                JOIN browser_sessions b ON b.id = c.browser_session WHERE c.hash = \(hash.hex)
+                ON CONFLICT DO NOTHING
+                """, logger: logger
+            ).drain()
+        }
+    }
+
+    /// Queues a back-channel logout for every app with a `backchannel_logout_uri` that signed in through the live
+    /// browser sessions named (by id, or by user and optionally the way in): called in the transaction that
+    /// ends them, before it does.
+    static func queueLogouts(
+        _ connection: PostgresConnection, browserSession: String? = nil, user: String? = nil,
+        provider: String? = nil, now: Int64, logger: Logger
+    ) async throws {
+        try await connection.query(
+            """
+            INSERT INTO logout_deliveries (id, client_id, subject, sid, attempts, created_at, next_attempt_at,
+                give_up_at)
+            SELECT replace(gen_random_uuid()::text, '-', ''), s.client_id, b.user_id, b.id, 0, \(now), \(now),
+                \(now + LogoutDelivery.retryFor)
+            FROM browser_sessions b JOIN app_signins s ON s.browser_session = b.id
+            JOIN apps a ON a.client_id = s.client_id
+            WHERE b.revoked_at IS NULL AND a.backchannel_logout_uri IS NOT NULL
+                AND (\(browserSession)::text IS NULL OR b.id = \(browserSession))
+                AND (\(user)::text IS NULL OR b.user_id = \(user))
+                AND (\(provider)::text IS NULL OR b.signed_in_with = \(provider))
+            GROUP BY b.id, s.client_id
+            """, logger: logger
+        ).drain()
+    }
+
+    package func claimLogoutDeliveries(now: Int64, limit: Int) async throws -> [LogoutDelivery] {
+        let logger = logger
+        return try await transaction("logout delivery claim") { connection in
+            try await connection.query(
+                """
+                DELETE FROM logout_deliveries WHERE next_attempt_at <= \(now) AND client_id IN (
+                    SELECT client_id FROM apps WHERE backchannel_logout_uri IS NULL)
+                """, logger: logger
+            ).drain()
+            // SKIP LOCKED: two brokers claiming at once take different deliveries.
+            let rows = try await connection.query(
+                """
+                UPDATE logout_deliveries d SET next_attempt_at = \(now + LogoutDelivery.lease),
+                    attempts = d.attempts + 1
+                FROM apps a
+                WHERE a.client_id = d.client_id AND d.id IN (
+                    SELECT id FROM logout_deliveries WHERE next_attempt_at <= \(now)
+                    ORDER BY next_attempt_at, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                RETURNING d.id, d.client_id, a.backchannel_logout_uri, d.subject, d.sid, d.attempts - 1, d.created_at,
+                    d.give_up_at
+                """, logger: logger
+            ).decode((String, String, String, String, String, Int64, Int64, Int64).self)
+            var claimed: [LogoutDelivery] = []
+            for try await row in rows {
+                claimed.append(
+                    LogoutDelivery(
+                        id: row.0, clientID: row.1, uri: row.2, subject: row.3, sid: row.4, attempts: Int(row.5),
+                        createdAt: row.6, giveUpAt: row.7))
+            }
+            return claimed.sorted { $0.id < $1.id }
+        }
+    }
+
+    package func finishLogoutDelivery(id: String) async throws {
+        try await query("logout delivery", "DELETE FROM logout_deliveries WHERE id = \(id)")
+    }
+
+    package func retryLogoutDelivery(id: String, at: Int64) async throws {
+        try await query(
+            "logout delivery retry", "UPDATE logout_deliveries SET next_attempt_at = \(at) WHERE id = \(id)")
+    }
+
+    package func pendingLogoutDeliveries() async throws -> Int {
+        let client = client
+        return try await run("logout queue") {
+            let rows = try await client.query("SELECT COUNT(*) FROM logout_deliveries").decode(Int64.self)
+            for try await count in rows { return Int(count) }
+            return 0
+        }
+    }
+
+    package func createPushedRequest(_ request: PushedRequestRecord, hash: [UInt8]) async throws {
+        try await query(
+            "pushed request",
+            """
+            INSERT INTO pushed_requests (hash, client_id, parameters, expires_at)
+            VALUES (\(hash.hex), \(request.clientID), \(request.parameters), \(request.expiresAt))
+            """)
+    }
+
+    package func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord? {
+        let client = client
+        return try await run("pushed request redemption") {
+            let rows = try await client.query(
+                "DELETE FROM pushed_requests WHERE hash = \(hash.hex) RETURNING client_id, parameters, expires_at"
+            ).decode((String, String, Int64).self)
+            for try await row in rows {
+                return row.2 > now ? PushedRequestRecord(clientID: row.0, parameters: row.1, expiresAt: row.2) : nil
+            }
+            return nil
+        }
     }
 }

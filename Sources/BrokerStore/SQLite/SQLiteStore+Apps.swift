@@ -9,13 +9,13 @@ extension SQLiteStore {
                 try db.execute(
                     sql: """
                         INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
-                            backchannel_logout_uri, first_party, id_token_alg, scopes, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         app.clientID, app.secretHash, AppRecord.encode(app.redirectURIs),
                         AppRecord.encode(app.postLogoutRedirectURIs), app.backchannelLogoutURI, app.firstParty ? 1 : 0,
-                        app.idTokenAlgorithm, AppRecord.encode(app.scopes), app.createdAt,
+                        app.idTokenAlgorithm, AppRecord.encode(app.scopes), app.createdAt, app.requirePAR ? 1 : 0,
                     ])
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -53,7 +53,9 @@ extension SQLiteStore {
             redirectURIs: AppRecord.decode(row["redirect_uris"]),
             postLogoutRedirectURIs: AppRecord.decode(row["post_logout_redirect_uris"]),
             backchannelLogoutURI: row["backchannel_logout_uri"], firstParty: (row["first_party"] as Int64? ?? 0) != 0,
-            idTokenAlgorithm: row["id_token_alg"], scopes: AppRecord.decode(row["scopes"]), createdAt: row["created_at"]
+            idTokenAlgorithm: row["id_token_alg"], scopes: AppRecord.decode(row["scopes"]),
+            createdAt: row["created_at"],
+            requirePAR: (row["require_par"] as Int64? ?? 0) != 0
         )
     }
 
@@ -113,6 +115,7 @@ extension SQLiteStore {
 
     package func endBrowserSession(id: String, now: Int64) async throws -> [String] {
         try await pool.write { db in
+            try Self.queueLogouts(db, where: "b.id = ?", [id], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 arguments: [now, id])
@@ -121,7 +124,7 @@ extension SQLiteStore {
                 sql: """
                     UPDATE sessions SET revoked_at = ?
                     WHERE revoked_at IS NULL AND id IN (
-                        SELECT session_id FROM app_codes WHERE browser_session = ? AND session_id IS NOT NULL)
+                        SELECT session_id FROM app_signins WHERE browser_session = ?)
                     RETURNING id
                     """,
                 arguments: [now, id]
@@ -131,6 +134,7 @@ extension SQLiteStore {
 
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
         try await pool.write { db in
+            try Self.queueLogouts(db, where: "b.id = ?", [id], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 arguments: [now, id])
@@ -209,9 +213,104 @@ extension SQLiteStore {
         }
     }
 
-    package func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws {
+    package func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE app_codes SET session_id = ? WHERE hash = ?", arguments: [session, hash.hex])
+            try db.execute(
+                sql: """
+                    INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
+                    SELECT c.browser_session, ?, c.client_id, ? FROM app_codes c
+                    JOIN browser_sessions b ON b.id = c.browser_session WHERE c.hash = ?
+                    ON CONFLICT DO NOTHING
+                    """,
+                arguments: [session, now, hash.hex])
+        }
+    }
+
+    /// Queues a back-channel logout for every app with a `backchannel_logout_uri` that signed in through the
+    /// browser sessions `condition` selects (over `browser_sessions b`) that are still live: called in the
+    /// transaction that ends them, before it does.
+    static func queueLogouts(
+        _ db: Database, where condition: String, _ arguments: [any DatabaseValueConvertible & Sendable], now: Int64
+    )
+        throws
+    {
+        try db.execute(
+            sql: """
+                INSERT INTO logout_deliveries (id, client_id, subject, sid, attempts, created_at, next_attempt_at,
+                    give_up_at)
+                SELECT lower(hex(randomblob(16))), s.client_id, b.user_id, b.id, 0, ?, ?, ?
+                FROM browser_sessions b JOIN app_signins s ON s.browser_session = b.id
+                JOIN apps a ON a.client_id = s.client_id
+                WHERE b.revoked_at IS NULL AND a.backchannel_logout_uri IS NOT NULL AND (\(condition))
+                GROUP BY b.id, s.client_id
+                """,
+            arguments: StatementArguments([now, now, now + LogoutDelivery.retryFor] + arguments))
+    }
+
+    package func claimLogoutDeliveries(now: Int64, limit: Int) async throws -> [LogoutDelivery] {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM logout_deliveries WHERE next_attempt_at <= ? AND client_id IN (
+                        SELECT client_id FROM apps WHERE backchannel_logout_uri IS NULL)
+                    """,
+                arguments: [now])
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT d.*, a.backchannel_logout_uri FROM logout_deliveries d JOIN apps a ON a.client_id = d.client_id
+                    WHERE d.next_attempt_at <= ? ORDER BY d.next_attempt_at, d.id LIMIT ?
+                    """,
+                arguments: [now, limit])
+            for row in rows {
+                try db.execute(
+                    sql: "UPDATE logout_deliveries SET next_attempt_at = ?, attempts = attempts + 1 WHERE id = ?",
+                    arguments: [now + LogoutDelivery.lease, row["id"] as String])
+            }
+            return rows.map { row in
+                LogoutDelivery(
+                    id: row["id"], clientID: row["client_id"], uri: row["backchannel_logout_uri"],
+                    subject: row["subject"], sid: row["sid"], attempts: row["attempts"], createdAt: row["created_at"],
+                    giveUpAt: row["give_up_at"])
+            }
+        }
+    }
+
+    package func finishLogoutDelivery(id: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM logout_deliveries WHERE id = ?", arguments: [id])
+        }
+    }
+
+    package func retryLogoutDelivery(id: String, at: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE logout_deliveries SET next_attempt_at = ? WHERE id = ?", arguments: [at, id])
+        }
+    }
+
+    package func pendingLogoutDeliveries() async throws -> Int {
+        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM logout_deliveries") ?? 0 }
+    }
+
+    package func createPushedRequest(_ request: PushedRequestRecord, hash: [UInt8]) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO pushed_requests (hash, client_id, parameters, expires_at) VALUES (?, ?, ?, ?)",
+                arguments: [hash.hex, request.clientID, request.parameters, request.expiresAt])
+        }
+    }
+
+    package func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord? {
+        try await pool.write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "DELETE FROM pushed_requests WHERE hash = ? RETURNING client_id, parameters, expires_at",
+                    arguments: [hash.hex])
+            else { return nil }
+            let record = PushedRequestRecord(
+                clientID: row["client_id"], parameters: row["parameters"], expiresAt: row["expires_at"])
+            return record.expiresAt > now ? record : nil
         }
     }
 }

@@ -18,13 +18,15 @@ package struct AppRecord: Sendable, Hashable {
     /// Scopes the app may ask for beyond `openid profile email offline_access`.
     package var scopes: [String]
     package var createdAt: Int64
+    /// Every authorization request must come through `/auth/par` (RFC 9126 §6; `--require-par`).
+    package var requirePAR: Bool
 
     package var isPublic: Bool { secretHash == nil }
 
     package init(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
-        scopes: [String] = [], createdAt: Int64
+        scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false
     ) {
         self.clientID = clientID
         self.secretHash = secretHash
@@ -35,6 +37,7 @@ package struct AppRecord: Sendable, Hashable {
         self.idTokenAlgorithm = idTokenAlgorithm
         self.scopes = scopes
         self.createdAt = createdAt
+        self.requirePAR = requirePAR
     }
 }
 
@@ -107,6 +110,57 @@ package enum AppCodeRedemption: Sendable, Hashable {
     case unknown
 }
 
+/// A back-channel logout owed to an app (Back-Channel Logout 1.0 §2.5), as the queue holds it: written in the
+/// transaction that ends the browser session, so a broker that stops before sending loses none.
+package struct LogoutDelivery: Sendable, Hashable {
+    package var id: String
+    package var clientID: String
+    /// The app's `backchannel_logout_uri` when the delivery was claimed.
+    package var uri: String
+    /// The `sub` (the user may be gone by now: a deleted account is logged out too).
+    package var subject: String
+    /// The browser session that ended: the logout token's `sid`.
+    package var sid: String
+    /// Attempts before this one.
+    package var attempts: Int
+    package var createdAt: Int64
+    /// After this, a failed delivery is dropped (and audited as such).
+    package var giveUpAt: Int64
+
+    package init(
+        id: String, clientID: String, uri: String, subject: String, sid: String, attempts: Int, createdAt: Int64,
+        giveUpAt: Int64
+    ) {
+        self.id = id
+        self.clientID = clientID
+        self.uri = uri
+        self.subject = subject
+        self.sid = sid
+        self.attempts = attempts
+        self.createdAt = createdAt
+        self.giveUpAt = giveUpAt
+    }
+
+    /// How long a queued logout is retried.
+    package static let retryFor: Int64 = 3600
+    /// How long a claimed delivery is held by the broker that claimed it before another may take it.
+    package static let lease: Int64 = 30
+}
+
+/// A pushed authorization request (RFC 9126), stored under the SHA-256 of its `request_uri`.
+package struct PushedRequestRecord: Sendable, Hashable {
+    package var clientID: String
+    /// The request's parameters, form-encoded, as the app pushed them.
+    package var parameters: String
+    package var expiresAt: Int64
+
+    package init(clientID: String, parameters: String, expiresAt: Int64) {
+        self.clientID = clientID
+        self.parameters = parameters
+        self.expiresAt = expiresAt
+    }
+}
+
 /// The OpenID Provider's facet of the store (schema v13): apps, browser sessions, consents and app codes.
 package protocol AppStore: Sendable {
     /// - Throws: ``StoreError/conflict(_:)`` when an app with that client id exists.
@@ -141,8 +195,25 @@ package protocol AppStore: Sendable {
     func createAppCode(_ code: AppCodeRecord) async throws
     /// Spends a code once, in one transaction.
     func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption
-    /// Records the session a redeemed code started (so that a replay can end it).
-    func attachSession(_ session: String, toAppCode hash: [UInt8]) async throws
+    /// Records the session a redeemed code started (so that a replay can end it), and that the app signed in
+    /// through the code's browser session (so that its end reaches the app: back-channel logout).
+    func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws
+
+    /// Back-channel logouts due at `now` (at most `limit`), each leased for ``LogoutDelivery/lease`` seconds
+    /// to the caller so that no other broker sends it meanwhile. Deliveries for an app that no longer has a
+    /// `backchannel_logout_uri` are dropped.
+    func claimLogoutDeliveries(now: Int64, limit: Int) async throws -> [LogoutDelivery]
+    /// A delivery that succeeded, or was given up: it leaves the queue.
+    func finishLogoutDelivery(id: String) async throws
+    /// A delivery that failed: tried again at `at`.
+    func retryLogoutDelivery(id: String, at: Int64) async throws
+    /// How many logouts wait in the queue.
+    func pendingLogoutDeliveries() async throws -> Int
+
+    /// Stores a pushed request under the SHA-256 of its `request_uri`.
+    func createPushedRequest(_ request: PushedRequestRecord, hash: [UInt8]) async throws
+    /// Takes a pushed request once (any broker; a second take finds nothing), if it has not expired at `now`.
+    func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord?
 }
 
 extension AppRecord {

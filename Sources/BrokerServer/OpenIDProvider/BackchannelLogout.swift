@@ -1,0 +1,158 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerStore
+import Logging
+
+/// Back-channel logout 1.0 (issue "Logout everywhere…" item 2): when a browser session ends, every app that
+/// signed in through it and registered a `backchannel_logout_uri` receives a signed `logout_token` by POST.
+///
+/// The store queues the deliveries in the transaction that ends the session (end-session, `broker sessions
+/// revoke`, a disabled or deleted user, a password reset or change, an unlinked way in), so a broker that stops
+/// before sending loses none and any broker of a shared store may send them. This sender claims what is due,
+/// posts it, and takes it off the queue, or tries again with back-off until ``LogoutDelivery/retryFor`` has
+/// passed.
+final class BackchannelLogout: Sendable {
+    let store: any Store
+    let tokens: TokenIssuer
+    let http: @Sendable () -> any HTTPTransport
+    let logger: Logger
+    let metrics: BrokerMetrics
+    let audit: AuditTrail
+
+    /// The member of `events` that makes a JWT a logout token (§2.4).
+    static let event = "http://schemas.openid.net/event/backchannel-logout"
+    /// A logout token's lifetime: long enough for a slow receiver's clock, short enough not to be worth keeping.
+    static let lifetime: Int64 = 120
+    /// The longest wait for an app's answer.
+    static let timeout: Duration = .seconds(5)
+    /// Deliveries claimed (and sent concurrently) per pass.
+    static let batch = 32
+    /// Wakes the sender when this broker ends a session (else it looks once a second).
+    private let wake = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+
+    init(
+        store: any Store, tokens: TokenIssuer, http: @escaping @Sendable () -> any HTTPTransport, logger: Logger,
+        metrics: BrokerMetrics, audit: AuditTrail
+    ) {
+        self.store = store
+        self.tokens = tokens
+        self.http = http
+        self.logger = logger
+        self.metrics = metrics
+        self.audit = audit
+    }
+
+    /// Tells the sender that deliveries were queued.
+    func kick() { wake.continuation.yield() }
+
+    /// Returns when ``kick()`` is called or after `limit`, whichever comes first.
+    func waitForWork(upTo limit: Duration) async {
+        let stream = wake.stream
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var waiting = stream.makeAsyncIterator()
+                _ = await waiting.next()
+            }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// The wait before attempt `n + 1` after `n` failed ones: 5 s, doubling, at most 10 minutes.
+    static func backoff(afterAttempts attempts: Int) -> Int64 {
+        min(5 << min(max(attempts - 1, 0), 7), 600)
+    }
+
+    /// Sends every delivery due now (one batch at a time until none is due); returns how many were delivered.
+    @discardableResult func deliverDue() async -> Int {
+        var delivered = 0
+        while true {
+            let claimed: [LogoutDelivery]
+            do {
+                claimed = try await store.claimLogoutDeliveries(now: tokens.now, limit: Self.batch)
+            } catch {
+                logger.warning("cannot read the back-channel logout queue", metadata: ["error": "\(error)"])
+                return delivered
+            }
+            if claimed.isEmpty { return delivered }
+            delivered += await withTaskGroup(of: Bool.self) { group in
+                for delivery in claimed { group.addTask { await self.deliver(delivery) } }
+                var count = 0
+                for await ok in group where ok { count += 1 }
+                return count
+            }
+            if claimed.count < Self.batch { return delivered }
+        }
+    }
+
+    /// One attempt; whether the app took it.
+    private func deliver(_ delivery: LogoutDelivery) async -> Bool {
+        let fields = [
+            "client_id": delivery.clientID, "browser_session": String(delivery.sid.prefix(8)),
+            "attempt": "\(delivery.attempts + 1)",
+        ]
+        let failure: String
+        do {
+            let token = try await logoutToken(for: delivery)
+            var request = HTTPClientRequest(
+                method: "POST", url: delivery.uri,
+                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
+                body: Array(FormEncoding.encode([("logout_token", token)]).utf8))
+            request.timeout = Self.timeout
+            request.connectTimeout = Self.timeout
+            request.maxResponseBytes = 64 * 1024
+            let response = try await http().send(request)
+            if (200..<300).contains(response.status) {
+                try await store.finishLogoutDelivery(id: delivery.id)
+                metrics.backchannelLogout(outcome: "delivered")
+                audit.record("backchannel_logout", user: UserID(delivery.subject), fields: fields)
+                return true
+            }
+            failure = "HTTP \(response.status)"
+        } catch {
+            failure = "\(error)"
+        }
+        let now = tokens.now
+        let next = now + Self.backoff(afterAttempts: delivery.attempts + 1)
+        do {
+            if next >= delivery.giveUpAt {
+                try await store.finishLogoutDelivery(id: delivery.id)
+                metrics.backchannelLogout(outcome: "given_up")
+                audit.record(
+                    "backchannel_logout", outcome: "failure", user: UserID(delivery.subject),
+                    fields: fields.merging(["error": failure, "given_up": "true"]) { $1 })
+                logger.warning(
+                    "back-channel logout given up",
+                    metadata: ["client_id": "\(delivery.clientID)", "error": "\(failure)"])
+            } else {
+                try await store.retryLogoutDelivery(id: delivery.id, at: next)
+                metrics.backchannelLogout(outcome: "retried")
+                audit.record(
+                    "backchannel_logout", outcome: "failure", user: UserID(delivery.subject),
+                    fields: fields.merging(["error": failure, "retry_in": "\(next - now)"]) { $1 })
+            }
+        } catch {
+            logger.warning("cannot update the back-channel logout queue", metadata: ["error": "\(error)"])
+        }
+        return false
+    }
+
+    /// The logout token (§2.4): `iss`, `aud`, `iat`, `exp`, `jti`, `events`, `sid`, `sub` — never a `nonce` —
+    /// signed like the app's id tokens, `typ: logout+jwt`.
+    func logoutToken(for delivery: LogoutDelivery) async throws -> String {
+        let algorithm = try await store.app(clientID: delivery.clientID)?.idTokenAlgorithm ?? "RS256"
+        guard let signer = tokens.keys.current.idTokenSigner(algorithm: algorithm) else {
+            throw APIError.serverError
+        }
+        let now = tokens.now
+        let claims: [String: JSONValue] = [
+            "iss": .string(tokens.issuer), "aud": .string(delivery.clientID), "iat": .int(now),
+            "exp": .int(now + Self.lifetime), "jti": .string(try SecureRandom.token(byteCount: 16)),
+            "events": .object([Self.event: .object([:])]), "sid": .string(delivery.sid),
+            "sub": .string(delivery.subject),
+        ]
+        return try signer.sign(claims: claims, type: "logout+jwt")
+    }
+}
