@@ -151,6 +151,11 @@ extension Broker {
                 help: ArgumentHelp("Where the broker posts logout tokens for the app.", valueName: "URI"))
             var backchannelLogoutURI: String?
 
+            @Flag(
+                name: .customLong("require-par"),
+                help: "The app must push its authorization requests to /auth/par first (RFC 9126).")
+            var requirePAR = false
+
             @Option(
                 name: .customLong("id-token-alg"),
                 help: ArgumentHelp("The app's id token signature: RS256 (default), ES256 or EdDSA.", valueName: "ALG"))
@@ -174,7 +179,7 @@ extension Broker {
                     isPublic ? "--public" : nil, firstParty ? "--first-party" : nil,
                     postLogoutRedirectURI.isEmpty ? nil : "--post-logout-redirect-uri",
                     backchannelLogoutURI.map { _ in "--backchannel-logout-uri" },
-                    idTokenAlg.map { _ in "--id-token-alg" },
+                    idTokenAlg.map { _ in "--id-token-alg" }, requirePAR ? "--require-par" : nil,
                 ].compactMap { $0 }
                 if !isApp {
                     guard appOnly.isEmpty else {
@@ -300,7 +305,7 @@ extension Broker {
                     clientID: name, secretHash: secret.map(hasher.hash), redirectURIs: redirectURI,
                     postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
-                    createdAt: SystemClock().seconds())
+                    createdAt: SystemClock().seconds(), requirePAR: requirePAR)
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {
@@ -375,7 +380,7 @@ extension Broker {
                             "post_logout_redirect_uris": .array(app.postLogoutRedirectURIs.map(JSONValue.string)),
                             "first_party": .bool(app.firstParty), "id_token_alg": .string(app.idTokenAlgorithm),
                             "scopes": .array((AppRules.standardScopes + app.scopes).map(JSONValue.string)),
-                            "created_at": .int(app.createdAt),
+                            "created_at": .int(app.createdAt), "require_par": .bool(app.requirePAR),
                         ]
                         if let uri = app.backchannelLogoutURI { entry["backchannel_logout_uri"] = .string(uri) }
                         return .object(entry)

@@ -704,4 +704,118 @@ struct OpenIDProviderTests {
             #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"given_up\"} 1"))
         }
     }
+
+    static func push(_ client: InProcessBroker.Client, _ fields: [(String, String)], basic: Bool = true) async throws
+        -> Reply
+    {
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+        if basic { headers[.authorization] = HTTPBasic.header(id: "web", secret: Secret(secret)).value }
+        return try await client.send(
+            .post, "/auth/par", headers: headers, body: Array(FormEncoding.encode(fields).utf8))
+    }
+
+    /// Pushed authorization requests (RFC 9126): client-authenticated and checked when pushed; the browser
+    /// carries only the `request_uri`, which works once, for its app, for 60 s; an app (or the server) can
+    /// require them.
+    @Test func aPushedRequestIsCheckedWhenPushedAndRedeemedOnceForItsApp() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("par@example.com", Self.password)
+            let request = Self.webRequest(state: "pushed-state")
+            #expect(try await Self.push(client, request, basic: false).status == 401, "unauthenticated")
+            let wrongSecret = try await client.send(
+                .post, "/auth/par",
+                headers: [
+                    .contentType: "application/x-www-form-urlencoded",
+                    .authorization: HTTPBasic.header(id: "web", secret: Secret("wrong")).value,
+                ], body: Array(FormEncoding.encode(request).utf8))
+            #expect(wrongSecret.status == 401 && wrongSecret.error == "invalid_client")
+            let badRedirect = try await Self.push(
+                client, request.map { $0.0 == "redirect_uri" ? ($0.0, "https://evil.example/") : $0 })
+            #expect(badRedirect.status == 400 && badRedirect.error == "invalid_request")
+            let badScope = try await Self.push(
+                client, request.map { $0.0 == "scope" ? ($0.0, "openid admin") : $0 })
+            #expect(badScope.status == 400 && badScope.error == "invalid_scope", "checked when pushed")
+            let nested = try await Self.push(client, request + [("request_uri", "urn:x")])
+            #expect(nested.status == 400 && nested.error == "invalid_request")
+            let otherApp = try await Self.push(client, request.map { $0.0 == "client_id" ? ($0.0, "native") : $0 })
+            #expect(otherApp.status == 401 && otherApp.error == "invalid_client", "client_id must be the app's own")
+
+            let pushed = try await Self.push(client, request)
+            #expect(pushed.status == 201 && pushed["expires_in"]?.intValue == 60)
+            #expect(pushed.header("Cache-Control") == "no-store")
+            let requestURI = try #require(pushed["request_uri"]?.stringValue)
+            #expect(requestURI.hasPrefix("urn:ietf:params:oauth:request_uri:"))
+
+            let jar = Jar()
+            let uri = Self.authorizeURI([("client_id", "web"), ("request_uri", requestURI)])
+            let page = try await Self.get(client, uri, jar)
+            #expect(page.status == 200, "the pushed request is the request")
+            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "par@example.com")
+            let back = try #require(Self.destination(signedIn))
+            #expect(Flow.query(back)["state"] == "pushed-state" && back.hasPrefix(Self.web))
+            let tokens = try await Self.redeem(client, code: try #require(Flow.query(back)["code"]))
+            #expect(tokens.status == 200 && tokens["id_token"] != nil)
+
+            let again = try await Self.get(client, uri, Jar())
+            #expect(again.status == 400 && again.header("Location") == nil, "used once")
+            #expect(String(decoding: again.body, as: UTF8.self).contains("already used"))
+
+            let late = try #require(try await Self.push(client, request)["request_uri"]?.stringValue)
+            broker.clock.advance(by: 60)
+            #expect(
+                try await client.get(Self.authorizeURI([("client_id", "web"), ("request_uri", late)])).status == 400,
+                "expired after 60 s")
+
+            let stolen = try #require(try await Self.push(client, request)["request_uri"]?.stringValue)
+            let asOther = try await client.get(
+                Self.authorizeURI([("client_id", "native"), ("request_uri", stolen)]))
+            #expect(asOther.status == 400, "another app cannot redeem it")
+            let forged = try await client.get(
+                Self.authorizeURI([("client_id", "web"), ("request_uri", "urn:ietf:params:oauth:request_uri:nope")]))
+            #expect(forged.status == 400)
+        }
+    }
+
+    @Test func anAppOrTheServerCanRequirePushedRequests() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(Self.secret)),
+                redirectURIs: [Self.web], createdAt: broker.clock.seconds(), requirePAR: true))
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "other", secretHash: nil, redirectURIs: ["http://127.0.0.1/cb"],
+                createdAt: broker.clock.seconds()))
+        try await broker.test { client in
+            let direct = try await client.get(Self.authorizeURI(Self.webRequest()))
+            #expect(direct.status == 400 && direct.header("Location") == nil)
+            #expect(String(decoding: direct.body, as: UTF8.self).contains("/auth/par"))
+            let pushed = try #require(try await Self.push(client, Self.webRequest())["request_uri"]?.stringValue)
+            let page = try await client.get(Self.authorizeURI([("client_id", "web"), ("request_uri", pushed)]))
+            #expect(page.status == 200)
+            let discovery = try await client.get("/.well-known/openid-configuration")
+            #expect(discovery["require_pushed_authorization_requests"] == false)
+            #expect(discovery["pushed_authorization_request_endpoint"]?.stringValue == "http://broker.test/auth/par")
+            #expect(discovery["backchannel_logout_supported"] == true)
+        }
+
+        let strict = try await InProcessBroker(config: #"{"server": {"require_par": true}}"#)
+        try await strict.store.createApp(
+            AppRecord(
+                clientID: "other", secretHash: nil, redirectURIs: ["http://127.0.0.1/cb"],
+                createdAt: strict.clock.seconds()))
+        try await strict.test { client in
+            let direct = try await client.get(
+                Self.authorizeURI([
+                    ("response_type", "code"), ("client_id", "other"), ("redirect_uri", "http://127.0.0.1/cb"),
+                    ("scope", "openid"), ("code_challenge", String(repeating: "a", count: 43)),
+                    ("code_challenge_method", "S256"),
+                ]))
+            #expect(direct.status == 400, "server.require_par: every app pushes")
+            let discovery = try await client.get("/.well-known/openid-configuration")
+            #expect(discovery["require_pushed_authorization_requests"] == true)
+        }
+    }
 }

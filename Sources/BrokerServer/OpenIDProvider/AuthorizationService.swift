@@ -60,34 +60,24 @@ final class AuthorizationService: Sendable {
         return page ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
     }
 
-    /// `GET|POST /auth/authorize`: `parameters` are the query (GET) or the form (POST); unknown ones are
-    /// ignored, as Core 3.1.2.1 asks.
-    func authorize(_ parameters: [String: String], cookie: String?, address: String?) async throws -> APIResponse {
-        guard let clientID = parameters["client_id"], !clientID.isEmpty else {
-            return badRequestPage("The app did not say who it is (client_id is missing).")
-        }
-        guard AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
-            return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
-        }
-        guard let redirectURI = parameters["redirect_uri"], AppRules.matches(redirectURI, of: app) else {
-            return badRequestPage(
-                "The address \(app.clientID) asked to return to is not one it registered (redirect_uri).")
-        }
-        // From here on, errors go back to the app.
+    /// What checking an authorization request's parameters found: the request, or the error for the app.
+    enum Checked {
+        case request(AuthorizationRequest)
+        /// An OAuth error code and its description (for the redirect URI, or `/auth/par`'s JSON answer).
+        case refused(AuthorizationRequest, String, String)
+    }
+
+    /// Checks an authorization request's parameters for `app` once its `redirect_uri` is known to be one it
+    /// registered: the same checks at `/auth/authorize` and at `/auth/par` (RFC 9126 §2.1).
+    func check(_ parameters: [String: String], app: AppRecord, redirectURI: String) -> Checked {
         var request = AuthorizationRequest(
             clientID: app.clientID, redirectURI: redirectURI, scopes: [], state: parameters["state"],
             nonce: parameters["nonce"], codeChallenge: nil, prompt: [], maxAge: nil, loginHint: nil,
             expectedSubject: nil, expiresAt: now + AuthorizationRequest.lifetime)
-        func refuse(_ error: String, _ description: String) -> APIResponse {
-            metrics.appAuthorization(outcome: error)
-            return errorRedirect(request, error, description, page: false)
-        }
+        func refuse(_ error: String, _ description: String) -> Checked { .refused(request, error, description) }
         if let state = request.state, state.utf8.count > 1024 { return refuse("invalid_request", "state is too long") }
         if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse("invalid_request", "nonce is too long") }
         if parameters["request"] != nil { return refuse("request_not_supported", "request objects are not supported") }
-        if parameters["request_uri"] != nil {
-            return refuse("request_uri_not_supported", "request_uri is not supported")
-        }
         guard let responseType = parameters["response_type"] else {
             return refuse("invalid_request", "response_type is required")
         }
@@ -133,6 +123,52 @@ final class AuthorizationService: Sendable {
             }
             request.expectedSubject = subject
         }
+        return .request(request)
+    }
+
+    /// `GET|POST /auth/authorize`: `parameters` are the query (GET) or the form (POST); unknown ones are
+    /// ignored, as Core 3.1.2.1 asks. With a `request_uri` from `/auth/par`, the pushed parameters are the
+    /// request (taken once: a second use, or one after 60 s, gets a page).
+    func authorize(_ query: [String: String], cookie: String?, address: String?) async throws -> APIResponse {
+        guard let clientID = query["client_id"], !clientID.isEmpty else {
+            return badRequestPage("The app did not say who it is (client_id is missing).")
+        }
+        guard AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
+            return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
+        }
+        var parameters = query
+        if let requestURI = query["request_uri"] {
+            guard let pushed = try await takePushed(requestURI, app: app) else {
+                metrics.appAuthorization(outcome: "invalid_request_uri")
+                return badRequestPage(
+                    "This sign-in request has expired or was already used (request_uri). Go back to "
+                        + "\(app.clientID) and start again.")
+            }
+            parameters = pushed
+        } else if app.requirePAR || tokens.configuration.requirePAR {
+            metrics.appAuthorization(outcome: "par_required")
+            return badRequestPage(
+                "\(app.clientID) must push its sign-in requests to the broker first (RFC 9126: request_uri from "
+                    + "/auth/par).")
+        }
+        guard let redirectURI = parameters["redirect_uri"], AppRules.matches(redirectURI, of: app) else {
+            return badRequestPage(
+                "The address \(app.clientID) asked to return to is not one it registered (redirect_uri).")
+        }
+        // From here on, errors go back to the app.
+        let request: AuthorizationRequest
+        switch check(parameters, app: app, redirectURI: redirectURI) {
+        case .refused(let refused, let error, let description):
+            metrics.appAuthorization(outcome: error)
+            return errorRedirect(refused, error, description, page: false)
+        case .request(let checked):
+            request = checked
+        }
+        func refuse(_ error: String, _ description: String) -> APIResponse {
+            metrics.appAuthorization(outcome: error)
+            return errorRedirect(request, error, description, page: false)
+        }
+        let prompt = request.prompt
 
         let session = try await sessions.current(cookie: cookie)
         if let session, !needsSignIn(request, session: session) {

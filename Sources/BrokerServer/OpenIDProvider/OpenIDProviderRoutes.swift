@@ -59,6 +59,11 @@ enum OpenIDProviderRoutes {
                 try await service.authorization.confirmEndSession(
                     try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
         }
+        routes.post("/auth/par") { request, _ in
+            let input = try await Server.input(request, allowForm: true)
+            let app = try await service.appTokens.authenticate(input, authorization: request.headers[.authorization])
+            return Server.response(try await service.authorization.push(input.textFields, app: app))
+        }
         routes.post("/auth/introspect") { request, _ in
             Server.response(
                 try await service.appTokens.introspect(

@@ -1,0 +1,175 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Foundation
+
+/// DPoP (RFC 9449, issue "Logout everywhere…" item 5): tokens bound to a key the client holds.
+///
+/// A client sends a proof — a JWT signed by its key, with the public key in the header — with each request.
+/// At the token endpoint a proof binds what is issued: the access token carries `cnf.jkt` (the key's RFC 7638
+/// thumbprint) and, for public clients (the broker CLI, native apps), the session records the thumbprint so
+/// that its refresh token is refused without a proof by the same key. Where a bound access token is presented
+/// (`/auth/me`, `/auth/userinfo`) the proof must cover the method, the URL and the token (`ath`), be fresh
+/// (`iat`), unseen (`jti`, remembered in the store so that another broker refuses a replay too) and, when the
+/// server asks for one (`server.dpop_nonce`), carry the server's nonce.
+struct DPoPChecker: Sendable {
+    let store: any Store
+    /// Derives nonces (stateless: any broker with the same flow key accepts another's).
+    let nonceKey: [UInt8]
+    let requireNonce: Bool
+
+    /// The algorithms proofs may be signed with: those our OpenSSL code verifies.
+    static let algorithms = ["ES256", "EdDSA", "RS256"]
+    /// A proof's `iat` may be this old…
+    static let maxAge: Int64 = 300
+    /// …or this far ahead of the broker's clock.
+    static let leeway: Int64 = 30
+    /// A nonce is good for the window it was made in and the next one.
+    static let nonceWindow: Int64 = 300
+    static let header = "DPoP"
+
+    /// What a good proof established.
+    struct Proof: Sendable, Equatable {
+        /// The RFC 7638 thumbprint of the proof's key.
+        var thumbprint: String
+    }
+
+    /// Why a proof was refused: an error for the client, and a fresh nonce when that is what it lacked.
+    struct Refusal: Error, Sendable {
+        var code: String
+        var detail: String
+        var nonce: String?
+
+        static func invalid(_ detail: String) -> Refusal {
+            Refusal(code: "invalid_dpop_proof", detail: detail, nonce: nil)
+        }
+    }
+
+    /// Checks one `DPoP` header value (`values`: every `DPoP` field of the request; exactly one is allowed) for a
+    /// request of `method` to `url`; `accessToken` when one is presented with it (its hash must be `ath`).
+    func check(_ values: [String], method: String, url: String, accessToken: String?, now: Int64) async throws(Refusal)
+        -> Proof
+    {
+        guard values.count == 1, let proof = values.first, !proof.isEmpty else {
+            throw .invalid(values.isEmpty ? "a DPoP proof is required" : "exactly one DPoP header is allowed")
+        }
+        guard proof.utf8.count <= 8 * 1024 else { throw .invalid("the DPoP proof is too large") }
+        let segments = proof.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, let headerBytes = Base64URL.decode(segments[0]),
+            let header = JSONValue.parse(headerBytes)?.objectValue
+        else { throw .invalid("the DPoP proof is not a JWT") }
+        guard let alg = header["alg"]?.stringValue, Self.algorithms.contains(alg) else {
+            throw .invalid("the DPoP proof's alg must be one of \(Self.algorithms.joined(separator: ", "))")
+        }
+        guard let jwkValue = header["jwk"], case .object = jwkValue,
+            let jwk = try? JSONDecoder().decode(JWK.self, from: Data(jwkValue.serialized().utf8))
+        else { throw .invalid("the DPoP proof's header has no jwk") }
+        guard !jwk.hasPrivateMembers else { throw .invalid("the DPoP proof's jwk holds a private key") }
+        let key: AsymmetricKey
+        let thumbprint: String
+        do {
+            key = try AsymmetricKey(jwk: jwk)
+            thumbprint = try key.thumbprint()
+        } catch {
+            throw .invalid("the DPoP proof's jwk is not a usable public key")
+        }
+        guard key.algorithm.rawValue == alg else { throw .invalid("the DPoP proof's alg does not fit its key") }
+        var keys = JWTKeySet()
+        var options = JWTVerifier.Options(leeway: Self.leeway, expectedType: "dpop+jwt")
+        options.requireExpiry = false
+        options.requiredClaims = ["jti", "htm", "htu", "iat"]
+        options.maxAge = Self.maxAge
+        options.maxTokenSize = 8 * 1024
+        let verified: VerifiedJWT
+        do {
+            try keys.add(key, kid: header["kid"]?.stringValue ?? thumbprint)
+            verified = try JWTVerifier(keys: keys, options: options).verify(proof, now: now)
+        } catch {
+            throw .invalid("the DPoP proof does not verify: \(error)")
+        }
+        guard let jti = verified["jti"]?.stringValue, (1...256).contains(jti.utf8.count) else {
+            throw .invalid("the DPoP proof's jti is missing or too long")
+        }
+        guard verified["htm"]?.stringValue == method else {
+            throw .invalid("the DPoP proof is for another method (htm)")
+        }
+        guard let htu = verified["htu"]?.stringValue, let proofURL = Self.normalized(htu),
+            proofURL == Self.normalized(url)
+        else { throw .invalid("the DPoP proof is for another URL (htu)") }
+        if let accessToken {
+            let expected = Base64URL.encode(Digest.sha256(accessToken))
+            guard let ath = verified["ath"]?.stringValue, ConstantTime.equals(ath, expected) else {
+                throw .invalid("the DPoP proof does not name this access token (ath)")
+            }
+        }
+        if requireNonce {
+            guard let nonce = verified["nonce"]?.stringValue, isCurrent(nonce: nonce, now: now) else {
+                throw Refusal(
+                    code: "use_dpop_nonce", detail: "the DPoP proof must carry the server's nonce",
+                    nonce: self.nonce(now: now))
+            }
+        }
+        // Seen anywhere before (any broker of this store): a replay.
+        let marker = "dpop:" + Digest.sha256(thumbprint + " " + jti).hex
+        let fresh: Bool
+        do {
+            fresh = try await store.spendStateMarker(marker, expiresAt: now + Self.maxAge + Self.leeway)
+        } catch {
+            throw Refusal(code: "server_error", detail: "the DPoP proof cannot be checked now", nonce: nil)
+        }
+        guard fresh else { throw .invalid("the DPoP proof was used before (jti)") }
+        return Proof(thumbprint: thumbprint)
+    }
+
+    /// The URL as RFC 9449 §4.3 compares it: no query or fragment, scheme and host in lower case, no default port.
+    static func normalized(_ text: String) -> String? {
+        guard var parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(),
+            let host = parts.host?.lowercased(), scheme == "https" || scheme == "http"
+        else { return nil }
+        parts.query = nil
+        parts.fragment = nil
+        parts.user = nil
+        parts.password = nil
+        parts.scheme = scheme
+        parts.host = host
+        if (scheme == "https" && parts.port == 443) || (scheme == "http" && parts.port == 80) { parts.port = nil }
+        if parts.path.isEmpty { parts.path = "/" }
+        return parts.string
+    }
+
+    /// A nonce for now: the window's number and its MAC.
+    func nonce(now: Int64) -> String {
+        let window = now / Self.nonceWindow
+        return Base64URL.encode(Self.bytes(window) + mac(window))
+    }
+
+    private func isCurrent(nonce: String, now: Int64) -> Bool {
+        guard let bytes = Base64URL.decode(nonce), bytes.count == 24 else { return false }
+        let window = bytes.prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let current = now / Self.nonceWindow
+        guard window == current || window == current - 1 else { return false }
+        return ConstantTime.equals(Array(bytes.suffix(16)), mac(window))
+    }
+
+    private func mac(_ window: Int64) -> [UInt8] {
+        Array(HMAC.authenticate(.sha256, key: nonceKey, data: Array("dpop-nonce ".utf8) + Self.bytes(window)).prefix(16))
+    }
+
+    private static func bytes(_ value: Int64) -> [UInt8] {
+        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+}
+
+/// The key a token request proved possession of, for the tokens it issues (set by the token endpoint for the
+/// duration of the grant): access tokens minted inside carry `cnf.jkt`, and a public client's new session is
+/// bound to it. A task-local so that no access token minted under a proof can miss it, whichever grant mints it.
+enum DPoPBinding {
+    struct Key: Sendable {
+        var thumbprint: String
+        /// Whether a session started now is bound too (public clients: the refresh token is only usable with
+        /// the key; a confidential client's refresh token is bound by its secret instead).
+        var bindsSession: Bool
+    }
+
+    @TaskLocal static var current: Key?
+}
