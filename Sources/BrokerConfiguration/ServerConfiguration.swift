@@ -70,6 +70,8 @@ package struct ServerConfiguration: Sendable {
     package var requireVerifiedEmail = false
     /// Every app's authorization request must be pushed first (`server.require_par`, RFC 9126 §5).
     package var requirePAR = false
+    /// DPoP proofs must carry a nonce the broker gave (`server.dpop_nonce`, RFC 9449 §8–9).
+    package var dpopNonce = false
     /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
     /// 202 and mail to the address — a confirmation link for a new account, a note with a reset link for an
     /// existing one — instead of 201 with a session or 409 `account_exists`.
@@ -156,7 +158,8 @@ extension ServerConfiguration {
         "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
-        "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection", "require_par",
+        "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
+        "require_par", "dpop_nonce",
         "device_code_ttl", "device_poll_interval",
     ]
 
@@ -361,6 +364,7 @@ extension ServerConfiguration {
         case "audit_retention": auditRetention = try integer(in: 3600...(100 * 365 * 86_400), unit: "seconds")
         case "require_verified_email": requireVerifiedEmail = try boolean()
         case "require_par": requirePAR = try boolean()
+        case "dpop_nonce": dpopNonce = try boolean()
         case "enumeration_protection": enumerationProtection = try boolean()
         case "device_code_ttl": deviceCodeTTL = try integer(in: 5...86_400, unit: "seconds")
         case "device_poll_interval": devicePollInterval = try integer(in: 1...60, unit: "seconds")

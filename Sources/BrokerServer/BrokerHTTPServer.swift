@@ -200,12 +200,17 @@ package enum BrokerHTTPServer {
                 service.accounts.register(input(request, allowForm: false), address: context.clientAddress))
         }
         router.post("/auth/login") { request, context in
-            try await response(
-                service.accounts.login(input(request, allowForm: false), address: context.clientAddress))
+            let body = try await input(request, allowForm: false)
+            return try await response(
+                service.bound(dpopProofs(request), path: "/auth/login", input: body, authorization: nil) {
+                    try await service.accounts.login(body, address: context.clientAddress)
+                })
         }
         router.post("/auth/token") { request, _ in
             try await response(
-                service.token(input(request, allowForm: true), authorization: request.headers[.authorization]))
+                service.token(
+                    input(request, allowForm: true), authorization: request.headers[.authorization],
+                    dpop: dpopProofs(request)))
         }
         router.addRoutes(OpenIDProviderRoutes.collection(service))
         router.post("/auth/revoke") { request, _ in
@@ -224,7 +229,10 @@ package enum BrokerHTTPServer {
                     cookie: request.headers[.cookie], address: context.clientAddress))
         }
         router.get("/auth/me") { request, _ in
-            try await response(service.grants.me(authorization: request.headers[.authorization]))
+            try await response(
+                service.grants.me(
+                    authorization: request.headers[.authorization],
+                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "GET", path: "/auth/me")))
         }
         router.post("/auth/account/delete") { request, context in
             try await response(
@@ -464,6 +472,12 @@ struct BackchannelLogoutService: Service {
             }
         }
     }
+}
+
+/// The request's `DPoP` header fields (RFC 9449 §4.1: exactly one is allowed; the checker says so).
+func dpopProofs(_ request: Request) -> [String] {
+    guard let name = HTTPField.Name(DPoPChecker.header) else { return [] }
+    return request.headers[values: name]
 }
 
 /// Where `GET /metrics` is served (``port``: its own port; `nil`: the main one) and the bearer token it asks for.

@@ -122,7 +122,9 @@ package final class BrokerService: Sendable {
         self.audit = audit
         self.store = store
         self.logger = logger
-        tokens = TokenIssuer(configuration: configuration, store: store, keys: keys, clock: clock)
+        tokens = TokenIssuer(
+            configuration: configuration, store: store, keys: keys, clock: clock,
+            dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         hashingPool = HashingPool(
             workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers, metrics: metrics)
@@ -171,6 +173,49 @@ package final class BrokerService: Sendable {
         }
         appTokens = AppTokenService(
             store: store, tokens: tokens, secrets: clientSecretHasher, logger: logger, metrics: metrics, audit: audit)
+    }
+
+    /// `POST /auth/token` with the request's `DPoP` header fields: without one, a grant as ever; with one, the
+    /// proof is checked (RFC 9449 §4.3, no `ath`) and what the grant issues is bound to its key — the access
+    /// token always, the session (its refresh token) for public clients: the broker CLI and public apps.
+    func token(_ input: RequestInput, authorization: String?, dpop proofs: [String]) async throws -> APIResponse {
+        try await bound(proofs, path: "/auth/token", input: input, authorization: authorization) {
+            try await self.token(input, authorization: authorization)
+        }
+    }
+
+    /// Runs an issuing request (`path`: the token endpoint or `/auth/login`) under the key its DPoP proof
+    /// proved, if it sent one.
+    func bound(
+        _ proofs: [String], path: String, input: RequestInput, authorization: String?,
+        _ issue: @Sendable () async throws -> APIResponse
+    ) async throws -> APIResponse {
+        guard !proofs.isEmpty else { return try await issue() }
+        let proof: DPoPChecker.Proof
+        do {
+            proof = try await tokens.dpop.check(proofs, method: "POST", url: issuer + path, accessToken: nil, now: now)
+        } catch {
+            metrics.dpop(outcome: error.code)
+            throw error.tokenEndpointError
+        }
+        metrics.dpop(outcome: "bound")
+        var bindsSession = true
+        if AppTokenService.isAppRequest(input, authorization: authorization) {
+            // A confidential app's refresh token is held by its secret (RFC 9449 §5); a public app's by the key.
+            let named =
+                authorization.flatMap { header in
+                    header.lowercased().hasPrefix("basic ")
+                        ? HTTPBasic.credentials(fromToken: String(header.dropFirst(6)).trimmingWhitespace())?.id : nil
+                } ?? (try? input.optionalString("client_id")) ?? nil
+            if let named, AppRules.isClientID(named), let app = try await store.app(clientID: named) {
+                bindsSession = app.isPublic
+            }
+        }
+        var response = try await DPoPBinding.$current.withValue(
+            DPoPBinding.Key(thumbprint: proof.thumbprint, bindsSession: bindsSession)
+        ) { try await issue() }
+        if tokens.configuration.dpopNonce { response.headers.append(("DPoP-Nonce", tokens.dpop.nonce(now: now))) }
+        return response
     }
 
     /// `POST /auth/token`: an app's code grant goes to ``AppTokenService``, everything else to ``GrantService``.
@@ -266,6 +311,7 @@ package final class BrokerService: Sendable {
             "authorization_endpoint": .string(base + "/auth/authorize"),
             "introspection_endpoint": .string(base + "/auth/introspect"),
             "end_session_endpoint": .string(base + "/auth/end-session"),
+            "dpop_signing_alg_values_supported": .array(DPoPChecker.algorithms.map(JSONValue.string)),
             "backchannel_logout_supported": true,
             "backchannel_logout_session_supported": true,
             "pushed_authorization_request_endpoint": .string(base + "/auth/par"),

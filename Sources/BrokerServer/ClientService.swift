@@ -249,7 +249,7 @@ final class ClientService: Sendable {
             "user_id": .string("client:\(client.name)"),
             "provider": "client",
             "access_token": .string(token),
-            "token_type": "Bearer",
+            "token_type": .string(TokenIssuer.tokenType),
             "expires_in": .int(ttl),
         ]
         if let scope { body["scope"] = .string(scope) }

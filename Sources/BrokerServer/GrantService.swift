@@ -81,7 +81,8 @@ final class GrantService: Sendable {
             hash: Digest.sha256(presented),
             nextHash: Digest.sha256(next),
             nextExpiresAt: time + configuration.refreshTokenTTL,
-            now: time
+            now: time,
+            proofKey: DPoPBinding.current?.thumbprint
         )
         metrics.refresh(outcome: outcome.label)
         if case .rotated(let view) = outcome, try await !refreshAllowed(view, client: client) {
@@ -134,6 +135,11 @@ final class GrantService: Sendable {
             throw APIError.invalidGrant("the refresh token has expired; sign in again")
         case .revoked:
             throw APIError.invalidGrant("the session has been revoked; sign in again")
+        case .boundToAnotherKey:
+            // RFC 9449 §5: a public client's refresh token is bound to the key of its first proof.
+            throw APIError(
+                status: 400, code: "invalid_dpop_proof",
+                detail: "the refresh token is bound to a DPoP key: send a DPoP proof made with that key")
         case .reused(let sessionID):
             metrics.revocation(reason: "refresh_reuse")
             audit.record(
@@ -184,21 +190,15 @@ final class GrantService: Sendable {
     }
 
     /// `GET /auth/me`: who the bearer of a valid, unrevoked access token is.
-    func me(authorization: String?) async throws -> APIResponse {
-        guard let authorization else {
-            throw APIError.invalidToken("an Authorization: Bearer access token is required")
-        }
-        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
-        }
-        let token = String(parts[1]).trimmingWhitespace()
+    func me(authorization: String?, dpop: DPoPRequest? = nil) async throws -> APIResponse {
+        let (token, scheme) = try TokenIssuer.presented(authorization)
         let verified: VerifiedJWT
         do {
             verified = try tokens.verifier().verify(token, now: now)
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
+        try await tokens.checkBinding(verified, token: token, scheme: scheme, request: dpop)
         if let subject = verified.subject, subject.hasPrefix("client:") {
             return try await clients.clientIdentity(verified, subject: subject)
         }
@@ -334,6 +334,7 @@ extension RotationOutcome {
         case .expired: "expired"
         case .revoked: "revoked"
         case .reused: "reused"
+        case .boundToAnotherKey: "dpop_key_mismatch"
         }
     }
 }

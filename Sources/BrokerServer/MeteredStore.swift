@@ -115,11 +115,12 @@ final class MeteredStore: Store {
     func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
         try await timed("create_session") { try await base.createSession(session, firstToken: firstToken) }
     }
-    func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64) async throws
-        -> RotationOutcome
+    func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64, proofKey: String?)
+        async throws -> RotationOutcome
     {
         try await timed("rotate_refresh_token") {
-            try await base.rotateRefreshToken(hash: hash, nextHash: nextHash, nextExpiresAt: nextExpiresAt, now: now)
+            try await base.rotateRefreshToken(
+                hash: hash, nextHash: nextHash, nextExpiresAt: nextExpiresAt, now: now, proofKey: proofKey)
         }
     }
     func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {

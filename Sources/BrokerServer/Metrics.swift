@@ -153,6 +153,15 @@ package final class BrokerMetrics: Sendable {
     }
 
     /// A message handed to the mail server (`sent`) or given up after its attempts (`failed`), by kind.
+    /// DPoP proofs at the issuing endpoints: `bound`, or the error a refused one got.
+    func dpop(outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "broker_dpop_proofs", unit: "total", "DPoP proofs at the token endpoint, by outcome."),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     /// Back-channel logouts: `delivered`, `retried` (a failed attempt that will be tried again), `given_up`.
     func backchannelLogout(outcome: String) {
         registry.makeCounter(

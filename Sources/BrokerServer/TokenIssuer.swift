@@ -15,13 +15,19 @@ final class TokenIssuer: Sendable {
     let store: any Store
     let keys: KeyManager
     let clock: any WallClock
+    /// Checks DPoP proofs (RFC 9449) where tokens are issued and where bound ones are presented.
+    let dpop: DPoPChecker
     private let issuerValue: Mutex<String>
 
-    init(configuration: ServerConfiguration, store: any Store, keys: KeyManager, clock: any WallClock) {
+    init(
+        configuration: ServerConfiguration, store: any Store, keys: KeyManager, clock: any WallClock,
+        dpopNonceKey: [UInt8]
+    ) {
         self.configuration = configuration
         self.store = store
         self.keys = keys
         self.clock = clock
+        dpop = DPoPChecker(store: store, nonceKey: dpopNonceKey, requireNonce: configuration.dpopNonce)
         issuerValue = Mutex(configuration.issuer ?? "http://\(configuration.host):\(configuration.port)")
     }
 
@@ -36,6 +42,9 @@ final class TokenIssuer: Sendable {
     }
 
     var now: Int64 { clock.seconds() }
+
+    /// The `token_type` of what is issued now: `DPoP` under a proof, else `Bearer`.
+    static var tokenType: String { DPoPBinding.current == nil ? "Bearer" : "DPoP" }
 
     /// Refresh tokens are 256-bit random values, base64url: 43 characters.
     static let refreshTokenLength = 43
@@ -80,7 +89,9 @@ final class TokenIssuer: Sendable {
                     scope: scope,
                     createdAt: issuedAt,
                     revokedAt: nil,
-                    signedInWith: signedInWith
+                    signedInWith: signedInWith,
+                    // A public client's proof binds its session: the refresh token needs the key from now on.
+                    dpopJKT: DPoPBinding.current.flatMap { $0.bindsSession ? $0.thumbprint : nil }
                 ),
                 firstToken: RefreshTokenRecord(
                     hash: Digest.sha256(refreshToken),
@@ -114,7 +125,8 @@ final class TokenIssuer: Sendable {
             "user_id": .string(user.id.description),
             "provider": .string((signedInWith ?? user.id.provider).rawValue),
             "access_token": .string(accessToken),
-            "token_type": "Bearer",
+            // An account token is never bound (it is for the broker's own account endpoints, for minutes).
+            "token_type": .string(scope == Self.accountScope ? "Bearer" : Self.tokenType),
             "expires_in": .int(expiresIn ?? configuration.accessTokenTTL),
         ]
         if let refreshToken { body["refresh_token"] = .string(refreshToken) }
@@ -195,6 +207,10 @@ final class TokenIssuer: Sendable {
             "client_id": .string(clientID),
         ]
         claims.merge(extra) { _, added in added }
+        // Minted under a DPoP proof: bound to its key (RFC 9449 §6). Account tokens stay plain (see sessionBody).
+        if let binding = DPoPBinding.current, audience != accountAudience {
+            claims["cnf"] = .object(["jkt": .string(binding.thumbprint)])
+        }
         return try keys.current.signer.sign(claims: claims, type: "at+jwt")
     }
 
@@ -271,16 +287,18 @@ extension TokenIssuer {
         return session.userID == user && session.revokedAt == nil
     }
 
-    /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
-    func authenticate(authorization: String?) async throws -> SessionView {
+    /// The session and user of an `Authorization: Bearer` user access token (not a CI client's), or of
+    /// `Authorization: DPoP` with the request's proof for a DPoP-bound one (`dpop`: the request's; `nil` where
+    /// an endpoint takes no bound tokens).
+    func authenticate(authorization: String?, dpop: DPoPRequest? = nil) async throws -> SessionView {
+        let (token, scheme) = try Self.presented(authorization)
         let verified: VerifiedJWT
         do {
-            verified = try verifier().verify(try Self.bearer(authorization), now: now)
-        } catch let error as APIError {
-            throw error
+            verified = try verifier().verify(token, now: now)
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
+        try await checkBinding(verified, token: token, scheme: scheme, request: dpop)
         return try await session(of: verified)
     }
 

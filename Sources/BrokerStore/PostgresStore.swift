@@ -805,9 +805,9 @@ package final class PostgresStore: Store {
             guard found else { throw StoreError(code: .disabled, reason: "the user is disabled or gone") }
             try await connection.query(
                 """
-                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with)
+                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt)
                 VALUES (\(session.id), \(session.userID.description), \(session.clientID), \(session.scope),
-                        \(session.createdAt), \(session.signedInWith?.rawValue))
+                        \(session.createdAt), \(session.signedInWith?.rawValue), \(session.dpopJKT))
                 """, logger: logger
             ).drain()
             for try await _ in try await connection.execute(
@@ -820,24 +820,25 @@ package final class PostgresStore: Store {
     }
 
     package func rotateRefreshToken(
-        hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64
+        hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64, proofKey: String?
     ) async throws -> RotationOutcome {
         let client = client
         // One statement, so one round trip and its own transaction: see `RotateRefreshToken` for how it decides.
         let found = try await run("refresh token rotation") { () -> RotationRow? in
             let statement = RotateRefreshToken(
-                hash: hash.hex, now: now, nextHash: nextHash.hex, nextExpiresAt: nextExpiresAt)
+                hash: hash.hex, now: now, nextHash: nextHash.hex, nextExpiresAt: nextExpiresAt, proofKey: proofKey)
             for try await row in try await client.execute(statement) {
                 let (
                     expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified,
-                    spent
+                    spent, bound
                 ) = row
                 guard
-                    let view = Self.sessionView(
+                    var view = Self.sessionView(
                         id: id, user: user, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
                         email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
                         emailVerifiedAt: verified)
                 else { return nil }
+                view.session.dpopJKT = bound
                 return RotationRow(expiresAt: expires, usedAt: used, spent: spent, view: view)
             }
             return nil
@@ -845,6 +846,7 @@ package final class PostgresStore: Store {
         // The same order of questions as the SQLite store's transaction; the statement acted on the same answers.
         guard let found else { return .unknown }
         if found.view.session.revokedAt != nil { return .revoked }
+        if let bound = found.view.session.dpopJKT, bound != proofKey { return .boundToAnotherKey }
         if found.usedAt != nil { return .reused(sessionID: found.view.session.id) }
         if found.expiresAt <= now { return .expired }
         guard found.spent == 1 else { return .reused(sessionID: found.view.session.id) }
@@ -1697,7 +1699,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         WITH found AS (
             SELECT t.hash, t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
                    s.revoked_at, u.email, u.name, u.created_at AS user_created_at, s.signed_in_with,
-                   a.email_verified_at
+                   a.email_verified_at, s.dpop_jkt
             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id JOIN users u ON u.id = s.user_id
             LEFT JOIN password_accounts a ON a.user_id = u.id
             WHERE t.hash = $1 FOR UPDATE OF t, s
@@ -1705,6 +1707,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
             UPDATE refresh_tokens r SET used_at = $2 FROM found f
             WHERE r.hash = f.hash AND r.used_at IS NULL
               AND f.revoked_at IS NULL AND f.used_at IS NULL AND f.expires_at > $2
+              AND (f.dpop_jkt IS NULL OR f.dpop_jkt = $5)
             RETURNING f.id AS session_id
         ), successor AS (
             INSERT INTO refresh_tokens (hash, session_id, created_at, expires_at)
@@ -1712,18 +1715,23 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         ), reuse AS (
             UPDATE sessions s SET revoked_at = $2 FROM found f
             WHERE s.id = f.id AND s.revoked_at IS NULL AND f.revoked_at IS NULL AND f.used_at IS NOT NULL
+              AND (f.dpop_jkt IS NULL OR f.dpop_jkt = $5)
         )
         SELECT expires_at, used_at, id, user_id, client_id, scope, created_at, revoked_at, email, name,
-               user_created_at, signed_in_with, email_verified_at, (SELECT count(*) FROM spent)
+               user_created_at, signed_in_with, email_verified_at, (SELECT count(*) FROM spent), dpop_jkt
         FROM found
         """
     typealias Row = (
-        Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?, Int64
+        Int64, Int64?, String, String, String, String?, Int64, Int64?, String?, String?, Int64, String?, Int64?, Int64,
+        String?
     )
     var hash: String
     var now: Int64
     var nextHash: String
     var nextExpiresAt: Int64
+    /// The thumbprint of the DPoP key the request proved (`nil`: none); a bound session's token is not spent
+    /// without it.
+    var proofKey: String?
 
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings()
@@ -1731,6 +1739,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         bindings.append(now)
         bindings.append(nextHash)
         bindings.append(nextExpiresAt)
+        bindings.append(proofKey)
         return bindings
     }
 

@@ -468,12 +468,12 @@ package final class SQLiteStore: Store {
             }
             try db.execute(
                 sql: """
-                    INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with)
-                    VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     session.id, session.userID.description, session.clientID, session.scope, session.createdAt,
-                    session.signedInWith?.rawValue,
+                    session.signedInWith?.rawValue, session.dpopJKT,
                 ]
             )
             try db.execute(
@@ -487,7 +487,8 @@ package final class SQLiteStore: Store {
         hash: [UInt8],
         nextHash: [UInt8],
         nextExpiresAt: Int64,
-        now: Int64
+        now: Int64,
+        proofKey: String?
     ) async throws -> RotationOutcome {
         // Cached statements: the hot path's SQL is compiled once per connection, not on every rotation (GRDB
         // compiles a plain `sql:` string each time, with an authorizer callback per column it reads).
@@ -497,7 +498,8 @@ package final class SQLiteStore: Store {
                     db.cachedStatement(
                         sql: """
                             SELECT t.expires_at, t.used_at, s.id, s.user_id, s.client_id, s.scope, s.created_at,
-                                   s.revoked_at, s.signed_in_with, u.email AS user_email, u.name, u.created_at AS user_created_at,
+                                   s.revoked_at, s.signed_in_with, s.dpop_jkt, u.email AS user_email, u.name,
+                                   u.created_at AS user_created_at,
                                    a.email_verified_at
                             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
                             JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
@@ -510,6 +512,7 @@ package final class SQLiteStore: Store {
             let user = UserRecord(
                 id: session.userID, email: row["user_email"], name: row["name"], createdAt: row["user_created_at"])
             if session.revokedAt != nil { return .revoked }
+            if let bound = session.dpopJKT, bound != proofKey { return .boundToAnotherKey }
             if (row["used_at"] as Int64?) != nil {
                 try db.cachedStatement(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
                     .execute(arguments: [now, session.id])
@@ -1151,7 +1154,8 @@ package final class SQLiteStore: Store {
             scope: row["scope"],
             createdAt: row["created_at"],
             revokedAt: row["revoked_at"],
-            signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:))
+            signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)),
+            dpopJKT: row.hasColumn("dpop_jkt") ? row["dpop_jkt"] : nil
         )
     }
 }

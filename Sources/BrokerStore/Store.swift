@@ -46,11 +46,15 @@ package struct SessionRecord: Sendable, Hashable {
     /// The way in the session was started with (schema v10): unlinking it ends the session. `nil` for sessions
     /// no sign-in started (token exchange) and for those started before v10.
     package var signedInWith: ProviderID?
+    /// The RFC 7638 thumbprint of the DPoP key the session is bound to (schema v14): its refresh token is
+    /// refused without a proof by that key. `nil`: not bound.
+    package var dpopJKT: String?
 
     package init(
         id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?,
-        signedInWith: ProviderID? = nil
+        signedInWith: ProviderID? = nil, dpopJKT: String? = nil
     ) {
+        self.dpopJKT = dpopJKT
         self.id = id
         self.userID = userID
         self.clientID = clientID
@@ -104,6 +108,9 @@ package enum RotationOutcome: Sendable, Hashable {
     case expired
     /// The session was revoked earlier (logout, revocation, or reuse).
     case revoked
+    /// The session is bound to a DPoP key and the request did not prove possession of it: nothing was spent
+    /// (a thief without the key cannot even burn the token).
+    case boundToAnotherKey
     /// The token had already been used: its whole session is now revoked (RFC 9700 §4.14.2).
     case reused(sessionID: String)
 }
@@ -237,8 +244,9 @@ package protocol Store:
     func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws
 
     /// Spends a refresh token and stores its successor in the same session, atomically; detects reuse.
-    func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64) async throws
-        -> RotationOutcome
+    func rotateRefreshToken(
+        hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64, proofKey: String?
+    ) async throws -> RotationOutcome
 
     /// Revokes the session a refresh token belongs to; returns whether the token was known.
     @discardableResult
@@ -556,4 +564,14 @@ extension Store {
 
     package var isShared: Bool { false }
     package func close() async {}
+}
+
+extension Store {
+    /// A rotation for a request that proved no DPoP key: a bound session's token is refused, unspent.
+    package func rotateRefreshToken(hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64)
+        async throws -> RotationOutcome
+    {
+        try await rotateRefreshToken(
+            hash: hash, nextHash: nextHash, nextExpiresAt: nextExpiresAt, now: now, proofKey: nil)
+    }
 }

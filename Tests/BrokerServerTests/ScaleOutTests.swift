@@ -63,6 +63,31 @@ struct ScaleOutTests {
         }
     }
 
+    /// DPoP (RFC 9449): a proof's jti is remembered in the store, so the other broker refuses a replay, and a
+    /// session bound at one broker is bound at the other (its refresh token without the key spends nothing).
+    @Test func aDPoPProofAcceptedByOneBrokerIsAReplayAtTheOther() async throws {
+        let (a, b) = try await Self.pair()
+        let key = try AsymmetricKey.generate(.ecP256)
+        try await a.test { onA in
+            try await b.test { onB in
+                _ = try await onA.register("replay@example.com", Self.password)
+                let now = a.clock.seconds()
+                let signedIn = try await DPoPTests.login(
+                    onA, "replay@example.com", proof: try DPoPTests.proof(key, "POST", "/auth/login", at: now))
+                let access = try #require(signedIn["access_token"]?.stringValue)
+                let refresh = try #require(signedIn["refresh_token"]?.stringValue)
+                let proof = try DPoPTests.proof(key, "GET", "/auth/me", token: access, at: now)
+                #expect(try await DPoPTests.me(onA, access, proof: proof).status == 200)
+                let replay = try await DPoPTests.me(onB, access, proof: proof)
+                #expect(replay.status == 401 && replay.error == "invalid_dpop_proof")
+                #expect(try await DPoPTests.refresh(onB, refresh, proof: nil).error == "invalid_dpop_proof")
+                let rotated = try await DPoPTests.refresh(
+                    onB, refresh, proof: try DPoPTests.proof(key, "POST", "/auth/token", at: now))
+                #expect(rotated.status == 200)
+            }
+        }
+    }
+
     @Test func theSameRefreshTokenAtBothBrokersAtOnceRotatesOnce() async throws {
         let (a, b) = try await Self.pair()
         try await a.test { onA in

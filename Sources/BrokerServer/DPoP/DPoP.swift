@@ -110,7 +110,7 @@ struct DPoPChecker: Sendable {
             }
         }
         // Seen anywhere before (any broker of this store): a replay.
-        let marker = "dpop:" + Digest.sha256(thumbprint + " " + jti).hex
+        let marker = "dpop:" + Base64URL.encode(Digest.sha256(thumbprint + " " + jti))
         let fresh: Bool
         do {
             fresh = try await store.spendStateMarker(marker, expiresAt: now + Self.maxAge + Self.leeway)
@@ -152,7 +152,8 @@ struct DPoPChecker: Sendable {
     }
 
     private func mac(_ window: Int64) -> [UInt8] {
-        Array(HMAC.authenticate(.sha256, key: nonceKey, data: Array("dpop-nonce ".utf8) + Self.bytes(window)).prefix(16))
+        Array(
+            HMAC.authenticate(.sha256, key: nonceKey, data: Array("dpop-nonce ".utf8) + Self.bytes(window)).prefix(16))
     }
 
     private static func bytes(_ value: Int64) -> [UInt8] {
@@ -172,4 +173,106 @@ enum DPoPBinding {
     }
 
     @TaskLocal static var current: Key?
+}
+
+/// What a request brings for DPoP: its `DPoP` header fields, method and path (the URL is the issuer's + path).
+struct DPoPRequest: Sendable {
+    var proofs: [String]
+    var method: String
+    var path: String
+
+    init(proofs: [String], method: String, path: String) {
+        self.proofs = proofs
+        self.method = method
+        self.path = path
+    }
+}
+
+extension DPoPChecker.Refusal {
+    /// The refusal at the token endpoint (RFC 9449 §5): 400, with a fresh nonce when that was the problem.
+    var tokenEndpointError: APIError {
+        if code == "server_error" { return .serverError }
+        return APIError(status: 400, code: code, detail: detail, headers: nonce.map { [("DPoP-Nonce", $0)] } ?? [])
+    }
+
+    /// The refusal at a protected resource (RFC 9449 §7.1): 401 with a `DPoP` challenge.
+    var resourceError: APIError {
+        if code == "server_error" { return .serverError }
+        var headers = [("WWW-Authenticate", DPoPChecker.challenge(error: code, detail: detail))]
+        if let nonce { headers.append(("DPoP-Nonce", nonce)) }
+        return APIError(status: 401, code: code, detail: detail, headers: headers)
+    }
+}
+
+extension DPoPChecker {
+    /// A `WWW-Authenticate: DPoP …` challenge naming the algorithms proofs may use.
+    static func challenge(error: String, detail: String) -> String {
+        let quoted = detail.replacingOccurrences(of: "\\", with: "").replacingOccurrences(of: "\"", with: "'")
+        return "DPoP algs=\"\(algorithms.joined(separator: " "))\", error=\"\(error)\", error_description=\"\(quoted)\""
+    }
+}
+
+extension TokenIssuer {
+    /// How a token was presented: `Authorization: Bearer <token>` or `Authorization: DPoP <token>`.
+    enum Presentation: Sendable {
+        case bearer
+        case dpop
+    }
+
+    /// The token of an `Authorization` header and its scheme (`Bearer` or `DPoP`).
+    static func presented(_ authorization: String?) throws -> (token: String, scheme: Presentation) {
+        guard let authorization else {
+            throw APIError.invalidToken("an Authorization: Bearer (or DPoP) access token is required")
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2 else {
+            throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
+        }
+        switch parts[0].lowercased() {
+        case "bearer": return (String(parts[1]).trimmingWhitespace(), .bearer)
+        case "dpop": return (String(parts[1]).trimmingWhitespace(), .dpop)
+        default: throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
+        }
+    }
+
+    /// RFC 9449 §7: a token bound to a key (`cnf.jkt`) is only good as `DPoP` with a proof by that key for this
+    /// request; an unbound one only as `Bearer`.
+    func checkBinding(_ verified: VerifiedJWT, token: String, scheme: Presentation, request: DPoPRequest?)
+        async throws
+    {
+        let bound = verified["cnf"]?["jkt"]?.stringValue
+        switch (bound, scheme) {
+        case (nil, .bearer):
+            return
+        case (nil, .dpop):
+            throw APIError(
+                status: 401, code: "invalid_token", detail: "the access token is not DPoP-bound: send it as Bearer",
+                headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
+        case (.some, .bearer):
+            throw APIError(
+                status: 401, code: "invalid_token",
+                detail: "the access token is bound to a DPoP key: send it as \"Authorization: DPoP\" with a proof",
+                headers: [
+                    (
+                        "WWW-Authenticate",
+                        DPoPChecker.challenge(error: "invalid_token", detail: "DPoP-bound token sent as Bearer")
+                    )
+                ])
+        case (let jkt?, .dpop):
+            guard let request else {
+                throw DPoPChecker.Refusal.invalid("this endpoint does not take DPoP-bound tokens").resourceError
+            }
+            let proof: DPoPChecker.Proof
+            do {
+                proof = try await dpop.check(
+                    request.proofs, method: request.method, url: issuer + request.path, accessToken: token, now: now)
+            } catch {
+                throw error.resourceError
+            }
+            guard ConstantTime.equals(proof.thumbprint, jkt) else {
+                throw DPoPChecker.Refusal.invalid("the DPoP proof is made with another key than the token's")
+                    .resourceError
+            }
+        }
+    }
 }

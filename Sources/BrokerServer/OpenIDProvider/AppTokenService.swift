@@ -114,7 +114,7 @@ final class AppTokenService: Sendable {
         try await store.attachSession(sessionID, toAppCode: hash, now: now)
         guard let accessToken = body["access_token"]?.stringValue else { throw APIError.serverError }
         var answer: [String: JSONValue] = [
-            "access_token": .string(accessToken), "token_type": "Bearer",
+            "access_token": .string(accessToken), "token_type": .string(TokenIssuer.tokenType),
             "expires_in": .int(tokens.configuration.accessTokenTTL), "scope": .string(record.scope),
         ]
         // A refresh token only when the app asked to stay signed in (Core 11).
@@ -168,12 +168,13 @@ final class AppTokenService: Sendable {
 
     /// `GET|POST /auth/userinfo` (Core 5.3): the claims the token's scopes allow. An id token (or any token
     /// that is not a broker access token) is refused; a token without `openid` is 403 `insufficient_scope`.
-    func userinfo(authorization: String?, formToken: String?) async throws -> APIResponse {
+    func userinfo(authorization: String?, formToken: String?, dpop: DPoPRequest? = nil) async throws -> APIResponse {
         let token: String
-        if let authorization, authorization.lowercased().hasPrefix("bearer ") {
-            token = String(authorization.dropFirst(7)).trimmingWhitespace()
+        let scheme: TokenIssuer.Presentation
+        if authorization != nil {
+            (token, scheme) = try TokenIssuer.presented(authorization)
         } else if let formToken {
-            token = formToken
+            (token, scheme) = (formToken, .bearer)
         } else {
             throw APIError(
                 status: 401, code: "invalid_token", detail: "a Bearer access token is required",
@@ -187,6 +188,7 @@ final class AppTokenService: Sendable {
                 status: 401, code: "invalid_token", detail: "the access token is not valid: \(error)",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"invalid_token\"")])
         }
+        try await tokens.checkBinding(verified, token: token, scheme: scheme, request: dpop)
         let view = try await tokens.session(of: verified)
         let scopes = (verified.claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         guard scopes.contains("openid") else {

@@ -27,6 +27,7 @@ extension AppTokenService {
                 "exp": .int(record.expiresAt),
             ]
             if let scope = view.session.scope { claims["scope"] = .string(scope) }
+            if let jkt = view.session.dpopJKT { claims["cnf"] = ["jkt": .string(jkt)] }
         } else {
             guard let verified = try? tokens.verifier().verify(token, now: now) else { return inactive }
             // A user's token lives with its session; a CI client's with the client.
@@ -41,8 +42,10 @@ extension AppTokenService {
                     return inactive
                 }
             }
-            claims = ["token_type": "Bearer"]
-            for name in ["sub", "client_id", "scope", "exp", "iat", "nbf", "aud", "iss", "jti", "sid", "idp"] {
+            // A DPoP-bound token says so, with its key's thumbprint: the resource server checks the proof
+            // (RFC 9449 §6.2).
+            claims = ["token_type": verified["cnf"]?["jkt"] == nil ? "Bearer" : "DPoP"]
+            for name in ["sub", "client_id", "scope", "exp", "iat", "nbf", "aud", "iss", "jti", "sid", "idp", "cnf"] {
                 if let value = verified.claims[name] { claims[name] = value }
             }
         }

@@ -72,7 +72,9 @@ enum OpenIDProviderRoutes {
         }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(
-                try await service.appTokens.userinfo(authorization: request.headers[.authorization], formToken: nil))
+                try await service.appTokens.userinfo(
+                    authorization: request.headers[.authorization], formToken: nil,
+                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "GET", path: "/auth/userinfo")))
         }
         routes.post("/auth/userinfo") { request, _ in
             let form =
@@ -81,7 +83,8 @@ enum OpenIDProviderRoutes {
             return Server.response(
                 try await service.appTokens.userinfo(
                     authorization: request.headers[.authorization],
-                    formToken: try form?.optionalString("access_token")))
+                    formToken: try form?.optionalString("access_token"),
+                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "POST", path: "/auth/userinfo")))
         }
         return routes
     }
