@@ -1,5 +1,5 @@
 package import BrokerCore
-import BrokerCrypto
+package import BrokerCrypto
 package import BrokerHTTP
 
 /// What went wrong talking to the broker.
@@ -73,6 +73,20 @@ package struct BrokerAPI: Sendable {
     /// Per request (`http_timeout`, `BROKER_HTTP_TIMEOUT`); `logout` and `whoami` wait at most a few seconds, so an
     /// unreachable broker does not hold the user up.
     package var timeout: Duration = .seconds(30)
+    /// The profile's DPoP key (``DPoPKeyStore``): with it, requests that issue tokens carry a proof (and the
+    /// tokens are bound to the key), and a bound token goes to `/auth/me` as `DPoP` with a proof.
+    package var proofKey: AsymmetricKey?
+    /// The wall clock for proofs' `iat`.
+    package var clock: any WallClock = SystemClock()
+
+    /// The broker paths that issue tokens: a proof goes with every request to them (and with every request that
+    /// presents a bound token).
+    static let proofPaths: Set<String> = ["/auth/token", "/auth/login", "/auth/register"]
+
+    /// The `Authorization` value for `accessToken`: `DPoP` for a bound one (with a proof beside it), else `Bearer`.
+    func authorization(_ accessToken: Secret) -> String {
+        (proofKey != nil && isDPoPBound(accessToken) ? "DPoP " : "Bearer ") + accessToken.exposed
+    }
 
     package init(baseURL: String, http: (any HTTPTransport)? = nil) {
         self.baseURL = baseURL
@@ -209,9 +223,9 @@ package struct BrokerAPI: Sendable {
     package func me(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
         let request = HTTPClientRequest(
             url: baseURL + "/auth/me",
-            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)]
+            headers: Self.accept + [(name: "Authorization", value: authorization(accessToken))]
         )
-        return try await send(request, expect: 200)
+        return try await send(request, expect: 200, presenting: accessToken)
     }
 
     /// `POST /auth/account/delete` with the session's token (and the password, for a custom account).
@@ -225,8 +239,8 @@ package struct BrokerAPI: Sendable {
     package func identities(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
         let request = HTTPClientRequest(
             url: baseURL + "/auth/identities",
-            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)])
-        return try await send(request, expect: 200)
+            headers: Self.accept + [(name: "Authorization", value: authorization(accessToken))])
+        return try await send(request, expect: 200, presenting: accessToken)
     }
 
     /// `POST /auth/link` for a browser provider: a ticket for `/auth/{provider}/start`, bound to `challenge`.
@@ -365,11 +379,54 @@ package struct BrokerAPI: Sendable {
         return try await send(request, accepting: accepting)
     }
 
-    private func send(_ request: HTTPClientRequest, expect: Int) async throws(BrokerAPIError) -> JSONValue {
-        try await send(request, accepting: [expect])
+    private func send(_ request: HTTPClientRequest, expect: Int, presenting token: Secret? = nil)
+        async throws(BrokerAPIError) -> JSONValue
+    {
+        try await send(request, accepting: [expect], presenting: token)
     }
 
-    private func send(_ request: HTTPClientRequest, accepting: Set<Int>) async throws(BrokerAPIError) -> JSONValue {
+    /// Sends `request`, with a DPoP proof when it goes to one of ``proofPaths`` and the profile has a key;
+    /// when the broker asks for its nonce (`use_dpop_nonce`), once more with it.
+    private func send(_ request: HTTPClientRequest, accepting: Set<Int>, presenting token: Secret? = nil)
+        async throws(BrokerAPIError) -> JSONValue
+    {
+        let issuing =
+            request.url.hasPrefix(baseURL) && Self.proofPaths.contains(String(request.url.dropFirst(baseURL.count)))
+        guard let proofKey, token.map(isDPoPBound) ?? issuing else {
+            switch try await exchange(request, accepting: accepting) {
+            case .document(let document): return document
+            case .nonceRequired: throw .rejected(status: 400, code: "use_dpop_nonce", description: "")
+            }
+        }
+        var nonce: String?
+        for _ in 0..<2 {
+            var proved = request
+            do {
+                proved.headers.append(
+                    (
+                        name: "DPoP",
+                        value: try DPoPProof.make(
+                            key: proofKey, method: request.method, url: request.url, accessToken: token?.exposed,
+                            nonce: nonce, now: clock.seconds())
+                    ))
+            } catch {
+                throw .badResponse("cannot make a DPoP proof: \(error)")
+            }
+            switch try await exchange(proved, accepting: accepting) {
+            case .document(let document): return document
+            case .nonceRequired(let given): nonce = given
+            }
+        }
+        throw .rejected(status: 400, code: "use_dpop_nonce", description: "the broker keeps refusing its own nonce")
+    }
+
+    /// What one exchange gave: the answer, or the broker's request for a DPoP nonce (`DPoP-Nonce`).
+    private enum Exchange {
+        case document(JSONValue)
+        case nonceRequired(String)
+    }
+
+    private func exchange(_ request: HTTPClientRequest, accepting: Set<Int>) async throws(BrokerAPIError) -> Exchange {
         var request = request
         request.timeout = timeout
         request.connectTimeout = min(timeout, .seconds(10))
@@ -387,6 +444,11 @@ package struct BrokerAPI: Sendable {
         }
         let document = JSONValue.parse(response.body)
         guard accepting.contains(response.status) else {
+            if document?["error"]?.stringValue == "use_dpop_nonce",
+                let nonce = response.headers.first(where: { $0.name.lowercased() == "dpop-nonce" })?.value
+            {
+                return .nonceRequired(nonce)
+            }
             if let code = document?["error"]?.stringValue {
                 throw .rejected(
                     status: response.status,
@@ -397,7 +459,7 @@ package struct BrokerAPI: Sendable {
             throw .badResponse("HTTP \(response.status) from \(request.url)")
         }
         guard let document else { throw .badResponse("\(request.url) answered with something that is not JSON") }
-        return document
+        return .document(document)
     }
 
     static func session(from document: JSONValue) throws(BrokerAPIError) -> SessionResponse {
@@ -435,6 +497,13 @@ extension ClientSettings {
     package func api(for key: SessionKey) -> BrokerAPI {
         var api = BrokerAPI(baseURL: key.brokerURL)
         api.timeout = requestTimeout
+        // The profile's key, made at its first use: what the broker issues to this profile is bound to it. A
+        // key file that cannot be read leaves the key out (a bound session then says, at its refresh, that it
+        // needs the key: sign in again).
+        if dpop { api.proofKey = try? DPoPKeyStore(home: home).loadOrCreate(key) }
         return api
     }
+
+    /// The settings' DPoP key store.
+    package var dpopKeys: DPoPKeyStore { DPoPKeyStore(home: home) }
 }

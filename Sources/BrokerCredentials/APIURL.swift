@@ -13,6 +13,9 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     package let port: Int
     /// The path as written (percent-encoding kept), `""` for none; never with `?` or `#`.
     package let path: String
+    /// An API that checks DPoP proofs (`{"url": …, "dpop": true}` in `api_urls`): `broker request` sends a bound
+    /// token there as `Authorization: DPoP` with a proof.
+    package var dpop = false
 
     /// Parses `scheme://[user@]host[:port][/path][?query][#fragment]`; `nil` unless http or https with a
     /// host, a valid port, and a path no server reads as leaving where it is written (`pathStaysPut`): a

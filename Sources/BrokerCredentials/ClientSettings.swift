@@ -21,6 +21,9 @@ package struct ClientSettings: Sendable {
     package let apiURLs: [APIURL]?
     /// How long a command waits for each answer from the broker (password checks get at least two minutes).
     package let requestTimeout: Duration
+    /// Whether the CLI binds this profile's sessions to a DPoP key of its own (`dpop` in the config file, the
+    /// profile's over the top-level one; default true).
+    package let dpop: Bool
 
     package static let defaultBrokerURL = "http://127.0.0.1:8787"
     package static let defaultRequestTimeout: Duration = .seconds(30)
@@ -59,6 +62,7 @@ package struct ClientSettings: Sendable {
             section?.brokerURL != nil
             ? "profiles.\(name).broker_url in \(home)/config.json" : "broker_url in \(home)/config.json"
         apiURLs = section?.apiURLs ?? file.apiURLs
+        dpop = section?.dpop ?? file.dpop ?? true
         if let text = environment["BROKER_HTTP_TIMEOUT"], !text.isEmpty {
             guard text.utf8.count <= 4, text.isASCIIDigits, let seconds = Int64(text),
                 Self.requestTimeoutRange.contains(seconds)
@@ -135,6 +139,7 @@ package struct ClientSettings: Sendable {
         package var insecureHTTP = false
         package var apiURLs: [APIURL]?
         package var httpTimeout: Int64?
+        package var dpop: Bool?
         package var profiles: [String: Profile] = [:]
     }
 
@@ -143,6 +148,7 @@ package struct ClientSettings: Sendable {
         package var brokerURL: String?
         package var apiURLs: [APIURL]?
         package var httpTimeout: Int64?
+        package var dpop: Bool?
     }
 
     /// Whether the token may go to `url` under these settings; `nil` if so, else why not (for a message).
@@ -194,7 +200,7 @@ package struct ClientSettings: Sendable {
         case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
         }
         guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
-        let known = ["broker_url", "insecure_http", "api_urls", "http_timeout", "profiles"]
+        let known = ["broker_url", "insecure_http", "api_urls", "http_timeout", "dpop", "profiles"]
         for key in fields.keys.sorted() where !known.contains(key) {
             throw Problem(
                 "\(path): unknown key \"\(key)\" (the client config knows "
@@ -209,6 +215,7 @@ package struct ClientSettings: Sendable {
         }
         file.apiURLs = try apiURLs(fields["api_urls"], "api_urls", path: path)
         file.httpTimeout = try seconds(fields["http_timeout"], "http_timeout", path: path)
+        file.dpop = try flag(fields["dpop"], "dpop", path: path)
         switch fields["profiles"] {
         case nil: break
         case .object(let profiles)?:
@@ -220,20 +227,29 @@ package struct ClientSettings: Sendable {
                 guard case .object(let entry) = value else {
                     throw Problem("\(path): \"profiles.\(name)\" must be an object")
                 }
-                for key in entry.keys.sorted() where !["broker_url", "api_urls", "http_timeout"].contains(key) {
+                for key in entry.keys.sorted() where !["broker_url", "api_urls", "http_timeout", "dpop"].contains(key) {
                     throw Problem(
                         "\(path): unknown key \"profiles.\(name).\(key)\" (a profile knows \"broker_url\", "
-                            + "\"api_urls\" and \"http_timeout\")"
+                            + "\"api_urls\", \"http_timeout\" and \"dpop\")"
                     )
                 }
                 file.profiles[name] = Profile(
                     brokerURL: try string(entry["broker_url"], "profiles.\(name).broker_url", path: path),
                     apiURLs: try apiURLs(entry["api_urls"], "profiles.\(name).api_urls", path: path),
-                    httpTimeout: try seconds(entry["http_timeout"], "profiles.\(name).http_timeout", path: path))
+                    httpTimeout: try seconds(entry["http_timeout"], "profiles.\(name).http_timeout", path: path),
+                    dpop: try flag(entry["dpop"], "profiles.\(name).dpop", path: path))
             }
         default: throw Problem("\(path): \"profiles\" must be an object of profile names")
         }
         return file
+    }
+
+    private static func flag(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> Bool? {
+        switch value {
+        case nil: return nil
+        case .bool(let flag)?: return flag
+        default: throw Problem("\(path): \"\(name)\" must be true or false")
+        }
     }
 
     private static func string(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> String? {
@@ -261,13 +277,29 @@ package struct ClientSettings: Sendable {
         }
         var list: [APIURL] = []
         for item in items {
-            guard case .string(let text) = item, !text.contains("?"), !text.contains("#"),
-                !text.contains("@"), let url = APIURL(text)
+            // A URL, or {"url": URL, "dpop": true} for an API that checks DPoP proofs (RFC 9449).
+            var entry = item
+            var dpop = false
+            if case .object(let members) = item {
+                for key in members.keys.sorted() where key != "url" && key != "dpop" {
+                    throw Problem("\(path): \"\(name)\": unknown key \"\(key)\" (an entry knows \"url\" and \"dpop\")")
+                }
+                guard let url = members["url"] else { throw Problem("\(path): \"\(name)\": an entry lacks \"url\"") }
+                switch members["dpop"] {
+                case nil: break
+                case .bool(let flag)?: dpop = flag
+                default: throw Problem("\(path): \"\(name)\": \"dpop\" must be true or false")
+                }
+                entry = url
+            }
+            guard case .string(let text) = entry, !text.contains("?"), !text.contains("#"),
+                !text.contains("@"), var url = APIURL(text)
             else {
                 throw Problem(
-                    "\(path): \"\(name)\": \(item.serialized()) is not an http(s) URL like https://api.example.com/v1 "
+                    "\(path): \"\(name)\": \(entry.serialized()) is not an http(s) URL like https://api.example.com/v1 "
                         + "(no user, query, fragment or dot segments)")
             }
+            url.dpop = dpop
             guard url.carriesTokensSafely else {
                 throw Problem(
                     "\(path): \"\(name)\": \(text) is plain http to another machine; tokens go only over https "

@@ -188,6 +188,7 @@ package enum BrokerHTTPServer {
         router.middlewares.add(
             ErrorAndLogMiddleware(
                 logger: logger, metrics: service.metrics, trustedProxies: service.configuration.trustedProxies))
+        router.middlewares.add(DPoPContextMiddleware())
         if metrics.port == nil {
             router.get("/metrics") { request, _ in metricsResponse(request, service: service, token: metrics.token) }
         }
@@ -196,8 +197,11 @@ package enum BrokerHTTPServer {
         router.get("/auth/providers") { _, _ in response(service.providers()) }
         router.get("/healthz") { _, _ in response(await service.health()) }
         router.post("/auth/register") { request, context in
-            try await response(
-                service.accounts.register(input(request, allowForm: false), address: context.clientAddress))
+            let body = try await input(request, allowForm: false)
+            return try await response(
+                service.bound(dpopProofs(request), path: "/auth/register", input: body, authorization: nil) {
+                    try await service.accounts.register(body, address: context.clientAddress)
+                })
         }
         router.post("/auth/login") { request, context in
             let body = try await input(request, allowForm: false)
@@ -471,6 +475,23 @@ struct BackchannelLogoutService: Service {
                 await sender.waitForWork(upTo: .seconds(1))
             }
         }
+    }
+}
+
+/// Makes a request's DPoP proofs known to whatever checks an access token while it is handled
+/// (``DPoPRequest/current``): every endpoint that takes a user's access token takes a bound one with its proof.
+/// Requests without a `DPoP` header pass untouched.
+struct DPoPContextMiddleware: RouterMiddleware {
+    typealias Context = BrokerRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        let proofs = dpopProofs(request)
+        guard !proofs.isEmpty else { return try await next(request, context) }
+        return try await DPoPRequest.$current.withValue(
+            DPoPRequest(proofs: proofs, method: request.method.rawValue, path: request.uri.path)
+        ) { try await next(request, context) }
     }
 }
 

@@ -549,6 +549,8 @@ extension Broker {
                 let service = SessionService(cache: settings.cache, api: settings.api(for: key), key: key)
                 do {
                     let (removed, problem) = try await service.logout()
+                    // The session's DPoP key goes with it: the next sign-in makes a new one.
+                    settings.dpopKeys.remove(key)
                     if let problem {
                         Console.warning("could not revoke at the broker (\(problem)); deleted locally anyway")
                     }

@@ -1,10 +1,13 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
+import BrokerCredentials
+import BrokerCrypto
 import BrokerHTTP
 import BrokerProviders
 import BrokerSystem
 import ProviderSupport
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -214,6 +217,8 @@ struct Cycle {
     let timeout: Duration
     /// A person can be asked to sign in again.
     let interactive: Bool
+    /// The last `DPoP-Nonce` the API gave (RFC 9449 §9): the retry after a 401 uses it.
+    let dpopNonce = NonceBox()
 
     var service: SessionService {
         SessionService(cache: settings.cache, api: settings.api, key: settings.key)
@@ -312,7 +317,19 @@ struct Cycle {
             var request = HTTPClientRequest(
                 method: currentMethod, url: current, headers: sameOrigin ? headers : [], body: currentBody)
             let carriesToken = sameOrigin && settings.refusal(toSendTokenTo: currentURL) == nil
-            if carriesToken { request.headers.append((name: "Authorization", value: "Bearer " + token.exposed)) }
+            if carriesToken {
+                // An API marked `"dpop": true` in api_urls gets a bound token as DPoP with a proof by the
+                // profile's key; anything else gets it as Bearer.
+                if let key = try dpopKey(for: currentURL, token: token) {
+                    let proof = try DPoPProof.make(
+                        key: key, method: currentMethod, url: current, accessToken: token.exposed,
+                        nonce: dpopNonce.value, now: SystemClock().seconds())
+                    request.headers.append((name: "Authorization", value: "DPoP " + token.exposed))
+                    request.headers.append((name: "DPoP", value: proof))
+                } else {
+                    request.headers.append((name: "Authorization", value: "Bearer " + token.exposed))
+                }
+            }
             request.timeout = timeout
             request.maxResponseBytes = 16 * 1024 * 1024
             request.sink = sink
@@ -343,6 +360,9 @@ struct Cycle {
                 currentURL = nextURL
                 continue
             }
+            if let nonce = response.headers.first(where: { $0.name.lowercased() == "dpop-nonce" })?.value {
+                dpopNonce.value = nonce
+            }
             let refused = response.status == 401 && carriesToken
             if !response.streamed && !(refused && !final) {
                 guard PosixFile.writeAll(response.body, to: STDOUT_FILENO) else {
@@ -351,6 +371,32 @@ struct Cycle {
             }
             return Outcome(response: response, finalURL: currentURL.description, refusedToken: refused)
         }
+    }
+}
+
+extension Cycle {
+    /// The profile's DPoP key when `url` is an API marked DPoP-capable and `token` is bound; `nil` for Bearer.
+    func dpopKey(for url: APIURL, token: Secret) throws -> AsymmetricKey? {
+        guard settings.apiURLs?.first(where: { $0.covers(url) })?.dpop == true, isDPoPBound(token) else { return nil }
+        do {
+            guard let key = try settings.dpopKeys.load(settings.key) else {
+                throw Console.fail(
+                    "the session is bound to a DPoP key that is gone (\(settings.dpopKeys.path(for: settings.key))): "
+                        + "broker login again")
+            }
+            return key
+        } catch let error as DPoPKeyError {
+            throw Console.fail(error.description)
+        }
+    }
+}
+
+/// The latest `DPoP-Nonce` an API sent.
+final class NonceBox: Sendable {
+    private let stored = Mutex<String?>(nil)
+    var value: String? {
+        get { stored.withLock { $0 } }
+        set { stored.withLock { $0 = newValue } }
     }
 }
 

@@ -1,4 +1,6 @@
+import BrokerClient
 import BrokerCore
+import BrokerCredentials
 import BrokerCrypto
 import BrokerHTTP
 import BrokerSystem
@@ -181,6 +183,17 @@ final class BrokerProcess: @unchecked Sendable {
 
     func me(_ accessToken: String) async throws -> Reply {
         try await get("/auth/me", headers: [(name: "Authorization", value: "Bearer \(accessToken)")])
+    }
+
+    /// `/auth/me` with a token the CLI in `client` holds: DPoP-bound to the profile's key, so sent as the CLI
+    /// sends it — `Authorization: DPoP` with a proof by the key in the client's home.
+    func me(_ accessToken: String, heldBy client: ClientHome) async throws -> Reply {
+        let key = try DPoPKeyStore(home: client.home).load(SessionKey(brokerURL: client.url, profile: "default"))
+        guard let key, isDPoPBound(Secret(accessToken)) else { return try await me(accessToken) }
+        let proof = try DPoPProof.make(
+            key: key, method: "GET", url: url + "/auth/me", accessToken: accessToken, now: SystemClock().seconds())
+        return try await get(
+            "/auth/me", headers: [(name: "Authorization", value: "DPoP \(accessToken)"), (name: "DPoP", value: proof)])
     }
 }
 

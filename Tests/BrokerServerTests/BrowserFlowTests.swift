@@ -647,7 +647,7 @@ struct CLIBrowserLoginTests {
         let session = try #require(try client.cached())
         #expect(session.userID.description == userID)
         let token = try await client.run(["token"])
-        let me = try await server.me(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let me = try await server.me(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines), heldBy: client)
         #expect(me.status == 200 && me["user_id"]?.stringValue == userID)
     }
 

@@ -1,5 +1,7 @@
 import BrokerClient
 import BrokerCore
+import BrokerCredentials
+import BrokerCrypto
 import BrokerSystem
 import BrokerTesting
 import Foundation
@@ -61,6 +63,50 @@ func refreshRequests(_ server: BrokerProcess) -> Int {
 
 @Suite("the broker CLI against a real broker serve")
 struct CLISessionTests {
+    /// DPoP (issue "Logout everywhere…" item 5): the CLI binds its sessions to a key of its own, kept apart from
+    /// the credentials file (0600 in a 0700 folder); a copy of credentials.json elsewhere signs nobody in — its
+    /// refresh token is refused without the key and spends nothing — while the owner's CLI goes on; logout
+    /// removes the key.
+    @Test func aCopiedCredentialsFileIsUselessWithoutTheProfilesKey() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let owner = try ClientHome(server: server)
+        try await owner.register("copied@example.com")
+        let session = try #require(try owner.cached())
+        #expect(isDPoPBound(session.accessToken), "the CLI's token is bound (cnf.jkt)")
+        let keys = DPoPKeyStore(home: owner.home)
+        let keyFile = keys.path(for: SessionKey(brokerURL: owner.url, profile: "default"))
+        #expect(PosixFile.mode(keyFile).map { $0 & 0o777 } == 0o600)
+        #expect(PosixFile.mode(keys.directory).map { $0 & 0o777 } == 0o700)
+        let credentials = try String(contentsOfFile: owner.credentials, encoding: .utf8)
+        #expect(!credentials.contains("PRIVATE KEY"), "the key is not in the credentials file")
+        #expect(try await server.me(session.accessToken.exposed).status == 401, "not usable as a plain Bearer token")
+        #expect(try await server.me(session.accessToken.exposed, heldBy: owner).status == 200)
+
+        let thief = try ClientHome(server: server)
+        try FileManager.default.createDirectory(atPath: thief.home, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: owner.credentials, toPath: thief.credentials)
+        let stolen = try await thief.run(["whoami"])
+        #expect(stolen.status == 4, "\(stolen.stderr)")
+        let refreshed = try await thief.run(["token", "--min-valid", "100000"])
+        #expect(refreshed.status == 4 && refreshed.stdout.isEmpty, "\(refreshed.stderr)")
+
+        // The owner's session is whole: its refresh token was not spent by the thief's attempt.
+        let refresh = try #require(session.refreshToken?.exposed)
+        let fields = [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", "broker-cli")]
+        let bare = try await server.form("/auth/token", fields)
+        #expect(bare.status == 400 && bare["error"]?.stringValue == "invalid_dpop_proof")
+        let key = try #require(try keys.load(SessionKey(brokerURL: owner.url, profile: "default")))
+        let proof = try DPoPProof.make(
+            key: key, method: "POST", url: server.url + "/auth/token", now: SystemClock().seconds())
+        let rotated = try await server.post(
+            "/auth/token", body: Array(FormEncoding.encode(fields).utf8),
+            contentType: "application/x-www-form-urlencoded", headers: [(name: "DPoP", value: proof)])
+        #expect(rotated.status == 200 && rotated["token_type"]?.stringValue == "DPoP")
+        #expect(try await owner.run(["logout"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: keyFile), "logout removes the key")
+    }
+
     @Test func registerWhoamiTokenLogout() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
@@ -103,7 +149,7 @@ struct CLISessionTests {
         let token = raw.stdout.trimmingCharacters(in: .newlines)
         #expect(raw.stdout == token + "\n")
         #expect(token == session.accessToken.exposed)
-        #expect(try await server.me(token).status == 200)
+        #expect(try await server.me(token, heldBy: client).status == 200)
 
         let header = try await client.run(["token", "--format", "header"])
         #expect(header.stdout == "Authorization: Bearer \(token)\n")
@@ -297,7 +343,7 @@ struct CLISessionTests {
         let after = try #require(try client.cached())
         #expect(tokens.first == after.accessToken.exposed + "\n")
         #expect(after.accessToken != before.accessToken)
-        #expect(try await server.me(after.accessToken.exposed).status == 200)
+        #expect(try await server.me(after.accessToken.exposed, heldBy: client).status == 200)
     }
 
     @Test func aSessionTheBrokerRefusesIsClearedNotRetried() async throws {

@@ -86,14 +86,29 @@ struct DPoPTests {
                 ("no ath", try Self.proof(key, "GET", "/auth/me", at: now)),
                 ("another token's ath", try Self.proof(key, "GET", "/auth/me", token: access + "x", at: now)),
                 ("another key", try Self.proof(other, "GET", "/auth/me", token: access, at: now)),
-                ("too old", try Self.proof(key, "GET", "/auth/me", token: access, at: now - 331)),
-                ("from the future", try Self.proof(key, "GET", "/auth/me", token: access, at: now + 31)),
                 ("not a JWT", "garbage"),
             ]
             for (name, proof) in cases {
                 let refused = try await Self.me(client, access, proof: proof)
                 #expect(refused.status == 401, "\(name)")
                 #expect(refused.error == "invalid_dpop_proof", "\(name)")
+            }
+            // A proof from a clock that is off gets a nonce to use instead of iat (RFC 9449 §11.1).
+            for (name, iat) in [("too old", now - 331), ("from the future", now + 31)] {
+                let refused = try await Self.me(
+                    client, access, proof: try Self.proof(key, "GET", "/auth/me", token: access, at: iat))
+                #expect(refused.status == 401 && refused.error == "use_dpop_nonce", "\(name)")
+                let nonce = try #require(refused.header("DPoP-Nonce"), "\(name)")
+                let retried = try await Self.me(
+                    client, access,
+                    proof: try Self.proof(key, "GET", "/auth/me", token: access, nonce: nonce, at: iat))
+                #expect(retried.status == 200, "\(name): the nonce vouches for freshness")
+                let forged = try await Self.me(
+                    client, access,
+                    proof: try Self.proof(
+                        key, "GET", "/auth/me", token: access,
+                        nonce: String(nonce.dropLast()) + (nonce.hasSuffix("A") ? "B" : "A"), at: iat))
+                #expect(forged.status == 401, "\(name): a forged nonce does not")
             }
             let noProof = try await Self.me(client, access, proof: nil)
             #expect(noProof.status == 401 && noProof.error == "invalid_dpop_proof")

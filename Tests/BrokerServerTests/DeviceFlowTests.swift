@@ -94,7 +94,7 @@ struct DeviceFlowTests {
         #expect(login.stderr.contains("Signed in as google:104512345678901234567"))
         let session = try #require(try client.cached())
         #expect(session.userID.description == "google:104512345678901234567")
-        #expect(try await server.me(session.accessToken.exposed).status == 200)
+        #expect(try await server.me(session.accessToken.exposed, heldBy: client).status == 200)
     }
 
     @Test func linkingGoogleFromAMachineWithoutABrowser() async throws {

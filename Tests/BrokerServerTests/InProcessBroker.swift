@@ -97,6 +97,9 @@ struct InProcessBroker {
             configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: Logger.test("Hummingbird"))
         try await app.test(.live) { client in
             let port = try #require(client.port)
+            // A broker made with `issuer: nil` is reached at, and names itself by, this address (DPoP proofs
+            // name the URL the client used: it must be the issuer's).
+            service.serverStarted(host: "127.0.0.1", port: port)
             try await body(Client(client: client), "http://127.0.0.1:\(port)")
         }
     }

@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerCredentials
 import BrokerCrypto
 import BrokerHTTP
+import BrokerStore
 import BrokerTesting
 import Foundation
 import Testing
@@ -15,17 +16,22 @@ final class ResourceServer: @unchecked Sendable {
     let server: ScriptServer
     var base: String { server.ready }
 
-    init(broker: String, issuer: String, gitRoot: String?) throws {
+    /// - Parameter introspection: a CI client's `id:secret`: the API asks `/auth/introspect` whether a token is
+    ///   live (the CLI's tokens are DPoP-bound, so an API cannot pass them to `/auth/me`); else `/auth/me`.
+    init(broker: String, issuer: String, gitRoot: String?, introspection: String? = nil) throws {
         server = try ScriptServer(
             TestPaths.interop("resource_server.py"),
             ["--broker", broker, "--issuer", issuer] + (gitRoot.map { ["--git-root", $0] } ?? []),
+            environment: introspection.map { ["RS_INTROSPECT_CLIENT": $0] } ?? [:],
             prefix: "resource server listening on ")
     }
 
-    static func start(broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil) async throws
-        -> ResourceServer
-    {
-        try await offThread { try ResourceServer(broker: broker, issuer: issuer, gitRoot: gitRoot) }
+    static func start(
+        broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil, introspection: String? = nil
+    ) async throws -> ResourceServer {
+        try await offThread {
+            try ResourceServer(broker: broker, issuer: issuer, gitRoot: gitRoot, introspection: introspection)
+        }
     }
 
     private func control(_ path: String, _ value: JSONValue) async throws {
@@ -80,9 +86,16 @@ struct RequestWorld: Sendable {
     static func run(gitRoot: String? = nil, _ body: @escaping @Sendable (RequestWorld) async throws -> Void)
         async throws
     {
-        let broker = try await InProcessBroker()
+        let broker = try await InProcessBroker(issuer: nil)
+        // The API is a CI client that may introspect.
+        let secret = try ClientSecretHasher.newSecret()
+        try await broker.store.createClient(
+            ClientRecord(
+                name: "api", secretHash: broker.service.clients.clientSecrets.hash(secret), scopes: [], trust: nil,
+                createdAt: broker.clock.seconds()))
         try await broker.live { onBroker, url in
-            let api = try await ResourceServer.start(broker: url, gitRoot: gitRoot)
+            let api = try await ResourceServer.start(
+                broker: url, issuer: url, gitRoot: gitRoot, introspection: "api:" + secret.exposed)
             try await api.setNow(broker.clock.seconds())
             let world = RequestWorld(
                 broker: broker, onBroker: onBroker, url: url, api: api, client: try ClientHome(url: url))

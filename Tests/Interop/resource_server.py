@@ -81,9 +81,21 @@ def verify(token, args):
         registry.validate(decoded.claims)
     except JoseError as error:
         raise Refused(f"{type(error).__name__}: {error}")
-    # Revoked sessions: the broker's own view of the token.
+    # Revoked sessions: the broker's own view of the token. With client credentials (RS_INTROSPECT_CLIENT=id:secret
+    # in the environment) through introspection (RFC 7662) — what an API does with DPoP-bound tokens, which it
+    # cannot present to /auth/me as Bearer — else through /auth/me.
+    credentials = os.environ.get("RS_INTROSPECT_CLIENT")
     try:
-        fetch_json(args.broker + "/auth/me", {"Authorization": "Bearer " + token})
+        if credentials:
+            request = urllib.request.Request(
+                args.broker + "/auth/introspect", data=urllib.parse.urlencode({"token": token}).encode(),
+                headers={"Authorization": "Basic " + base64.b64encode(credentials.encode()).decode(),
+                         "Content-Type": "application/x-www-form-urlencoded"})
+            with urllib.request.urlopen(request, timeout=120) as response:
+                if not json.load(response).get("active"):
+                    raise Refused("the broker says the token is not active")
+        else:
+            fetch_json(args.broker + "/auth/me", {"Authorization": "Bearer " + token})
     except urllib.error.HTTPError as error:
         raise Refused(f"the broker says {error.code}")
     return decoded.claims

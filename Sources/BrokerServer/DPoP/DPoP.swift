@@ -75,10 +75,10 @@ struct DPoPChecker: Sendable {
         }
         guard key.algorithm.rawValue == alg else { throw .invalid("the DPoP proof's alg does not fit its key") }
         var keys = JWTKeySet()
-        var options = JWTVerifier.Options(leeway: Self.leeway, expectedType: "dpop+jwt")
+        // `iat` is checked below, where a nonce can stand in for a clock that differs from the broker's.
+        var options = JWTVerifier.Options(leeway: 10 * 366 * 86_400, expectedType: "dpop+jwt")
         options.requireExpiry = false
         options.requiredClaims = ["jti", "htm", "htu", "iat"]
-        options.maxAge = Self.maxAge
         options.maxTokenSize = 8 * 1024
         let verified: VerifiedJWT
         do {
@@ -102,10 +102,20 @@ struct DPoPChecker: Sendable {
                 throw .invalid("the DPoP proof does not name this access token (ath)")
             }
         }
-        if requireNonce {
-            guard let nonce = verified["nonce"]?.stringValue, isCurrent(nonce: nonce, now: now) else {
+        // Freshness: the broker's nonce (RFC 9449 §8) when the proof carries one, else `iat` within the window.
+        // A client whose clock is off is given a nonce rather than refused (§11.1), so a laptop with a wrong
+        // clock still signs in, one round trip later.
+        let nonceIsCurrent = verified["nonce"]?.stringValue.map { isCurrent(nonce: $0, now: now) } ?? false
+        if requireNonce && !nonceIsCurrent {
+            throw Refusal(
+                code: "use_dpop_nonce", detail: "the DPoP proof must carry the server's nonce",
+                nonce: self.nonce(now: now))
+        }
+        if !nonceIsCurrent {
+            guard let iat = verified.issuedAt, iat <= now + Self.leeway, now - iat <= Self.maxAge else {
                 throw Refusal(
-                    code: "use_dpop_nonce", detail: "the DPoP proof must carry the server's nonce",
+                    code: "use_dpop_nonce",
+                    detail: "the DPoP proof's iat is outside the broker's window (is the clock right?): send the nonce",
                     nonce: self.nonce(now: now))
             }
         }
@@ -113,7 +123,9 @@ struct DPoPChecker: Sendable {
         let marker = "dpop:" + Base64URL.encode(Digest.sha256(thumbprint + " " + jti))
         let fresh: Bool
         do {
-            fresh = try await store.spendStateMarker(marker, expiresAt: now + Self.maxAge + Self.leeway)
+            // Remembered for as long as the proof could pass: its iat window, or two nonce windows.
+            fresh = try await store.spendStateMarker(
+                marker, expiresAt: now + max(Self.maxAge + Self.leeway, 2 * Self.nonceWindow))
         } catch {
             throw Refusal(code: "server_error", detail: "the DPoP proof cannot be checked now", nonce: nil)
         }
@@ -180,6 +192,9 @@ struct DPoPRequest: Sendable {
     var proofs: [String]
     var method: String
     var path: String
+
+    /// The request being handled, when it carries a `DPoP` header (set by ``DPoPContextMiddleware``).
+    @TaskLocal static var current: DPoPRequest?
 
     init(proofs: [String], method: String, path: String) {
         self.proofs = proofs
@@ -259,7 +274,7 @@ extension TokenIssuer {
                     )
                 ])
         case (let jkt?, .dpop):
-            guard let request else {
+            guard let request = request ?? DPoPRequest.current else {
                 throw DPoPChecker.Refusal.invalid("this endpoint does not take DPoP-bound tokens").resourceError
             }
             let proof: DPoPChecker.Proof
