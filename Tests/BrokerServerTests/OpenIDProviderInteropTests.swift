@@ -89,6 +89,51 @@ struct OpenIDProviderInteropTests {
     }
 }
 
+/// idpyoidc (PAR and DPoP, issue "Logout everywhere…") as an app of a real broker: Tests/Interop/idpyoidc_par_dpop.py.
+@Suite("OpenID Provider: idpyoidc pushes its request and binds its tokens")
+struct IdpyoidcInteropTests {
+    @Test func aPushedRequestIsRedeemedOnceAndADPoPBoundTokenNeedsItsProof() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let web = try await CLI.run(
+            [
+                "client", "add", "web", "--redirect-uri", "https://web.example/callback", "--require-par", "--json",
+                "--data-dir", server.dataDirectory,
+            ])
+        #expect(web.status == 0, "\(web.stderr)")
+        let secret = try #require(JSONValue.parse(Array(web.stdout.utf8))?["client_secret"]?.stringValue)
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"idpy@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
+        register.timeout = .seconds(120)
+        _ = try await HTTPClient.shared.send(register)
+        // Not pushed: refused (the app was added with --require-par).
+        let direct = try await server.get(
+            "/auth/authorize?response_type=code&client_id=web&scope=openid&redirect_uri="
+                + "https%3A%2F%2Fweb.example%2Fcallback")
+        #expect(direct.status == 400)
+
+        let result = try await Interop.run(
+            [
+                "idpyoidc_par_dpop.py", server.url, secret, "idpy@example.com", OpenIDProviderInteropTests.password,
+            ])
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        #expect(seen["par_status"] == 201 && seen["par_expires_in"] == 60)
+        #expect(seen["par_without_client_auth"] == 401)
+        #expect(seen["state"] == "par-state", "the pushed parameters were the request")
+        #expect(seen["second_use_status"] == 400, "a request_uri works once")
+        #expect(seen["token_type"] == "DPoP" && seen["cnf_is_idpyoidc_key"] == true)
+        #expect(seen["userinfo_dpop"] == 200)
+        #expect(seen["userinfo_replayed"] == 401)
+        #expect(seen["userinfo_bearer"] == 401)
+        #expect(seen["userinfo_other_url"] == 401)
+        #expect(seen["userinfo_other_method"] == 401)
+        #expect(seen["userinfo_add_on_hex_ath"] == 401, "idpyoidc's add-on writes ath in hex, not base64url")
+    }
+}
+
 /// Debian's Apache with mod_auth_openidc as an app, and headless Chromium through broker's own pages.
 @Suite("OpenID Provider: Apache mod_auth_openidc in front of a page")
 struct ApacheRelyingPartyTests {
