@@ -89,15 +89,74 @@ struct OpenIDProviderInteropTests {
     }
 }
 
-/// idpyoidc (PAR and DPoP, issue "Logout everywhere…") as an app of a real broker: Tests/Interop/idpyoidc_par_dpop.py.
+extension ApacheRelyingPartyTests {
+    /// Issue "Logout everywhere…" with Apache's module as the app: its logout (`?logout=`) reaches broker's
+    /// end-session and comes back to the registered page (and broker's sign-in is gone too); its back-channel
+    /// receiver ends its own session when `broker sessions revoke --user` ends the person's sessions at the
+    /// store (the running broker's sender delivers the logout token); and as an OAuth 2.0 resource server
+    /// asking broker's introspection it admits a live token and refuses a revoked one.
+    @Test func apacheLogsOutThroughBrokerAndIsToldWhenBrokerEndsTheSession() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let port = try freeLoopbackPort()
+        let base = "http://127.0.0.1:\(port)"
+        let added = try await CLI.run(
+            [
+                "client", "add", "apache", "--redirect-uri", base + "/protected/redirect_uri",
+                "--post-logout-redirect-uri", base + "/loggedout.html", "--backchannel-logout-uri",
+                base + "/protected/redirect_uri?logout=backchannel", "--json", "--data-dir", server.dataDirectory,
+            ])
+        #expect(added.status == 0, "\(added.stderr)")
+        let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
+        let email = "logout@example.com"
+        let password = OpenIDProviderInteropTests.password
+        var register = HTTPClientRequest(
+            method: "POST", url: server.url + "/auth/register",
+            headers: [(name: "Content-Type", value: "application/json")],
+            body: Array(#"{"email":"\#(email)","password":"\#(password)"}"#.utf8))
+        register.timeout = .seconds(120)
+        let registered = JSONValue.parse(try await HTTPClient.shared.send(register).body)
+        let userID = try #require(registered?["user_id"]?.stringValue)
+        let first = try #require(registered?["access_token"]?.stringValue)
+        let second = try #require(
+            try await server.post("/auth/login", json: ["email": .string(email), "password": .string(password)])[
+                "access_token"]?.stringValue)
+        let revoke = JSONValue.array(
+            [BrokerProcess.binary, "sessions", "revoke", "--user", userID, "--data-dir", server.dataDirectory].map(
+                JSONValue.string))
+        let shots = ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
+        let result = try await ProcessRunner.python(
+            "apache_relying_party.py",
+            [server.url, "\(port)", secret, "logout", email, password] + (shots.map { [$0] } ?? []),
+            environment: ["ACCESS_TOKEN": first, "ACCESS_TOKEN_2": second, "BROKER_REVOKE": revoke.serialized()])
+        #expect(result.status == 0, "\(result.stderr)")
+        let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
+        #expect(seen["api_live_token"] == 200, "introspection admits a live token")
+        #expect(seen["after_logout"]?["url"]?.stringValue == base + "/loggedout.html")
+        #expect(seen["after_logout_protected"] == "Sign in to apache", "broker's session ended with the app's")
+        #expect(seen["signed_in_again"] == "The app")
+        #expect(seen["after_backchannel"] == "Sign in to apache", "the back-channel logout ended Apache's session")
+        #expect(seen["api_revoked_token"] == 401, "introspection refuses a revoked token")
+        // Two logout tokens taken by the module: the end-session's (its own logout) and the revocation's.
+        let metrics = try await server.get("/metrics")
+        #expect(
+            String(decoding: metrics.response.body, as: UTF8.self).contains(
+                #"broker_backchannel_logouts_total{outcome="delivered"} 2"#))
+    }
+}
+
+/// idpyoidc (PAR and DPoP, issue "Logout everywhere…") as an app of a real broker, and the back-channel logout token
+/// as joserfc reads it: Tests/Interop/idpyoidc_par_dpop.py.
 @Suite("OpenID Provider: idpyoidc pushes its request and binds its tokens")
 struct IdpyoidcInteropTests {
     @Test func aPushedRequestIsRedeemedOnceAndADPoPBoundTokenNeedsItsProof() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
+        let receiver = try freeLoopbackPort()
         let web = try await CLI.run(
             [
-                "client", "add", "web", "--redirect-uri", "https://web.example/callback", "--require-par", "--json",
+                "client", "add", "web", "--redirect-uri", "https://web.example/callback", "--require-par",
+                "--backchannel-logout-uri", "http://127.0.0.1:\(receiver)/backchannel", "--json",
                 "--data-dir", server.dataDirectory,
             ])
         #expect(web.status == 0, "\(web.stderr)")
@@ -117,6 +176,7 @@ struct IdpyoidcInteropTests {
         let result = try await Interop.run(
             [
                 "idpyoidc_par_dpop.py", server.url, secret, "idpy@example.com", OpenIDProviderInteropTests.password,
+                "\(receiver)",
             ])
         #expect(result.status == 0, "\(result.stderr)")
         let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
@@ -131,6 +191,12 @@ struct IdpyoidcInteropTests {
         #expect(seen["userinfo_other_url"] == 401)
         #expect(seen["userinfo_other_method"] == 401)
         #expect(seen["userinfo_add_on_hex_ath"] == 401, "idpyoidc's add-on writes ath in hex, not base64url")
+        // Back-channel logout: the token as joserfc reads it against the JWKS.
+        #expect(seen["end_session_status"] == 200)
+        #expect(seen["logout_content_type"] == "application/x-www-form-urlencoded")
+        #expect(seen["logout_typ"] == "logout+jwt" && seen["logout_alg"] == "RS256")
+        #expect(seen["logout_event"] == .object([:]))
+        #expect(seen["logout_has_nonce"] == false)
     }
 }
 

@@ -5,18 +5,31 @@ broker's pages — with email + password, or with Google through `broker emulate
 account) — and allows the app, as a person would.
 
 Usage: apache_relying_party.py BROKER_URL PORT CLIENT_SECRET WAY EMAIL PASSWORD [SCREENSHOT_DIR]
-  WAY: password or google (EMAIL and PASSWORD are then ignored)
-  The app "apache" must be registered with redirect URI http://127.0.0.1:PORT/protected/redirect_uri.
-Prints {"sub", "email", "pages": [titles seen]}; exits 1 with Apache's error log on a surprise.
+  WAY: password or google (EMAIL and PASSWORD are then ignored), or logout: a password sign-in, then
+    - /api (AuthType oauth20, OIDCOAuthIntrospectionEndpoint = broker's /auth/introspect) with the access token
+      in $ACCESS_TOKEN;
+    - the module's own logout (?logout=), through broker's end-session, back to /loggedout.html; after it
+      /protected shows broker's sign-in page again;
+    - a second sign-in, then the command in $BROKER_REVOKE (a JSON argv: broker revokes the user's sessions at
+      its store); broker's back-channel logout reaches the module (?logout=backchannel) and /protected asks for
+      a sign-in again; /api refuses $ACCESS_TOKEN_2, revoked with the rest.
+  The app "apache" must be registered with redirect URI http://127.0.0.1:PORT/protected/redirect_uri (for
+  logout also --post-logout-redirect-uri http://127.0.0.1:PORT/loggedout.html and --backchannel-logout-uri
+  http://127.0.0.1:PORT/protected/redirect_uri?logout=backchannel).
+Prints {"sub", "email", "pages": [titles seen], …}; exits 1 with Apache's error log on a surprise.
 """
 import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -27,9 +40,37 @@ import chromium
 MODULES = "/usr/lib/apache2/modules"
 
 
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_certificates(directory):
+    """A CA and a certificate for 127.0.0.1 signed by it (openssl, the machine's)."""
+    os.makedirs(directory)
+
+    def openssl(*arguments):
+        subprocess.run(["openssl", *arguments], check=True, capture_output=True, cwd=directory)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+            "-subj", "/CN=broker test CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "server.key", "-out", "server.csr")
+    with open(os.path.join(directory, "san.ext"), "w") as extension:
+        extension.write("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days",
+            "1", "-extfile", "san.ext", "-out", "server.pem")
+
+
 def configure(directory, broker, port, secret):
     www = os.path.join(directory, "www", "protected")
     os.makedirs(www)
+    os.makedirs(os.path.join(directory, "www", "api"))
+    with open(os.path.join(directory, "www", "api", "index.shtml"), "w") as page:
+        page.write('{"sub": "<!--#echo var="OIDC_CLAIM_sub" -->"}\n')
+    with open(os.path.join(directory, "www", "loggedout.html"), "w") as page:
+        page.write('<!doctype html><title>Signed out of the app</title><h1 id="out">Signed out</h1>\n')
     with open(os.path.join(www, "index.shtml"), "w") as page:
         page.write('<!doctype html><title>The app</title><h1>Signed in</h1>'
                    '<p id="sub"><!--#echo var="OIDC_CLAIM_sub" --></p>'
@@ -39,7 +80,10 @@ def configure(directory, broker, port, secret):
         os.chmod(root, 0o755)
         for name in files:
             os.chmod(os.path.join(root, name), 0o644)
-    modules = ["mpm_event", "authn_core", "authz_core", "authz_user", "include", "mime", "dir", "auth_openidc"]
+    modules = ["mpm_event", "authn_core", "authz_core", "authz_user", "include", "mime", "dir", "auth_openidc",
+               "socache_shmcb", "ssl", "proxy", "proxy_http"]
+    tls_port = free_port()
+    make_certificates(os.path.join(directory, "tls"))
     lines = [f"LoadModule {name}_module {MODULES}/mod_{name}.so" for name in modules]
     lines += [
         "ServerName 127.0.0.1",
@@ -67,11 +111,78 @@ def configure(directory, broker, port, secret):
         "  AuthType openid-connect",
         "  Require valid-user",
         "</Location>",
+        # The same module as an OAuth 2.0 resource server that asks broker about each token (RFC 7662). The
+        # module takes only an https introspection endpoint: this Apache also proxies broker over TLS on a port
+        # of its own, with a certificate from a CA made for the test, which the module is told to trust.
+        f"Listen 127.0.0.1:{tls_port}",
+        f"<VirtualHost 127.0.0.1:{tls_port}>",
+        "  SSLEngine on",
+        f"  SSLCertificateFile {directory}/tls/server.pem",
+        f"  SSLCertificateKeyFile {directory}/tls/server.key",
+        f"  ProxyPass / {broker}/",
+        "</VirtualHost>",
+        f"OIDCCABundlePath {directory}/tls/ca.pem",
+        f"OIDCOAuthIntrospectionEndpoint https://127.0.0.1:{tls_port}/auth/introspect",
+        "OIDCOAuthIntrospectionEndpointAuth client_secret_basic",
+        "OIDCOAuthClientID apache",
+        f"OIDCOAuthClientSecret {secret}",
+        "OIDCOAuthTokenIntrospectionInterval 0",
+        "<Location /api>",
+        "  AuthType oauth20",
+        "  Require valid-user",
+        "</Location>",
     ]
     path = os.path.join(directory, "apache.conf")
     with open(path, "w") as conf:
         conf.write("\n".join(lines) + "\n")
     return path
+
+
+def api_status(port, token):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/", headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def sign_in_again(driver, wait, port, email, password):
+    driver.get(f"http://127.0.0.1:{port}/protected/")
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "email")))
+    driver.find_element(By.ID, "email").send_keys(email)
+    driver.find_element(By.ID, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "form[action='/auth/authorize/password'] button").click()
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "sub")))
+
+
+def logouts(driver, wait, port, email, password, shots):
+    seen = {"api_live_token": api_status(port, os.environ["ACCESS_TOKEN"])}
+    # The module's logout: to broker's end_session_endpoint with the id token as hint, and back.
+    back = urllib.parse.quote(f"http://127.0.0.1:{port}/loggedout.html", safe="")
+    driver.get(f"http://127.0.0.1:{port}/protected/redirect_uri?logout={back}")
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "out")))
+    seen["after_logout"] = {"title": driver.title, "url": driver.current_url}
+    if shots:
+        chromium.shoot(driver, shots, "app-logged-out")
+    driver.get(f"http://127.0.0.1:{port}/protected/")
+    wait.until(expected_conditions.presence_of_element_located((By.ID, "email")))
+    seen["after_logout_protected"] = driver.title
+
+    # Back-channel: signed in again (consent remembered), then broker revokes the user's sessions at its store.
+    sign_in_again(driver, wait, port, email, password)
+    seen["signed_in_again"] = driver.title
+    subprocess.run(json.loads(os.environ["BROKER_REVOKE"]), check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    seen["after_backchannel"] = None
+    while time.monotonic() < deadline:
+        driver.get(f"http://127.0.0.1:{port}/protected/")
+        if driver.find_elements(By.ID, "email") and not driver.find_elements(By.ID, "sub"):
+            seen["after_backchannel"] = driver.title
+            break
+        time.sleep(0.5)
+    seen["api_revoked_token"] = api_status(port, os.environ["ACCESS_TOKEN_2"])
+    return seen
 
 
 def main():
@@ -120,6 +231,8 @@ def main():
             "pages": pages,
             "url": driver.current_url,
         }
+        if way == "logout":
+            result.update(logouts(driver, wait, port, email, password, shots))
         print(json.dumps(result))
     except Exception as error:
         log = ""

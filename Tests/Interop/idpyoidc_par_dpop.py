@@ -7,18 +7,28 @@ userinfo with a fresh proof (idpyoidc's DPoPProof message, signed by its key) ac
 a replayed proof, with a proof for another URL or method, and with the add-on's own resource proof, whose `ath`
 is hex where RFC 9449 §4.2 says base64url.
 
-Usage: idpyoidc_par_dpop.py BROKER_URL WEB_SECRET EMAIL PASSWORD   (app "web", redirect https://web.example/callback)
+Then the app signs out at broker's end_session_endpoint with its id token as hint, and its back-channel receiver
+(on RECEIVER_PORT, registered as the app's backchannel_logout_uri http://127.0.0.1:RECEIVER_PORT/backchannel)
+gets a logout token, checked with joserfc against the JWKS: typ logout+jwt, iss, aud, iat, exp, jti, the
+back-channel event, the id token's sid and sub, and no nonce.
+
+Usage: idpyoidc_par_dpop.py BROKER_URL WEB_SECRET EMAIL PASSWORD RECEIVER_PORT
+  (app "web", redirect https://web.example/callback)
 Prints one JSON object with what each step saw; exits 1 with the reason on the first surprise.
 """
 import base64
 import hashlib
 import json
 import sys
+import threading
 import urllib.parse
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 from cryptojwt.key_bundle import key_by_alg
+from joserfc import jwt
+from joserfc.jwk import KeySet
 from idpyoidc.client.oauth2.add_on import dpop as dpop_add_on
 from idpyoidc.message.oauth2 import AuthorizationRequest
 from idpyoidc.message.oauth2 import JWTSecuredAuthorizationRequest
@@ -65,8 +75,30 @@ def proof(key, method, url, token=None):
     return message.create_header()
 
 
+RECEIVED = []
+ARRIVED = threading.Event()
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """The app's back-channel logout endpoint (Back-Channel Logout 1.0 §2.5)."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+        RECEIVED.append({"content_type": self.headers.get("Content-Type"), "logout_token": form.get("logout_token")})
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        ARRIVED.set()
+
+
 def main():
-    broker, secret, email, password = sys.argv[1:5]
+    broker, secret, email, password, receiver_port = sys.argv[1:6]
+    receiver = ThreadingHTTPServer(("127.0.0.1", int(receiver_port)), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
     seen = {}
     discovery = requests.get(broker + "/.well-known/openid-configuration").json()
     for key in ["pushed_authorization_request_endpoint", "dpop_signing_alg_values_supported"]:
@@ -141,6 +173,29 @@ def main():
     add_on_proof = dpop_add_on.dpop_header(context, "userinfo_endpoint", "GET", token=access)["dpop"]
     seen["userinfo_add_on_hex_ath"] = requests.get(
         userinfo, headers={"Authorization": "DPoP " + access, "DPoP": add_on_proof}).status_code
+
+    # RP-initiated logout with the id token as hint; the back-channel logout token arrives at the receiver.
+    keys = KeySet.import_key_set(requests.get(discovery["jwks_uri"]).json())
+    id_claims = jwt.decode(answer["id_token"], keys).claims
+    out = browser.get(discovery["end_session_endpoint"], params={"id_token_hint": answer["id_token"]},
+                      allow_redirects=False)
+    seen["end_session_status"] = out.status_code
+    if not ARRIVED.wait(60):
+        fail("no logout token arrived")
+    delivery = RECEIVED[0]
+    seen["logout_content_type"] = delivery["content_type"]
+    decoded = jwt.decode(delivery["logout_token"], keys)
+    claims = decoded.claims
+    jwt.JWTClaimsRegistry(
+        iss={"essential": True, "value": broker}, aud={"essential": True, "value": "web"},
+        iat={"essential": True}, exp={"essential": True}, jti={"essential": True},
+        sid={"essential": True, "value": id_claims["sid"]}, sub={"essential": True, "value": id_claims["sub"]},
+    ).validate(claims)
+    seen["logout_typ"] = decoded.header.get("typ")
+    seen["logout_alg"] = decoded.header.get("alg")
+    seen["logout_event"] = claims.get("events", {}).get("http://schemas.openid.net/event/backchannel-logout")
+    seen["logout_has_nonce"] = "nonce" in claims
+    receiver.shutdown()
     print(json.dumps(seen))
 
 
