@@ -186,12 +186,14 @@ final class BrokerProcess: @unchecked Sendable {
     }
 
     /// `/auth/me` with a token the CLI in `client` holds: DPoP-bound to the profile's key, so sent as the CLI
-    /// sends it — `Authorization: DPoP` with a proof by the key in the client's home.
+    /// sends it — `Authorization: DPoP` with a proof by the key in the client's home, for the URL the client
+    /// uses (the issuer's: a load balancer's when there is one).
     func me(_ accessToken: String, heldBy client: ClientHome) async throws -> Reply {
         let key = try DPoPKeyStore(home: client.home).load(SessionKey(brokerURL: client.url, profile: "default"))
         guard let key, isDPoPBound(Secret(accessToken)) else { return try await me(accessToken) }
         let proof = try DPoPProof.make(
-            key: key, method: "GET", url: url + "/auth/me", accessToken: accessToken, now: SystemClock().seconds())
+            key: key, method: "GET", url: client.url + "/auth/me", accessToken: accessToken,
+            now: SystemClock().seconds())
         return try await get(
             "/auth/me", headers: [(name: "Authorization", value: "DPoP \(accessToken)"), (name: "DPoP", value: proof)])
     }

@@ -72,7 +72,8 @@ struct LinkingTests {
         #expect(signedIn.status == 0, "\(signedIn.stderr)")
         #expect(try laptop.cached()?.userID == adaID)
         #expect(
-            try await server.me(try #require(try laptop.cached()).accessToken.exposed)["email"] == "ada@example.com")
+            try await server.me(try #require(try laptop.cached()).accessToken.exposed, heldBy: laptop)["email"]
+                == "ada@example.com")
         #expect(try await server.get("/auth/me").status == 401)
 
         // The same Google account cannot be attached to a second user.
@@ -100,7 +101,7 @@ struct LinkingTests {
         #expect(notThere.status == 1 && notThere.stderr.contains("no email and password sign-in"), "\(notThere.stderr)")
         let unknown = try await ada.run(["unlink", "--provider", "myspace"])
         #expect(unknown.status == 64)
-        #expect(try await server.me(try #require(try ada.cached()).accessToken.exposed).status == 200)
+        #expect(try await server.me(try #require(try ada.cached()).accessToken.exposed, heldBy: ada).status == 200)
 
         #expect(
             try Self.linkEvents(audit) == [
@@ -153,12 +154,13 @@ struct LinkingTests {
         // until it is linked back.
         // The sessions Google started end with it: Gina's first sign-in; the desk's (password) session stays.
         let ginaToken = try #require(try gina.cached()).accessToken.exposed
-        #expect(try await server.me(ginaToken).status == 200)
+        #expect(try await server.me(ginaToken, heldBy: gina).status == 200)
         let dropped = try await desk.run(["unlink", "--provider", "google"])
         #expect(dropped.status == 0, "\(dropped.stderr)")
         #expect(dropped.stderr.contains("Ended 1 session that signed in with google"), "\(dropped.stderr)")
         #expect(!dropped.stderr.contains("ended too"), "the desk's own session was started with the password")
-        #expect(try await server.me(ginaToken).status == 401, "Gina's Google sign-in ended with the unlink")
+        #expect(
+            try await server.me(ginaToken, heldBy: gina).status == 401, "Gina's Google sign-in ended with the unlink")
         let ginaRefresh = try #require(try gina.cached()?.refreshToken).exposed
         let refreshed = try await server.post(
             "/auth/token",
@@ -185,7 +187,7 @@ struct LinkingTests {
         #expect(selfEnding.stderr.contains("Ended 2 sessions that signed in with google"), "\(selfEnding.stderr)")
         #expect(selfEnding.stderr.contains("so it has ended too"), "\(selfEnding.stderr)")
         #expect(try back.cached() == nil)
-        #expect(try await server.me(deskToken).status == 401)
+        #expect(try await server.me(deskToken, heldBy: desk).status == 401)
 
         // Deleting the user asks for the linked password and frees Google for a new user.
         let phone = try ClientHome(server: server)
@@ -200,7 +202,7 @@ struct LinkingTests {
         let deleted = try await desk.run(["account", "delete", "--yes", "--password-stdin"], stdin: Self.password)
         #expect(deleted.status == 0, "\(deleted.stderr)")
         let token = try #require(try phone.cached()).accessToken.exposed
-        #expect(try await server.me(token).status == 401, "every session of the user ended")
+        #expect(try await server.me(token, heldBy: phone).status == 401, "every session of the user ended")
         let fresh = try ClientHome(server: server)
         #expect(try await Self.signIn(fresh).0.status == 0)
         #expect(try fresh.cached()?.userID.description == Self.alice, "a new user made from Google again")

@@ -184,7 +184,7 @@ struct LoadBalancerTests {
         let whoami = try await client.run(["whoami"])
         #expect(whoami.status == 0 && whoami.stdout.contains("ada@example.com"), "\(whoami.stdout)")
         // Each broker accepts the other's tokens.
-        for broker in brokers { #expect(try await broker.me(second.accessToken.exposed).status == 200) }
+        for broker in brokers { #expect(try await broker.me(second.accessToken.exposed, heldBy: client).status == 200) }
         #expect(try await client.run(["logout"]).status == 0)
         for broker in brokers {
             let replay = try await broker.form(

@@ -818,4 +818,21 @@ struct OpenIDProviderTests {
             #expect(discovery["require_pushed_authorization_requests"] == true)
         }
     }
+
+    /// The sender's wait between passes really waits, every time (a wait that returned at once after the first
+    /// timeout made the sender a busy loop on the store), and a kick ends it early.
+    @Test func theLogoutSendersWaitWaitsEveryTimeAndAKickEndsIt() async throws {
+        let broker = try await InProcessBroker()
+        let sender = broker.service.backchannel
+        let clock = ContinuousClock()
+        for round in 0..<3 {
+            let started = clock.now
+            await sender.waitForWork(upTo: .milliseconds(150))
+            #expect(clock.now - started >= .milliseconds(150), "round \(round) waited its whole time")
+        }
+        sender.kick()
+        let started = clock.now
+        await sender.waitForWork(upTo: .seconds(600))
+        #expect(clock.now - started < .seconds(600), "a kick ends the wait")
+    }
 }

@@ -43,6 +43,11 @@ final class ResourceServer: @unchecked Sendable {
     /// The moment tokens are judged at (the broker's manual clock).
     func setNow(_ seconds: Int64) async throws { try await control("/_control/now", .int(seconds)) }
 
+    /// Every request must bring a DPoP proof with this nonce from now on (`nil`: none asked).
+    func requireDPoPNonce(_ nonce: String?) async throws {
+        try await control("/_control/dpop_nonce", nonce.map(JSONValue.string) ?? .null)
+    }
+
     /// Trust only these keys from now on.
     func trust(_ kids: [String]) async throws {
         try await control("/_control/trust", .array(kids.map(JSONValue.string)))
@@ -245,6 +250,43 @@ struct RequestCycleTests {
             #expect(try await world.refreshes() == 1, "one refresh for twenty refusals")
             let log = try await world.api.log()
             #expect(log.filter { $0.status == 200 }.count == 20)
+        }
+    }
+
+    /// An API marked `"dpop": true` in api_urls gets the CLI's bound token as `Authorization: DPoP` with a proof
+    /// by the profile's key (checked by the API with joserfc: key = cnf.jkt, htm, htu, ath, fresh jti); an API
+    /// that asks for its nonce (401 use_dpop_nonce + DPoP-Nonce) gets it in the retry; other APIs get Bearer.
+    @Test func aDPoPCapableAPIGetsTheBoundTokenWithAProofAndItsNonce() async throws {
+        try await RequestWorld.run { world in
+            try await world.client.register("dpop-api@example.com")
+            try world.writeConfig(
+                #"{"api_urls": [{"url": "\#(world.api.base)/api", "dpop": true}, "\#(world.api.base)/open"]}"#)
+            let first = try await world.request([world.api.base + "/api/items"])
+            #expect(first.status == 0, "\(first.stderr)")
+            let second = try await world.request(["--method", "POST", "--data", "x", world.api.base + "/api/items"])
+            #expect(second.status == 0, "\(second.stderr)")
+            var log = try await world.api.log()
+            #expect(log.map(\.status) == [200, 200])
+            #expect(log.allSatisfy { $0.authorization?.hasPrefix("DPoP ") == true })
+
+            try await world.api.requireDPoPNonce("api-nonce-1")
+            let nonced = try await world.request([world.api.base + "/api/items"])
+            #expect(nonced.status == 0, "\(nonced.stderr)")
+            log = try await world.api.log()
+            #expect(log.suffix(2).map(\.status) == [401, 200], "asked for the nonce, then given it")
+
+            // Marked Bearer-only (no "dpop"): the API asking for DPoP refuses the request.
+            try world.writeConfig(#"{"api_urls": ["\#(world.api.base)/api"]}"#)
+            let plain = try await world.request(["--fail", world.api.base + "/api/items"])
+            #expect(plain.status != 0)
+            #expect(try await world.api.log().last?.authorization?.hasPrefix("Bearer ") == true)
+
+            try world.writeConfig(#"{"api_urls": [{"url": "\#(world.api.base)/api", "dpop": "yes"}]}"#)
+            let broken = try await world.request([world.api.base + "/api/items"])
+            #expect(broken.status == 64 || broken.status == 1)
+            #expect(broken.stderr.contains("\"dpop\" must be true or false"), "\(broken.stderr)")
+            try world.writeConfig(#"{"api_urls": [{"url": "\#(world.api.base)/api", "proof": true}]}"#)
+            #expect(try await world.request([world.api.base + "/api/items"]).stderr.contains("unknown key \"proof\""))
         }
     }
 

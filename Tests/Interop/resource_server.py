@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An API and a git server that trust the broker's tokens, as a third party would: joserfc verifies each
 token against the broker's published JWKS (signature, alg bound to the key, typ at+jwt, iss, aud, exp, nbf),
-and the broker's /auth/me says whether its session still stands (revocation).
+and the broker says whether its session still stands (revocation: introspection with RS_INTROSPECT_CLIENT, else
+/auth/me). A token sent as DPoP (RFC 9449) must come with a proof, checked as a resource server checks it.
 
 Usage: resource_server.py --broker URL --issuer ISS [--git-root DIR]
 Prints "resource server listening on http://127.0.0.1:PORT" once listening; serves until stdin closes.
@@ -14,6 +15,7 @@ Prints "resource server listening on http://127.0.0.1:PORT" once listening; serv
                         authentication whose password is a broker token; else 401 (Basic realm)
   POST /_control/now    body: epoch seconds the tokens' exp/nbf are judged at ("real" for the real clock)
   POST /_control/trust  body: JSON list of the kids trusted from now on (null: every published key)
+  POST /_control/dpop_nonce  body: a nonce every request must then bring in a DPoP proof (null: none asked)
   GET  /_control/log    JSON list of {"path", "status", "authorization", "api_key" (X-Api-Key), "host"} for every request so far
 """
 import argparse
@@ -36,15 +38,22 @@ warnings.simplefilter("ignore")
 
 from joserfc import jwt  # noqa: E402
 from joserfc.errors import JoseError  # noqa: E402
-from joserfc.jwk import KeySet  # noqa: E402
+from joserfc.jwk import JWKRegistry, KeySet  # noqa: E402
 
-STATE = {"now": None, "trusted": None}
+STATE = {"now": None, "trusted": None, "dpop_nonce": None}
+SEEN_PROOFS = set()
 LOG = []
 LOCK = threading.RLock()
 
 
 class Refused(Exception):
     pass
+
+
+class NonceRequired(Exception):
+    def __init__(self, nonce):
+        super().__init__(nonce)
+        self.nonce = nonce
 
 
 def fetch_json(url, headers=None):
@@ -176,17 +185,60 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["now"] = None if value == "real" else value
             elif path == "/_control/trust":
                 STATE["trusted"] = value
+            elif path == "/_control/dpop_nonce":
+                STATE["dpop_nonce"] = value
             else:
                 return self.reply(404, {"error": "not_found"})
         self.reply(204)
 
+    def check_proof(self, token, claims):
+        """RFC 9449 §4.3 and §7.1 as a resource server checks them, with joserfc: the DPoP header's proof
+        signed by the key its header carries, that key the token's cnf.jkt, for this method and URL, with this
+        token's ath, never seen before, and the nonce when this API asks for one."""
+        proofs = self.headers.get_all("DPoP") or []
+        if len(proofs) != 1:
+            raise Refused("exactly one DPoP proof is required")
+        try:
+            header = json.loads(_b64(proofs[0].split(".")[0]))
+            key = JWKRegistry.import_key(header["jwk"])
+            decoded = jwt.decode(proofs[0], key, algorithms=[header["alg"]])
+        except Exception as error:
+            raise Refused(f"the DPoP proof does not verify: {error}")
+        proof = decoded.claims
+        if header.get("typ") != "dpop+jwt":
+            raise Refused("not a DPoP proof")
+        if key.thumbprint() != claims.get("cnf", {}).get("jkt"):
+            raise Refused("the proof's key is not the token's")
+        url = "http://" + self.headers.get("Host", "") + self.path.split("?")[0]
+        if proof.get("htm") != self.command or proof.get("htu") != url:
+            raise Refused("the proof is for another request")
+        ath = base64.urlsafe_b64encode(hashlib.sha256(token.encode()).digest()).rstrip(b"=").decode()
+        if proof.get("ath") != ath:
+            raise Refused("the proof is for another token")
+        with LOCK:
+            if proof.get("jti") in SEEN_PROOFS:
+                raise Refused("the proof was used before")
+            SEEN_PROOFS.add(proof.get("jti"))
+            nonce = STATE["dpop_nonce"]
+        if nonce is not None and proof.get("nonce") != nonce:
+            raise NonceRequired(nonce)
+
     def api(self):
         body = self.body()
         authorization = self.headers.get("Authorization") or ""
-        if not authorization.startswith("Bearer "):
+        dpop = authorization.startswith("DPoP ")
+        if not authorization.startswith("Bearer ") and not dpop:
             return self.reply(401, {"error": "invalid_token"}, [("WWW-Authenticate", 'Bearer realm="api"')])
         try:
-            claims = verify(authorization[7:], self.args)
+            claims = verify(authorization[5 if dpop else 7:], self.args)
+            if dpop:
+                self.check_proof(authorization[5:], claims)
+            elif STATE["dpop_nonce"] is not None:
+                raise Refused("this API takes DPoP only")
+        except NonceRequired as asked:
+            return self.reply(
+                401, {"error": "use_dpop_nonce"},
+                [("WWW-Authenticate", 'DPoP error="use_dpop_nonce"'), ("DPoP-Nonce", asked.nonce)])
         except Refused as reason:
             return self.reply(
                 401, {"error": "invalid_token", "error_description": str(reason)},

@@ -3,6 +3,7 @@ import BrokerCrypto
 import BrokerHTTP
 import BrokerStore
 import Logging
+import Synchronization
 
 /// Back-channel logout 1.0 (issue "Logout everywhere…" item 2): when a browser session ends, every app that
 /// signed in through it and registered a `backchannel_logout_uri` receives a signed `logout_token` by POST.
@@ -28,8 +29,8 @@ final class BackchannelLogout: Sendable {
     static let timeout: Duration = .seconds(5)
     /// Deliveries claimed (and sent concurrently) per pass.
     static let batch = 32
-    /// Wakes the sender when this broker ends a session (else it looks once a second).
-    private let wake = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Set when this broker ends a session, so the sender looks at once rather than at its next second.
+    private let kicked = Atomic<Bool>(false)
 
     init(
         store: any Store, tokens: TokenIssuer, http: @escaping @Sendable () -> any HTTPTransport, logger: Logger,
@@ -44,19 +45,18 @@ final class BackchannelLogout: Sendable {
     }
 
     /// Tells the sender that deliveries were queued.
-    func kick() { wake.continuation.yield() }
+    func kick() { kicked.store(true, ordering: .relaxed) }
 
-    /// Returns when ``kick()`` is called or after `limit`, whichever comes first.
+    /// Returns when ``kick()`` was called (looked at every 50 ms: an in-memory flag, no store access) or after
+    /// `limit`, whichever comes first. (An `AsyncStream` raced against a sleep would not do: cancelling its
+    /// waiting iterator terminates the stream, and every later wait would return at once — a busy loop on the
+    /// store.)
     func waitForWork(upTo limit: Duration) async {
-        let stream = wake.stream
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var waiting = stream.makeAsyncIterator()
-                _ = await waiting.next()
-            }
-            group.addTask { try? await Task.sleep(for: limit) }
-            await group.next()
-            group.cancelAll()
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: limit)
+        while clock.now < deadline && !Task.isCancelled {
+            if kicked.exchange(false, ordering: .relaxed) { return }
+            try? await Task.sleep(for: min(.milliseconds(50), deadline - clock.now))
         }
     }
 
