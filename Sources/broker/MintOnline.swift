@@ -42,7 +42,10 @@ extension Broker.Mint {
             throw BrokerExit.usage
         }
 
-        let api = settings.api
+        // A CI token goes to a job on another machine: it is not bound to this profile's DPoP key (the job could
+        // never prove it).
+        var api = settings.api
+        api.proofKey = nil
         let minted: MintedToken
         do {
             minted = try await api.mint(

@@ -204,6 +204,8 @@ struct ClientCredentialsTests {
         #expect(claims?["client_id"]?.stringValue == "deploy")
         #expect(claims?["scope"]?.stringValue == "deploy read")
         #expect(claims?["federated"] == nil)
+        #expect(claims?["cnf"] == nil, "a CI token is not bound to the minting profile's DPoP key")
+        #expect(try await fixture.server.me(token).status == 200, "it works as a Bearer token")
         #expect((claims?["exp"]?.intValue ?? 0) - (claims?["iat"]?.intValue ?? 0) == 300, "600 capped by 300")
 
         // The secret from the environment; --ttl under the cap; a scope subset; JSON output.
