@@ -26,20 +26,26 @@ package final class BrokerMetrics: Sendable {
 
     package init() {
         registry.makeGauge(
-            descriptor: Self.name("process_start_time", unit: "seconds", "Start time of the process since the epoch."),
+            descriptor: Self.name("process_start_time_seconds", "Start time of the process since the epoch."),
             labels: []
         ).set(Self.processStartTime())
         signingKeyAge = registry.makeGauge(
-            descriptor: Self.name("broker_signing_key_age", unit: "seconds", "Age of the current signing key."),
+            descriptor: Self.name("broker_signing_key_age_seconds", "Age of the current signing key."),
             labels: [])
         hashQueueDepth = registry.makeGauge(
-            descriptor: Self.name(
-                "broker_password_hash_queue_depth", unit: "", "Password hashes waiting for a hashing thread."),
+            descriptor: Self.name("broker_password_hash_queue_depth", "Password hashes waiting for a hashing thread."),
             labels: [])
     }
 
-    private static func name(_ name: String, unit: String, _ help: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(metricName: name, unitName: unit, helpText: help)
+    /// A metric by its whole exposed name (`broker_refresh_tokens_total`: what the README and a dashboard say,
+    /// so that searching the code for it finds it), split for the registry into name and unit suffix
+    /// (`_total`, `_seconds`, or none).
+    private static func name(_ whole: String, _ help: String) -> MetricNameDescriptor {
+        for unit in ["total", "seconds"] where whole.hasSuffix("_" + unit) {
+            return MetricNameDescriptor(
+                metricName: String(whole.dropLast(unit.count + 1)), unitName: unit, helpText: help)
+        }
+        return MetricNameDescriptor(metricName: whole, unitName: "", helpText: help)
     }
 
     // MARK: Events
@@ -69,11 +75,11 @@ package final class BrokerMetrics: Sendable {
     func request(route: String, method: String, status: Int, duration: Duration) {
         let statusClass = "\(min(max(status / 100, 1), 5))xx"
         registry.makeCounter(
-            descriptor: Self.name("broker_http_requests", unit: "total", "HTTP requests answered."),
+            descriptor: Self.name("broker_http_requests_total", "HTTP requests answered."),
             labels: [("route", route), ("method", method), ("status", statusClass)]
         ).increment()
         registry.makeDurationHistogram(
-            descriptor: Self.name("broker_http_request_duration", unit: "seconds", "Time to answer a request."),
+            descriptor: Self.name("broker_http_request_duration_seconds", "Time to answer a request."),
             labels: [("route", route)], buckets: Self.latencyBuckets
         ).record(duration)
     }
@@ -81,7 +87,7 @@ package final class BrokerMetrics: Sendable {
     /// A finished sign-in: `provider` a provider id or `custom`; `outcome` `success` or a reason code.
     package func signIn(provider: String, outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_sign_ins", unit: "total", "Sign-ins by provider and outcome."),
+            descriptor: Self.name("broker_sign_ins_total", "Sign-ins by provider and outcome."),
             labels: [("provider", provider), ("outcome", outcome)]
         ).increment()
     }
@@ -89,7 +95,7 @@ package final class BrokerMetrics: Sendable {
     /// A registration attempt: `created` or a reason code.
     func registration(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_registrations", unit: "total", "Account registrations by outcome."),
+            descriptor: Self.name("broker_registrations_total", "Account registrations by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -98,7 +104,7 @@ package final class BrokerMetrics: Sendable {
     /// `unknown`.
     func refresh(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_refresh_tokens", unit: "total", "Refresh-token presentations by outcome."),
+            descriptor: Self.name("broker_refresh_tokens_total", "Refresh-token presentations by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -106,14 +112,14 @@ package final class BrokerMetrics: Sendable {
     /// An account deleted by its own user.
     func accountDeleted() {
         registry.makeCounter(
-            descriptor: Self.name("broker_accounts_deleted", unit: "total", "Accounts deleted by their users.")
+            descriptor: Self.name("broker_accounts_deleted_total", "Accounts deleted by their users.")
         ).increment()
     }
 
     /// A device-code poll (RFC 8628) by outcome: `pending`, `slow_down`, `approved`, `denied`, `expired`, …
     func devicePoll(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_device_polls", unit: "total", "Device-code polls by outcome."),
+            descriptor: Self.name("broker_device_polls_total", "Device-code polls by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -121,8 +127,7 @@ package final class BrokerMetrics: Sendable {
     /// An app's authorization request by outcome: `code`, or the error the app got at its redirect URI.
     func appAuthorization(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name(
-                "broker_app_authorizations", unit: "total", "Apps' authorization requests by outcome."),
+            descriptor: Self.name("broker_app_authorizations_total", "Apps' authorization requests by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -130,7 +135,7 @@ package final class BrokerMetrics: Sendable {
     /// An app's token request by outcome (`issued` or the error code).
     func appToken(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_app_tokens", unit: "total", "Apps' code grants by outcome."),
+            descriptor: Self.name("broker_app_tokens_total", "Apps' code grants by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -138,8 +143,7 @@ package final class BrokerMetrics: Sendable {
     /// A `broker link` or `broker unlink` by provider and outcome (`linked`, `unlinked`, or a reason code).
     func link(provider: String, outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name(
-                "broker_identity_links", unit: "total", "Identity links and unlinks by provider and outcome."),
+            descriptor: Self.name("broker_identity_links_total", "Identity links and unlinks by provider and outcome."),
             labels: [("provider", provider), ("outcome", outcome)]
         ).increment()
     }
@@ -147,7 +151,7 @@ package final class BrokerMetrics: Sendable {
     /// A password replaced: `reset` (mailed link) or `change` (signed in).
     func passwordEvent(_ kind: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_password_changes", unit: "total", "Passwords replaced, by way."),
+            descriptor: Self.name("broker_password_changes_total", "Passwords replaced, by way."),
             labels: [("way", kind)]
         ).increment()
     }
@@ -156,8 +160,7 @@ package final class BrokerMetrics: Sendable {
     /// DPoP proofs at the issuing endpoints: `bound`, or the error a refused one got.
     func dpop(outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name(
-                "broker_dpop_proofs", unit: "total", "DPoP proofs at the token endpoint, by outcome."),
+            descriptor: Self.name("broker_dpop_proofs_total", "DPoP proofs at the token endpoint, by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
@@ -166,14 +169,14 @@ package final class BrokerMetrics: Sendable {
     func backchannelLogout(outcome: String) {
         registry.makeCounter(
             descriptor: Self.name(
-                "broker_backchannel_logouts", unit: "total", "Back-channel logout deliveries to apps, by outcome."),
+                "broker_backchannel_logouts_total", "Back-channel logout deliveries to apps, by outcome."),
             labels: [("outcome", outcome)]
         ).increment()
     }
 
     func mail(kind: String, outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_mail", unit: "total", "Mail sent or given up, by kind and outcome."),
+            descriptor: Self.name("broker_mail_total", "Mail sent or given up, by kind and outcome."),
             labels: [("kind", kind), ("outcome", outcome)]
         ).increment()
     }
@@ -182,7 +185,7 @@ package final class BrokerMetrics: Sendable {
     /// was started with was unlinked).
     func revocation(reason: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_session_revocations", unit: "total", "Sessions revoked, by reason."),
+            descriptor: Self.name("broker_session_revocations_total", "Sessions revoked, by reason."),
             labels: [("reason", reason)]
         ).increment()
     }
@@ -190,7 +193,7 @@ package final class BrokerMetrics: Sendable {
     /// A CI mint: `grant` `client_credentials` or `token_exchange`; `outcome` `issued` or the error code.
     func mint(grant: String, outcome: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_mints", unit: "total", "CI token mints by grant and outcome."),
+            descriptor: Self.name("broker_mints_total", "CI token mints by grant and outcome."),
             labels: [("grant", grant), ("outcome", outcome)]
         ).increment()
     }
@@ -199,7 +202,7 @@ package final class BrokerMetrics: Sendable {
     /// or the limit that answered 429.
     func throttled(_ limit: String) {
         registry.makeCounter(
-            descriptor: Self.name("broker_throttled", unit: "total", "Requests refused by a throttle or rate limit."),
+            descriptor: Self.name("broker_throttled_total", "Requests refused by a throttle or rate limit."),
             labels: [("limit", limit)]
         ).increment()
     }
@@ -208,7 +211,7 @@ package final class BrokerMetrics: Sendable {
     func hashing(waited: Duration) {
         registry.makeDurationHistogram(
             descriptor: Self.name(
-                "broker_password_hash_wait", unit: "seconds", "Time a password hash waited for a hashing thread."),
+                "broker_password_hash_wait_seconds", "Time a password hash waited for a hashing thread."),
             labels: [], buckets: Self.latencyBuckets
         ).record(waited)
     }
@@ -216,7 +219,7 @@ package final class BrokerMetrics: Sendable {
     /// One store call, by operation (the ``Store`` method).
     package func storeCall(_ operation: String, duration: Duration) {
         registry.makeDurationHistogram(
-            descriptor: Self.name("broker_store_call_duration", unit: "seconds", "Store call latency by operation."),
+            descriptor: Self.name("broker_store_call_duration_seconds", "Store call latency by operation."),
             labels: [("operation", operation)], buckets: Self.latencyBuckets
         ).record(duration)
     }
