@@ -484,6 +484,8 @@ extension Broker {
                     "broker": .string(session.key.brokerURL),
                     "profile": .string(session.key.profile),
                     "verified": .bool(profile != nil),
+                    // Bound to this profile's DPoP key (a copy of the credentials file is useless without it).
+                    "dpop_bound": .bool(isDPoPBound(session.accessToken)),
                 ]
                 if let email { fields["email"] = .string(email) }
                 if let emailVerified { fields["email_verified"] = .bool(emailVerified) }
@@ -504,6 +506,9 @@ extension Broker {
                 ("broker", session.key.brokerURL),
                 ("profile", session.key.profile),
             ]
+            if isDPoPBound(session.accessToken) {
+                lines.append(("bound", "to this profile's key (\(settings.dpopKeys.path(for: session.key)))"))
+            }
             for (label, value) in lines {
                 Console.out(label + String(repeating: " ", count: max(1, 10 - label.count)) + value)
             }

@@ -82,6 +82,8 @@ struct CLISessionTests {
         #expect(!credentials.contains("PRIVATE KEY"), "the key is not in the credentials file")
         #expect(try await server.me(session.accessToken.exposed).status == 401, "not usable as a plain Bearer token")
         #expect(try await server.me(session.accessToken.exposed, heldBy: owner).status == 200)
+        let whoami = try await owner.run(["whoami", "--json"])
+        #expect(JSONValue.parse(Array(whoami.stdout.utf8))?["dpop_bound"] == true, "\(whoami.stdout)")
 
         let thief = try ClientHome(server: server)
         try FileManager.default.createDirectory(atPath: thief.home, withIntermediateDirectories: true)
