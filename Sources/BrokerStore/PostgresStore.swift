@@ -1019,16 +1019,16 @@ package final class PostgresStore: Store {
             var sessions: [SessionRecord] = []
             let rows = try await client.query(
                 """
-                SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with, dpop_jkt FROM sessions
                 WHERE \(filter)::text IS NULL OR user_id = \(filter) ORDER BY created_at DESC, id
                 """
-            ).decode((String, String, String, String?, Int64, Int64?, String?).self)
-            for try await (id, owner, clientID, scope, created, revoked, way) in rows {
+            ).decode((String, String, String, String?, Int64, Int64?, String?, String?).self)
+            for try await (id, owner, clientID, scope, created, revoked, way, bound) in rows {
                 guard let userID = UserID(owner) else { continue }
                 sessions.append(
                     SessionRecord(
                         id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:))))
+                        revokedAt: revoked, signedInWith: way.flatMap(ProviderID.init(rawValue:)), dpopJKT: bound))
             }
             return sessions
         }

@@ -1011,7 +1011,7 @@ package final class SQLiteStore: Store {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with, dpop_jkt FROM sessions
                     WHERE ? IS NULL OR user_id = ? ORDER BY created_at DESC, id
                     """,
                 arguments: [user?.description, user?.description]

@@ -183,6 +183,8 @@ extension Broker {
             if let scope = session.scope { entry["scope"] = .string(scope) }
             if let way = session.signedInWith { entry["signed_in_with"] = .string(way.rawValue) }
             entry["kind"] = "tokens"
+            // Its refresh token needs a proof by the client's DPoP key (the key's thumbprint: which key).
+            if let jkt = session.dpopJKT { entry["dpop_jkt"] = .string(jkt) }
             return .object(entry)
         }
 

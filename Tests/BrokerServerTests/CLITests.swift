@@ -84,6 +84,12 @@ struct CLISessionTests {
         #expect(try await server.me(session.accessToken.exposed, heldBy: owner).status == 200)
         let whoami = try await owner.run(["whoami", "--json"])
         #expect(JSONValue.parse(Array(whoami.stdout.utf8))?["dpop_bound"] == true, "\(whoami.stdout)")
+        let listed = try await CLI.run(["sessions", "list", "--json", "--data-dir", server.dataDirectory])
+        let ownerKey = try #require(try keys.load(SessionKey(brokerURL: owner.url, profile: "default")))
+        let entries = JSONValue.parse(Array(listed.stdout.utf8))?["sessions"]?.arrayValue ?? []
+        #expect(
+            entries.contains { $0["dpop_jkt"]?.stringValue == (try? ownerKey.thumbprint()) },
+            "broker sessions list names the key: \(listed.stdout)")
 
         let thief = try ClientHome(server: server)
         try FileManager.default.createDirectory(atPath: thief.home, withIntermediateDirectories: true)

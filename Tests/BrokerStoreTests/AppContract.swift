@@ -247,4 +247,42 @@ struct AppContract {
         #expect(try await store.takePushedRequest(hash: late, now: Make.now + 60) == nil, "expired")
         #expect(try await store.takePushedRequest(hash: late, now: Make.now) == nil, "and gone")
     }
+
+    /// DPoP (RFC 9449): a bound session's refresh token is spent only with a proof by its key; without it nothing
+    /// is spent and nothing is revoked (a thief without the key can neither use nor burn it), on both stores.
+    @Test(arguments: StoreUnderTest.available)
+    func aBoundSessionsRefreshTokenIsSpentOnlyWithItsKey(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.providerUser(Make.user("google"))
+        var session = Make.session(for: user)
+        session.dpopJKT = "jkt-1"
+        let token = Make.hash()
+        try await store.createSession(session, firstToken: Make.token(token, session: session.id))
+        #expect(try await store.sessions(user: user.id).first?.dpopJKT == "jkt-1", "listed with its key")
+        for wrong in [nil, "jkt-2"] as [String?] {
+            let refused = try await store.rotateRefreshToken(
+                hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now, proofKey: wrong)
+            #expect(refused == .boundToAnotherKey, "\(wrong ?? "no key")")
+        }
+        #expect(try await store.refreshToken(hash: token)?.spent == false, "nothing was spent")
+        let rotated = try await store.rotateRefreshToken(
+            hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now, proofKey: "jkt-1")
+        guard case .rotated(let view) = rotated else {
+            Issue.record("not rotated: \(rotated)")
+            return
+        }
+        #expect(view.session.dpopJKT == "jkt-1")
+        // The spent token replayed without the key: refused, and the session is not ended by it.
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now, proofKey: nil)
+                == .boundToAnotherKey)
+        #expect(try await store.session(id: session.id)?.revokedAt == nil)
+        // With the key it is a reuse, as ever: the session ends.
+        #expect(
+            try await store.rotateRefreshToken(
+                hash: token, nextHash: Make.hash(), nextExpiresAt: Make.now + 7200, now: Make.now, proofKey: "jkt-1")
+                == .reused(sessionID: session.id))
+        #expect(try await store.session(id: session.id)?.revokedAt != nil)
+    }
 }
