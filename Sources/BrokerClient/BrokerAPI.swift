@@ -445,7 +445,7 @@ package struct BrokerAPI: Sendable {
         let document = JSONValue.parse(response.body)
         guard accepting.contains(response.status) else {
             if document?["error"]?.stringValue == "use_dpop_nonce",
-                let nonce = response.headers.first(where: { $0.name.lowercased() == "dpop-nonce" })?.value
+                let nonce = response.header("DPoP-Nonce")
             {
                 return .nonceRequired(nonce)
             }

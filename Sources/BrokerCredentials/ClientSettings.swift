@@ -208,11 +208,7 @@ package struct ClientSettings: Sendable {
         }
         var file = ConfigFile()
         file.brokerURL = try string(fields["broker_url"], "broker_url", path: path)
-        switch fields["insecure_http"] {
-        case nil: break
-        case .bool(let flag)?: file.insecureHTTP = flag
-        default: throw Problem("\(path): \"insecure_http\" must be true or false")
-        }
+        file.insecureHTTP = try flag(fields["insecure_http"], "insecure_http", path: path) ?? false
         file.apiURLs = try apiURLs(fields["api_urls"], "api_urls", path: path)
         file.httpTimeout = try seconds(fields["http_timeout"], "http_timeout", path: path)
         file.dpop = try flag(fields["dpop"], "dpop", path: path)

@@ -199,22 +199,24 @@ package enum BrokerHTTPServer {
         router.post("/auth/register") { request, context in
             let body = try await input(request, allowForm: false)
             return try await response(
-                service.bound(dpopProofs(request), path: "/auth/register", input: body, authorization: nil) {
+                service.bound(input: body, authorization: nil) {
                     try await service.accounts.register(body, address: context.clientAddress)
                 })
         }
         router.post("/auth/login") { request, context in
             let body = try await input(request, allowForm: false)
             return try await response(
-                service.bound(dpopProofs(request), path: "/auth/login", input: body, authorization: nil) {
+                service.bound(input: body, authorization: nil) {
                     try await service.accounts.login(body, address: context.clientAddress)
                 })
         }
         router.post("/auth/token") { request, _ in
-            try await response(
-                service.token(
-                    input(request, allowForm: true), authorization: request.headers[.authorization],
-                    dpop: dpopProofs(request)))
+            let body = try await input(request, allowForm: true)
+            let authorization = request.headers[.authorization]
+            return try await response(
+                service.bound(input: body, authorization: authorization) {
+                    try await service.token(body, authorization: authorization)
+                })
         }
         router.addRoutes(OpenIDProviderRoutes.collection(service))
         router.post("/auth/revoke") { request, _ in
@@ -234,9 +236,7 @@ package enum BrokerHTTPServer {
         }
         router.get("/auth/me") { request, _ in
             try await response(
-                service.grants.me(
-                    authorization: request.headers[.authorization],
-                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "GET", path: "/auth/me")))
+                service.grants.me(authorization: request.headers[.authorization]))
         }
         router.post("/auth/account/delete") { request, context in
             try await response(
@@ -484,21 +484,22 @@ struct BackchannelLogoutService: Service {
 struct DPoPContextMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
 
+    /// Every `DPoP` field is kept (RFC 9449 §4.1: exactly one is allowed; the checker says so). Made once: this
+    /// runs for every request.
+    static let field: HTTPField.Name = {
+        guard let name = HTTPField.Name(DPoPChecker.header) else { preconditionFailure("DPoP is a valid field name") }
+        return name
+    }()
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
     {
-        let proofs = dpopProofs(request)
+        let proofs = request.headers[values: Self.field]
         guard !proofs.isEmpty else { return try await next(request, context) }
         return try await DPoPRequest.$current.withValue(
             DPoPRequest(proofs: proofs, method: request.method.rawValue, path: request.uri.path)
         ) { try await next(request, context) }
     }
-}
-
-/// The request's `DPoP` header fields (RFC 9449 §4.1: exactly one is allowed; the checker says so).
-func dpopProofs(_ request: Request) -> [String] {
-    guard let name = HTTPField.Name(DPoPChecker.header) else { return [] }
-    return request.headers[values: name]
 }
 
 /// Where `GET /metrics` is served (``port``: its own port; `nil`: the main one) and the bearer token it asks for.

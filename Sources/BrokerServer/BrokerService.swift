@@ -175,41 +175,30 @@ package final class BrokerService: Sendable {
             store: store, tokens: tokens, secrets: clientSecretHasher, logger: logger, metrics: metrics, audit: audit)
     }
 
-    /// `POST /auth/token` with the request's `DPoP` header fields: without one, a grant as ever; with one, the
-    /// proof is checked (RFC 9449 §4.3, no `ath`) and what the grant issues is bound to its key — the access
-    /// token always, the session (its refresh token) for public clients: the broker CLI and public apps.
-    func token(_ input: RequestInput, authorization: String?, dpop proofs: [String]) async throws -> APIResponse {
-        try await bound(proofs, path: "/auth/token", input: input, authorization: authorization) {
-            try await self.token(input, authorization: authorization)
-        }
-    }
-
-    /// Runs an issuing request (`path`: the token endpoint or `/auth/login`) under the key its DPoP proof
-    /// proved, if it sent one.
+    /// Runs a request that issues tokens (`/auth/token`, `/auth/login`, `/auth/register`) under the key its DPoP
+    /// proof proved (``DPoPRequest/current``, set by ``DPoPContextMiddleware``), if it sent one: the proof is
+    /// checked (RFC 9449 §4.3, no `ath`) and what the request issues is bound to its key — the access token
+    /// always, the session (its refresh token) for public clients: the broker CLI and public apps.
     func bound(
-        _ proofs: [String], path: String, input: RequestInput, authorization: String?,
-        _ issue: @Sendable () async throws -> APIResponse
+        input: RequestInput, authorization: String?, _ issue: @Sendable () async throws -> APIResponse
     ) async throws -> APIResponse {
-        guard !proofs.isEmpty else { return try await issue() }
+        guard let request = DPoPRequest.current else { return try await issue() }
         let proof: DPoPChecker.Proof
         do {
-            proof = try await tokens.dpop.check(proofs, method: "POST", url: issuer + path, accessToken: nil, now: now)
+            proof = try await tokens.dpop.check(
+                request.proofs, method: request.method, url: issuer + request.path, accessToken: nil, now: now)
         } catch {
             metrics.dpop(outcome: error.code)
             throw error.tokenEndpointError
         }
         metrics.dpop(outcome: "bound")
         var bindsSession = true
-        if AppTokenService.isAppRequest(input, authorization: authorization) {
-            // A confidential app's refresh token is held by its secret (RFC 9449 §5); a public app's by the key.
-            let named =
-                authorization.flatMap { header in
-                    header.lowercased().hasPrefix("basic ")
-                        ? HTTPBasic.credentials(fromToken: String(header.dropFirst(6)).trimmingWhitespace())?.id : nil
-                } ?? (try? input.optionalString("client_id")) ?? nil
-            if let named, AppRules.isClientID(named), let app = try await store.app(clientID: named) {
-                bindsSession = app.isPublic
-            }
+        // A confidential app's refresh token is held by its secret (RFC 9449 §5); a public app's by the key.
+        if AppTokenService.isAppRequest(input, authorization: authorization),
+            let named = (try? clients.presentedClient(input, authorization: authorization))?.id,
+            AppRules.isClientID(named), let app = try await store.app(clientID: named)
+        {
+            bindsSession = app.isPublic
         }
         var response = try await DPoPBinding.$current.withValue(
             DPoPBinding.Key(thumbprint: proof.thumbprint, bindsSession: bindsSession)

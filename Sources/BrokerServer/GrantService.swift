@@ -190,7 +190,7 @@ final class GrantService: Sendable {
     }
 
     /// `GET /auth/me`: who the bearer of a valid, unrevoked access token is.
-    func me(authorization: String?, dpop: DPoPRequest? = nil) async throws -> APIResponse {
+    func me(authorization: String?) async throws -> APIResponse {
         let (token, scheme) = try TokenIssuer.presented(authorization)
         let verified: VerifiedJWT
         do {
@@ -198,7 +198,7 @@ final class GrantService: Sendable {
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
-        try await tokens.checkBinding(verified, token: token, scheme: scheme, request: dpop)
+        try await tokens.checkBinding(verified, token: token, scheme: scheme)
         if let subject = verified.subject, subject.hasPrefix("client:") {
             return try await clients.clientIdentity(verified, subject: subject)
         }

@@ -288,9 +288,8 @@ extension TokenIssuer {
     }
 
     /// The session and user of an `Authorization: Bearer` user access token (not a CI client's), or of
-    /// `Authorization: DPoP` with the request's proof for a DPoP-bound one (`dpop`: the request's; `nil` where
-    /// an endpoint takes no bound tokens).
-    func authenticate(authorization: String?, dpop: DPoPRequest? = nil) async throws -> SessionView {
+    /// `Authorization: DPoP` with the request's proof (``DPoPRequest/current``) for a DPoP-bound one.
+    func authenticate(authorization: String?) async throws -> SessionView {
         let (token, scheme) = try Self.presented(authorization)
         let verified: VerifiedJWT
         do {
@@ -298,7 +297,7 @@ extension TokenIssuer {
         } catch {
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
-        try await checkBinding(verified, token: token, scheme: scheme, request: dpop)
+        try await checkBinding(verified, token: token, scheme: scheme)
         return try await session(of: verified)
     }
 

@@ -360,7 +360,7 @@ struct Cycle {
                 currentURL = nextURL
                 continue
             }
-            if let nonce = response.headers.first(where: { $0.name.lowercased() == "dpop-nonce" })?.value {
+            if let nonce = response.header("DPoP-Nonce") {
                 dpopNonce.value = nonce
             }
             let refused = response.status == 401 && carriesToken

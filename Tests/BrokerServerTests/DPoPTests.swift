@@ -67,7 +67,7 @@ struct DPoPTests {
             #expect(signedIn.status == 200 && signedIn["token_type"] == "DPoP")
             let access = try #require(signedIn["access_token"]?.stringValue)
             let refresh = try #require(signedIn["refresh_token"]?.stringValue)
-            let claims = try #require(JWTInspection.claims(access))
+            let claims = try #require(jwtParts(access).claims)
             #expect(claims["cnf"]?["jkt"]?.stringValue == thumbprint, "bound: cnf.jkt is the key's thumbprint")
 
             // The good case, then every way a proof can be wrong.
@@ -143,12 +143,12 @@ struct DPoPTests {
                 client, refresh, proof: try Self.proof(key, "POST", "/auth/token", at: now))
             #expect(rotated.status == 200 && rotated["token_type"] == "DPoP", "the thief's attempts spent nothing")
             let next = try #require(rotated["access_token"]?.stringValue)
-            #expect(try JWTInspection.claims(next)?["cnf"]?["jkt"]?.stringValue == thumbprint)
+            #expect(jwtParts(next).claims?["cnf"]?["jkt"]?.stringValue == thumbprint)
 
             // An unbound token is Bearer only.
             let plain = try await Self.login(client, "dpop@example.com", proof: nil)
             let unbound = try #require(plain["access_token"]?.stringValue)
-            #expect(plain["token_type"] == "Bearer" && JWTInspection.claims(unbound)?["cnf"] == nil)
+            #expect(plain["token_type"] == "Bearer" && jwtParts(unbound).claims?["cnf"] == nil)
             #expect(try await Self.me(client, unbound, scheme: "Bearer", proof: nil).status == 200)
             let pretending = try await Self.me(
                 client, unbound, proof: try Self.proof(key, "GET", "/auth/me", token: unbound, at: now))
@@ -195,14 +195,5 @@ struct DPoPTests {
             let discovery = try await client.get("/.well-known/openid-configuration")
             #expect(discovery["dpop_signing_alg_values_supported"] == ["ES256", "EdDSA", "RS256"])
         }
-    }
-}
-
-/// The claims of a JWT, unverified (tests only: to read what the broker put in a token it just issued).
-enum JWTInspection {
-    static func claims(_ token: String) -> JSONValue? {
-        let parts = token.split(separator: ".")
-        guard parts.count == 3, let payload = Base64URL.decode(parts[1]) else { return nil }
-        return JSONValue.parse(payload)
     }
 }

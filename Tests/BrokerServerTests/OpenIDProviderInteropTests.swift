@@ -47,13 +47,7 @@ struct OpenIDProviderInteropTests {
             ])
         #expect(es256.status == 0, "the ring's own algorithm: \(es256.stderr)")
 
-        var register = HTTPClientRequest(
-            method: "POST", url: server.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"rp@example.com","password":"\#(Self.password)"}"#.utf8))
-        register.timeout = .seconds(120)
-        let registered = try await HTTPClient.shared.send(register)
-        let userID = try #require(JSONValue.parse(registered.body)?["user_id"]?.stringValue)
+        let userID = try #require(try await server.register("rp@example.com", Self.password)["user_id"]?.stringValue)
 
         let result = try await Interop.run(
             ["oidc_relying_party.py", server.url, secret, "rp@example.com", Self.password])
@@ -110,17 +104,10 @@ extension ApacheRelyingPartyTests {
         let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
         let email = "logout@example.com"
         let password = OpenIDProviderInteropTests.password
-        var register = HTTPClientRequest(
-            method: "POST", url: server.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"\#(email)","password":"\#(password)"}"#.utf8))
-        register.timeout = .seconds(120)
-        let registered = JSONValue.parse(try await HTTPClient.shared.send(register).body)
-        let userID = try #require(registered?["user_id"]?.stringValue)
-        let first = try #require(registered?["access_token"]?.stringValue)
-        let second = try #require(
-            try await server.post("/auth/login", json: ["email": .string(email), "password": .string(password)])[
-                "access_token"]?.stringValue)
+        let registered = try await server.register(email, password)
+        let userID = try #require(registered["user_id"]?.stringValue)
+        let first = try #require(registered["access_token"]?.stringValue)
+        let second = try #require(try await server.login(email, password)["access_token"]?.stringValue)
         let revoke = JSONValue.array(
             [BrokerProcess.binary, "sessions", "revoke", "--user", userID, "--data-dir", server.dataDirectory].map(
                 JSONValue.string))
@@ -161,12 +148,7 @@ struct IdpyoidcInteropTests {
             ])
         #expect(web.status == 0, "\(web.stderr)")
         let secret = try #require(JSONValue.parse(Array(web.stdout.utf8))?["client_secret"]?.stringValue)
-        var register = HTTPClientRequest(
-            method: "POST", url: server.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"idpy@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
-        register.timeout = .seconds(120)
-        _ = try await HTTPClient.shared.send(register)
+        #expect(try await server.register("idpy@example.com", OpenIDProviderInteropTests.password).status == 201)
         // Not pushed: refused (the app was added with --require-par).
         let direct = try await server.get(
             "/auth/authorize?response_type=code&client_id=web&scope=openid&redirect_uri="
@@ -214,12 +196,8 @@ struct ApacheRelyingPartyTests {
             ])
         #expect(added.status == 0, "\(added.stderr)")
         let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
-        var register = HTTPClientRequest(
-            method: "POST", url: server.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"apache@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
-        register.timeout = .seconds(120)
-        let userID = try #require(JSONValue.parse(try await HTTPClient.shared.send(register).body)?["user_id"])
+        let userID = try #require(
+            try await server.register("apache@example.com", OpenIDProviderInteropTests.password)["user_id"])
 
         let shots = ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
         let result = try await Interop.run(
@@ -272,12 +250,8 @@ struct OIDCAgentTests {
         let added = try await CLI.run(
             ["client", "add", "agent", "--public", "--redirect-uri", redirect, "--data-dir", server.dataDirectory])
         #expect(added.status == 0, "\(added.stderr)")
-        var register = HTTPClientRequest(
-            method: "POST", url: server.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"agent@example.com","password":"\#(OpenIDProviderInteropTests.password)"}"#.utf8))
-        register.timeout = .seconds(120)
-        let userID = try #require(JSONValue.parse(try await HTTPClient.shared.send(register).body)?["user_id"])
+        let userID = try #require(
+            try await server.register("agent@example.com", OpenIDProviderInteropTests.password)["user_id"])
         let result = try await Interop.run(
             [
                 "oidc_agent_native.py", server.url, "agent", redirect, "agent@example.com",

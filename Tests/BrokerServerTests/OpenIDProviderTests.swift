@@ -5,6 +5,7 @@ import BrokerStore
 import BrokerTesting
 import Foundation
 import HTTPTypes
+import Synchronization
 import Testing
 
 @testable import BrokerServer
@@ -20,12 +21,14 @@ struct OpenIDProviderTests {
     static let web = "https://app.example/callback"
 
     /// A confidential app `web` (and a public native app `cli-app`) registered in `broker`'s store.
-    static func register(_ broker: InProcessBroker, firstParty: Bool = false) async throws {
+    static func register(_ broker: InProcessBroker, firstParty: Bool = false, backchannelLogoutURI: String? = nil)
+        async throws
+    {
         try await broker.store.createApp(
             AppRecord(
                 clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(secret)),
-                redirectURIs: [web], postLogoutRedirectURIs: ["https://app.example/bye"], firstParty: firstParty,
-                createdAt: broker.clock.seconds()))
+                redirectURIs: [web], postLogoutRedirectURIs: ["https://app.example/bye"],
+                backchannelLogoutURI: backchannelLogoutURI, firstParty: firstParty, createdAt: broker.clock.seconds()))
         try await broker.store.createApp(
             AppRecord(
                 clientID: "native", secretHash: nil,
@@ -103,6 +106,17 @@ struct OpenIDProviderTests {
                 ("request", try #require(hidden(page, "request"))), ("csrf", try #require(hidden(page, "csrf"))),
                 ("email", email), ("password", password),
             ], jar)
+    }
+
+    /// The first-party app `web`'s whole sign-in in `jar`'s browser: its request, the password form, the code
+    /// redeemed — the token response.
+    static func signInAndRedeem(
+        _ client: InProcessBroker.Client, email: String, scope: String = "openid email profile", _ jar: Jar = Jar()
+    ) async throws -> Reply {
+        let page = try await get(client, authorizeURI(webRequest(scope: scope)), jar)
+        let signedIn = try await passwordSignIn(client, page: page, jar, email: email)
+        let destination = try #require(Self.destination(signedIn))
+        return try await redeem(client, code: try #require(Flow.query(destination)["code"]))
     }
 
     static func allow(_ client: InProcessBroker.Client, consent: Reply, _ jar: Jar, decision: String = "allow")
@@ -413,12 +427,7 @@ struct OpenIDProviderTests {
             let jwks = try await client.get("/.well-known/jwks.json")
             let kids = jwks["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
             #expect(Array(kids.suffix(2)) == [after, before])
-            let jar = Jar()
-            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
-            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "kid@example.com")
-            let destination = try #require(Self.destination(signedIn))
-            let code = try #require(Flow.query(destination)["code"])
-            let tokens = try await Self.redeem(client, code: code)
+            let tokens = try await Self.signInAndRedeem(client, email: "kid@example.com")
             #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).header?["kid"]?.stringValue == after)
         }
     }
@@ -482,12 +491,7 @@ struct OpenIDProviderTests {
         try await Self.register(broker, firstParty: true)
         try await broker.test { client in
             _ = try await client.register("in@example.com", Self.password)
-            let jar = Jar()
-            let page = try await Self.get(
-                client, Self.authorizeURI(Self.webRequest(scope: "openid offline_access")), jar)
-            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "in@example.com")
-            let destination = try #require(Self.destination(signedIn))
-            let tokens = try await Self.redeem(client, code: try #require(Flow.query(destination)["code"]))
+            let tokens = try await Self.signInAndRedeem(client, email: "in@example.com", scope: "openid offline_access")
             let access = try #require(tokens["access_token"]?.stringValue)
             let refresh = try #require(tokens["refresh_token"]?.stringValue)
 
@@ -542,11 +546,7 @@ struct OpenIDProviderTests {
         try await broker.test { client in
             _ = try await client.register("out@example.com", Self.password)
             func signIn(_ jar: Jar) async throws -> Reply {
-                let page = try await Self.get(
-                    client, Self.authorizeURI(Self.webRequest(scope: "openid offline_access")), jar)
-                let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "out@example.com")
-                let destination = try #require(Self.destination(signedIn))
-                return try await Self.redeem(client, code: try #require(Flow.query(destination)["code"]))
+                try await Self.signInAndRedeem(client, email: "out@example.com", scope: "openid offline_access", jar)
             }
             let jar = Jar()
             let tokens = try await signIn(jar)
@@ -612,21 +612,14 @@ struct OpenIDProviderTests {
     @Test func endingTheBrowserSessionPostsALogoutTokenToTheAppUntilItTakesIt() async throws {
         let broker = try await InProcessBroker()
         let hook = "https://app.example/backchannel"
-        try await broker.store.createApp(
-            AppRecord(
-                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(Self.secret)),
-                redirectURIs: [Self.web], backchannelLogoutURI: hook, firstParty: true,
-                createdAt: broker.clock.seconds()))
+        try await Self.register(broker, firstParty: true, backchannelLogoutURI: hook)
         broker.transport.on(
             "POST", hook, { _ in HTTPClientResponse(status: 503, headers: [], body: []) },
             { _ in HTTPClientResponse(status: 200, headers: [], body: []) })
         try await broker.test { client in
             let registered = try await client.register("bc@example.com", Self.password)
             let jar = Jar()
-            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
-            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "bc@example.com")
-            let back = try #require(Self.destination(signedIn))
-            let tokens = try await Self.redeem(client, code: try #require(Flow.query(back)["code"]))
+            let tokens = try await Self.signInAndRedeem(client, email: "bc@example.com", jar)
             let idToken = try #require(tokens["id_token"]?.stringValue)
             #expect(await broker.service.backchannel.deliverDue() == 0, "nothing ended yet")
             #expect(broker.transport.count("POST", hook) == 0)
@@ -676,19 +669,11 @@ struct OpenIDProviderTests {
     @Test func aLogoutNobodyTakesIsGivenUpAfterTheRetryWindow() async throws {
         let broker = try await InProcessBroker()
         let hook = "https://app.example/backchannel"
-        try await broker.store.createApp(
-            AppRecord(
-                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(Self.secret)),
-                redirectURIs: [Self.web], backchannelLogoutURI: hook, firstParty: true,
-                createdAt: broker.clock.seconds()))
+        try await Self.register(broker, firstParty: true, backchannelLogoutURI: hook)
         broker.transport.on("POST", hook, ScriptedTransport.failure(.connectionFailed, "refused"))
         try await broker.test { client in
             let registered = try await client.register("gone@example.com", Self.password)
-            let jar = Jar()
-            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
-            let signedIn = try await Self.passwordSignIn(client, page: page, jar, email: "gone@example.com")
-            let back = try #require(Self.destination(signedIn))
-            _ = try await Self.redeem(client, code: try #require(Flow.query(back)["code"]))
+            _ = try await Self.signInAndRedeem(client, email: "gone@example.com")
             let userText = try #require(registered["user_id"]?.stringValue)
             let user = try #require(UserID(userText))
             _ = try await broker.store.revokeSessions(user: user, now: broker.clock.seconds())
@@ -820,19 +805,32 @@ struct OpenIDProviderTests {
     }
 
     /// The sender's wait between passes really waits, every time (a wait that returned at once after the first
-    /// timeout made the sender a busy loop on the store), and a kick ends it early.
+    /// timeout made the sender a busy loop on the store), and a kick ends it early. The waits are recorded, not
+    /// slept.
     @Test func theLogoutSendersWaitWaitsEveryTimeAndAKickEndsIt() async throws {
         let broker = try await InProcessBroker()
-        let sender = broker.service.backchannel
-        let clock = ContinuousClock()
+        let waits = Mutex<[Duration]>([])
+        let service = broker.service
+        let sender = BackchannelLogout(
+            store: broker.store, tokens: service.tokens, http: { [transport = broker.transport] in transport },
+            logger: service.logger, metrics: service.metrics, audit: service.audit,
+            pause: { slice in waits.withLock { $0.append(slice) } })
         for round in 0..<3 {
-            let started = clock.now
-            await sender.waitForWork(upTo: .milliseconds(150))
-            #expect(clock.now - started >= .milliseconds(150), "round \(round) waited its whole time")
+            waits.withLock { $0.removeAll() }
+            await sender.waitForWork(upTo: .seconds(1))
+            let recorded = waits.withLock { $0 }
+            #expect(recorded.reduce(.zero, +) == .seconds(1), "round \(round) waited its whole time")
+            #expect(recorded.allSatisfy { $0 <= BackchannelLogout.step }, "round \(round) looked at the flag often")
         }
+        waits.withLock { $0.removeAll() }
         sender.kick()
-        let started = clock.now
         await sender.waitForWork(upTo: .seconds(600))
-        #expect(clock.now - started < .seconds(600), "a kick ends the wait")
+        #expect(waits.withLock { $0 }.isEmpty, "a kick ends the wait before any pause")
+        sender.kick()
+        await sender.waitForWork(upTo: .seconds(600))
+        waits.withLock { $0.removeAll() }
+        await sender.waitForWork(upTo: .milliseconds(120))
+        #expect(
+            waits.withLock { $0 } == [.milliseconds(50), .milliseconds(50), .milliseconds(20)], "one kick, one wake")
     }
 }

@@ -195,12 +195,6 @@ struct DPoPRequest: Sendable {
 
     /// The request being handled, when it carries a `DPoP` header (set by ``DPoPContextMiddleware``).
     @TaskLocal static var current: DPoPRequest?
-
-    init(proofs: [String], method: String, path: String) {
-        self.proofs = proofs
-        self.method = method
-        self.path = path
-    }
 }
 
 extension DPoPChecker.Refusal {
@@ -251,10 +245,8 @@ extension TokenIssuer {
     }
 
     /// RFC 9449 §7: a token bound to a key (`cnf.jkt`) is only good as `DPoP` with a proof by that key for this
-    /// request; an unbound one only as `Bearer`.
-    func checkBinding(_ verified: VerifiedJWT, token: String, scheme: Presentation, request: DPoPRequest?)
-        async throws
-    {
+    /// request (``DPoPRequest/current``); an unbound one only as `Bearer`.
+    func checkBinding(_ verified: VerifiedJWT, token: String, scheme: Presentation) async throws {
         let bound = verified["cnf"]?["jkt"]?.stringValue
         switch (bound, scheme) {
         case (nil, .bearer):
@@ -274,8 +266,8 @@ extension TokenIssuer {
                     )
                 ])
         case (let jkt?, .dpop):
-            guard let request = request ?? DPoPRequest.current else {
-                throw DPoPChecker.Refusal.invalid("this endpoint does not take DPoP-bound tokens").resourceError
+            guard let request = DPoPRequest.current else {
+                throw DPoPChecker.Refusal.invalid("a DPoP proof is required").resourceError
             }
             let proof: DPoPChecker.Proof
             do {

@@ -168,7 +168,7 @@ final class AppTokenService: Sendable {
 
     /// `GET|POST /auth/userinfo` (Core 5.3): the claims the token's scopes allow. An id token (or any token
     /// that is not a broker access token) is refused; a token without `openid` is 403 `insufficient_scope`.
-    func userinfo(authorization: String?, formToken: String?, dpop: DPoPRequest? = nil) async throws -> APIResponse {
+    func userinfo(authorization: String?, formToken: String?) async throws -> APIResponse {
         let token: String
         let scheme: TokenIssuer.Presentation
         if authorization != nil {
@@ -188,7 +188,7 @@ final class AppTokenService: Sendable {
                 status: 401, code: "invalid_token", detail: "the access token is not valid: \(error)",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"invalid_token\"")])
         }
-        try await tokens.checkBinding(verified, token: token, scheme: scheme, request: dpop)
+        try await tokens.checkBinding(verified, token: token, scheme: scheme)
         let view = try await tokens.session(of: verified)
         let scopes = (verified.claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         guard scopes.contains("openid") else {

@@ -20,6 +20,8 @@ final class BackchannelLogout: Sendable {
     let logger: Logger
     let metrics: BrokerMetrics
     let audit: AuditTrail
+    /// How the sender waits between looks at its flag (a real sleep; tests record the waits instead).
+    let pause: @Sendable (Duration) async -> Void
 
     /// The member of `events` that makes a JWT a logout token (§2.4).
     static let event = "http://schemas.openid.net/event/backchannel-logout"
@@ -34,8 +36,10 @@ final class BackchannelLogout: Sendable {
 
     init(
         store: any Store, tokens: TokenIssuer, http: @escaping @Sendable () -> any HTTPTransport, logger: Logger,
-        metrics: BrokerMetrics, audit: AuditTrail
+        metrics: BrokerMetrics, audit: AuditTrail,
+        pause: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
     ) {
+        self.pause = pause
         self.store = store
         self.tokens = tokens
         self.http = http
@@ -47,16 +51,20 @@ final class BackchannelLogout: Sendable {
     /// Tells the sender that deliveries were queued.
     func kick() { kicked.store(true, ordering: .relaxed) }
 
-    /// Returns when ``kick()`` was called (looked at every 50 ms: an in-memory flag, no store access) or after
+    /// How often the wait looks at the flag.
+    static let step: Duration = .milliseconds(50)
+
+    /// Returns when ``kick()`` was called (looked at every ``step``: an in-memory flag, no store access) or after
     /// `limit`, whichever comes first. (An `AsyncStream` raced against a sleep would not do: cancelling its
     /// waiting iterator terminates the stream, and every later wait would return at once — a busy loop on the
     /// store.)
     func waitForWork(upTo limit: Duration) async {
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: limit)
-        while clock.now < deadline && !Task.isCancelled {
+        var waited: Duration = .zero
+        while waited < limit && !Task.isCancelled {
             if kicked.exchange(false, ordering: .relaxed) { return }
-            try? await Task.sleep(for: min(.milliseconds(50), deadline - clock.now))
+            let slice = min(Self.step, limit - waited)
+            await pause(slice)
+            waited += slice
         }
     }
 

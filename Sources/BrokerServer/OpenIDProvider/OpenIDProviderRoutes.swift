@@ -72,9 +72,7 @@ enum OpenIDProviderRoutes {
         }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(
-                try await service.appTokens.userinfo(
-                    authorization: request.headers[.authorization], formToken: nil,
-                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "GET", path: "/auth/userinfo")))
+                try await service.appTokens.userinfo(authorization: request.headers[.authorization], formToken: nil))
         }
         routes.post("/auth/userinfo") { request, _ in
             let form =
@@ -83,8 +81,7 @@ enum OpenIDProviderRoutes {
             return Server.response(
                 try await service.appTokens.userinfo(
                     authorization: request.headers[.authorization],
-                    formToken: try form?.optionalString("access_token"),
-                    dpop: DPoPRequest(proofs: dpopProofs(request), method: "POST", path: "/auth/userinfo")))
+                    formToken: try form?.optionalString("access_token")))
         }
         return routes
     }
