@@ -93,6 +93,13 @@ struct DPoPTests {
                 #expect(refused.status == 401, "\(name)")
                 #expect(refused.error == "invalid_dpop_proof", "\(name)")
             }
+            // An iat at the edge of Int64 is a refusal, not an overflow that stops the broker: far past gets a
+            // nonce like any stale clock, far future is refused by the verifier.
+            for (iat, error) in [(Int64.min, "use_dpop_nonce"), (Int64.max, "invalid_dpop_proof")] {
+                let extreme = try await Self.me(
+                    client, access, proof: try Self.proof(key, "GET", "/auth/me", token: access, at: iat))
+                #expect(extreme.status == 401 && extreme.error == error, "iat \(iat)")
+            }
             // A proof from a clock that is off gets a nonce to use instead of iat (RFC 9449 §11.1).
             for (name, iat) in [("too old", now - 331), ("from the future", now + 31)] {
                 let refused = try await Self.me(

@@ -112,7 +112,9 @@ struct DPoPChecker: Sendable {
                 nonce: self.nonce(now: now))
         }
         if !nonceIsCurrent {
-            guard let iat = verified.issuedAt, iat <= now + Self.leeway, now - iat <= Self.maxAge else {
+            // Checked arithmetic: an `iat` near Int64.min would overflow `now - iat` (a trap: the broker would stop).
+            let age = verified.issuedAt.map { now.subtractingReportingOverflow($0) }
+            guard let age, !age.overflow, age.partialValue >= -Self.leeway, age.partialValue <= Self.maxAge else {
                 throw Refusal(
                     code: "use_dpop_nonce",
                     detail: "the DPoP proof's iat is outside the broker's window (is the clock right?): send the nonce",
