@@ -149,8 +149,6 @@ package final class OpenIDConnectProvider: IdentityProvider {
             fields.append(("client_secret", configuration.clientSecret.exposed))
         }
         var request = HTTPClientRequest.form(url: url, fields: fields, headers: headers)
-        request.connectTimeout = .seconds(10)
-        request.timeout = .seconds(20)
         request.maxResponseBytes = 256 * 1024
         let response: HTTPClientResponse
         do {

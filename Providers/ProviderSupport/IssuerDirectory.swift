@@ -182,8 +182,6 @@ package final class IssuerDirectory: Sendable {
 
     private func get(_ url: String, what: String) async throws(Failure) -> [UInt8] {
         var request = HTTPClientRequest(url: url, headers: [(name: "Accept", value: "application/json")])
-        request.connectTimeout = .seconds(5)
-        request.timeout = .seconds(10)
         request.maxResponseBytes = 512 * 1024
         let response: HTTPClientResponse
         do {

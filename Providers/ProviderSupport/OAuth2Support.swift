@@ -3,7 +3,7 @@ import BrokerCrypto
 package import BrokerHTTP
 
 /// Plumbing shared by the plain OAuth 2.0 modules (Facebook, Twitter/X): form posts and JSON GETs with
-/// bounded sizes and timeouts, and the provider's error bodies turned into ``ProviderError``.
+/// bounded sizes (the time limit is the transport's: `server.http_timeout`), and the provider's error bodies turned into ``ProviderError``.
 package enum OAuth2Support {
     package static func postForm(
         _ url: String, _ fields: [(String, String)], headers: [(name: String, value: String)] = [],
@@ -24,8 +24,6 @@ package enum OAuth2Support {
         -> [String: JSONValue]
     {
         if let problem = Endpoint.problem(request.url) { throw .invalidResponse("\(request.url) \(problem)") }
-        request.connectTimeout = .seconds(10)
-        request.timeout = .seconds(20)
         request.maxResponseBytes = 256 * 1024
         let response: HTTPClientResponse
         do {

@@ -169,8 +169,6 @@ package final class TwitterOAuth1Provider: IdentityProvider {
                 (name: "Authorization", value: OAuth1.authorizationHeader(signed)),
                 (name: "Content-Type", value: "application/x-www-form-urlencoded"),
             ], body: [])
-        request.connectTimeout = .seconds(10)
-        request.timeout = .seconds(20)
         request.maxResponseBytes = 64 * 1024
         let response: HTTPClientResponse
         do {

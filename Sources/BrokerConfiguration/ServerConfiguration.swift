@@ -50,6 +50,9 @@ package struct ServerConfiguration: Sendable {
     package var connectionsPerAddress: Int { maxConnectionsPerAddress ?? max(16, maxConnections / 8) }
     /// Seconds a connection may take to deliver one whole request, idle time before it included.
     package var requestTimeout: Int64 = 30
+    /// Seconds the broker waits for a sign-in provider or a trusted issuer to answer one request (discovery,
+    /// keys, code and token exchanges; `server.http_timeout`, default 20).
+    package var httpTimeout: Int64 = 20
     /// New accounts a client address may register per hour (a burst of as many at once).
     package var registrationsPerHour = 10
     /// A port of its own for `GET /metrics` (on ``metricsHost``); `nil`: served on the main port.
@@ -155,6 +158,7 @@ extension ServerConfiguration {
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
         "refresh_token_ttl", "mint_max_ttl", "login_throttle", "password_hash_workers", "password_hash_queue",
         "max_connections", "max_connections_per_address", "trusted_proxies", "browser_session_ttl", "request_timeout",
+        "http_timeout",
         "registrations_per_hour", "master_key_file", "database_password_file",
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
@@ -399,6 +403,7 @@ extension ServerConfiguration {
             trustedProxies = TrustedProxies(networks)
         case "registrations_per_hour": registrationsPerHour = Int(try integer(in: 1...1_000_000))
         case "request_timeout": requestTimeout = try integer(in: 1...3600, unit: "seconds")
+        case "http_timeout": httpTimeout = try integer(in: 1...3600, unit: "seconds")
         default:
             throw ConfigurationError(source: source, key: name, problem: "unknown key")
         }

@@ -10,3 +10,23 @@ package protocol HTTPTransport: Sendable {
 }
 
 extension HTTPClient: HTTPTransport {}
+
+/// A transport that gives every request one time limit: the broker's `server.http_timeout` for the calls it
+/// makes to sign-in providers and to trusted issuers (discovery, keys, code and token exchanges), so a slow
+/// provider is waited for as long as the operator chose — in one place, not per provider.
+package struct TimeLimitedTransport: HTTPTransport {
+    package let base: any HTTPTransport
+    package let timeout: Duration
+
+    package init(base: any HTTPTransport, timeout: Duration) {
+        self.base = base
+        self.timeout = timeout
+    }
+
+    package func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+        var request = request
+        request.timeout = timeout
+        request.connectTimeout = min(timeout, .seconds(10))
+        return try await base.send(request)
+    }
+}

@@ -143,16 +143,19 @@ package final class BrokerService: Sendable {
             throttle: configuration.loginThrottle
                 ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
             metrics: metrics, audit: audit, verification: verification)
+        // Providers and trusted issuers: one time limit for every call, the operator's (`server.http_timeout`).
+        let timeout = Duration.seconds(configuration.httpTimeout)
+        let outbound: @Sendable () -> any HTTPTransport = { TimeLimitedTransport(base: http(), timeout: timeout) }
         clients = try ClientService(
             tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
-            trustedKeys: IssuerDirectory(http: http, clock: clock, logger: logger))
+            trustedKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger))
         signIn = SignInService(
             tokens: tokens, store: store, logger: logger,
             identityProviders: try SignInService.makeProviders(
                 configuration,
                 context: ProviderContext(
-                    http: http, clock: clock,
-                    directory: IssuerDirectory(http: http, clock: clock, logger: logger, freshFor: 3600))),
+                    http: outbound, clock: clock,
+                    directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600))),
             flowKey: flowKey, metrics: metrics, audit: audit)
         devices = DeviceService(tokens: tokens, store: store, accounts: accounts, signIn: signIn)
         grants = GrantService(

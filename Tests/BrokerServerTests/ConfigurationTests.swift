@@ -76,6 +76,7 @@ struct ConfigurationTests {
             (#"{"server": {"max_connections": 0}}"#, "server.max_connections", "between 1 and 1000000"),
             (#"{"server": {"registrations_per_hour": 0}}"#, "server.registrations_per_hour", "between 1 and 1000000"),
             (#"{"server": {"request_timeout": 0}}"#, "server.request_timeout", "between 1 and 3600 seconds"),
+            (#"{"server": {"http_timeout": 0}}"#, "server.http_timeout", "between 1 and 3600 seconds"),
             (#"{"server": {"acess_token_ttl": 60}}"#, "server.acess_token_ttl", "unknown key"),
             (#"{"server": []}"#, "server", "object"),
             (#"{"servers": {}}"#, "servers", "unknown key"),

@@ -126,6 +126,24 @@ struct InProcessBrowserFlowTests {
         #expect(google.transport.count("POST", "\(Self.issuer)/token") == 1, "one code exchange at the provider")
     }
 
+    @Test(arguments: [nil, 7] as [Int?])
+    func everyCallToTheProviderHasTheConfiguredTimeLimit(seconds: Int?) async throws {
+        // server.http_timeout: one limit for discovery, keys and the code exchange (20 s unless set).
+        let config =
+            seconds.map { Self.config.dropLast() + #", "server": {"http_timeout": \#($0)}}"# } ?? Self.config
+        let broker = try await InProcessBroker(config: String(config))
+        let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let (state, nonce) = try await Self.start(client, pkce: try PKCE.generate())
+            google.answerTokens(subject: "1045", nonce: nonce)
+            #expect(try await Self.callback(client, state: state)["code"] != nil)
+        }
+        let sent = broker.transport.sent
+        #expect(Set(sent.map { $0.url.split(separator: "/").last ?? "" }) == ["openid-configuration", "jwks", "token"])
+        let expected = Duration.seconds(seconds ?? 20)
+        #expect(sent.allSatisfy { $0.timeout == expected && $0.connectTimeout == min(expected, .seconds(10)) })
+    }
+
     @Test func aPendingSignInLapsesAfterTenMinutes() async throws {
         let broker = try await InProcessBroker(config: Self.config)
         let google = try ScriptedGoogle(transport: broker.transport, clock: broker.clock)

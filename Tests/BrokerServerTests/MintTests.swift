@@ -63,9 +63,10 @@ struct MintFixture {
     let server: BrokerProcess
     let issuer: CIIssuer
 
-    static func start(mintMaxTTL: Int = 900) async throws -> MintFixture {
+    static func start(mintMaxTTL: Int = 900, httpTimeout: Int = 20) async throws -> MintFixture {
         let issuer = try await CIIssuer.start()
-        let server = try await BrokerProcess.start(config: #"{"server": {"mint_max_ttl": \#(mintMaxTTL)}}"#)
+        let server = try await BrokerProcess.start(
+            config: #"{"server": {"mint_max_ttl": \#(mintMaxTTL), "http_timeout": \#(httpTimeout)}}"#)
         return MintFixture(server: server, issuer: issuer)
     }
 
