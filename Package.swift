@@ -246,11 +246,50 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What both server suites share: the in-process broker, fixture processes (a broker, the CLI, nginx,
+        // Prometheus, an SMTP sink, a CI issuer, the provider emulators, Python scripts) and `eventually`.
+        .target(
+            name: "BrokerTestSupport",
+            dependencies: [
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
+                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
+                "ProviderSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Tests/BrokerTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        // The server in process (Hummingbird's router test client): endpoints, flows, components.
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
+                "BrokerTestSupport",
                 "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
-                "BrokerClient", "Facebook",
+                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
+                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
+                "ProviderSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // End to end: broker processes and the CLI binary, signals, files, Python, git, nginx, Chromium. Run
+        // by scripts/test.sh on its own, after the in-process suites, so that its processes do not share two
+        // cores with the whole parallel suite.
+        .testTarget(
+            name: "BrokerEndToEndTests",
+            dependencies: [
+                "BrokerTestSupport",
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -54,8 +54,14 @@ run_suite() {
 # BROKER_TEST_VERBOSE=1 for those, and BROKER_TEST_LOG_LEVEL=info for the in-process servers' request lines.
 verbosity=--quiet
 [ -n "${BROKER_TEST_VERBOSE:-}" ] && verbosity=
-echo "== swift test (all but the load suite, in parallel)" >&2
-run_suite 40 swift test $verbosity --skip LoadTests
+# Three runs, each parallel within itself: the unit and in-process suites; then the end-to-end target (broker and
+# CLI processes, Python, git, nginx, Chromium), whose processes then have the cores to themselves instead of
+# sharing two with every other suite (a held request or a CLI timeout no longer depends on what else runs);
+# then the load suite alone.
+echo "== swift test (unit and in-process suites)" >&2
+run_suite 40 swift test $verbosity --skip BrokerEndToEndTests
+echo "== swift test (end to end: processes, all but the load suite)" >&2
+run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2
 run_suite 20 swift test $verbosity --skip-build --filter LoadTests
 

@@ -2,6 +2,7 @@ import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes

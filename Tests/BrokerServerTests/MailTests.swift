@@ -1,6 +1,7 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerHTTP
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
@@ -8,55 +9,6 @@ import Logging
 import Testing
 
 @testable import BrokerServer
-
-/// Tests/Interop/smtp_sink.py: a real SMTP server (aiosmtpd) that parses each message it accepts with Python's
-/// email package and keeps it as a JSON line.
-final class SMTPSink: @unchecked Sendable {
-    let server: ScriptServer
-    let port: Int
-    let file: String
-
-    init(arguments: [String] = []) throws {
-        file = try TemporaryDirectory.make(prefix: "broker-smtp").appendingPathComponent("mail.jsonl").path
-        server = try ScriptServer(
-            TestPaths.interop("smtp_sink.py"), arguments, environment: ["SMTP_SINK_FILE": file],
-            prefix: "smtp sink listening on ")
-        guard let number = Int(server.ready) else { throw ServerTestError("smtp_sink.py: no port in \(server.ready)") }
-        port = number
-    }
-
-    static func start(_ arguments: [String] = []) async throws -> SMTPSink {
-        try await offThread { try SMTPSink(arguments: arguments) }
-    }
-
-    var url: String { "smtp://127.0.0.1:\(port)" }
-
-    /// The messages once `condition` holds for them; waits on the sink's "accepted" lines (off the cooperative
-    /// pool), at most `timeout` for each next one.
-    func messages(
-        timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([JSONValue]) -> Bool
-    ) async throws -> [JSONValue] {
-        try await offThread { [self] in
-            while true {
-                let kept = try messages()
-                if condition(kept) { return kept }
-                guard server.nextLine(timeout: timeout) == "accepted" else {
-                    throw ServerTestError("smtp_sink.py: the awaited messages did not come within \(timeout)")
-                }
-            }
-        }
-    }
-
-    /// Every message accepted so far, as smtp_sink.py parsed it.
-    func messages() throws -> [JSONValue] {
-        guard let data = FileManager.default.contents(atPath: file) else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap {
-            JSONValue.parse(Array($0.utf8))
-        }
-    }
-
-    deinit { server.close() }
-}
 
 extension BrokerMetrics {
     /// The exposition as text (tests).

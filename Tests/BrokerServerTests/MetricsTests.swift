@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerHTTP
 import BrokerSystem
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
@@ -94,21 +95,6 @@ struct MetricsTests {
         }
     }
 
-    @Test(arguments: ["empty", "missing"])
-    func anUnusableMetricsTokenFileStopsTheStartWithItsName(kind: String) async throws {
-        let directory = try TemporaryDirectory.make(prefix: "broker-metrics-token")
-        let file = directory.appendingPathComponent("token").path
-        if kind == "empty" { try Data("\n".utf8).write(to: URL(fileURLWithPath: file)) }
-        do {
-            let server = try await BrokerProcess.start(config: #"{"server": {"metrics_token_file": "\#(file)"}}"#)
-            server.stop()
-            Issue.record("broker serve started with a metrics token file it cannot use")
-        } catch {
-            #expect("\(error)".contains("cannot read the metrics token file \(file)"), "\(error)")
-            #expect("\(error)".contains(kind == "empty" ? "the file is empty" : "No such file"), "\(error)")
-        }
-    }
-
     @Test func everyResponseCarriesARequestIDTakenOnlyWhenSane() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in
@@ -143,93 +129,4 @@ struct MetricsTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(10)))
-    func aRealPrometheusScrapesTheMetricsPortWithItsToken() async throws {
-        let directory = try TemporaryDirectory.make(prefix: "broker-prometheus")
-        let tokenFile = directory.appendingPathComponent("metrics-token")
-        try Data("scrape-\(UUID().uuidString)\n".utf8).write(to: tokenFile)
-        let metricsPort = try freeLoopbackPort()
-        let broker = try await BrokerProcess.start(
-            config: #"{"server": {"metrics_port": \#(metricsPort), "metrics_token_file": "\#(tokenFile.path)"}}"#)
-        defer { broker.stop() }
-        // The main port does not serve /metrics once it has a port of its own.
-        #expect(try await HTTPClient.shared.send(HTTPClientRequest(url: broker.url + "/metrics")).status == 404)
-        let metricsURL = "http://127.0.0.1:\(metricsPort)/metrics"
-        #expect(try await HTTPClient.shared.send(HTTPClientRequest(url: metricsURL)).status == 401)
-
-        var register = HTTPClientRequest(
-            method: "POST", url: broker.url + "/auth/register",
-            headers: [(name: "Content-Type", value: "application/json")],
-            body: Array(#"{"email":"scraped@example.com","password":"correct horse battery staple"}"#.utf8))
-        register.timeout = .seconds(120)
-        #expect(try await HTTPClient.shared.send(register).status == 201)
-
-        let prometheus = try PrometheusProcess(target: "127.0.0.1:\(metricsPort)", tokenFile: tokenFile.path)
-        defer { prometheus.stop() }
-        // Scraped every second: wait for the series to arrive (an event, not a window), at most two minutes.
-        let query = "broker_registrations_total{outcome=\"created\"}"
-        var value: String?
-        for _ in 0..<240 {
-            if let found = (try? await prometheus.query(query)) ?? nil {
-                value = found
-                break
-            }
-            try await Task.sleep(for: .milliseconds(500))
-        }
-        #expect(value == "1", "Prometheus log: \(prometheus.log)")
-        #expect(try await prometheus.query("up{job=\"broker\"}") == "1")
-    }
-}
-
-/// Debian's Prometheus on a free loopback port, scraping one target every second with a bearer token file.
-final class PrometheusProcess: @unchecked Sendable {
-    private(set) var process: ChildProcess!
-    let directory: URL
-    let url: String
-    var log: String {
-        (try? String(contentsOf: directory.appendingPathComponent("prometheus.log"), encoding: .utf8)) ?? ""
-    }
-
-    init(target: String, tokenFile: String) throws {
-        directory = try TemporaryDirectory.make(prefix: "broker-prometheus-server")
-        let port = try freeLoopbackPort()
-        url = "http://127.0.0.1:\(port)"
-        let config = """
-            global:
-              scrape_interval: 1s
-              scrape_timeout: 1s
-            scrape_configs:
-              - job_name: broker
-                authorization:
-                  credentials_file: \(tokenFile)
-                static_configs:
-                  - targets: ['\(target)']
-
-            """
-        let file = directory.appendingPathComponent("prometheus.yml")
-        try Data(config.utf8).write(to: file)
-        let logPath = directory.appendingPathComponent("prometheus.log").path
-        try Data().write(to: URL(fileURLWithPath: logPath))
-        process = try ChildProcess(
-            "/usr/bin/prometheus",
-            [
-                "--config.file=\(file.path)", "--storage.tsdb.path=\(directory.appendingPathComponent("data").path)",
-                "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn",
-            ], stdin: .null, stdout: .file(logPath), stderr: .standardOutput)
-    }
-
-    /// The value of the first series an instant query returns; `nil` when it returns none.
-    func query(_ expression: String) async throws -> String? {
-        let answer = try await HTTPClient.shared.send(
-            HTTPClientRequest(url: url + "/api/v1/query?" + FormEncoding.encode([("query", expression)])))
-        guard answer.status == 200, let json = JSONValue.parse(answer.body),
-            case .array(let results)? = json["data"]?["result"], let first = results.first,
-            case .array(let pair)? = first["value"], pair.count == 2
-        else { return nil }
-        return pair[1].stringValue
-    }
-
-    func stop() {
-        process.send(SIGTERM)
-    }
 }

@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
 import BrokerStore
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
@@ -20,12 +21,7 @@ struct PasswordRecoveryTests {
 
     /// The token of the newest reset link mailed to `email`.
     static func mailedToken(_ sink: SMTPSink, to email: String) throws -> String? {
-        let text =
-            try sink.messages().last {
-                $0["to"]?.stringValue == email && $0["subject"]?.stringValue == "Reset your password"
-            }?["text"]?.stringValue ?? ""
-        guard let range = text.range(of: "/auth/password/reset?token=") else { return nil }
-        return String(text[range.upperBound...].prefix { !$0.isWhitespace })
+        try sink.mailedToken(to: email, subject: "Reset your password", path: "/auth/password/reset")
     }
 
     static func cookie(_ reply: InProcessBroker.Client.Reply) -> String? {

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Logging

@@ -1,6 +1,7 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerProviders
+import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
@@ -23,12 +24,7 @@ struct VerificationTests {
     }
 
     static func mailedToken(_ sink: SMTPSink, to email: String) throws -> String? {
-        let text =
-            try sink.messages().last {
-                $0["to"]?.stringValue == email && $0["subject"]?.stringValue == "Confirm your email address"
-            }?["text"]?.stringValue ?? ""
-        guard let range = text.range(of: "/auth/verify?token=") else { return nil }
-        return String(text[range.upperBound...].prefix { !$0.isWhitespace })
+        try sink.mailedToken(to: email, subject: "Confirm your email address", path: "/auth/verify")
     }
 
     func confirm(_ client: InProcessBroker.Client, token: String) async throws -> InProcessBroker.Client.Reply {

@@ -1,0 +1,103 @@
+package import BrokerClient
+package import BrokerCore
+package import BrokerCrypto
+package import BrokerHTTP
+package import BrokerStore
+package import BrokerSystem
+package import BrokerTesting
+package import Foundation
+package import Google
+package import MicrosoftAccount
+package import OpenIDConnect
+package import ProviderSupport
+package import Testing
+
+/// `broker emulate` as a process: the provider emulators on a free loopback port.
+package final class EmulatorProcess: @unchecked Sendable {
+    package private(set) var process: ChildProcess!
+    package let output: String
+    package private(set) var url = ""
+
+    package init(arguments: [String] = []) throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        output = directory.appendingPathComponent("emulator-out").path
+        try Data().write(to: URL(fileURLWithPath: output))
+        process = try ChildProcess(
+            TestPaths.broker, ["emulate", "--port", "0"] + arguments, stdin: .null, stdout: .file(output),
+            stderr: .inherit)
+    }
+
+    package static func start(arguments: [String] = []) async throws -> EmulatorProcess {
+        let emulator = try EmulatorProcess(arguments: arguments)
+        var line: Substring?
+        let printed = try await eventually {
+            let text = (try? String(contentsOfFile: emulator.output, encoding: .utf8)) ?? ""
+            line = text.contains("\n") ? text.split(separator: "\n").first : nil
+            return line != nil
+        }
+        guard printed, let line else { throw ServerTestError("broker emulate printed no ready line within 180 s") }
+        guard line.hasPrefix("emulator listening on http://") else {
+            throw ServerTestError("unexpected emulator line: \(line)")
+        }
+        emulator.url = String(line.dropFirst("emulator listening on ".count))
+        return emulator
+    }
+
+    /// A broker configuration with Google and Microsoft (tenant `tenant`) pointed at this emulator.
+    package func brokerConfig(microsoftTenant tenant: String = "consumers") -> String {
+        #"""
+        {"providers": {"google": {"client_id": "emulated-google-client.apps.googleusercontent.com",
+          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"},
+          "microsoftaccount": {"client_id": "6731de76-14a6-49ae-97bc-6eba6914391e",
+          "client_secret": "emulated-microsoft-secret", "tenant": "\#(tenant)",
+          "issuer": "\#(url)/microsoft/{tenantid}/v2.0"},
+          "facebook": {"client_id": "1234567890123456", "client_secret": "emulated-facebook-app-secret",
+          "authorization_endpoint": "\#(url)/facebook/v19.0/dialog/oauth",
+          "token_endpoint": "\#(url)/facebook/v19.0/oauth/access_token",
+          "userinfo_endpoint": "\#(url)/facebook/v19.0/me"},
+          "twitter": {"client_id": "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ", "client_secret": "emulated-twitter-client-secret",
+          "authorization_endpoint": "\#(url)/twitter/i/oauth2/authorize",
+          "token_endpoint": "\#(url)/twitter/2/oauth2/token", "userinfo_endpoint": "\#(url)/twitter/2/users/me"},
+          "custom": {"enabled": true}}}
+        """#
+    }
+
+    package var brokerConfig: String { brokerConfig() }
+
+    /// Only X, in OAuth 1.0a mode, pointed at this emulator.
+    package func twitterOAuth1Config(consumerSecret: String = "emulated-consumer-secret") -> String {
+        #"""
+        {"providers": {"twitter": {"mode": "oauth1", "consumer_key": "emulated-consumer-key",
+          "consumer_secret": "\#(consumerSecret)",
+          "request_token_endpoint": "\#(url)/twitter/oauth/request_token",
+          "authorize_endpoint": "\#(url)/twitter/oauth/authorize",
+          "access_token_endpoint": "\#(url)/twitter/oauth/access_token",
+          "verify_credentials_endpoint": "\#(url)/twitter/1.1/account/verify_credentials.json"}}}
+        """#
+    }
+
+    /// Only Google (and custom): the other providers are disabled.
+    package var googleOnlyConfig: String {
+        #"""
+        {"providers": {"google": {"client_id": "emulated-google-client.apps.googleusercontent.com",
+          "client_secret": "emulated-google-secret", "issuer": "\#(url)/google"}, "custom": {"enabled": true}}}
+        """#
+    }
+
+    deinit {
+        // Never wait here: a deinit runs on whatever thread released the last reference.
+        process.send(SIGKILL)
+    }
+}
+
+/// The browser half of the flow, played by Tests/Interop/browser_flow.py (urllib, no redirects followed).
+package func browserFlow(
+    _ server: BrokerProcess, provider: String = "google", account: String = "alice", decision: String = "allow",
+    mode: String = ""
+) async throws -> JSONValue {
+    let result = try await Interop.run(["browser_flow.py", server.url, provider, account, decision, mode])
+    guard result.status == 0, let value = JSONValue.parse(Array(result.stdout.utf8)) else {
+        throw ServerTestError("browser_flow.py: \(result.status) \(result.stderr)")
+    }
+    return value
+}

@@ -1,0 +1,15 @@
+package import BrokerCore
+package import BrokerCrypto
+package import BrokerHTTP
+package import BrokerTesting
+package import Foundation
+package import Testing
+
+/// The Python interop scripts (Tests/Interop/), run through BrokerTesting's process runner.
+package enum Interop {
+    package typealias Result = ProcessOutput
+
+    package static func run(_ arguments: [String]) async throws -> Result {
+        try await ProcessRunner.python(arguments[0], Array(arguments.dropFirst()))
+    }
+}
