@@ -224,7 +224,7 @@ let package = Package(
         .target(
             name: "BrokerTesting",
             dependencies: [
-                "BrokerCore", "BrokerHTTP", "BrokerSystem", .product(name: "Logging", package: "swift-log"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerSystem", .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,4 @@
-package import BrokerCore
+import BrokerCore
 
 /// A DPoP proof (RFC 9449 §4.2): what a client sends in the `DPoP` header, signed by the key its tokens are
 /// bound to. Made by the broker CLI for its own requests (and by tests standing in for other clients).
