@@ -336,6 +336,7 @@ if Context.environment["BROKER_FUZZ"] == "1" {
         ("loopback", ["BrokerClient"]),
         ("config", ["BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerProviders"]),
         ("cache", ["BrokerCore", "BrokerCredentials"]),
+        ("webauthn", ["BrokerCore", "BrokerCrypto"]),
     ]
     for harness in harnesses {
         package.targets.append(

@@ -182,6 +182,37 @@ def main() -> None:
         json.dumps({"format": 2, "sessions": []}), json.dumps({"format": 1, "sessions": [{"broker": 1}]}), "{", "",
     ])
 
+    write("webauthn", webauthn_seeds())
+
+
+def webauthn_seeds() -> list[bytes]:
+    """CBOR items, authenticator data with each algorithm's credential, and attestation objects (mode byte first)."""
+    from fido2 import cbor
+
+    rp_hash = hashlib.sha256(b"localhost").digest()
+    ec_key = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+    ed_key = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_numbers()
+    keys = [
+        {1: 2, 3: -7, -1: 1, -2: ec_key.x.to_bytes(32, "big"), -3: ec_key.y.to_bytes(32, "big")},
+        {1: 1, 3: -8, -1: 6, -2: ed_key},
+        {1: 3, 3: -257, -1: rsa_key.n.to_bytes(256, "big"), -2: rsa_key.e.to_bytes(3, "big")},
+    ]
+    seeds = [b"\x00" + cbor.encode(item) for item in [
+        {"fmt": "none", "attStmt": {}, "authData": b"\x00" * 37}, [1, -1, b"", "", True, False], 2**64 - 1, -(2**64),
+    ]]
+    for key in keys:
+        credential = os.urandom(16)
+        data = rp_hash + bytes([0x45]) + (7).to_bytes(4, "big") + bytes(16) + len(credential).to_bytes(2, "big") \
+            + credential + cbor.encode(key)
+        seeds.append(b"\x01" + data)
+        seeds.append(b"\x01" + rp_hash[:31] + bytes([0xC5]) + data[33:] + cbor.encode({"credProtect": 2}))
+        seeds.append(b"\x02" + cbor.encode({"fmt": "none", "attStmt": {}, "authData": data}))
+        seeds.append(b"\x02" + cbor.encode({"fmt": "packed", "attStmt": {"alg": key[3], "sig": bytes(70)},
+                                            "authData": data}))
+    seeds.append(b"\x01" + rp_hash + bytes([0x01]) + bytes(4))
+    return seeds
+
 
 if __name__ == "__main__":
     main()
