@@ -314,4 +314,28 @@ final class MeteredStore: Store {
     func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord? {
         try await timed("take_pushed_request") { try await base.takePushedRequest(hash: hash, now: now) }
     }
+
+    func passkeyHandle(user: UserID, orInsert candidate: String) async throws -> String {
+        try await timed("passkey_handle") { try await base.passkeyHandle(user: user, orInsert: candidate) }
+    }
+    func passkeyUser(handle: String) async throws -> UserID? {
+        try await timed("passkey_user") { try await base.passkeyUser(handle: handle) }
+    }
+    func addPasskey(_ passkey: PasskeyRecord) async throws {
+        try await timed("add_passkey") { try await base.addPasskey(passkey) }
+    }
+    func passkey(id: String) async throws -> PasskeyRecord? {
+        try await timed("passkey") { try await base.passkey(id: id) }
+    }
+    func passkeys(user: UserID) async throws -> [PasskeyRecord] {
+        try await timed("passkeys") { try await base.passkeys(user: user) }
+    }
+    func recordPasskeyUse(id: String, signCount: Int64, backedUp: Bool, now: Int64) async throws -> PasskeyUse {
+        try await timed("record_passkey_use") {
+            try await base.recordPasskeyUse(id: id, signCount: signCount, backedUp: backedUp, now: now)
+        }
+    }
+    func removePasskey(id: String, user: UserID) async throws -> Bool {
+        try await timed("remove_passkey") { try await base.removePasskey(id: id, user: user) }
+    }
 }

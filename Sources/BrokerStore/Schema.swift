@@ -571,6 +571,52 @@ package enum Schema {
                 ALTER TABLE sessions ADD COLUMN dpop_jkt TEXT;
                 """
         ),
+        Migration(
+            version: 15,
+            name: "passkeys (WebAuthn credentials) and their users' random handles",
+            sqlite: """
+                CREATE TABLE passkey_users (
+                    user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    handle TEXT NOT NULL UNIQUE
+                );
+                CREATE TABLE passkeys (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    public_key TEXT NOT NULL,
+                    algorithm INTEGER NOT NULL,
+                    sign_count INTEGER NOT NULL,
+                    transports TEXT NOT NULL,
+                    backup_eligible INTEGER NOT NULL,
+                    backed_up INTEGER NOT NULL,
+                    aaguid TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    last_used_at INTEGER
+                );
+                CREATE INDEX passkeys_user ON passkeys(user_id);
+                """,
+            postgres: """
+                CREATE TABLE passkey_users (
+                    user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+                    handle TEXT NOT NULL UNIQUE
+                );
+                CREATE TABLE passkeys (
+                    id TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    public_key TEXT NOT NULL,
+                    algorithm BIGINT NOT NULL,
+                    sign_count BIGINT NOT NULL,
+                    transports TEXT NOT NULL,
+                    backup_eligible BIGINT NOT NULL,
+                    backed_up BIGINT NOT NULL,
+                    aaguid TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_used_at BIGINT
+                );
+                CREATE INDEX passkeys_user ON passkeys(user_id);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -601,6 +647,14 @@ extension Schema {
             columns: [
                 ("id", .text), ("provider", .text), ("subject", .text), ("email", .text), ("name", .text),
                 ("created_at", .integer), ("disabled_at", .integer),
+            ]),
+        Table(name: "passkey_users", columns: [("user_id", .text), ("handle", .text)]),
+        Table(
+            name: "passkeys",
+            columns: [
+                ("id", .text), ("user_id", .text), ("public_key", .text), ("algorithm", .integer),
+                ("sign_count", .integer), ("transports", .text), ("backup_eligible", .integer), ("backed_up", .integer),
+                ("aaguid", .text), ("name", .text), ("created_at", .integer), ("last_used_at", .integer),
             ]),
         Table(
             name: "password_accounts",

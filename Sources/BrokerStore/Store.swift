@@ -204,7 +204,7 @@ package protocol AuditStore: Sendable {
 
 package protocol Store:
     ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
-    DeviceStore, RateLimitStore, AppStore
+    DeviceStore, RateLimitStore, AppStore, PasskeyStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws

@@ -1,0 +1,94 @@
+package import BrokerCore
+import GRDB
+
+/// The ``PasskeyStore`` facet on SQLite (schema v15).
+extension SQLiteStore {
+    package func passkeyHandle(user: UserID, orInsert candidate: String) async throws -> String {
+        do {
+            return try await pool.write { db in
+                try db.execute(
+                    sql: "INSERT INTO passkey_users (user_id, handle) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING",
+                    arguments: [user.description, candidate])
+                return try String.fetchOne(
+                    db, sql: "SELECT handle FROM passkey_users WHERE user_id = ?", arguments: [user.description])
+                    ?? candidate
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.conflict("this passkey user handle belongs to another user")
+        }
+    }
+
+    package func passkeyUser(handle: String) async throws -> UserID? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT user_id FROM passkey_users WHERE handle = ?", arguments: [handle])
+                .flatMap(UserID.init)
+        }
+    }
+
+    package func addPasskey(_ passkey: PasskeyRecord) async throws {
+        do {
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO passkeys (id, user_id, public_key, algorithm, sign_count, transports,
+                            backup_eligible, backed_up, aaguid, name, created_at, last_used_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        passkey.id, passkey.userID.description, passkey.publicKey.hex, passkey.algorithm,
+                        passkey.signCount, PasskeyRecord.encode(passkey.transports), passkey.backupEligible ? 1 : 0,
+                        passkey.backedUp ? 1 : 0, passkey.aaguid, passkey.name, passkey.createdAt, passkey.lastUsedAt,
+                    ])
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.conflict("this passkey is already registered")
+        }
+    }
+
+    package func passkey(id: String) async throws -> PasskeyRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM passkeys WHERE id = ?", arguments: [id]).flatMap(Self.passkey)
+        }
+    }
+
+    package func passkeys(user: UserID) async throws -> [PasskeyRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM passkeys WHERE user_id = ? ORDER BY created_at, id",
+                arguments: [user.description]
+            ).compactMap(Self.passkey)
+        }
+    }
+
+    package func recordPasskeyUse(id: String, signCount: Int64, backedUp: Bool, now: Int64) async throws -> PasskeyUse {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used_at = ?
+                    WHERE id = ? AND (sign_count < ? OR (sign_count = 0 AND ? = 0))
+                    """,
+                arguments: [signCount, backedUp ? 1 : 0, now, id, signCount, signCount])
+            if db.changesCount == 1 { return .recorded }
+            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM passkeys WHERE id = ?", arguments: [id]) ?? false
+            return exists ? .counterNotIncreased : .unknown
+        }
+    }
+
+    package func removePasskey(id: String, user: UserID) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(
+                sql: "DELETE FROM passkeys WHERE id = ? AND user_id = ?", arguments: [id, user.description])
+            return db.changesCount == 1
+        }
+    }
+
+    private static func passkey(_ row: Row) -> PasskeyRecord? {
+        guard let user = UserID(row["user_id"] as String), let key = [UInt8](hex: row["public_key"] as String)
+        else { return nil }
+        return PasskeyRecord(
+            id: row["id"], userID: user, publicKey: key, algorithm: row["algorithm"], signCount: row["sign_count"],
+            transports: PasskeyRecord.decode(row["transports"]), backupEligible: (row["backup_eligible"] as Int64) != 0,
+            backedUp: (row["backed_up"] as Int64) != 0, aaguid: row["aaguid"], name: row["name"],
+            createdAt: row["created_at"], lastUsedAt: row["last_used_at"])
+    }
+}
