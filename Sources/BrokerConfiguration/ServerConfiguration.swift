@@ -73,6 +73,9 @@ package struct ServerConfiguration: Sendable {
     package var requireVerifiedEmail = false
     /// Every app's authorization request must be pushed first (`server.require_par`, RFC 9126 §5).
     package var requirePAR = false
+    /// The WebAuthn relying-party id passkeys are made for (`server.webauthn_rp_id`); `nil`: the issuer's host,
+    /// unless that is an IP address (browsers refuse one), and then passkeys are off (``PasskeySettings``).
+    package var webAuthnRPID: String?
     /// DPoP proofs must carry a nonce the broker gave (`server.dpop_nonce`, RFC 9449 §8–9).
     package var dpopNonce = false
     /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
@@ -163,7 +166,7 @@ extension ServerConfiguration {
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
-        "require_par", "dpop_nonce",
+        "require_par", "dpop_nonce", "webauthn_rp_id",
         "device_code_ttl", "device_poll_interval",
     ]
 
@@ -368,6 +371,12 @@ extension ServerConfiguration {
         case "audit_retention": auditRetention = try integer(in: 3600...(100 * 365 * 86_400), unit: "seconds")
         case "require_verified_email": requireVerifiedEmail = try boolean()
         case "require_par": requirePAR = try boolean()
+        case "webauthn_rp_id":
+            let id = try string().lowercased()
+            if let problem = PasskeySettings.rpIDProblem(id) {
+                throw ConfigurationError(source: source, key: name, problem: problem)
+            }
+            webAuthnRPID = id
         case "dpop_nonce": dpopNonce = try boolean()
         case "enumeration_protection": enumerationProtection = try boolean()
         case "device_code_ttl": deviceCodeTTL = try integer(in: 5...86_400, unit: "seconds")

@@ -30,6 +30,8 @@ package struct ProviderID: RawRepresentable, Sendable, Hashable, Codable, Compar
 
     /// The broker's own email + password accounts.
     package static let custom: ProviderID = "custom"
+    /// A WebAuthn passkey: a way in of its own (`signed_in_with`, `idp`), never a user id's provider.
+    package static let passkey: ProviderID = "passkey"
 
     package var description: String { rawValue }
 

@@ -219,6 +219,7 @@ package enum BrokerHTTPServer {
                 })
         }
         router.addRoutes(OpenIDProviderRoutes.collection(service))
+        router.addRoutes(PasskeyRoutes.collection(service))
         router.post("/auth/revoke") { request, _ in
             try await response(service.grants.revoke(input(request, allowForm: true)))
         }

@@ -54,6 +54,8 @@ package final class BrokerService: Sendable {
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
     let appTokens: AppTokenService
+    /// Passkeys: their ceremonies, pages and account API.
+    let passkeys: PasskeyService
     /// Sends the back-channel logouts the store queues.
     let backchannel: BackchannelLogout
     /// Sends reset mail; `nil` without a `mail` section.
@@ -157,7 +159,10 @@ package final class BrokerService: Sendable {
                     http: outbound, clock: clock,
                     directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600))),
             flowKey: flowKey, metrics: metrics, audit: audit)
-        devices = DeviceService(tokens: tokens, store: store, accounts: accounts, signIn: signIn)
+        let passkeys = PasskeyService(
+            store: store, tokens: tokens, flowKey: flowKey, logger: logger, metrics: metrics, audit: audit)
+        self.passkeys = passkeys
+        devices = DeviceService(tokens: tokens, store: store, accounts: accounts, signIn: signIn, passkeys: passkeys)
         grants = GrantService(
             tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit,
             devices: devices)
@@ -169,7 +174,7 @@ package final class BrokerService: Sendable {
         self.backchannel = backchannel
         let authorization = AuthorizationService(
             store: store, tokens: tokens, accounts: accounts, signIn: signIn, flowKey: flowKey, logger: logger,
-            metrics: metrics, audit: audit, backchannel: backchannel)
+            metrics: metrics, audit: audit, backchannel: backchannel, passkeys: passkeys)
         self.authorization = authorization
         signIn.appSignIns.set { user, provider, request in
             try await authorization.providerSignedIn(user: user, provider: provider, sealedRequest: request)
@@ -232,7 +237,11 @@ package final class BrokerService: Sendable {
     var issuerIsHTTPS: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
 
     /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
-    package func serverStarted(host: String, port: Int) { tokens.serverStarted(host: host, port: port) }
+    package func serverStarted(host: String, port: Int) {
+        tokens.serverStarted(host: host, port: port)
+        // Said once, at start, with the key to set (issue "Passkeys" §4).
+        if case .off(let reason) = passkeys.settings { logger.notice("\(reason)") }
+    }
 
     var now: Int64 { tokens.now }
     var keys: KeyManager { tokens.keys }

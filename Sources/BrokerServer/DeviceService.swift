@@ -20,6 +20,7 @@ final class DeviceService: Sendable {
     let logger: Logger
     let audit: AuditTrail
     let metrics: BrokerMetrics
+    let passkeys: PasskeyService
     /// Device authorization requests per client address: 30 at once, 30 more every ten minutes.
     let requests: SharedRateLimiter
     /// Wrong user codes per client address: 10 at once, 10 more every ten minutes.
@@ -30,7 +31,10 @@ final class DeviceService: Sendable {
     static let alphabet = Array("BCDFGHJKLMNPQRSTVWXZ".utf8)
     static let grantType = "urn:ietf:params:oauth:grant-type:device_code"
 
-    init(tokens: TokenIssuer, store: any Store, accounts: AccountService, signIn: SignInService) {
+    init(
+        tokens: TokenIssuer, store: any Store, accounts: AccountService, signIn: SignInService, passkeys: PasskeyService
+    ) {
+        self.passkeys = passkeys
         self.tokens = tokens
         self.store = store
         self.accounts = accounts
@@ -196,11 +200,44 @@ final class DeviceService: Sendable {
                     code: String(typed.prefix(16)),
                     problem: "That code is not waiting for a sign-in. Check it on the device and type it again."))
         }
-        return try FormGuard.page(secure: secure) { csrf in
+        let withPasskeys = passkeys.enabled && authorization.linkUser == nil
+        let page = try FormGuard.page(secure: secure) { csrf in
             Page.deviceChoice(
                 authorization: authorization, csrf: csrf, providers: choices(for: authorization),
-                password: configuration.customEnabled && authorization.linkUser == nil)
+                password: configuration.customEnabled && authorization.linkUser == nil, passkeys: withPasskeys)
         }
+        return withPasskeys ? Page.withPasskeys(page) : page
+    }
+
+    /// `POST /auth/device/passkey {user_code, csrf, ceremony, credential}`: a phone's (or this computer's)
+    /// passkey approves the terminal elsewhere: signed in, the confirmation page; refused, the choice again.
+    func passkeySignIn(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let csrf = (try? input.string("csrf")) ?? ""
+        guard FormGuard.accepts(cookie: cookie, field: csrf) else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard passkeys.enabled,
+            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address),
+            authorization.linkUser == nil
+        else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        let user: UserRecord
+        let passkey: PasskeyRecord
+        do {
+            (user, passkey) = try await passkeys.signIn(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "")
+        } catch let failure as PasskeyService.Failure {
+            return Page.withPasskeys(
+                Page.response(
+                    status: 400,
+                    Page.deviceChoice(
+                        authorization: authorization, csrf: csrf, providers: browserProviders(),
+                        password: configuration.customEnabled, problem: failure.message, passkeys: true)))
+        }
+        return try DeviceApproval.confirmationPage(
+            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+            signedInWith: .passkey, proof: DeviceApproval.proof(passkey: passkey.id))
     }
 
     /// The authorization waiting under a typed code; a wrong code counts against the address (429 past the limit).
@@ -374,6 +411,13 @@ extension DeviceService {
             else { return "The session that asked for this link has ended. Run broker link again on the device." }
         }
         guard let proof = approval.proof else { return nil }
+        if approval.signedInWith == .passkey {
+            let passkeys = try await store.passkeys(user: approval.user)
+            guard passkeys.contains(where: { DeviceApproval.proof(passkey: $0.id) == proof }) else {
+                return "The passkey you signed in with was removed since. Start again from the device."
+            }
+            return nil
+        }
         if approval.signedInWith == .custom {
             let account = try await store.passwordAccount(user: approval.user)
             guard let account, DeviceApproval.proof(passwordHash: account.passwordHash) == proof else {
@@ -443,6 +487,8 @@ struct DeviceApproval: Sendable, Hashable {
 
     /// The proof of a provider sign-in: the account's `provider:subject`.
     static func proof(identity: IdentityRecord) -> String { "\(identity.provider.rawValue):\(identity.subject)" }
+    /// The passkey a device approval was signed in with (still registered when the approval is used).
+    static func proof(passkey id: String) -> String { "passkey:" + id }
     private static let associatedData = Array("device-approval".utf8)
 
     func seal(key: [UInt8]) throws -> String {

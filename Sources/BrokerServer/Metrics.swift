@@ -174,6 +174,15 @@ package final class BrokerMetrics: Sendable {
         ).increment()
     }
 
+    /// Passkey ceremonies: `event` is `registration`, `sign_in` or `removal`; `outcome` is `success` or why not.
+    func passkey(event: String, outcome: String) {
+        registry.makeCounter(
+            descriptor: Self.name(
+                "broker_passkey_ceremonies_total", "Passkey registrations, sign-ins and removals, by outcome."),
+            labels: [("event", event), ("outcome", outcome)]
+        ).increment()
+    }
+
     func mail(kind: String, outcome: String) {
         registry.makeCounter(
             descriptor: Self.name("broker_mail_total", "Mail sent or given up, by kind and outcome."),

@@ -136,7 +136,7 @@ enum Page {
     /// How to sign in for the device: each browser provider, or email and password.
     static func deviceChoice(
         authorization: DeviceAuthorization, csrf: String, providers: [(ProviderID, String)], password: Bool,
-        email: String = "", problem: String? = nil
+        email: String = "", problem: String? = nil, passkeys: Bool = false
     ) -> String {
         var body = asking(authorization)
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
@@ -166,6 +166,11 @@ enum Page {
                 <button type="submit">Sign in</button>
                 </form>
                 """
+        }
+        if passkeys {
+            if !providers.isEmpty || password { body += "<p class=\"or\">or</p>\n" }
+            body += passkeySignIn(
+                action: "/auth/device/passkey", hidden: [("user_code", authorization.userCode), ("csrf", csrf)])
         }
         return document(title: authorization.linkUser == nil ? "Sign in on a device" : "Link an account", body: body)
     }

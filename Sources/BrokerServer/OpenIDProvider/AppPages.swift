@@ -18,7 +18,7 @@ extension Page {
     /// the email and password form.
     static func appSignIn(
         app: String, request: String, csrf: String, providers: [(id: String, name: String)], password: Bool,
-        email: String?, problem: String?, canReset: Bool = false
+        email: String?, problem: String?, canReset: Bool = false, passkeys: Bool = false
     ) -> String {
         var body = "<p>Sign in to continue to <strong>\(HTML.escape(app))</strong>.</p>\n"
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
@@ -31,14 +31,17 @@ extension Page {
                 <form method="post" action="/auth/authorize/password">
                 \(hidden)
                 <label for="email">Email</label>
-                <input type="email" id="email" name="email" value="\(HTML.escape(email ?? ""))" autocomplete="username" required autofocus>
+                <input type="email" id="email" name="email" value="\(HTML.escape(email ?? ""))" autocomplete="\(passkeys ? "username webauthn" : "username")" required autofocus>
                 <label for="password">Password</label>
                 <input type="password" id="password" name="password" autocomplete="current-password" required>
                 <button type="submit">Sign in</button>
                 </form>
 
                 """
-            if !providers.isEmpty { body += "<p class=\"or\">or</p>\n" }
+            if !providers.isEmpty || passkeys { body += "<p class=\"or\">or</p>\n" }
+        }
+        if passkeys {
+            body += passkeySignIn(action: "/auth/authorize/passkey", hidden: [("request", request), ("csrf", csrf)])
         }
         for provider in providers {
             body += """

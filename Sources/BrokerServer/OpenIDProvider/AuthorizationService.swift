@@ -21,15 +21,18 @@ final class AuthorizationService: Sendable {
     let metrics: BrokerMetrics
     let audit: AuditTrail
     let backchannel: BackchannelLogout
+    let passkeys: PasskeyService
 
     /// How long an app's code lives (RFC 6749 §4.1.2 recommends at most ten minutes).
     static let codeLifetime: Int64 = 60
 
     init(
         store: any Store, tokens: TokenIssuer, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
-        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail, backchannel: BackchannelLogout
+        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail, backchannel: BackchannelLogout,
+        passkeys: PasskeyService
     ) {
         self.backchannel = backchannel
+        self.passkeys = passkeys
         self.store = store
         self.tokens = tokens
         self.accounts = accounts
@@ -200,14 +203,34 @@ final class AuthorizationService: Sendable {
             $0 != .custom && signIn.identityProviders[$0] != nil
         }
         .map { ($0.rawValue, signIn.displayName($0)) }
+        let passkeys = passkeys.enabled
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.appSignIn(
                 app: app.clientID, request: sealed, csrf: csrf, providers: providers,
                 password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem,
-                canReset: accounts.verification.mailer != nil)
+                canReset: accounts.verification.mailer != nil, passkeys: passkeys)
         }
         response.status = status
-        return response
+        return passkeys ? Page.withPasskeys(response) : response
+    }
+
+    /// `POST /auth/authorize/passkey {request, csrf, ceremony, credential}`: a discoverable passkey sign-in;
+    /// refused, the sign-in page again with the reason.
+    func passkey(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        let user: UserRecord
+        do {
+            (user, _) = try await passkeys.signIn(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "")
+        } catch let failure as PasskeyService.Failure {
+            return try signInPage(request, app: app, problem: failure.message, status: 400)
+        }
+        let (session, setCookie) = try await sessions.start(user: user.id, signedInWith: .passkey)
+        return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
     }
 
     /// What a form of these pages brought: its request and app, or the page saying why it is no good.

@@ -1,0 +1,84 @@
+import BrokerCore
+
+/// The passkey parts of the broker's pages: the form that runs a ceremony (``PasskeyScript``), the page that
+/// adds a passkey, and the CLI's loopback sign-in page.
+extension Page {
+    /// The Content-Security-Policy of a page with a passkey form: the broker's own script and its own
+    /// `/auth/passkey/options`, nothing else.
+    static let passkeyPolicy =
+        "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
+        + "frame-ancestors 'none'; base-uri 'none'"
+
+    /// `response` (a page) allowed to run ``PasskeyScript``.
+    static func withPasskeys(_ response: APIResponse) -> APIResponse {
+        var allowed = response
+        allowed.headers = response.headers.map {
+            $0.0 == "Content-Security-Policy" ? ($0.0, passkeyPolicy) : $0
+        }
+        return allowed
+    }
+
+    static let passkeyScriptTag = "<script src=\"/auth/passkey.js\" defer></script>\n"
+
+    /// "Sign in with a passkey": a form posting to `action` with `hidden` fields, the ceremony and credential
+    /// filled in by the script. No email is asked: the browser offers the passkeys it holds for this broker.
+    static func passkeySignIn(action: String, hidden: [(String, String)], primary: Bool = false) -> String {
+        var form = "<form method=\"post\" action=\"\(HTML.escape(action))\" data-passkey=\"signin\">\n"
+        for (name, value) in hidden {
+            form += "<input type=\"hidden\" name=\"\(HTML.escape(name))\" value=\"\(HTML.escape(value))\">\n"
+        }
+        form += """
+            <input type="hidden" name="ceremony" value="">
+            <input type="hidden" name="credential" value="">
+            <p class="problem" role="alert" data-passkey-problem hidden></p>
+            <button type="submit"\(primary ? "" : " class=\"secondary\"")>Sign in with a passkey</button>
+            </form>
+
+            """
+        return form + passkeyScriptTag
+    }
+
+    /// The page `broker passkey add` opens: who the passkey is for, a name for it, and the button.
+    static func passkeyAdd(user: String, options: JSONValue, ceremony: String, csrf: String) -> String {
+        document(
+            title: "Add a passkey",
+            body: """
+                <p>Add a passkey to <strong>\(HTML.escape(user))</strong>: this device (or your phone) will sign \
+                you in to broker without a password.</p>
+                <form method="post" action="/auth/passkey/add" data-passkey="register" data-options="\(HTML.escape(options.serialized()))">
+                <input type="hidden" name="ceremony" value="\(HTML.escape(ceremony))">
+                <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+                <input type="hidden" name="credential" value="">
+                <label for="name">A name for it (optional)</label>
+                <input type="text" id="name" name="name" maxlength="64" placeholder="Laptop" autocomplete="off">
+                <p class="problem" role="alert" data-passkey-problem hidden></p>
+                <button type="submit">Add a passkey</button>
+                </form>
+                """ + passkeyScriptTag)
+    }
+
+    static func passkeyAdded(name: String) -> String {
+        message(
+            title: "Passkey added",
+            text: "“\(name)” now signs you in to broker. You can close this tab and return to the terminal.")
+    }
+
+    /// The CLI's loopback sign-in with a passkey (`broker login --provider passkey`).
+    static func passkeyLoopback(flow: String, csrf: String, problem: String? = nil) -> String {
+        var body = "<p>Sign in to broker with a passkey for the command line.</p>\n"
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        body += passkeySignIn(
+            action: "/auth/passkey/finish", hidden: [("flow", flow), ("csrf", csrf)], primary: true)
+        return document(title: "Sign in with a passkey", body: body)
+    }
+
+    static let passkeyTicketGone = message(
+        title: "This link no longer works",
+        text:
+            "Links to add a passkey work once, for ten minutes, while the session that asked is signed in. Run broker passkey add again."
+    )
+
+    static let passkeysOff = message(
+        title: "Passkeys are off",
+        text: "This broker has no passkeys: its address is an IP address, which browsers refuse for passkeys.")
+}

@@ -1,0 +1,167 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+
+/// The HTTP side of ``PasskeyService``: the account API (ticket, list, remove), the page that adds a passkey,
+/// and the CLI's loopback sign-in with one.
+extension PasskeyService {
+    var secure: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
+
+    // MARK: The account API (an account token, RT2-1: passkeys change how the account is reached)
+
+    /// `POST /auth/passkey/ticket`: the URL of the page that adds a passkey for the account token's user.
+    func ticket(authorization: String?) async throws -> APIResponse {
+        let view = try await tokens.authenticateAccount(authorization: authorization)
+        guard enabled else { throw Self.unavailable }
+        let ticket = try PasskeyTicket(
+            user: view.user.id, session: view.session.id, expiresAt: now + PasskeyTicket.lifetime
+        ).seal(key: flowKey)
+        return APIResponse(
+            status: 200,
+            body: [
+                "url": .string(tokens.issuer + "/auth/passkey/add?" + FormEncoding.encode([("ticket", ticket)])),
+                "expires_in": .int(PasskeyTicket.lifetime),
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// `GET /auth/passkeys`: the account token's user's passkeys.
+    func list(authorization: String?) async throws -> APIResponse {
+        let view = try await tokens.authenticateAccount(authorization: authorization)
+        let passkeys = try await store.passkeys(user: view.user.id)
+        return APIResponse(
+            status: 200,
+            body: [
+                "passkeys": .array(
+                    passkeys.map { passkey in
+                        [
+                            "id": .string(passkey.id), "name": .string(passkey.name),
+                            "created_at": .int(passkey.createdAt),
+                            "last_used_at": passkey.lastUsedAt.map(JSONValue.int) ?? .null,
+                            "algorithm": .string(
+                                COSEKey.Algorithm(rawValue: passkey.algorithm)?.name ?? "\(passkey.algorithm)"),
+                            "backed_up": .bool(passkey.backedUp),
+                            "transports": .array(passkey.transports.map(JSONValue.string)),
+                        ]
+                    })
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// `POST /auth/passkeys/remove {id}`: removes one of the account token's user's passkeys.
+    func remove(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+        let view = try await tokens.authenticateAccount(authorization: authorization)
+        let id = try input.string("id")
+        guard id.utf8.count <= 1400, try await store.removePasskey(id: id, user: view.user.id) else {
+            metrics.passkey(event: "removal", outcome: "not_found")
+            throw APIError.notFound("no passkey \(id.prefix(64)) on this account (broker passkey list shows them)")
+        }
+        metrics.passkey(event: "removal", outcome: "success")
+        audit.record("passkey_removed", user: view.user.id, fields: ["passkey": String(id.prefix(16))])
+        return APIResponse(status: 200, body: ["removed": .string(id)])
+    }
+
+    // MARK: Adding a passkey
+
+    /// `GET /auth/passkey/add?ticket=…`: spends the ticket and shows the page with a registration ceremony for
+    /// its user (the ceremony, not the ticket, carries the permission from here on, bound to the page's CSRF
+    /// cookie).
+    func addPage(query: [String: String]) async throws -> APIResponse {
+        guard enabled else { return Page.response(status: 404, Page.passkeysOff) }
+        guard let sealed = query["ticket"], let ticket = PasskeyTicket.open(sealed, key: flowKey, now: now),
+            try await tokens.isLive(session: ticket.session, of: ticket.user),
+            let user = try await store.user(id: ticket.user),
+            try await store.spendStateMarker(PasskeyTicket.marker(sealed), expiresAt: ticket.expiresAt + 60)
+        else {
+            return Page.response(status: 400, Page.passkeyTicketGone)
+        }
+        let (options, ceremony) = try await registrationOptions(user: user, session: ticket.session)
+        return Page.withPasskeys(
+            try FormGuard.page(secure: secure) { csrf in
+                Page.passkeyAdd(
+                    user: user.email ?? user.name ?? user.id.description, options: options, ceremony: ceremony,
+                    csrf: csrf)
+            })
+    }
+
+    /// `POST /auth/passkey/add {ceremony, csrf, credential, name}`.
+    func add(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(
+                status: 403,
+                Page.message(
+                    title: "This form has expired",
+                    text: "The page was opened in another browser or too long ago. Run broker passkey add again."))
+        }
+        do {
+            let passkey = try await register(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "",
+                name: (try? input.optionalString("name")) ?? nil ?? "")
+            return FormGuard.clearing(Page.response(status: 200, Page.passkeyAdded(name: passkey.name)), secure: secure)
+        } catch let failure as Failure {
+            return Page.response(
+                status: 400,
+                Page.message(title: "No passkey was added", text: failure.message + " Run broker passkey add again."))
+        }
+    }
+
+    // MARK: The CLI's loopback sign-in
+
+    /// `GET /auth/passkey/start?redirect_uri&state&code_challenge&code_challenge_method=S256`: the page with the
+    /// passkey button, for `broker login --provider passkey` (the same checks as a provider's `/start`).
+    func loopbackPage(query: [String: String]) async throws -> APIResponse {
+        guard enabled else { throw Self.unavailable }
+        guard let redirectURI = query["redirect_uri"], SignInService.isLoopbackRedirect(redirectURI) else {
+            throw APIError.invalidRequest(
+                "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
+        }
+        guard let state = query["state"], !state.isEmpty, state.utf8.count <= 512 else {
+            throw APIError.invalidRequest("state is required (at most 512 characters)")
+        }
+        guard query["code_challenge_method"] == "S256" else {
+            throw APIError.invalidRequest("code_challenge_method must be S256")
+        }
+        guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
+            throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
+        }
+        let flow = try PasskeyLoopback(
+            redirectURI: redirectURI, state: state, codeChallenge: challenge, expiresAt: now + PasskeyLoopback.lifetime
+        ).seal(key: flowKey)
+        return Page.withPasskeys(
+            try FormGuard.page(secure: secure) { csrf in Page.passkeyLoopback(flow: flow, csrf: csrf) })
+    }
+
+    /// `POST /auth/passkey/finish {flow, csrf, ceremony, credential}`: signed in, the CLI gets a one-time code at
+    /// its loopback address (a page that moves on by itself: a redirect answering a form would meet the page's
+    /// `form-action 'self'`); refused, the page says why and offers the button again.
+    func loopbackFinish(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        let csrf = (try? input.string("csrf")) ?? ""
+        guard FormGuard.accepts(cookie: cookie, field: csrf),
+            let flow = PasskeyLoopback.open((try? input.string("flow")) ?? "", key: flowKey, now: now)
+        else {
+            return Page.response(
+                status: 403,
+                Page.message(
+                    title: "This sign-in page has expired", text: "Run broker login --provider passkey again."))
+        }
+        let user: UserRecord
+        do {
+            (user, _) = try await signIn(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "")
+        } catch let failure as Failure {
+            return Page.withPasskeys(
+                Page.response(
+                    status: 400,
+                    Page.passkeyLoopback(flow: (try? input.string("flow")) ?? "", csrf: csrf, problem: failure.message))
+            )
+        }
+        let code = try SecureRandom.token(byteCount: 32)
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
+                hash: Digest.sha256(code), userID: user.id, codeChallenge: flow.codeChallenge,
+                redirectURI: flow.redirectURI, expiresAt: now + SignInService.codeLifetime, signedInWith: .passkey))
+        let location = SignInService.loopback(
+            flow.redirectURI, [("code", code)], state: flow.state, issuer: tokens.issuer)
+        return FormGuard.clearing(Page.response(status: 200, Page.appOnward(to: location)), secure: secure)
+    }
+}

@@ -1,0 +1,339 @@
+import BrokerConfiguration
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import BrokerTestSupport
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import BrokerServer
+
+/// Passkeys in process: added through `broker passkey add`'s ticket and page, then signing in to an app, to the
+/// CLI's loopback page and on `/device`, each with a software authenticator; the refusals a relying party owes
+/// (a spent challenge, a counter that went back, a removed passkey, a ticket used twice) and passkeys off on an
+/// IP-address issuer.
+@Suite("passkeys: adding one and signing in with it")
+struct PasskeyTests {
+    typealias Reply = InProcessBroker.Client.Reply
+    typealias Jar = OpenIDProviderTests.Jar
+    typealias Flow = InProcessBrowserFlowTests
+    static let password = "correct horse battery staple"
+    static let config = #"{"providers": {"custom": {"enabled": true}}}"#
+
+    static func ceremony(_ broker: InProcessBroker) -> SoftAuthenticator.Ceremony {
+        SoftAuthenticator.Ceremony(origin: "http://broker.test", rpID: "broker.test")
+    }
+
+    static func unescape(_ html: String) -> String {
+        html.replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&#39;", with: "'")
+            .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    static func attribute(_ reply: Reply, _ name: String) -> String? {
+        let html = String(decoding: reply.body, as: UTF8.self)
+        guard let range = html.range(of: "\(name)=\"") else { return nil }
+        return unescape(String(html[range.upperBound...].prefix { $0 != "\"" }))
+    }
+
+    static func hidden(_ reply: Reply, _ name: String) -> String? {
+        OpenIDProviderTests.hidden(reply, name).map(unescape)
+    }
+
+    /// A CLI session (email + password) and its account token.
+    static func signedIn(_ client: InProcessBroker.Client, _ email: String) async throws -> (
+        session: Reply, account: String
+    ) {
+        let session = try await client.register(email, password)
+        #expect(session.status == 201, "\(String(describing: session.json))")
+        let account = try await client.accountToken(refreshToken: try #require(session["refresh_token"]?.stringValue))
+        return (session, account)
+    }
+
+    /// `broker passkey add` as the broker sees it: the ticket, the page, the authenticator, the form.
+    @discardableResult
+    static func addPasskey(
+        _ client: InProcessBroker.Client, account: String, authenticator: SoftAuthenticator,
+        _ ceremony: SoftAuthenticator.Ceremony, name: String = "Laptop"
+    ) async throws -> Reply {
+        let ticket = try await client.send(
+            .post, "/auth/passkey/ticket", headers: [.authorization: "Bearer \(account)"])
+        #expect(ticket.status == 200 && ticket["expires_in"] == 600, "\(String(describing: ticket.json))")
+        let url = try #require(ticket["url"]?.stringValue)
+        #expect(url.hasPrefix("http://broker.test/auth/passkey/add?ticket="))
+        let jar = Jar()
+        let page = try await OpenIDProviderTests.get(client, String(url.dropFirst("http://broker.test".count)), jar)
+        #expect(page.status == 200 && page.header("Content-Security-Policy") == Page.passkeyPolicy)
+        let text = try #require(Self.attribute(page, "data-options"))
+        let options = try #require(JSONValue.parse(Array(text.utf8)))
+        #expect(options["rp"]?["id"] == "broker.test" && options["attestation"] == "none")
+        #expect(options["authenticatorSelection"]?["residentKey"] == "required")
+        let handle = try #require(options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode))
+        #expect(handle.count == 32, "a random handle, never the email")
+        let challenge = try #require(options["challenge"]?.stringValue.flatMap(Base64URL.decode))
+        let response = try authenticator.register(challenge: challenge, userHandle: handle, ceremony)
+        return try await OpenIDProviderTests.post(
+            client, "/auth/passkey/add",
+            [
+                ("ceremony", try #require(hidden(page, "ceremony"))), ("csrf", try #require(hidden(page, "csrf"))),
+                ("credential", response.json.serialized()), ("name", name),
+            ], jar)
+    }
+
+    /// A discoverable sign-in's options and the authenticator's answer to them.
+    static func assertion(
+        _ client: InProcessBroker.Client, _ authenticator: SoftAuthenticator, _ ceremony: SoftAuthenticator.Ceremony
+    ) async throws -> (ceremony: String, credential: String) {
+        let options = try await client.post("/auth/passkey/options", json: [:])
+        #expect(options.status == 200 && options["publicKey"]?["userVerification"] == "required")
+        #expect(options["publicKey"]?["allowCredentials"] == [], "discoverable: no email first, no list")
+        let challenge = try #require(options["publicKey"]?["challenge"]?.stringValue.flatMap(Base64URL.decode))
+        let response = try authenticator.assert(challenge: challenge, ceremony)
+        return (try #require(options["ceremony"]?.stringValue), response.json.serialized())
+    }
+
+    @Test func aPasskeyIsAddedListedUsedForAnAppAndRemoved() async throws {
+        let broker = try await InProcessBroker(config: Self.config)
+        try await OpenIDProviderTests.register(broker, firstParty: true)
+        let authenticator = try SoftAuthenticator(algorithm: .es256, counter: 0)
+        let ceremony = Self.ceremony(broker)
+        try await broker.test { client in
+            let (_, account) = try await Self.signedIn(client, "ada@example.com")
+            let added = try await Self.addPasskey(client, account: account, authenticator: authenticator, ceremony)
+            #expect(added.status == 200, "\(String(decoding: added.body, as: UTF8.self))")
+            #expect(String(decoding: added.body, as: UTF8.self).contains("“Laptop” now signs you in"))
+
+            let listed = try await client.get("/auth/passkeys", bearer: account)
+            let entry = try #require(listed["passkeys"]?.arrayValue?.first)
+            #expect(entry["name"] == "Laptop" && entry["algorithm"] == "ES256" && entry["last_used_at"] == .null)
+            #expect(entry["id"]?.stringValue == Base64URL.encode(authenticator.credentialID))
+
+            // The app's sign-in page offers the passkey (and the email field its autofill); the passkey signs in.
+            let jar = Jar()
+            let page = try await OpenIDProviderTests.get(
+                client, OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()), jar)
+            let html = String(decoding: page.body, as: UTF8.self)
+            #expect(html.contains(#"data-passkey="signin""#) && html.contains("Sign in with a passkey"))
+            #expect(html.contains(#"autocomplete="username webauthn""#))
+            #expect(page.header("Content-Security-Policy") == Page.passkeyPolicy)
+            let (sealed, credential) = try await Self.assertion(client, authenticator, ceremony)
+            let signedIn = try await OpenIDProviderTests.post(
+                client, "/auth/authorize/passkey",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("ceremony", sealed), ("credential", credential),
+                ], jar)
+            let destination = try #require(OpenIDProviderTests.destination(signedIn), "\(signedIn.status)")
+            let code = try #require(Flow.query(destination)["code"])
+            let tokens = try await OpenIDProviderTests.redeem(client, code: code)
+            let idToken = try #require(tokens["id_token"]?.stringValue, "\(String(describing: tokens.json))")
+            let claims = try #require(jwtParts(idToken).claims)
+            #expect(claims["email"] == "ada@example.com")
+            let accessToken = try #require(tokens["access_token"]?.stringValue)
+            let access = try #require(jwtParts(accessToken).claims)
+            #expect(access["idp"] == "passkey", "the way in of this session")
+            #expect(
+                try await client.get("/auth/passkeys", bearer: account)["passkeys"]?.arrayValue?.first?["last_used_at"]
+                    != .null)
+
+            // The same ceremony again: its challenge was spent.
+            let replay = try await OpenIDProviderTests.post(
+                client, "/auth/authorize/passkey",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("ceremony", sealed), ("credential", credential),
+                ], jar)
+            #expect(replay.status == 400)
+            #expect(String(decoding: replay.body, as: UTF8.self).contains("already used"))
+
+            // Removed: it signs in no more; removing it again is 404.
+            let id = Base64URL.encode(authenticator.credentialID)
+            let removed = try await client.send(
+                .post, "/auth/passkeys/remove",
+                headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                body: Array(#"{"id":"\#(id)"}"#.utf8))
+            #expect(removed.status == 200 && removed["removed"]?.stringValue == id)
+            let again = try await client.send(
+                .post, "/auth/passkeys/remove",
+                headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                body: Array(#"{"id":"\#(id)"}"#.utf8))
+            #expect(again.status == 404)
+            // A browser without the broker's session (the first one is signed in now).
+            let jar2 = Jar()
+            let page2 = try await OpenIDProviderTests.get(
+                client, OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()), jar2)
+            let (sealed2, credential2) = try await Self.assertion(client, authenticator, ceremony)
+            let refused = try await OpenIDProviderTests.post(
+                client, "/auth/authorize/passkey",
+                [
+                    ("request", try #require(Self.hidden(page2, "request"))),
+                    ("csrf", try #require(Self.hidden(page2, "csrf"))), ("ceremony", sealed2),
+                    ("credential", credential2),
+                ], jar2)
+            #expect(refused.status == 400)
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("not registered with this broker"))
+        }
+    }
+
+    @Test func theAccountAPINeedsAnAccountTokenAndATicketWorksOnce() async throws {
+        let broker = try await InProcessBroker(config: Self.config)
+        try await broker.test { client in
+            let (session, account) = try await Self.signedIn(client, "grace@example.com")
+            let access = try #require(session["access_token"]?.stringValue)
+            // An API access token proves possession, never the right to add a way in (RT2-1).
+            let refused = try await client.send(
+                .post, "/auth/passkey/ticket", headers: [.authorization: "Bearer \(access)"])
+            #expect(refused.status == 401 && refused.error == "invalid_token")
+            #expect(try await client.get("/auth/passkeys", bearer: access).status == 401)
+
+            let ticket = try await client.send(
+                .post, "/auth/passkey/ticket", headers: [.authorization: "Bearer \(account)"])
+            let path = String(try #require(ticket["url"]?.stringValue).dropFirst("http://broker.test".count))
+            #expect(try await client.get(path).status == 200)
+            let second = try await client.get(path)
+            #expect(second.status == 400 && String(decoding: second.body, as: UTF8.self).contains("work once"))
+            // A tampered ticket, and none.
+            #expect(try await client.get(path.replacingOccurrences(of: "ticket=", with: "ticket=x")).status == 400)
+            #expect(try await client.get("/auth/passkey/add").status == 400)
+            // A form posted without the page's cookie.
+            let stale = try await client.form(
+                "/auth/passkey/add", [("ceremony", "x"), ("csrf", "y"), ("credential", "{}")])
+            #expect(stale.status == 403)
+        }
+    }
+
+    @Test func aCounterThatWentBackAndAMalformedAnswerAreRefused() async throws {
+        let broker = try await InProcessBroker(config: Self.config)
+        try await OpenIDProviderTests.register(broker, firstParty: true)
+        let authenticator = try SoftAuthenticator(counter: 10)
+        let ceremony = Self.ceremony(broker)
+        var backwards = ceremony
+        backwards.counter = 5
+        try await broker.test { [backwards] client in
+            let (_, account) = try await Self.signedIn(client, "cnt@example.com")
+            #expect(
+                try await Self.addPasskey(client, account: account, authenticator: authenticator, ceremony).status
+                    == 200)
+            let jar = Jar()
+            for (credentialEdit, says) in [
+                ({ (text: String) in text }, "counter did not increase"),
+                ({ (_: String) in "{\"type\":\"public-key\"" }, "could not be read"),
+            ] {
+                let page = try await OpenIDProviderTests.get(
+                    client, OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()), jar)
+                let (sealed, credential) = try await Self.assertion(client, authenticator, backwards)
+                let reply = try await OpenIDProviderTests.post(
+                    client, "/auth/authorize/passkey",
+                    [
+                        ("request", try #require(Self.hidden(page, "request"))),
+                        ("csrf", try #require(Self.hidden(page, "csrf"))), ("ceremony", sealed),
+                        ("credential", credentialEdit(credential)),
+                    ], jar)
+                #expect(reply.status == 400)
+                #expect(String(decoding: reply.body, as: UTF8.self).contains(says))
+            }
+            let owner = try await broker.store.passwordAccount(email: "cnt@example.com")?.user.id
+            let stored = try await broker.store.passkeys(user: try #require(owner))
+            #expect(stored.first?.signCount == 11, "the refused counter was not stored")
+        }
+    }
+
+    @Test func theCLIsLoopbackPageAndTheDevicePageSignInWithAPasskey() async throws {
+        let broker = try await InProcessBroker(config: Self.config)
+        let authenticator = try SoftAuthenticator()
+        let ceremony = Self.ceremony(broker)
+        try await broker.test { client in
+            let (_, account) = try await Self.signedIn(client, "term@example.com")
+            #expect(
+                try await Self.addPasskey(client, account: account, authenticator: authenticator, ceremony).status
+                    == 200)
+
+            // broker login --provider passkey: the loopback page, then a code for the CLI.
+            let pkce = try PKCE.generate()
+            let redirect = "http://127.0.0.1:5555/callback"
+            let jar = Jar()
+            let page = try await OpenIDProviderTests.get(
+                client,
+                "/auth/passkey/start?"
+                    + FormEncoding.encode([
+                        ("redirect_uri", redirect), ("state", "cli-state"), ("code_challenge", pkce.challenge),
+                        ("code_challenge_method", "S256"),
+                    ]), jar)
+            #expect(page.status == 200, "\(String(decoding: page.body, as: UTF8.self))")
+            let (sealed, credential) = try await Self.assertion(client, authenticator, ceremony)
+            let finished = try await OpenIDProviderTests.post(
+                client, "/auth/passkey/finish",
+                [
+                    ("flow", try #require(Self.hidden(page, "flow"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))),
+                    ("ceremony", sealed), ("credential", credential),
+                ], jar)
+            let destination = try #require(OpenIDProviderTests.destination(finished))
+            #expect(destination.hasPrefix(redirect + "?"))
+            let back = Flow.query(destination)
+            #expect(back["state"] == "cli-state" && back["iss"] == "http://broker.test")
+            let session = try await client.form(
+                "/auth/token",
+                [
+                    ("grant_type", "authorization_code"), ("code", try #require(back["code"])),
+                    ("code_verifier", pkce.verifier), ("redirect_uri", redirect),
+                ])
+            #expect(session.status == 200 && session["provider"] == "passkey", "\(String(describing: session.json))")
+            // A non-loopback redirect is refused before any page.
+            let evil = try await client.get(
+                "/auth/passkey/start?"
+                    + FormEncoding.encode([("redirect_uri", "https://evil.example/cb"), ("state", "s")]))
+            #expect(evil.status == 400 && evil.error == "invalid_request")
+
+            // The device flow: a terminal elsewhere, approved with the passkey.
+            let started = try await InProcessDeviceTests.authorize(client)
+            let userCode = try #require(started["user_code"]?.stringValue)
+            let deviceJar = Jar()
+            let choice = try await OpenIDProviderTests.get(
+                client, "/device?" + FormEncoding.encode([("user_code", userCode)]), deviceJar)
+            #expect(String(decoding: choice.body, as: UTF8.self).contains("/auth/device/passkey"))
+            let (sealed2, credential2) = try await Self.assertion(client, authenticator, ceremony)
+            let confirm = try await OpenIDProviderTests.post(
+                client, "/auth/device/passkey",
+                [
+                    ("user_code", try #require(Self.hidden(choice, "user_code"))),
+                    ("csrf", try #require(Self.hidden(choice, "csrf"))), ("ceremony", sealed2),
+                    ("credential", credential2),
+                ], deviceJar)
+            #expect(confirm.status == 200)
+            #expect(String(decoding: confirm.body, as: UTF8.self).contains("term@example.com"))
+        }
+    }
+
+    @Test func anIPAddressIssuerHasPasskeysOffAndSaysWhy() async throws {
+        let broker = try await InProcessBroker(config: Self.config, issuer: "http://127.0.0.1:8787")
+        try await OpenIDProviderTests.register(broker, firstParty: true)
+        guard case .off(reason: let reason) = broker.service.passkeys.settings else {
+            Issue.record("passkeys on at an IP address")
+            return
+        }
+        #expect(reason.contains("server.webauthn_rp_id") && reason.contains("127.0.0.1"))
+        try await broker.test { client in
+            #expect(try await client.post("/auth/passkey/options", json: [:]).status == 404)
+            let page = try await client.get(OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()))
+            #expect(!String(decoding: page.body, as: UTF8.self).contains("passkey"))
+            #expect(page.header("Content-Security-Policy")?.contains("script-src") == false, "no script at all")
+        }
+    }
+
+    @Test(
+        arguments: [
+            ("http://127.0.0.1:8787", nil, false), ("http://localhost:8787", nil, true),
+            ("https://login.example.com", "example.com", true), ("https://login.example.com", "other.com", false),
+            ("http://127.0.0.1:8787", "localhost", false), ("http://[::1]:8787", nil, false),
+        ] as [(String, String?, Bool)])
+    func theRelyingPartyIDFollowsTheIssuer(issuer: String, configured: String?, on: Bool) {
+        let settings = PasskeySettings.resolve(issuer: issuer, configured: configured)
+        if case .on = settings { #expect(on) } else { #expect(!on, "\(settings)") }
+        if issuer == "https://login.example.com", configured == "example.com" {
+            #expect(settings == .on(rpID: "example.com", origin: "https://login.example.com"))
+        }
+    }
+}
