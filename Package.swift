@@ -220,11 +220,12 @@ let package = Package(
         ),
 
         // What every test target shares: the process runner, temporary folders, the repository's paths, a
-        // manual clock and a scripted HTTP transport.
+        // manual clock, a scripted HTTP transport and a software WebAuthn authenticator.
         .target(
             name: "BrokerTesting",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerSystem", .product(name: "Logging", package: "swift-log"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerSystem",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
