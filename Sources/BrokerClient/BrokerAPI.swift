@@ -288,6 +288,28 @@ package struct BrokerAPI: Sendable {
         return try await api.send(request, accepting: statuses)
     }
 
+    /// `POST /auth/passkey/ticket` with an account token: the one-time URL of the page that adds a passkey.
+    package func passkeyTicket(_ accessToken: Secret) async throws(BrokerAPIError) -> (url: String, expiresIn: Int64) {
+        let answer = try await postAuthorized("/auth/passkey/ticket", body: [:], accessToken)
+        guard let url = answer["url"]?.stringValue, url.hasPrefix(baseURL + "/") else {
+            throw .badResponse("the broker's passkey ticket has no URL of its own")
+        }
+        return (url, answer["expires_in"]?.intValue ?? 600)
+    }
+
+    /// `GET /auth/passkeys` with an account token: `{"passkeys": [{id, name, created_at, last_used_at, …}]}`.
+    package func passkeys(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPClientRequest(
+            url: baseURL + "/auth/passkeys",
+            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)])
+        return try await send(request, expect: 200)
+    }
+
+    /// `POST /auth/passkeys/remove {id}` with an account token.
+    package func removePasskey(_ accessToken: Secret, id: String) async throws(BrokerAPIError) -> JSONValue {
+        try await postAuthorized("/auth/passkeys/remove", body: ["id": .string(id)], accessToken)
+    }
+
     /// `GET /auth/account/export` with the session's token.
     package func exportAccount(_ accessToken: Secret) async throws(BrokerAPIError) -> JSONValue {
         let request = HTTPClientRequest(

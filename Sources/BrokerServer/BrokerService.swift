@@ -365,7 +365,9 @@ package final class BrokerService: Sendable {
                 "flow": .string((descriptor?.flow ?? .password).rawValue),
             ])
         }
-        return APIResponse(status: 200, body: .object(["providers": .array(list)]))
+        // A passkey signs in through the broker's own page (the CLI's loopback flow): listed when passkeys are on.
+        let passkey: [JSONValue] = passkeys.enabled ? [["id": "passkey", "name": "Passkey", "flow": "browser"]] : []
+        return APIResponse(status: 200, body: .object(["providers": .array(list + passkey)]))
     }
 
     func health() async -> APIResponse {

@@ -14,7 +14,8 @@ struct Broker: AsyncParsableCommand {
             Register.self, Login.self, Token.self, Request.self, Exec.self, Credential.self, Whoami.self, Logout.self,
             Providers.self, Mint.self,
             Serve.self,
-            Password.self, Account.self, Link.self, Unlink.self, Keys.self, Client.self, Users.self, Sessions.self,
+            Password.self, Account.self, Link.self, Unlink.self, Passkey.self, Keys.self, Client.self, Users.self,
+            Sessions.self,
             Audit.self, Database.self,
             Emulate.self,
         ]

@@ -239,7 +239,9 @@ extension Broker {
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
-                let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                let name =
+                    chosen == .passkey
+                    ? "a passkey" : BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
                 return try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
                     timeout: Double(timeout)
@@ -285,8 +287,9 @@ extension Broker {
             }
         }
 
-        /// The providers this build knows: the catalog's and `custom`.
-        static var knownProviders: [ProviderID] { BrokerProviders.all.map(\.id) + [.custom] }
+        /// The providers this build knows: the catalog's, `custom`, and `passkey` (a passkey on the broker's own
+        /// page, through the same loopback flow as a browser provider).
+        static var knownProviders: [ProviderID] { BrokerProviders.all.map(\.id) + [.custom, .passkey] }
 
         func chooseProvider(api: BrokerAPI) async throws -> ProviderID {
             if let provider, let id = ProviderID(rawValue: provider) { return id }

@@ -38,6 +38,9 @@ extension Broker {
         var timeout = 300
 
         func validate() throws {
+            if provider == ProviderID.passkey.rawValue {
+                throw ValidationError("passkeys are added with broker passkey add")
+            }
             guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
                 let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
                 throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
@@ -191,6 +194,9 @@ extension Broker {
         var provider: String
 
         func validate() throws {
+            if provider == ProviderID.passkey.rawValue {
+                throw ValidationError("passkeys are added with broker passkey add")
+            }
             guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
                 let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
                 throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
