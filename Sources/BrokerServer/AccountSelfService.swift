@@ -91,6 +91,21 @@ final class AccountSelfService: Sendable {
                     "signed_in_with": session.signedInWith.map { .string($0.rawValue) } ?? .null,
                 ]
             })
+        // Passkeys: what identifies each (its id, name, public key, authenticator model), never a secret — a
+        // passkey's private key never leaves the authenticator.
+        document["passkeys"] = .array(
+            try await store.passkeys(user: user.id).map { passkey in
+                [
+                    "id": .string(passkey.id), "name": .string(passkey.name),
+                    "public_key_cose": .string(Base64URL.encode(passkey.publicKey)),
+                    "algorithm": .int(Int64(passkey.algorithm)), "sign_count": .int(passkey.signCount),
+                    "transports": .array(passkey.transports.map(JSONValue.string)),
+                    "backup_eligible": .bool(passkey.backupEligible), "backed_up": .bool(passkey.backedUp),
+                    "aaguid": .string(passkey.aaguid),
+                    "created_at": .string(RFC3339.format(epochSeconds: passkey.createdAt)),
+                    "last_used_at": passkey.lastUsedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
+                ]
+            })
         document["audit_events"] = .array(
             try await store.auditEvents(user: user.id, since: nil, limit: 10_000).map { event in
                 JSONValue.parse(Array(event.document.utf8)) ?? .string(event.document)

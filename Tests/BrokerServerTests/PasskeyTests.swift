@@ -149,6 +149,11 @@ struct PasskeyTests {
             #expect(String(decoding: replay.body, as: UTF8.self).contains("already used"))
 
             // Removed: it signs in no more; removing it again is 404.
+            // The account export carries it (public parts only).
+            let exported = try await client.get("/auth/account/export", bearer: account)
+            let carried = try #require(exported["passkeys"]?.arrayValue?.first, "\(exported.status)")
+            #expect(carried["name"] == "Laptop" && carried["public_key_cose"]?.stringValue?.isEmpty == false)
+
             let id = Base64URL.encode(authenticator.credentialID)
             let removed = try await client.send(
                 .post, "/auth/passkeys/remove",
@@ -237,6 +242,13 @@ struct PasskeyTests {
             let owner = try await broker.store.passwordAccount(email: "cnt@example.com")?.user.id
             let stored = try await broker.store.passkeys(user: try #require(owner))
             #expect(stored.first?.signCount == 11, "the refused counter was not stored")
+            // Deleting the account removes its passkeys.
+            let deleted = try await client.send(
+                .post, "/auth/account/delete",
+                headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                body: Array(#"{"password":"\#(Self.password)"}"#.utf8))
+            #expect(deleted.status == 200, "\(String(describing: deleted.json))")
+            #expect(try await broker.store.passkey(id: Base64URL.encode(authenticator.credentialID)) == nil)
         }
     }
 
