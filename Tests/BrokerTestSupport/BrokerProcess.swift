@@ -1,10 +1,10 @@
-package import BrokerClient
+import BrokerClient
 package import BrokerCore
-package import BrokerCredentials
-package import BrokerCrypto
+import BrokerCredentials
+import BrokerCrypto
 package import BrokerHTTP
 package import BrokerSystem
-package import BrokerTesting
+import BrokerTesting
 package import Foundation
 
 /// A real `broker serve` process on a free loopback port with its own data directory.

@@ -1,11 +1,11 @@
-package import BrokerCore
-package import BrokerCrypto
-package import BrokerHTTP
-package import BrokerServer
-package import BrokerStore
-package import BrokerTesting
-package import Foundation
-package import Testing
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerServer
+import BrokerStore
+import BrokerTesting
+import Foundation
+import Testing
 
 /// A CI platform of the tests' own: Tests/Interop/ci_issuer.py, an OIDC issuer on 127.0.0.1 that signs
 /// GitHub-Actions-shaped ID tokens with joserfc. Each path prefix is a separate issuer.

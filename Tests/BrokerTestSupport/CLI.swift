@@ -1,11 +1,11 @@
-package import BrokerCore
-package import BrokerCrypto
-package import BrokerHTTP
-package import BrokerStore
-package import BrokerSystem
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerStore
+import BrokerSystem
 package import BrokerTesting
-package import Foundation
-package import Testing
+import Foundation
+import Testing
 
 /// Runs the `broker` binary for one command.
 /// The built `broker` (or `broker-full`) run to completion through BrokerTesting's one process runner.

@@ -1,11 +1,11 @@
-package import BrokerClient
+import BrokerClient
 package import BrokerCore
-package import BrokerCredentials
-package import BrokerCrypto
-package import BrokerSystem
-package import BrokerTesting
-package import Foundation
-package import Testing
+import BrokerCredentials
+import BrokerCrypto
+import BrokerSystem
+import BrokerTesting
+import Foundation
+import Testing
 
 /// One person's client: a `BROKER_HOME` of its own, pointed at one broker.
 package struct ClientHome {

@@ -1,16 +1,16 @@
-package import BrokerClient
+import BrokerClient
 package import BrokerCore
-package import BrokerCrypto
-package import BrokerHTTP
-package import BrokerStore
+import BrokerCrypto
+import BrokerHTTP
+import BrokerStore
 package import BrokerSystem
-package import BrokerTesting
-package import Foundation
-package import Google
-package import MicrosoftAccount
-package import OpenIDConnect
-package import ProviderSupport
-package import Testing
+import BrokerTesting
+import Foundation
+import Google
+import MicrosoftAccount
+import OpenIDConnect
+import ProviderSupport
+import Testing
 
 /// `broker emulate` as a process: the provider emulators on a free loopback port.
 package final class EmulatorProcess: @unchecked Sendable {

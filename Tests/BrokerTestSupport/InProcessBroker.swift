@@ -1,17 +1,17 @@
-package import BrokerConfiguration
+import BrokerConfiguration
 package import BrokerCore
 package import BrokerCrypto
-package import BrokerHTTP
-package import BrokerProviders
+import BrokerHTTP
+import BrokerProviders
 package import BrokerStore
 package import BrokerTesting
 package import Foundation
 package import HTTPTypes
-package import Hummingbird
-package import HummingbirdTesting
-package import Logging
-package import NIOCore
-package import Testing
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
 
 @testable package import BrokerServer
 

@@ -1,9 +1,9 @@
-package import BrokerCore
-package import BrokerCrypto
-package import BrokerHTTP
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
 package import BrokerTesting
-package import Foundation
-package import Testing
+import Foundation
+import Testing
 
 /// The Python interop scripts (Tests/Interop/), run through BrokerTesting's process runner.
 package enum Interop {

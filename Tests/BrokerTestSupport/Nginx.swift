@@ -1,10 +1,10 @@
-package import BrokerCore
-package import BrokerHTTP
+import BrokerCore
+import BrokerHTTP
 package import BrokerSystem
-package import BrokerTesting
+import BrokerTesting
 package import Foundation
-package import Google
-package import Testing
+import Google
+import Testing
 
 /// Debian's nginx on a free loopback port, round robin over `upstreams` (no sticky sessions), with an access
 /// log that names the upstream each request went to.

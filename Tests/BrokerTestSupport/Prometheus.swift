@@ -1,12 +1,12 @@
-package import BrokerCore
-package import BrokerHTTP
+import BrokerCore
+import BrokerHTTP
 package import BrokerSystem
-package import BrokerTesting
+import BrokerTesting
 package import Foundation
-package import HTTPTypes
-package import Testing
+import HTTPTypes
+import Testing
 
-@testable package import BrokerServer
+@testable import BrokerServer
 
 /// Debian's Prometheus on a free loopback port, scraping one target every second with a bearer token file.
 package final class PrometheusProcess: @unchecked Sendable {

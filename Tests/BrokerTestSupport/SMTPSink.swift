@@ -1,13 +1,13 @@
-package import BrokerConfiguration
+import BrokerConfiguration
 package import BrokerCore
-package import BrokerHTTP
-package import BrokerTesting
-package import Foundation
-package import HTTPTypes
-package import Logging
-package import Testing
+import BrokerHTTP
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Logging
+import Testing
 
-@testable package import BrokerServer
+@testable import BrokerServer
 
 /// Tests/Interop/smtp_sink.py: a real SMTP server (aiosmtpd) that parses each message it accepts with Python's
 /// email package and keeps it as a JSON line.

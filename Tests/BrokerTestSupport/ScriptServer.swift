@@ -1,5 +1,5 @@
 package import BrokerSystem
-package import Foundation
+import Foundation
 
 #if canImport(Glibc)
     import Glibc
