@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// The contract's rule for every URL a provider module or the broker fetches: `https`, or `http` on a
 /// loopback host (emulators, tests); never user information (`http://localhost@evil.example/`).
 package enum Endpoint {
@@ -21,7 +23,7 @@ package enum Endpoint {
         } else {
             host = authority.prefix { $0 != ":" }
         }
-        if host == "127.0.0.1" || host == "::1" || host == "localhost" { return nil }
-        return "must be https (http only on 127.0.0.1, [::1] or localhost)"
+        if LoopbackHost.contains(host) { return nil }
+        return "must be https (http only on this machine: 127.0.0.0/8, [::1] or localhost)"
     }
 }

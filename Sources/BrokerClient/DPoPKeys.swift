@@ -1,5 +1,5 @@
 package import BrokerCore
-package import BrokerCredentials
+import BrokerCredentials
 package import BrokerCrypto
 import BrokerSystem
 

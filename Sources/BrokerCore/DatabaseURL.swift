@@ -133,9 +133,9 @@ package struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
         return port
     }
 
-    static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
-    }
+    /// ``LoopbackHost``: before, any name starting with `127.` (a DNS name such as `127.example.com`) counted
+    /// as this machine and got no TLS by default.
+    static func isLoopback(_ host: String) -> Bool { LoopbackHost.contains(host) }
 
     /// Percent-decoding of one URL component (the form decoder's, with `+` kept as it is).
     private static func decode(_ text: Substring, _ what: String) throws(DatabaseLocation.Failure) -> String {

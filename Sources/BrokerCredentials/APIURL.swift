@@ -132,12 +132,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Whether this is this machine: `localhost`, 127.0.0.0/8 or `[::1]`.
-    package var isLoopback: Bool {
-        if host == "localhost" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127"
-            && octets.allSatisfy { $0.isASCIIDigits && $0.utf8.count <= 3 && (Int($0) ?? 256) < 256 }
-    }
+    package var isLoopback: Bool { LoopbackHost.contains(host) }
 
     /// Whether a bearer token may cross the network to this URL at all: https, or http on this machine.
     package var carriesTokensSafely: Bool { scheme == "https" || isLoopback }

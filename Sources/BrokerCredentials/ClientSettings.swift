@@ -173,10 +173,7 @@ package struct ClientSettings: Sendable {
         } else {
             host = authority.prefix { $0 != ":" }
         }
-        if host == "localhost" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127"
-            && octets.allSatisfy { $0.isASCIIDigits && $0.utf8.count <= 3 && (Int($0) ?? 256) < 256 }
+        return LoopbackHost.contains(host)
     }
 
     /// The client's config file; no file is fine, a bad one is an error naming it.

@@ -38,11 +38,7 @@ package struct SMTPSettings: Sendable, Equatable {
     }
 
     /// Whether the server is on this machine (plain text allowed).
-    package var isLoopback: Bool {
-        if host == "localhost" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { $0.isASCIIDigits }
-    }
+    package var isLoopback: Bool { LoopbackHost.contains(host) }
 }
 
 /// Why a message was not accepted.

@@ -21,6 +21,24 @@ struct DatabaseURLTests {
             return
         }
         #expect(local.port == 5432 && local.tls == .disable, "loopback: no TLS unless asked")
+        // A DNS name that starts with 127. is somewhere else: TLS, verified (it was plain text before).
+        guard case .postgres(let named) = try DatabaseLocation.parse("postgres://broker@127.attacker.example/broker")
+        else {
+            Issue.record("not a PostgreSQL location")
+            return
+        }
+        #expect(named.tls == .verifyFull)
+    }
+
+    /// The one rule for "this machine" (database URLs, mail, api_urls, broker URLs, provider endpoints).
+    @Test(arguments: [
+        ("localhost", true), ("LOCALHOST", true), ("127.0.0.1", true), ("127.1.2.3", true), ("127.255.255.255", true),
+        ("::1", true), ("[::1]", true), ("127.0.0.256", false), ("127.0.0", false), ("127.0.0.1.5", false),
+        ("127.attacker.example", false), ("127.0.0.1.nip.io", false), ("128.0.0.1", false), ("0127.0.0.1", false),
+        ("localhost.example", false), ("[::2]", false), ("", false), ("127..0.1", false),
+    ])
+    func loopbackHostsAreThisMachineOnly(host: String, loopback: Bool) {
+        #expect(LoopbackHost.contains(host) == loopback, "\(host)")
     }
 
     @Test(arguments: [
