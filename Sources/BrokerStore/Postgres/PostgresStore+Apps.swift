@@ -21,8 +21,8 @@ extension PostgresStore {
         }
     }
 
-    private typealias AppRow = (String, String?, String, String, String?, Int64, String, String, Int64, Int64)
-    private static func app(_ row: AppRow) -> AppRecord {
+    typealias AppRow = (String, String?, String, String, String?, Int64, String, String, Int64, Int64)
+    static func app(_ row: AppRow) -> AppRecord {
         AppRecord(
             clientID: row.0, secretHash: row.1, redirectURIs: AppRecord.decode(row.2),
             postLogoutRedirectURIs: AppRecord.decode(row.3), backchannelLogoutURI: row.4, firstParty: row.5 != 0,

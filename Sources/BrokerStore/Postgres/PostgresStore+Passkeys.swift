@@ -45,10 +45,10 @@ extension PostgresStore {
         }
     }
 
-    private typealias PasskeyRow = (
+    typealias PasskeyRow = (
         String, String, String, Int64, Int64, String, Int64, Int64, String, String, Int64, Int64?
     )
-    private static func passkey(_ row: PasskeyRow) -> PasskeyRecord? {
+    static func passkey(_ row: PasskeyRow) -> PasskeyRecord? {
         guard let user = UserID(row.1), let key = [UInt8](hex: row.2) else { return nil }
         return PasskeyRecord(
             id: row.0, userID: user, publicKey: key, algorithm: Int(row.3), signCount: row.4,

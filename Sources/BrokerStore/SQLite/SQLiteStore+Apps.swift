@@ -47,7 +47,7 @@ extension SQLiteStore {
         }
     }
 
-    private static func app(_ row: Row) -> AppRecord {
+    static func app(_ row: Row) -> AppRecord {
         AppRecord(
             clientID: row["client_id"], secretHash: row["secret_hash"],
             redirectURIs: AppRecord.decode(row["redirect_uris"]),

@@ -82,7 +82,7 @@ extension SQLiteStore {
         }
     }
 
-    private static func passkey(_ row: Row) -> PasskeyRecord? {
+    static func passkey(_ row: Row) -> PasskeyRecord? {
         guard let user = UserID(row["user_id"] as String), let key = [UInt8](hex: row["public_key"] as String)
         else { return nil }
         return PasskeyRecord(

@@ -1,0 +1,105 @@
+import BrokerCore
+import Logging
+import NIOSSL
+import PostgresNIO
+import Synchronization
+
+/// Sessions and refresh tokens, on PostgreSQL: one facet of the store, in the same order in both dialects.
+extension PostgresStore {
+    package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
+        let logger = logger
+        try await transaction("session start") { connection in
+            // FOR SHARE holds the user row until commit: a concurrent disable (which updates it) waits, then
+            // revokes this session too; a disable that committed first leaves no row here.
+            let live = try await connection.query(
+                """
+                SELECT 1 FROM users WHERE id = \(session.userID.description) AND disabled_at IS NULL FOR SHARE
+                """, logger: logger
+            ).decode(Int.self)
+            var found = false
+            for try await _ in live { found = true }
+            guard found else { throw StoreError(code: .disabled, reason: "the user is disabled or gone") }
+            try await connection.query(
+                """
+                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt)
+                VALUES (\(session.id), \(session.userID.description), \(session.clientID), \(session.scope),
+                        \(session.createdAt), \(session.signedInWith?.rawValue), \(session.dpopJKT))
+                """, logger: logger
+            ).drain()
+            for try await _ in try await connection.execute(
+                InsertRefreshToken(
+                    hash: firstToken.hash.hex, sessionID: session.id, createdAt: firstToken.createdAt,
+                    expiresAt: firstToken.expiresAt),
+                logger: logger)
+            {}
+        }
+    }
+
+    package func rotateRefreshToken(
+        hash: [UInt8], nextHash: [UInt8], nextExpiresAt: Int64, now: Int64, proofKey: String?
+    ) async throws -> RotationOutcome {
+        let client = client
+        // One statement, so one round trip and its own transaction: see `RotateRefreshToken` for how it decides.
+        let found = try await run("refresh token rotation") { () -> RotationRow? in
+            let statement = RotateRefreshToken(
+                hash: hash.hex, now: now, nextHash: nextHash.hex, nextExpiresAt: nextExpiresAt, proofKey: proofKey)
+            for try await row in try await client.execute(statement) {
+                let (
+                    expires, used, id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified,
+                    spent, bound
+                ) = row
+                guard
+                    var view = Self.sessionView(
+                        id: id, user: user, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
+                        email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
+                        emailVerifiedAt: verified)
+                else { return nil }
+                view.session.dpopJKT = bound
+                return RotationRow(expiresAt: expires, usedAt: used, spent: spent, view: view)
+            }
+            return nil
+        }
+        // The same order of questions as the SQLite store's transaction; the statement acted on the same answers.
+        guard let found else { return .unknown }
+        if found.view.session.revokedAt != nil { return .revoked }
+        if let bound = found.view.session.dpopJKT, bound != proofKey { return .boundToAnotherKey }
+        if found.usedAt != nil { return .reused(sessionID: found.view.session.id) }
+        if found.expiresAt <= now { return .expired }
+        guard found.spent == 1 else { return .reused(sessionID: found.view.session.id) }
+        return .rotated(found.view)
+    }
+
+    struct RotationRow: Sendable {
+        let expiresAt: Int64
+        let usedAt: Int64?
+        let spent: Int64
+        let view: SessionView
+    }
+
+    package func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
+        let client = client
+        return try await run("revocation") {
+            let rows = try await client.query(
+                """
+                WITH token AS (SELECT session_id FROM refresh_tokens WHERE hash = \(hash.hex)),
+                     revoked AS (UPDATE sessions SET revoked_at = \(now)
+                                 WHERE id IN (SELECT session_id FROM token) AND revoked_at IS NULL)
+                SELECT count(*) FROM token
+                """
+            ).decode(Int64.self)
+            for try await count in rows { return count > 0 }
+            return false
+        }
+    }
+
+    package func revokeSession(id: String, now: Int64) async throws -> Bool {
+        let client = client
+        return try await run("revocation") {
+            let rows = try await client.query(
+                "UPDATE sessions SET revoked_at = \(now) WHERE id = \(id) AND revoked_at IS NULL RETURNING 1"
+            ).decode(Int.self)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+}
