@@ -128,42 +128,6 @@ extension PostgresStore {
         }
     }
 
-    package func session(id: String) async throws -> SessionRecord? {
-        let client = client
-        return try await run("session lookup") {
-            let rows = try await client.query(
-                """
-                SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
-                WHERE id = \(id)
-                """
-            ).decode((String, String, String?, Int64, Int64?, String?).self)
-            for try await (user, clientID, scope, created, revoked, way) in rows {
-                guard let userID = UserID(user) else { return nil }
-                return SessionRecord(
-                    id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
-                    signedInWith: way.flatMap(ProviderID.init(rawValue:)))
-            }
-            return nil
-        }
-    }
-
-    package func sessionWithUser(id: String) async throws -> SessionView? {
-        try await sessionReads.read(id) { [self] ids in
-            let client = client
-            return try await run("session lookup") { () -> [String: SessionView] in
-                var views: [String: SessionView] = [:]
-                for try await row in try await client.execute(SessionsWithUser(ids: ids)) {
-                    let (id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
-                    views[id] = Self.sessionView(
-                        id: id, user: user, clientID: clientID, scope: scope, createdAt: created,
-                        revokedAt: revoked, email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
-                        emailVerifiedAt: verified)
-                }
-                return views
-            }
-        }
-    }
-
     /// A session, its user and the password account's confirmation from the columns `SessionsWithUser` and
     /// `RotateRefreshToken` both read; `nil` for a stored user id that does not parse.
     static func sessionView(

@@ -167,31 +167,4 @@ extension PostgresStore {
         }
     }
 
-    package func purge(expiredBefore before: Int64) async throws {
-        let logger = logger
-        try await transaction("purge") { connection in
-            for statement: PostgresQuery in [
-                "DELETE FROM refresh_tokens WHERE expires_at < \(before)",
-                "DELETE FROM exchanged_tokens WHERE expires_at < \(before)",
-                "DELETE FROM authorization_codes WHERE expires_at < \(before)",
-                "DELETE FROM state_markers WHERE expires_at < \(before)",
-                "DELETE FROM email_links WHERE expires_at < \(before)",
-                "DELETE FROM device_codes WHERE expires_at < \(before)",
-                "DELETE FROM app_codes WHERE expires_at < \(before)",
-                "DELETE FROM browser_sessions WHERE expires_at < \(before)",
-                "DELETE FROM pushed_requests WHERE expires_at < \(before)",
-                "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
-                """
-                DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
-                AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))
-                """,
-                """
-                DELETE FROM sessions WHERE created_at < \(before)
-                AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = sessions.id)
-                """,
-            ] {
-                try await connection.query(statement, logger: logger).drain()
-            }
-        }
-    }
 }

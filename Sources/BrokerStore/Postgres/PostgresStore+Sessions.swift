@@ -102,4 +102,68 @@ extension PostgresStore {
             return false
         }
     }
+
+    package func session(id: String) async throws -> SessionRecord? {
+        let client = client
+        return try await run("session lookup") {
+            let rows = try await client.query(
+                """
+                SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                WHERE id = \(id)
+                """
+            ).decode((String, String, String?, Int64, Int64?, String?).self)
+            for try await (user, clientID, scope, created, revoked, way) in rows {
+                guard let userID = UserID(user) else { return nil }
+                return SessionRecord(
+                    id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
+                    signedInWith: way.flatMap(ProviderID.init(rawValue:)))
+            }
+            return nil
+        }
+    }
+
+    package func sessionWithUser(id: String) async throws -> SessionView? {
+        try await sessionReads.read(id) { [self] ids in
+            let client = client
+            return try await run("session lookup") { () -> [String: SessionView] in
+                var views: [String: SessionView] = [:]
+                for try await row in try await client.execute(SessionsWithUser(ids: ids)) {
+                    let (id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row
+                    views[id] = Self.sessionView(
+                        id: id, user: user, clientID: clientID, scope: scope, createdAt: created,
+                        revokedAt: revoked, email: email, name: name, userCreatedAt: userCreated, signedInWith: way,
+                        emailVerifiedAt: verified)
+                }
+                return views
+            }
+        }
+    }
+
+    package func purge(expiredBefore before: Int64) async throws {
+        let logger = logger
+        try await transaction("purge") { connection in
+            for statement: PostgresQuery in [
+                "DELETE FROM refresh_tokens WHERE expires_at < \(before)",
+                "DELETE FROM exchanged_tokens WHERE expires_at < \(before)",
+                "DELETE FROM authorization_codes WHERE expires_at < \(before)",
+                "DELETE FROM state_markers WHERE expires_at < \(before)",
+                "DELETE FROM email_links WHERE expires_at < \(before)",
+                "DELETE FROM device_codes WHERE expires_at < \(before)",
+                "DELETE FROM app_codes WHERE expires_at < \(before)",
+                "DELETE FROM browser_sessions WHERE expires_at < \(before)",
+                "DELETE FROM pushed_requests WHERE expires_at < \(before)",
+                "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
+                """
+                DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))
+                AND blocked_until < \(Double(before)) AND last_failure < \(Double(before))
+                """,
+                """
+                DELETE FROM sessions WHERE created_at < \(before)
+                AND NOT EXISTS (SELECT 1 FROM refresh_tokens t WHERE t.session_id = sessions.id)
+                """,
+            ] {
+                try await connection.query(statement, logger: logger).drain()
+            }
+        }
+    }
 }
