@@ -30,7 +30,7 @@ struct LoadTests {
         #expect(statuses.filter { $0 == 201 }.count == 1)
         #expect(statuses.filter { $0 == 409 }.count == 29)
         _ = try await server.terminate()
-        // Through the Store protocol (the exact row counts under a race are StoreContract's to prove).
+        // Through the Store protocol (the exact row counts under a race are SessionContract's to prove).
         let store = try SQLiteStore(path: server.dataDirectory + "/broker.sqlite3")
         let account = try #require(try await store.passwordAccount(email: "race@example.com"))
         #expect(try await store.user(id: account.user.id) == account.user)

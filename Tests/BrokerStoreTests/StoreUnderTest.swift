@@ -7,7 +7,8 @@ import Testing
 
 /// A kind of store the contract suite runs against; each test gets a fresh, empty one.
 ///
-/// A new store joins the suite by adding a case here: every test of ``StoreContract`` then runs against it.
+/// A new store joins the contract suites by adding a case here: every test of every `…Contract` suite (one per
+/// facet of the store) then runs against it.
 enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite
     case postgres
