@@ -59,14 +59,22 @@ extension PostgresStore {
             }
             return nil
         }
-        // The same order of questions as the SQLite store's transaction; the statement acted on the same answers.
+        // ``RotationRule``, as the SQLite store's transaction asks it; the statement acted on the same answers.
         guard let found else { return .unknown }
-        if found.view.session.revokedAt != nil { return .revoked }
-        if let bound = found.view.session.dpopJKT, bound != proofKey { return .boundToAnotherKey }
-        if found.usedAt != nil { return .reused(sessionID: found.view.session.id) }
-        if found.expiresAt <= now { return .expired }
-        guard found.spent == 1 else { return .reused(sessionID: found.view.session.id) }
-        return .rotated(found.view)
+        let session = found.view.session
+        switch RotationRule.decide(
+            revokedAt: session.revokedAt, boundKey: session.dpopJKT, proofKey: proofKey, usedAt: found.usedAt,
+            expiresAt: found.expiresAt, now: now)
+        {
+        case .revoked: return .revoked
+        case .boundToAnotherKey: return .boundToAnotherKey
+        case .reused: return .reused(sessionID: session.id)
+        case .expired: return .expired
+        case .rotate:
+            // Spent by another rotation between the statement's read and its write: reuse after all.
+            guard found.spent == 1 else { return .reused(sessionID: session.id) }
+            return .rotated(found.view)
+        }
     }
 
     struct RotationRow: Sendable {

@@ -361,7 +361,9 @@ struct ClientsByName: PostgresPreparedStatement {
 /// token waits there, then reads the row as the first one left it: PostgreSQL re-reads a locked row that changed
 /// while it waited). On what `found` read, exactly one of the two writes acts: a live, unexpired, unused token of
 /// a live session is spent and its successor inserted; a used token of a live session revokes the session
-/// (reuse, RFC 9700 §4.14.2). The row answers with what was found and whether the token was spent here.
+/// (reuse, RFC 9700 §4.14.2). The row answers with what was found and whether the token was spent here. Its
+/// two writes act exactly where ``RotationRule`` answers `rotate` and `reused` (it must decide inside the
+/// statement to be atomic): change them together; SessionContract holds both stores to the rule.
 struct RotateRefreshToken: PostgresPreparedStatement {
     static let name = "broker_rotate_refresh_token"
     static let sql = """

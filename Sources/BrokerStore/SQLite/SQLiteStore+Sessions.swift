@@ -58,14 +58,19 @@ extension SQLiteStore {
             else { return .unknown }
             let user = UserRecord(
                 id: session.userID, email: row["user_email"], name: row["name"], createdAt: row["user_created_at"])
-            if session.revokedAt != nil { return .revoked }
-            if let bound = session.dpopJKT, bound != proofKey { return .boundToAnotherKey }
-            if (row["used_at"] as Int64?) != nil {
+            switch RotationRule.decide(
+                revokedAt: session.revokedAt, boundKey: session.dpopJKT, proofKey: proofKey,
+                usedAt: row["used_at"] as Int64?, expiresAt: row["expires_at"], now: now)
+            {
+            case .revoked: return .revoked
+            case .boundToAnotherKey: return .boundToAnotherKey
+            case .reused:
                 try db.cachedStatement(sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
                     .execute(arguments: [now, session.id])
                 return .reused(sessionID: session.id)
+            case .expired: return .expired
+            case .rotate: break
             }
-            if (row["expires_at"] as Int64) <= now { return .expired }
             try db.cachedStatement(sql: "UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL")
                 .execute(arguments: [now, hash.hex])
             // SQLite serialises writers, so this cannot race; the check keeps the invariant explicit.
