@@ -51,7 +51,7 @@ extension PostgresStore {
             for try await (hash, code, clientID, provider, address, created, expires, interval, link, linkSession)
                 in rows
             {
-                guard let bytes = SQLiteStore.bytes(hex: hash) else { return nil }
+                guard let bytes = [UInt8](hex: hash) else { return nil }
                 return DeviceAuthorization(
                     deviceCodeHash: bytes, userCode: code, clientID: clientID,
                     provider: provider.flatMap(ProviderID.init(rawValue:)), clientAddress: address, createdAt: created,
@@ -86,19 +86,20 @@ extension PostgresStore {
             var found: (Int64, Int64, Int64?, String, String?, String?)?
             for try await row in rows { found = row }
             guard let (expires, interval, last, status, user, signedInWith) = found else { return .unknown }
-            if status == DeviceStatus.spent { return .spent }
-            if now >= expires { return .expired }
-            if let last, now - last < interval - 1 {
+            switch DevicePollRule.decide(
+                status: status, expiresAt: expires, interval: interval, lastPolledAt: last, now: now)
+            {
+            case .spent: return .spent
+            case .expired: return .expired
+            case .slowDown(let next):
                 try await connection.query(
                     """
-                    UPDATE device_codes SET poll_interval = \(interval + 5), last_polled_at = \(now)
+                    UPDATE device_codes SET poll_interval = \(next), last_polled_at = \(now)
                     WHERE hash = \(hash.hex)
                     """, logger: logger
                 ).drain()
-                return .slowDown(interval: interval + 5)
-            }
-            switch status {
-            case DeviceStatus.approved:
+                return .slowDown(interval: next)
+            case .approve:
                 guard let user = user.flatMap(UserID.init) else { return .denied }
                 try await connection.query(
                     """
@@ -107,9 +108,9 @@ extension PostgresStore {
                     """, logger: logger
                 ).drain()
                 return .approved(user, signedInWith: signedInWith.flatMap(ProviderID.init(rawValue:)))
-            case DeviceStatus.denied:
+            case .denied:
                 return .denied
-            default:
+            case .pending:
                 try await connection.query(
                     "UPDATE device_codes SET last_polled_at = \(now) WHERE hash = \(hash.hex)", logger: logger
                 ).drain()

@@ -42,7 +42,7 @@ extension SQLiteStore {
                     """,
                 arguments: [userCode, DeviceStatus.pending, now]
             ).flatMap { row in
-                guard let hash = Self.bytes(hex: row["hash"]) else { return nil }
+                guard let hash = [UInt8](hex: row["hash"] as String) else { return nil }
                 return DeviceAuthorization(
                     deviceCodeHash: hash, userCode: row["user_code"], clientID: row["client_id"],
                     provider: (row["provider"] as String?).flatMap(ProviderID.init(rawValue:)),
@@ -81,46 +81,31 @@ extension SQLiteStore {
                         """,
                     arguments: [hash.hex])
             else { return .unknown }
-            let status: String = row["status"]
-            if status == DeviceStatus.spent { return .spent }
-            if now >= (row["expires_at"] as Int64) { return .expired }
-            let interval: Int64 = row["poll_interval"]
-            if let last = row["last_polled_at"] as Int64?, now - last < interval - 1 {
+            switch DevicePollRule.decide(
+                status: row["status"], expiresAt: row["expires_at"], interval: row["poll_interval"],
+                lastPolledAt: row["last_polled_at"], now: now)
+            {
+            case .spent: return .spent
+            case .expired: return .expired
+            case .slowDown(let interval):
                 try db.execute(
                     sql: "UPDATE device_codes SET poll_interval = ?, last_polled_at = ? WHERE hash = ?",
-                    arguments: [interval + 5, now, hash.hex])
-                return .slowDown(interval: interval + 5)
-            }
-            switch status {
-            case DeviceStatus.approved:
+                    arguments: [interval, now, hash.hex])
+                return .slowDown(interval: interval)
+            case .approve:
                 guard let user = (row["user_id"] as String?).flatMap(UserID.init) else { return .denied }
                 try db.execute(
                     sql: "UPDATE device_codes SET status = ?, last_polled_at = ? WHERE hash = ?",
                     arguments: [DeviceStatus.spent, now, hash.hex])
                 return .approved(
                     user, signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)))
-            case DeviceStatus.denied:
+            case .denied:
                 return .denied
-            default:
+            case .pending:
                 try db.execute(
                     sql: "UPDATE device_codes SET last_polled_at = ? WHERE hash = ?", arguments: [now, hash.hex])
                 return .pending
             }
         }
-    }
-
-    /// Bytes from lowercase hex (the store's spelling of hashes).
-    static func bytes(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else {
-                return nil
-            }
-            bytes.append(byte)
-        }
-        return bytes
     }
 }

@@ -32,3 +32,29 @@ struct RotationRuleTests {
                 now: Self.now) == expected)
     }
 }
+
+/// The device-poll rule both stores obey, without a database (RFC 8628 §3.5).
+@Suite("device poll rule")
+struct DevicePollRuleTests {
+    @Test(
+        arguments: [
+            // (status, expires at, interval, last polled) at 1,000 → decision
+            (DeviceStatus.pending, Int64(2_000), Int64(5), nil, DevicePollRule.pending),
+            (DeviceStatus.pending, 2_000, 5, 996, .pending),
+            (DeviceStatus.pending, 2_000, 5, 997, .slowDown(interval: 10)),
+            (DeviceStatus.approved, 2_000, 10, 999, .slowDown(interval: 15)),
+            (DeviceStatus.approved, 2_000, 5, 990, .approve),
+            (DeviceStatus.denied, 2_000, 5, nil, .denied),
+            (DeviceStatus.approved, 1_000, 5, nil, .expired),
+            (DeviceStatus.spent, 2_000, 5, 999, .spent),
+            (DeviceStatus.spent, 10, 5, nil, .spent),
+        ] as [(String, Int64, Int64, Int64?, DevicePollRule)])
+    func eachQuestionInItsOrder(
+        status: String, expiresAt: Int64, interval: Int64, last: Int64?, expected: DevicePollRule
+    ) {
+        #expect(
+            DevicePollRule.decide(
+                status: status, expiresAt: expiresAt, interval: interval, lastPolledAt: last, now: 1_000)
+                == expected)
+    }
+}
