@@ -1,10 +1,5 @@
 import BrokerCore
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The CLI's side of the loopback redirect (RFC 8252 §7.3): a listener on 127.0.0.1 and an ephemeral port
 /// that waits for exactly one `GET /callback?…`.

@@ -1,10 +1,5 @@
 package import BrokerCore
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Why no usable token could be produced; each case maps to one exit code in the CLI.
 package enum SessionError: Error, Sendable, CustomStringConvertible {

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Where the broker and its CLI read the time: one dependency, injected everywhere time decides something
 /// (token expiry, back-off, key rotation, caches, authorization codes, session freshness).

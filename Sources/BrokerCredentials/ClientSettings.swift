@@ -1,11 +1,6 @@
 package import BrokerCore
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Where the client keeps its files and which broker and profile a command talks about.
 ///

@@ -1,11 +1,6 @@
 package import BrokerCore
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The credential store: one JSON document, `credentials.json` in `BROKER_HOME`.
 ///

@@ -11,12 +11,7 @@
 import BrokerCore
 import BrokerCredentials
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 // Installed as `git-credential-broker` / `docker-credential-broker` (links to this file), it is
 // `broker credential git|docker …`.

@@ -1,10 +1,5 @@
 import CSpawn
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// A child process started with `posix_spawn`, which inherits nothing but its three standard streams, and is
 /// reaped by a thread of its own the moment it exits.

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// An exclusive advisory lock (`flock`) on a lock file, held until ``unlock()`` or deinit.
 ///

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    package import Glibc
-#elseif canImport(Darwin)
-    package import Darwin
-#endif
+package import Glibc
 
 /// Files that hold secrets or shared state, through POSIX calls with `strerror` messages.
 ///

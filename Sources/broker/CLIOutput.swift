@@ -1,12 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// The CLI's exit codes (CONTRACT.md "Exit codes"), as ArgumentParser wants them: ``ExitStatus``'s values.
 enum BrokerExit {

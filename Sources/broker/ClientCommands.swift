@@ -2,13 +2,8 @@ import ArgumentParser
 import BrokerClient
 import BrokerCore
 import BrokerProviders
+import Glibc
 import ProviderSupport
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// `--broker` and `--profile`, shared by the client commands (CONTRACT.md "Options shared by the client
 /// commands").

@@ -2,12 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerCore
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 extension Broker {
     struct Credential: AsyncParsableCommand {

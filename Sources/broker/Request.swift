@@ -6,14 +6,9 @@ import BrokerCrypto
 import BrokerHTTP
 import BrokerProviders
 import BrokerSystem
+import Glibc
 import ProviderSupport
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 extension Broker {
     /// `broker request`: one authenticated HTTP request with the cycle the classic clients were built around —

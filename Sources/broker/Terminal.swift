@@ -1,12 +1,7 @@
 import ArgumentParser
 import BrokerCore
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import Glibc
 
 /// Prompts on the terminal and reading secrets from stdin. Prompts go to stderr; nothing typed is echoed
 /// when it is a password, and nothing read is ever printed.
