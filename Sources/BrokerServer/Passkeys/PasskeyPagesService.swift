@@ -96,7 +96,7 @@ extension PasskeyService {
         do {
             let passkey = try await register(
                 ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "",
-                name: ((try? input.optionalString("name")) ?? "") ?? "")
+                name: (try? input.optionalString("name")) ?? "")
             return FormGuard.clearing(Page.response(status: 200, Page.passkeyAdded(name: passkey.name)), secure: secure)
         } catch let failure as Failure {
             return Page.response(
