@@ -193,5 +193,11 @@ struct LifecycleTests {
         let claims = jwtParts(try #require(session["access_token"]?.stringValue)).claims
         #expect(claims?["aud"] == "file-audience")
         #expect(!server.url.hasSuffix(":1"), "--port 0 over the file's port")
+        // On 127.0.0.1 passkeys are off, and the start says so with the key that turns them on.
+        let started = server.stderr
+        #expect(started.contains("passkeys are off") && started.contains("server.webauthn_rp_id"), "\(started)")
+        #expect(
+            try await server.get("/auth/providers")["providers"]?.arrayValue?.contains { $0["id"] == "passkey" }
+                == false)
     }
 }
