@@ -73,7 +73,9 @@ package enum ProcessRunner {
         return ProcessOutput(
             status: ended?.exitCode ?? -1,
             stdoutBytes: Array((try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()),
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
+            // Decoded leniently: one byte that is not UTF-8 (a truncated character in a log line) must not turn
+            // the whole stream into "" and hide what the process said.
+            stderr: String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: err))) ?? Data(), as: UTF8.self),
             timedOut: killed
         )
     }
