@@ -498,14 +498,13 @@ struct DeviceApproval: Sendable, Hashable {
         ]
         if let identity { document["i"] = .string(identity.serialized) }
         if let proof { document["p"] = .string(proof) }
-        return Base64URL.encode(
-            try AESGCM.seal(JSONValue.object(document).serializedBytes, key: key, associatedData: Self.associatedData))
+        return try SealedDocument.seal(document, key: key, purpose: Self.associatedData)
     }
 
     static func open(_ sealed: String, key: [UInt8]) -> DeviceApproval? {
-        guard sealed.utf8.count <= SealedSignIn.maxSealedLength, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard
+            let fields = SealedDocument.open(
+                sealed, key: key, purpose: associatedData, maxLength: SealedSignIn.maxSealedLength),
             let code = fields["c"]?.stringValue, let user = fields["u"]?.stringValue.flatMap(UserID.init),
             let expires = fields["e"]?.intValue,
             let way = fields["w"]?.stringValue.flatMap(ProviderID.init(rawValue:))

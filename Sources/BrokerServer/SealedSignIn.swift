@@ -135,19 +135,18 @@ struct LinkTicket: Sendable, Hashable {
     private static func associatedData(_ provider: ProviderID) -> [UInt8] { Array("link:\(provider.rawValue)".utf8) }
 
     func seal(key: [UInt8], provider: ProviderID) throws -> String {
-        let document: JSONValue = [
-            "u": .string(user.description), "s": .string(session), "c": .string(codeChallenge),
-            "e": .int(expiresAt),
-        ]
-        return Base64URL.encode(
-            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData(provider)))
+        try SealedDocument.seal(
+            [
+                "u": .string(user.description), "s": .string(session), "c": .string(codeChallenge),
+                "e": .int(expiresAt),
+            ], key: key, purpose: Self.associatedData(provider))
     }
 
     /// Opens a ticket sealed for `provider`; `nil` when it is malformed, tampered with or for another provider.
     static func open(_ sealed: String, key: [UInt8], provider: ProviderID) -> LinkTicket? {
-        guard sealed.utf8.count <= SealedSignIn.maxSealedLength, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData(provider)),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard
+            let fields = SealedDocument.open(
+                sealed, key: key, purpose: associatedData(provider), maxLength: SealedSignIn.maxSealedLength),
             let user = fields["u"]?.stringValue.flatMap(UserID.init),
             let session = fields["s"]?.stringValue, !session.isEmpty,
             let challenge = fields["c"]?.stringValue,

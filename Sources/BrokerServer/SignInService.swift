@@ -117,12 +117,11 @@ final class SignInService: Sendable {
 
     func callbackURL(_ provider: ProviderID) -> String { issuer + "/auth/\(provider.rawValue)/callback" }
 
-    /// `GET /auth/{provider}/start`.
-    func startBrowserSignIn(provider name: String, query: [String: String], address: String? = nil) async throws
-        -> APIResponse
+    /// The CLI's part of a loopback sign-in's start (RFC 8252, RFC 7636), as every `/start` checks it: a loopback
+    /// `redirect_uri` the contract allows, a `state` of at most 512 characters, and an S256 `code_challenge`.
+    static func loopbackRequest(_ query: [String: String]) throws(APIError)
+        -> (redirectURI: String, state: String, codeChallenge: String)
     {
-        let (provider, module) = try browserProvider(name)
-        try limit(address)
         guard let redirectURI = query["redirect_uri"], Self.isLoopbackRedirect(redirectURI) else {
             throw APIError.invalidRequest(
                 "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
@@ -136,6 +135,16 @@ final class SignInService: Sendable {
         guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
             throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
         }
+        return (redirectURI, cliState, challenge)
+    }
+
+    /// `GET /auth/{provider}/start`.
+    func startBrowserSignIn(provider name: String, query: [String: String], address: String? = nil) async throws
+        -> APIResponse
+    {
+        let (provider, module) = try browserProvider(name)
+        try limit(address)
+        let (redirectURI, cliState, challenge) = try Self.loopbackRequest(query)
         var linkUser: UserID?
         var linkSession: String?
         if let sealedTicket = query["link_ticket"] {

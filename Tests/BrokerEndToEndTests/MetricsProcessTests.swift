@@ -49,15 +49,11 @@ struct MetricsProcessTests {
         defer { prometheus.stop() }
         // Scraped every second: wait for the series to arrive (an event, not a window), at most two minutes.
         let query = "broker_registrations_total{outcome=\"created\"}"
-        var value: String?
-        for _ in 0..<240 {
-            if let found = (try? await prometheus.query(query)) ?? nil {
-                value = found
-                break
-            }
-            try await Task.sleep(for: .milliseconds(500))
+        let arrived = try await eventually(within: 120, every: .milliseconds(500)) {
+            ((try? await prometheus.query(query)) ?? nil) != nil
         }
-        #expect(value == "1", "Prometheus log: \(prometheus.log)")
+        #expect(arrived, "Prometheus log: \(prometheus.log)")
+        #expect(try await prometheus.query(query) == "1", "Prometheus log: \(prometheus.log)")
         #expect(try await prometheus.query("up{job=\"broker\"}") == "1")
     }
 }

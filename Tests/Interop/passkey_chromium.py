@@ -16,15 +16,16 @@ import json
 import os
 import sys
 import threading
-import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chromium  # noqa: E402
+from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.virtual_authenticator import (  # noqa: E402
     Protocol, Transport, VirtualAuthenticatorOptions)
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 shots = sys.argv[1]
 os.makedirs(shots, exist_ok=True)
@@ -41,12 +42,12 @@ count = 0
 
 
 def wait_until(condition, seconds=60):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
+    """Selenium's own wait for a condition of the page; False when it does not come within `seconds`."""
+    try:
+        WebDriverWait(driver, seconds).until(lambda _: condition())
+        return True
+    except TimeoutException:
+        return False
 
 
 def page():

@@ -35,15 +35,12 @@ struct AuthorizationRequest: Sendable, Hashable {
         if let maxAge { fields["m"] = .int(maxAge) }
         if let loginHint { fields["l"] = .string(loginHint) }
         if let expectedSubject { fields["u"] = .string(expectedSubject) }
-        return Base64URL.encode(
-            try AESGCM.seal(JSONValue.object(fields).serializedBytes, key: key, associatedData: Self.associatedData))
+        return try SealedDocument.seal(fields, key: key, purpose: Self.associatedData)
     }
 
     /// `nil` when `sealed` is malformed, tampered with, from another key, or past its lifetime at `now`.
     static func open(_ sealed: String, key: [UInt8], now: Int64) -> AuthorizationRequest? {
-        guard sealed.utf8.count <= 8192, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard let fields = SealedDocument.open(sealed, key: key, purpose: associatedData, maxLength: 8192),
             let clientID = fields["c"]?.stringValue, let redirectURI = fields["r"]?.stringValue,
             let scopes = fields["s"]?.arrayValue?.compactMap(\.stringValue),
             let prompt = fields["p"]?.arrayValue?.compactMap(\.stringValue),

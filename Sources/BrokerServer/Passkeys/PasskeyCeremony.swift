@@ -31,15 +31,12 @@ struct PasskeyCeremony: Sendable, Equatable {
             fields["u"] = .string(user.description)
             fields["s"] = .string(session)
         }
-        return Base64URL.encode(
-            try AESGCM.seal(JSONValue.object(fields).serializedBytes, key: key, associatedData: Self.associatedData))
+        return try SealedDocument.seal(fields, key: key, purpose: Self.associatedData)
     }
 
     /// `nil` when malformed, tampered with, sealed by another key, or past its lifetime at `now`.
     static func open(_ sealed: String, key: [UInt8], now: Int64) -> PasskeyCeremony? {
-        guard sealed.utf8.count <= 1024, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard let fields = SealedDocument.open(sealed, key: key, purpose: associatedData, maxLength: 1024),
             let challenge = fields["c"]?.stringValue.flatMap(Base64URL.decode), challenge.count == 32,
             let expiresAt = fields["e"]?.intValue, now <= expiresAt
         else { return nil }
@@ -71,15 +68,13 @@ struct PasskeyTicket: Sendable, Equatable {
     private static let associatedData = Array("passkey-ticket".utf8)
 
     func seal(key: [UInt8]) throws -> String {
-        let document: JSONValue = ["u": .string(user.description), "s": .string(session), "e": .int(expiresAt)]
-        return Base64URL.encode(
-            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData))
+        try SealedDocument.seal(
+            ["u": .string(user.description), "s": .string(session), "e": .int(expiresAt)], key: key,
+            purpose: Self.associatedData)
     }
 
     static func open(_ sealed: String, key: [UInt8], now: Int64) -> PasskeyTicket? {
-        guard sealed.utf8.count <= 1024, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard let fields = SealedDocument.open(sealed, key: key, purpose: associatedData, maxLength: 1024),
             let user = fields["u"]?.stringValue.flatMap(UserID.init),
             let session = fields["s"]?.stringValue, !session.isEmpty,
             let expiresAt = fields["e"]?.intValue, now <= expiresAt
@@ -103,17 +98,13 @@ struct PasskeyLoopback: Sendable, Equatable {
     private static let associatedData = Array("passkey-loopback".utf8)
 
     func seal(key: [UInt8]) throws -> String {
-        let document: JSONValue = [
-            "r": .string(redirectURI), "t": .string(state), "c": .string(codeChallenge), "e": .int(expiresAt),
-        ]
-        return Base64URL.encode(
-            try AESGCM.seal(document.serializedBytes, key: key, associatedData: Self.associatedData))
+        try SealedDocument.seal(
+            ["r": .string(redirectURI), "t": .string(state), "c": .string(codeChallenge), "e": .int(expiresAt)],
+            key: key, purpose: Self.associatedData)
     }
 
     static func open(_ sealed: String, key: [UInt8], now: Int64) -> PasskeyLoopback? {
-        guard sealed.utf8.count <= 4096, let box = Base64URL.decode(sealed),
-            let opened = AESGCM.open(box, key: key, associatedData: associatedData),
-            let fields = JSONValue.parse(opened)?.objectValue,
+        guard let fields = SealedDocument.open(sealed, key: key, purpose: associatedData, maxLength: 4096),
             let redirectURI = fields["r"]?.stringValue, let state = fields["t"]?.stringValue,
             let challenge = fields["c"]?.stringValue, let expiresAt = fields["e"]?.intValue, now <= expiresAt
         else { return nil }

@@ -111,19 +111,7 @@ extension PasskeyService {
     /// passkey button, for `broker login --provider passkey` (the same checks as a provider's `/start`).
     func loopbackPage(query: [String: String]) async throws -> APIResponse {
         guard enabled else { throw Self.unavailable }
-        guard let redirectURI = query["redirect_uri"], SignInService.isLoopbackRedirect(redirectURI) else {
-            throw APIError.invalidRequest(
-                "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
-        }
-        guard let state = query["state"], !state.isEmpty, state.utf8.count <= 512 else {
-            throw APIError.invalidRequest("state is required (at most 512 characters)")
-        }
-        guard query["code_challenge_method"] == "S256" else {
-            throw APIError.invalidRequest("code_challenge_method must be S256")
-        }
-        guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
-            throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
-        }
+        let (redirectURI, state, challenge) = try SignInService.loopbackRequest(query)
         let flow = try PasskeyLoopback(
             redirectURI: redirectURI, state: state, codeChallenge: challenge, expiresAt: now + PasskeyLoopback.lifetime
         ).seal(key: flowKey)
