@@ -179,6 +179,7 @@ let package = Package(
                 .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
                 .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
                 .embedInCode("MailTemplates/exists.txt"), .embedInCode("MailTemplates/exists.html"),
+                .embedInCode("MailTemplates/recover.txt"), .embedInCode("MailTemplates/recover.html"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -106,6 +106,14 @@ final class AccountSelfService: Sendable {
                     "last_used_at": passkey.lastUsedAt.map { .string(RFC3339.format(epochSeconds: $0)) } ?? .null,
                 ]
             })
+        // The address kept for recovery by mail when the password went (only while it is kept).
+        document["recovery_address"] =
+            try await store.recoveryAddress(user: user.id).map { kept -> JSONValue in
+                [
+                    "email": .string(kept.email),
+                    "verified_at": .string(RFC3339.format(epochSeconds: kept.verifiedAt)),
+                ]
+            } ?? .null
         document["audit_events"] = .array(
             try await store.auditEvents(user: user.id, since: nil, limit: 10_000).map { event in
                 JSONValue.parse(Array(event.document.utf8)) ?? .string(event.document)

@@ -211,7 +211,7 @@ final class LinkService: Sendable {
             throw APIError(
                 status: 409, code: "last_identity",
                 detail: "\(display) is this user's only way to sign in; link another first "
-                    + "(broker link --provider P), or delete the account (broker account delete)")
+                    + "(broker link --provider P, broker passkey add), or delete the account (broker account delete)")
         }
     }
 }

@@ -13,6 +13,8 @@ enum MailKind: String, Sendable {
     /// To the owner of an address someone tried to register again (`server.enumeration_protection`), with a
     /// reset link.
     case exists
+    /// To the verified address of an account whose only ways in are passkeys, with a link that adds a new one.
+    case recover
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
@@ -45,6 +47,7 @@ struct MailTemplates: Sendable {
             (MailKind.reset, PackageResources.reset_txt, PackageResources.reset_html),
             (.verify, PackageResources.verify_txt, PackageResources.verify_html),
             (.exists, PackageResources.exists_txt, PackageResources.exists_html),
+            (.recover, PackageResources.recover_txt, PackageResources.recover_html),
         ] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)

@@ -335,7 +335,18 @@ final class MeteredStore: Store {
             try await base.recordPasskeyUse(id: id, signCount: signCount, backedUp: backedUp, now: now)
         }
     }
-    func removePasskey(id: String, user: UserID) async throws -> Bool {
-        try await timed("remove_passkey") { try await base.removePasskey(id: id, user: user) }
+    func removePasskey(id: String, user: UserID, now: Int64) async throws -> PasskeyRemoval {
+        try await timed("remove_passkey") { try await base.removePasskey(id: id, user: user, now: now) }
+    }
+    func recoveryAddress(user: UserID) async throws -> RecoveryAddress? {
+        try await timed("recovery_address") { try await base.recoveryAddress(user: user) }
+    }
+    func passkeyRecoveryUser(email: String) async throws -> UserRecord? {
+        try await timed("passkey_recovery_user") { try await base.passkeyRecoveryUser(email: email) }
+    }
+    func recoverWithPasskey(linkHash: [UInt8], user: UserID, now: Int64) async throws -> Bool {
+        try await timed("recover_with_passkey") {
+            try await base.recoverWithPasskey(linkHash: linkHash, user: user, now: now)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import BrokerConfiguration
 import BrokerCore
 import BrokerStore
 import Logging
@@ -32,6 +33,16 @@ final class PasswordService: Sendable {
     var logger: Logger { accounts.logger }
     var now: Int64 { accounts.now }
 
+    /// Whether passkeys are on (an account with passkeys only then recovers through the same form).
+    var passkeysOn: Bool {
+        if case .on = PasskeySettings.resolve(
+            issuer: accounts.tokens.issuer, configured: accounts.tokens.configuration.webAuthnRPID)
+        {
+            return true
+        }
+        return false
+    }
+
     /// `POST /auth/password/forgot {"email"}` → 202, always the same.
     /// `GET /auth/password/forgot`: the form (linked from the sign-in page of apps).
     func forgotPage(secure: Bool) throws -> APIResponse {
@@ -41,7 +52,7 @@ final class PasswordService: Sendable {
                 Page.message(
                     title: "No password reset here", text: "This broker sends no mail, so it cannot reset passwords."))
         }
-        return try FormGuard.page(secure: secure) { csrf in Page.forgotForm(csrf: csrf) }
+        return try FormGuard.page(secure: secure) { csrf in Page.forgotForm(csrf: csrf, passkeys: passkeysOn) }
     }
 
     /// The form of ``forgotPage(secure:)`` posted: the same work as the API, answered with a page.
@@ -86,10 +97,21 @@ final class PasswordService: Sendable {
             headers: [("Cache-Control", "no-store")])
     }
 
-    /// The work behind `forgot`, after the answer: no message at all for an unknown address.
+    /// The work behind `forgot`, after the answer: no message at all for an unknown address. An account with a
+    /// password gets a reset link; one whose only ways in are passkeys, at the verified address it kept, a link
+    /// to add a new passkey (``PasskeyService/recoverPage(query:)``).
     private func resetMail(to email: String, mailer: Mailer) async -> OutgoingMail? {
         do {
-            guard let account = try await store.passwordAccount(email: email) else { return nil }
+            guard let account = try await store.passwordAccount(email: email) else {
+                guard passkeysOn, let user = try await store.passkeyRecoveryUser(email: email) else { return nil }
+                let link = try await MailLink.create(
+                    store: store, issuer: accounts.tokens.issuer, path: "/auth/passkey/recover", user: user.id,
+                    purpose: EmailLinkPurpose.passkeyRecovery, lifetime: Self.resetLifetime, now: now)
+                accounts.audit.record("account_recovery_requested", user: user.id, fields: ["provider": "passkey"])
+                return mailer.compose(
+                    .recover, to: email, name: Mailer.shownName(user.name, verified: true), link: link,
+                    minutes: Self.resetLifetime / 60)
+            }
             let link = try await MailLink.create(
                 store: store, issuer: accounts.tokens.issuer, path: "/auth/password/reset", user: account.user.id,
                 purpose: EmailLinkPurpose.reset, lifetime: Self.resetLifetime, now: now)

@@ -617,6 +617,26 @@ package enum Schema {
                 CREATE INDEX passkeys_user ON passkeys(user_id);
                 """
         ),
+        Migration(
+            version: 16,
+            name: "recovery addresses: a verified address kept when a passkey account drops its password",
+            sqlite: """
+                CREATE TABLE recovery_addresses (
+                    user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    email TEXT NOT NULL,
+                    verified_at INTEGER NOT NULL
+                );
+                CREATE INDEX recovery_addresses_email ON recovery_addresses(email);
+                """,
+            postgres: """
+                CREATE TABLE recovery_addresses (
+                    user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+                    email TEXT NOT NULL,
+                    verified_at BIGINT NOT NULL
+                );
+                CREATE INDEX recovery_addresses_email ON recovery_addresses(email);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -668,6 +688,8 @@ extension Schema {
                 ("provider", .text), ("subject", .text), ("user_id", .text), ("email", .text), ("name", .text),
                 ("linked_at", .integer),
             ]),
+        Table(
+            name: "recovery_addresses", columns: [("user_id", .text), ("email", .text), ("verified_at", .integer)]),
         Table(
             name: "sessions",
             columns: [

@@ -133,6 +133,7 @@ extension Broker.Passkey {
                 _ = try await settings.api.removePasskey(accountToken, id: id)
             } catch {
                 if case .rejected(_, "not_found", let description) = error { throw Console.fail(description) }
+                if case .rejected(_, "last_identity", let description) = error { throw Console.fail(description) }
                 throw ClientFailure.exit(error, doing: "removing the passkey")
             }
             Console.note("Removed the passkey \(id); it no longer signs in.")

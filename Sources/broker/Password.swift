@@ -18,7 +18,8 @@ extension Broker.Password {
             discussion: """
                 The broker answers the same whether or not the address has an account; the link goes only to
                 an account's own address. Opening it shows a page where the new password is chosen; every
-                session of the account is then signed out.
+                session of the account is then signed out. An account that signs in with passkeys only (and
+                kept a confirmed address when its password went) gets a link that adds a new passkey instead.
                 """
         )
 

@@ -48,8 +48,12 @@ struct PasskeyChromiumTests {
     @Test func addAPasskeyWithTheCLIThenSignInWithItWithoutAPassword() async throws {
         let port = try freeLoopbackPort()
         let issuer = "http://localhost:\(port)"
+        let sink = try await SMTPSink.start()
         let server = try await BrokerProcess.start(
-            config: #"{"server": {"issuer": "\#(issuer)"}, "providers": {"custom": {"enabled": true}}}"#,
+            config: #"""
+                {"server": {"issuer": "\#(issuer)"}, "providers": {"custom": {"enabled": true}},
+                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                """#,
             arguments: ["--port", "\(port)"])
         defer { server.stop() }
         #expect(!server.stderr.contains("passkeys are off"), "\(server.stderr)")
@@ -119,12 +123,42 @@ struct PasskeyChromiumTests {
         let access = try #require(tokens["access_token"]?.stringValue)
         #expect(jwtParts(access).claims?["idp"] == "passkey")
 
-        // Removed: listed no more.
-        let removed = try await person.run(["passkey", "remove", id])
+        // The address is confirmed in the browser; then the password goes: the passkey is the way in, and the
+        // last one cannot be removed.
+        _ = try await sink.messages { $0.contains { $0["subject"] == "Confirm your email address" } }
+        let verify = try #require(
+            try sink.mailedToken(to: "pat@example.com", subject: "Confirm your email address", path: "/auth/verify"))
+        let confirmed = try await browser.open(issuer + "/auth/verify?token=" + verify)
+        #expect(confirmed["title"] == "Your address is confirmed", "\(confirmed)")
+        let unlinked = try await terminal.run(["unlink", "--provider", "custom"])
+        #expect(unlinked.status == 0, "\(unlinked.stderr)")
+        let last = try await terminal.run(["passkey", "remove", id])
+        #expect(last.status == 1 && last.stderr.contains("only way to sign in"), "\(last.stderr)")
+
+        // The device is lost. broker password forgot mails a recovery link; the browser adds a new passkey.
+        _ = try await browser.get("/forget")
+        let forgot = try await terminal.run(["password", "forgot", "--email", "pat@example.com"])
+        #expect(forgot.status == 0, "\(forgot.stderr)")
+        let subject = "Add a new passkey to your account"
+        _ = try await sink.messages { $0.contains { $0["subject"]?.stringValue == subject } }
+        let recovery = try #require(
+            try sink.mailedToken(to: "pat@example.com", subject: subject, path: "/auth/passkey/recover"))
+        let recovered = try await browser.open(issuer + "/auth/passkey/recover?token=" + recovery)
+        #expect(recovered["title"] == "Passkey added", "\(recovered)")
+        #expect(recovered["text"]?.stringValue?.contains("Every session of this account was signed out") == true)
+        #expect(try await browser.get("/credentials").arrayValue?.count == 1, "the new passkey")
+
+        // A fresh terminal signs in with the new passkey and removes the lost one; removing it again says so.
+        let again = try ClientHome(url: issuer)
+        let relogin = try await again.run(
+            ["login", "--provider", "passkey", "--timeout", "120"], environment: environment)
+        #expect(relogin.status == 0, "\(relogin.stderr)")
+        let removed = try await again.run(["passkey", "remove", id])
         #expect(removed.status == 0, "\(removed.stderr)")
-        let after = try await person.run(["passkey", "list", "--json"])
-        #expect(JSONValue.parse(Array(after.stdout.utf8))?["passkeys"] == [], "\(after.stdout)")
-        let gone = try await person.run(["passkey", "remove", id])
+        let after = try await again.run(["passkey", "list", "--json"])
+        let left = JSONValue.parse(Array(after.stdout.utf8))?["passkeys"]?.arrayValue ?? []
+        #expect(left.count == 1 && left.first?["id"]?.stringValue != id, "\(after.stdout)")
+        let gone = try await again.run(["passkey", "remove", id])
         #expect(gone.status == 1 && gone.stderr.contains("no passkey"), "\(gone.stderr)")
         await browser.quit()
     }

@@ -75,6 +75,9 @@ struct MailTests {
         #expect(message["subject"]?.stringValue == "Réinitialisez votre mot de passe")
         #expect(message["text"]?.stringValue == "Bonjour, Zoë : L{{link}}\n", "a value is never expanded again")
         #expect(message["html"]?.stringValue?.contains("Choose a new password") == true, "reset.html stays built in")
+        // A folder made before the recovery mail existed: that message comes from the built-in pair.
+        let recovery = mailer.compose(.recover, to: "z@example.com", name: nil, link: "https://b/l", minutes: 30)
+        #expect(recovery.subject == "Add a new passkey to your account" && recovery.text.contains("https://b/l"))
 
         try Data("no subject line {{link}}".utf8).write(to: URL(fileURLWithPath: folder + "/reset.txt"))
         #expect(throws: ConfigurationError.self) { _ = try Self.mailer(sink.url, templates: folder) }

@@ -444,7 +444,7 @@ struct OpenIDProviderTests {
             let jar = Jar()
             let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
             let html = String(decoding: page.body, as: UTF8.self)
-            #expect(html.contains("Forgot your password?"))
+            #expect(html.contains("Forgot your password or lost your passkey?"))
             let query = try #require(
                 html.range(of: "href=\"/auth/authorize/register?").map {
                     String(html[$0.upperBound...].prefix { $0 != "\"" })

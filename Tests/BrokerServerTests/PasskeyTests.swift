@@ -63,8 +63,18 @@ struct PasskeyTests {
         #expect(ticket.status == 200 && ticket["expires_in"] == 600, "\(String(describing: ticket.json))")
         let url = try #require(ticket["url"]?.stringValue)
         #expect(url.hasPrefix("http://broker.test/auth/passkey/add?ticket="))
+        return try await registerOnPage(
+            client, String(url.dropFirst("http://broker.test".count)), authenticator: authenticator, ceremony,
+            name: name)
+    }
+
+    /// The page at `path` that adds a passkey (from a ticket or a recovery mail), answered by `authenticator`.
+    static func registerOnPage(
+        _ client: InProcessBroker.Client, _ path: String, authenticator: SoftAuthenticator,
+        _ ceremony: SoftAuthenticator.Ceremony, name: String = "Laptop"
+    ) async throws -> Reply {
         let jar = Jar()
-        let page = try await OpenIDProviderTests.get(client, String(url.dropFirst("http://broker.test".count)), jar)
+        let page = try await OpenIDProviderTests.get(client, path, jar)
         #expect(page.status == 200 && page.header("Content-Security-Policy") == Page.passkeyPolicy)
         let text = try #require(Self.attribute(page, "data-options"))
         let options = try #require(JSONValue.parse(Array(text.utf8)))
@@ -80,6 +90,40 @@ struct PasskeyTests {
                 ("ceremony", try #require(hidden(page, "ceremony"))), ("csrf", try #require(hidden(page, "csrf"))),
                 ("credential", response.json.serialized()), ("name", name),
             ], jar)
+    }
+
+    /// `broker login --provider passkey` as the broker sees it: the loopback page, the assertion, the code; the
+    /// CLI session's account token.
+    static func passkeyAccountToken(
+        _ client: InProcessBroker.Client, _ authenticator: SoftAuthenticator, _ ceremony: SoftAuthenticator.Ceremony
+    ) async throws -> String {
+        let pkce = try PKCE.generate()
+        let redirect = "http://127.0.0.1:5555/callback"
+        let jar = Jar()
+        let page = try await OpenIDProviderTests.get(
+            client,
+            "/auth/passkey/start?"
+                + FormEncoding.encode([
+                    ("redirect_uri", redirect), ("state", "s"), ("code_challenge", pkce.challenge),
+                    ("code_challenge_method", "S256"),
+                ]), jar)
+        let (sealed, credential) = try await assertion(client, authenticator, ceremony)
+        let finished = try await OpenIDProviderTests.post(
+            client, "/auth/passkey/finish",
+            [
+                ("flow", try #require(hidden(page, "flow"))), ("csrf", try #require(hidden(page, "csrf"))),
+                ("ceremony", sealed), ("credential", credential),
+            ], jar)
+        let destination = try #require(OpenIDProviderTests.destination(finished))
+        let code = try #require(Flow.query(destination)["code"])
+        let session = try await client.form(
+            "/auth/token",
+            [
+                ("grant_type", "authorization_code"), ("code", code), ("code_verifier", pkce.verifier),
+                ("redirect_uri", redirect),
+            ])
+        #expect(session["provider"] == "passkey")
+        return try await client.accountToken(refreshToken: try #require(session["refresh_token"]?.stringValue))
     }
 
     /// A discoverable sign-in's options and the authenticator's answer to them.
@@ -179,6 +223,148 @@ struct PasskeyTests {
                 ], jar2)
             #expect(refused.status == 400)
             #expect(String(decoding: refused.body, as: UTF8.self).contains("not registered with this broker"))
+        }
+    }
+
+    /// An account that dropped its password keeps its confirmed address: losing its passkeys, it asks on the
+    /// forgot form, follows the mailed link and registers a new one; every session ends; the link works once.
+    @Test func anAccountWithPasskeysOnlyRecoversByMailAtItsConfirmedAddress() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await InProcessBroker(
+            config: #"""
+                {"providers": {"custom": {"enabled": true}},
+                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                """#)
+        try await OpenIDProviderTests.register(broker, firstParty: true)
+        let lost = try SoftAuthenticator(algorithm: .es256, counter: 0)
+        let fresh = try SoftAuthenticator(algorithm: .edDSA, counter: 0)
+        let ceremony = Self.ceremony(broker)
+        try await broker.test { client in
+            let (_, password) = try await Self.signedIn(client, "ada@example.com")
+            await broker.service.mailer?.flush()
+            let verify = try #require(try VerificationTests.mailedToken(sink, to: "ada@example.com"))
+            #expect(try await VerificationTests().confirm(client, token: verify).status == 200)
+            #expect(try await Self.addPasskey(client, account: password, authenticator: lost, ceremony).status == 200)
+
+            // Signed in with the passkey, the password goes: the passkey is now the way in, and it cannot go in turn.
+            let account = try await Self.passkeyAccountToken(client, lost, ceremony)
+            let unlinked = try await client.send(
+                .post, "/auth/unlink",
+                headers: [.contentType: "application/json", .authorization: "Bearer \(account)"],
+                body: Array(#"{"provider":"custom"}"#.utf8))
+            #expect(unlinked.status == 200, "\(String(describing: unlinked.json))")
+            let id = Base64URL.encode(lost.credentialID)
+            let last = try await client.send(
+                .post, "/auth/passkeys/remove",
+                headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                body: Array(#"{"id":"\#(id)"}"#.utf8))
+            #expect(last.status == 409 && last.error == "last_identity", "\(String(describing: last.json))")
+            #expect(last["error_description"]?.stringValue?.contains("broker passkey add") == true)
+            let user = try #require(try await broker.store.passkey(id: id)?.userID, "still there")
+            let export = try await client.get("/auth/account/export", bearer: account)
+            #expect(export["recovery_address"]?["email"] == "ada@example.com")
+
+            // The forgot form answers as for any address; the mail is a recovery link, not a reset.
+            let forgot = try await client.get("/auth/password/forgot")
+            #expect(String(decoding: forgot.body, as: UTF8.self).contains("lost your passkey"))
+            let asked = try await client.post("/auth/password/forgot", json: ["email": "Ada@Example.com"])
+            let unknown = try await client.post("/auth/password/forgot", json: ["email": "nobody@example.com"])
+            #expect(asked.status == 202 && unknown.status == asked.status && unknown.body == asked.body)
+            await broker.service.mailer?.flush()
+            #expect(try PasswordRecoveryTests.mailedToken(sink, to: "ada@example.com") == nil, "no password to reset")
+            let token = try #require(
+                try sink.mailedToken(
+                    to: "ada@example.com", subject: "Add a new passkey to your account", path: "/auth/passkey/recover"))
+            #expect(try sink.messages().filter { $0["to"]?.stringValue == "nobody@example.com" }.isEmpty)
+
+            // Opening the link (a mail scanner, a second tab) spends nothing.
+            let scanned = try await client.get("/auth/passkey/recover?token=" + token)
+            #expect(scanned.status == 200 && String(decoding: scanned.body, as: UTF8.self).contains("Recover"))
+            let secondTab = Jar()
+            let tab = try await OpenIDProviderTests.get(client, "/auth/passkey/recover?token=" + token, secondTab)
+            #expect(tab.status == 200)
+
+            let recovered = try await Self.registerOnPage(
+                client, "/auth/passkey/recover?token=" + token, authenticator: fresh, ceremony, name: "New phone")
+            #expect(recovered.status == 200, "\(String(decoding: recovered.body, as: UTF8.self))")
+            #expect(
+                String(decoding: recovered.body, as: UTF8.self).contains("Every session of this account was signed out")
+            )
+            #expect(try await broker.store.passkeys(user: user).map(\.name).sorted() == ["Laptop", "New phone"])
+            #expect(try await client.get("/auth/passkeys", bearer: account).status == 401, "the old session ended")
+
+            // The link worked once: the second tab's ceremony is refused and adds nothing; the link is gone.
+            let options = try #require(Self.attribute(tab, "data-options")).utf8
+            let challenge = try #require(
+                JSONValue.parse(Array(options))?["challenge"]?.stringValue.flatMap(Base64URL.decode))
+            let handle = try #require(
+                JSONValue.parse(Array(options))?["user"]?["id"]?.stringValue.flatMap(Base64URL.decode))
+            let third = try SoftAuthenticator(algorithm: .es256, counter: 0)
+            let late = try await OpenIDProviderTests.post(
+                client, "/auth/passkey/add",
+                [
+                    ("ceremony", try #require(Self.hidden(tab, "ceremony"))),
+                    ("csrf", try #require(Self.hidden(tab, "csrf"))),
+                    (
+                        "credential",
+                        try third.register(challenge: challenge, userHandle: handle, ceremony).json.serialized()
+                    ),
+                ], secondTab)
+            #expect(late.status == 400 && String(decoding: late.body, as: UTF8.self).contains("already used"))
+            #expect(try await broker.store.passkeys(user: user).count == 2)
+            let gone = try await client.get("/auth/passkey/recover?token=" + token)
+            #expect(gone.status == 400 && String(decoding: gone.body, as: UTF8.self).contains("no longer works"))
+
+            // The new passkey signs in to an app.
+            let jar = Jar()
+            let page = try await OpenIDProviderTests.get(
+                client, OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()), jar)
+            #expect(String(decoding: page.body, as: UTF8.self).contains("lost your passkey?"))
+            let (sealed, credential) = try await Self.assertion(client, fresh, ceremony)
+            let signedIn = try await OpenIDProviderTests.post(
+                client, "/auth/authorize/passkey",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("ceremony", sealed), ("credential", credential),
+                ], jar)
+            #expect(OpenIDProviderTests.destination(signedIn) != nil, "\(signedIn.status)")
+        }
+    }
+
+    /// No recovery mail for an account that still has another way in, or an address never confirmed.
+    @Test func recoveryByMailNeedsAConfirmedAddressAndPasskeysOnly() async throws {
+        let sink = try await SMTPSink.start()
+        let broker = try await InProcessBroker(
+            config: #"""
+                {"providers": {"custom": {"enabled": true}},
+                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                """#)
+        let ceremony = Self.ceremony(broker)
+        try await broker.test { client in
+            let (_, account) = try await Self.signedIn(client, "unconfirmed@example.com")
+            let authenticator = try SoftAuthenticator(algorithm: .es256, counter: 0)
+            #expect(
+                try await Self.addPasskey(client, account: account, authenticator: authenticator, ceremony).status
+                    == 200)
+            let unlinked = try await client.send(
+                .post, "/auth/unlink",
+                headers: [.contentType: "application/json", .authorization: "Bearer \(account)"],
+                body: Array(#"{"provider":"custom"}"#.utf8))
+            #expect(unlinked.status == 200)
+            let passkeyAccount = try await Self.passkeyAccountToken(client, authenticator, ceremony)
+            #expect(try await client.get("/auth/account/export", bearer: passkeyAccount)["recovery_address"] == .null)
+            #expect(
+                try await client.post("/auth/password/forgot", json: ["email": "unconfirmed@example.com"]).status == 202
+            )
+            await broker.service.mailer?.flush()
+            #expect(
+                try sink.messages().filter { $0["subject"]?.stringValue == "Add a new passkey to your account" }.isEmpty
+            )
+            // A link that is not one: the page says so and nothing changes.
+            for bad in ["", "short", String(repeating: "A", count: 43)] {
+                let page = try await client.get("/auth/passkey/recover?token=" + bad)
+                #expect(page.status == 400 && String(decoding: page.body, as: UTF8.self).contains("no longer works"))
+            }
         }
     }
 

@@ -4,6 +4,7 @@ keys, user verification), serving as $BROWSER for the broker CLI.
 
 Usage: passkey_chromium.py SCREENSHOT_DIR
 Prints "ready PORT", then answers, one at a time on 127.0.0.1:PORT:
+  GET /forget       the authenticator forgets its passkeys (a lost device)
   GET /open?url=U   opens U in the same browser (its authenticator keeps its passkeys) and does what the page
                     asks: "Add a passkey" -> names it and adds it; "Sign in with a passkey" (the CLI's page) or an
                     app's "Sign in to …" page -> signs in with the passkey. Answers JSON {title, url, text}
@@ -73,11 +74,17 @@ def open_url(url):
     title = driver.title
     shoot(title.lower().replace(" ", "-")[:40] or "page")
     before = driver.current_url
-    if title == "Add a passkey":
+    if title in ("Add a passkey", "Recover your account"):
         driver.find_element(By.ID, "name").send_keys("Chromium")
         passkey_button().click()
-        wait_until(lambda: driver.title != "Add a passkey" or driver.find_elements(
+        wait_until(lambda: driver.title != title or driver.find_elements(
             By.CSS_SELECTOR, "[data-passkey-problem]:not([hidden])"))
+    elif title == "Confirm your email address":
+        for button in driver.find_elements(By.TAG_NAME, "button"):
+            if button.text.strip() == "Confirm my address":
+                button.click()
+                wait_until(lambda: driver.title != title)
+                break
     elif passkey_button() is not None:
         passkey_button().click()
         # Signed in: the page moves on (the CLI's loopback page, or the app's redirect URI); refused: the page
@@ -113,6 +120,10 @@ class Handler(BaseHTTPRequestHandler):
             self.answer([{"id": c.id, "rp_id": c.rp_id, "resident": c.is_resident_credential,
                           "sign_count": c.sign_count,
                           "user_handle": c.user_handle} for c in driver.get_credentials()])
+        elif parsed.path == "/forget":
+            # The device is lost: the authenticator forgets every passkey it held.
+            driver.remove_all_credentials()
+            self.answer({})
         elif parsed.path == "/quit":
             self.answer({})
             threading.Thread(target=server.shutdown).start()

@@ -56,8 +56,14 @@ extension Page {
         if password {
             let register = "/auth/authorize/register?" + FormEncoding.encode([("request", request)])
             body += "<p class=\"muted\"><a href=\"\(HTML.escape(register))\">Create an account</a>"
-            if canReset { body += " · <a href=\"/auth/password/forgot\">Forgot your password?</a>" }
+            if canReset {
+                body +=
+                    " · <a href=\"/auth/password/forgot\">"
+                    + (passkeys ? "Forgot your password or lost your passkey?" : "Forgot your password?") + "</a>"
+            }
             body += "</p>\n"
+        } else if passkeys && canReset {
+            body += "<p class=\"muted\"><a href=\"/auth/password/forgot\">Lost your passkey?</a></p>\n"
         }
         return document(title: "Sign in to \(app)", body: body)
     }
@@ -83,11 +89,13 @@ extension Page {
     }
 
     /// The forgot-password form: an address, and a mailed link to the reset page.
-    static func forgotForm(csrf: String) -> String {
+    static func forgotForm(csrf: String, passkeys: Bool = false) -> String {
         document(
-            title: "Forgot your password?",
+            title: passkeys ? "Forgot your password or lost your passkey?" : "Forgot your password?",
             body: """
-                <p>We will mail a link to choose a new password to the address, if an account uses it.</p>
+                <p>\(passkeys
+                    ? "We will mail a link to the address, if an account uses it: to choose a new password, or, for an account that signs in with passkeys only, to add a new passkey."
+                    : "We will mail a link to choose a new password to the address, if an account uses it.")</p>
                 <form method="post" action="/auth/password/forgot">
                 <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
                 <label for="email">Email</label>

@@ -10,6 +10,9 @@ struct PasskeyCeremony: Sendable, Equatable {
         case signIn
         /// Adding a passkey to `user`, for the CLI session `session` that asked (it must still be live).
         case register(user: UserID, session: String)
+        /// Adding a passkey to `user`, whose only ways in are passkeys, through the mailed recovery link whose
+        /// SHA-256 is `link` (spent when the passkey is registered, not when the page opens).
+        case recover(user: UserID, link: [UInt8])
     }
 
     var purpose: Purpose
@@ -27,9 +30,14 @@ struct PasskeyCeremony: Sendable, Equatable {
 
     func seal(key: [UInt8]) throws -> String {
         var fields: [String: JSONValue] = ["c": .string(Base64URL.encode(challenge)), "e": .int(expiresAt)]
-        if case .register(let user, let session) = purpose {
+        switch purpose {
+        case .signIn: break
+        case .register(let user, let session):
             fields["u"] = .string(user.description)
             fields["s"] = .string(session)
+        case .recover(let user, let link):
+            fields["u"] = .string(user.description)
+            fields["l"] = .string(Base64URL.encode(link))
         }
         return try SealedDocument.seal(fields, key: key, purpose: Self.associatedData)
     }
@@ -40,13 +48,16 @@ struct PasskeyCeremony: Sendable, Equatable {
             let challenge = fields["c"]?.stringValue.flatMap(Base64URL.decode), challenge.count == 32,
             let expiresAt = fields["e"]?.intValue, now <= expiresAt
         else { return nil }
-        switch (fields["u"]?.stringValue, fields["s"]?.stringValue) {
-        case (nil, nil):
+        switch (fields["u"]?.stringValue, fields["s"]?.stringValue, fields["l"]?.stringValue) {
+        case (nil, nil, nil):
             return PasskeyCeremony(purpose: .signIn, challenge: challenge, expiresAt: expiresAt)
-        case (let user?, let session?):
+        case (let user?, let session?, nil):
             guard let id = UserID(user), !session.isEmpty else { return nil }
             return PasskeyCeremony(
                 purpose: .register(user: id, session: session), challenge: challenge, expiresAt: expiresAt)
+        case (let user?, nil, let link?):
+            guard let id = UserID(user), let hash = Base64URL.decode(link), hash.count == 32 else { return nil }
+            return PasskeyCeremony(purpose: .recover(user: id, link: hash), challenge: challenge, expiresAt: expiresAt)
         default:
             return nil
         }

@@ -39,12 +39,24 @@ extension Page {
     }
 
     /// The page `broker passkey add` opens: who the passkey is for, a name for it, and the button.
-    static func passkeyAdd(user: String, options: JSONValue, ceremony: String, csrf: String) -> String {
-        document(
-            title: "Add a passkey",
-            body: """
-                <p>Add a passkey to <strong>\(HTML.escape(user))</strong>: this device (or your phone) will sign \
-                you in to broker without a password.</p>
+    static func passkeyAdd(
+        user: String, options: JSONValue, ceremony: String, csrf: String, recovery: Bool = false
+    ) -> String {
+        let intro =
+            recovery
+            ? """
+            <p>Recover <strong>\(HTML.escape(user))</strong> with a new passkey. When it is added, every session of \
+            this account is signed out; your other passkeys keep working (remove a lost one with \
+            <code>broker passkey remove</code>).</p>
+            """
+            : """
+            <p>Add a passkey to <strong>\(HTML.escape(user))</strong>: this device (or your phone) will sign \
+            you in to broker without a password.</p>
+            """
+        return document(
+            title: recovery ? "Recover your account" : "Add a passkey",
+            body: intro + """
+
                 <form method="post" action="/auth/passkey/add" data-passkey="register" data-options="\(HTML.escape(options.serialized()))">
                 <input type="hidden" name="ceremony" value="\(HTML.escape(ceremony))">
                 <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
@@ -57,11 +69,19 @@ extension Page {
                 """ + passkeyScriptTag)
     }
 
-    static func passkeyAdded(name: String) -> String {
+    static func passkeyAdded(name: String, recovery: Bool = false) -> String {
         message(
             title: "Passkey added",
-            text: "“\(name)” now signs you in to broker. You can close this tab and return to the terminal.")
+            text: recovery
+                ? "“\(name)” now signs you in to broker. Every session of this account was signed out: sign in again with the new passkey."
+                : "“\(name)” now signs you in to broker. You can close this tab and return to the terminal.")
     }
+
+    static let recoveryLinkGone = message(
+        title: "This link no longer works",
+        text:
+            "Recovery links work once, for thirty minutes, and only the newest one. Ask for a new one: “Forgot your password?” on the sign-in page."
+    )
 
     /// The CLI's loopback sign-in with a passkey (`broker login --provider passkey`).
     static func passkeyLoopback(flow: String, csrf: String, problem: String? = nil) -> String {

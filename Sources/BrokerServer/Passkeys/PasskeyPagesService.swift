@@ -52,9 +52,22 @@ extension PasskeyService {
     func remove(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
         let view = try await tokens.authenticateAccount(authorization: authorization)
         let id = try input.string("id")
-        guard id.utf8.count <= 1400, try await store.removePasskey(id: id, user: view.user.id) else {
+        let removal =
+            id.utf8.count <= 1400 ? try await store.removePasskey(id: id, user: view.user.id, now: now) : .notFound
+        switch removal {
+        case .removed: break
+        case .notFound:
             metrics.passkey(event: "removal", outcome: "not_found")
             throw APIError.notFound("no passkey \(id.prefix(64)) on this account (broker passkey list shows them)")
+        case .lastWayIn:
+            metrics.passkey(event: "removal", outcome: "last_identity")
+            audit.record(
+                "passkey_removed", outcome: "failure", user: view.user.id,
+                fields: ["passkey": String(id.prefix(16)), "reason": "last_identity"])
+            throw APIError(
+                status: 409, code: "last_identity",
+                detail: "this passkey is the account's only way to sign in; add another first (broker passkey add, "
+                    + "broker link --provider P), or delete the account (broker account delete)")
         }
         metrics.passkey(event: "removal", outcome: "success")
         audit.record("passkey_removed", user: view.user.id, fields: ["passkey": String(id.prefix(16))])
@@ -75,7 +88,8 @@ extension PasskeyService {
         else {
             return Page.response(status: 400, Page.passkeyTicketGone)
         }
-        let (options, ceremony) = try await registrationOptions(user: user, session: ticket.session)
+        let (options, ceremony) = try await registrationOptions(
+            user: user, for: .register(user: user.id, session: ticket.session))
         return Page.withPasskeys(
             try FormGuard.page(secure: secure) { csrf in
                 Page.passkeyAdd(
@@ -84,24 +98,50 @@ extension PasskeyService {
             })
     }
 
+    /// `GET /auth/passkey/recover?token=…` (the mailed recovery link): the page that adds a passkey to an
+    /// account whose only ways in are passkeys. Opening it spends nothing — the link is spent when a passkey is
+    /// registered with it (``register(ceremony:credential:name:)``), so a mail scanner's visit is harmless.
+    func recoverPage(query: [String: String]) async throws -> APIResponse {
+        guard enabled else { return Page.response(status: 404, Page.passkeysOff) }
+        guard let token = query["token"], let hash = MailLink.hash(token),
+            let user = try await store.emailLinkUser(hash: hash, purpose: EmailLinkPurpose.passkeyRecovery, now: now)
+        else {
+            return Page.response(status: 400, Page.recoveryLinkGone)
+        }
+        let (options, ceremony) = try await registrationOptions(user: user, for: .recover(user: user.id, link: hash))
+        return Page.withPasskeys(
+            try FormGuard.page(secure: secure) { csrf in
+                Page.passkeyAdd(
+                    user: user.email ?? user.name ?? user.id.description, options: options, ceremony: ceremony,
+                    csrf: csrf, recovery: true)
+            })
+    }
+
     /// `POST /auth/passkey/add {ceremony, csrf, credential, name}`.
     func add(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        let sealed = (try? input.string("ceremony")) ?? ""
+        // Only for the wording: whether this page came from a recovery mail or from `broker passkey add`.
+        var recovery = false
+        if case .recover = PasskeyCeremony.open(sealed, key: flowKey, now: now)?.purpose { recovery = true }
+        let again =
+            recovery
+            ? " Ask for a new link: “Forgot your password?” on the sign-in page." : " Run broker passkey add again."
         guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
             return Page.response(
                 status: 403,
                 Page.message(
                     title: "This form has expired",
-                    text: "The page was opened in another browser or too long ago. Run broker passkey add again."))
+                    text: "The page was opened in another browser or too long ago." + again))
         }
         do {
             let passkey = try await register(
-                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "",
+                ceremony: sealed, credential: (try? input.string("credential")) ?? "",
                 name: (try? input.optionalString("name")) ?? "")
-            return FormGuard.clearing(Page.response(status: 200, Page.passkeyAdded(name: passkey.name)), secure: secure)
+            return FormGuard.clearing(
+                Page.response(status: 200, Page.passkeyAdded(name: passkey.name, recovery: recovery)), secure: secure)
         } catch let failure as Failure {
             return Page.response(
-                status: 400,
-                Page.message(title: "No passkey was added", text: failure.message + " Run broker passkey add again."))
+                status: 400, Page.message(title: "No passkey was added", text: failure.message + again))
         }
     }
 

@@ -25,6 +25,9 @@ enum PasskeyRoutes {
         routes.get("/auth/passkey/add") { request, _ in
             Server.response(try await passkeys.addPage(query: try Server.query(request)))
         }
+        routes.get("/auth/passkey/recover") { request, _ in
+            Server.response(try await passkeys.recoverPage(query: try Server.query(request)))
+        }
         routes.post("/auth/passkey/add") { request, _ in
             Server.response(
                 try await passkeys.add(

@@ -77,11 +77,13 @@ final class PasskeyService: Sendable {
     /// Options for `navigator.credentials.create()` for `user`: a discoverable credential with user
     /// verification, the user's random handle, and the passkeys they have excluded (no second one on the same
     /// authenticator).
-    func registrationOptions(user: UserRecord, session: String) async throws -> (options: JSONValue, ceremony: String) {
+    func registrationOptions(user: UserRecord, for purpose: PasskeyCeremony.Purpose) async throws
+        -> (options: JSONValue, ceremony: String)
+    {
         guard let rp = relyingParty else { throw Self.unavailable }
         let handle = try await store.passkeyHandle(
             user: user.id, orInsert: Base64URL.encode(try SecureRandom.bytes(32)))
-        let ceremony = try PasskeyCeremony.start(.register(user: user.id, session: session), now: now)
+        let ceremony = try PasskeyCeremony.start(purpose, now: now)
         let existing = try await store.passkeys(user: user.id)
         let label = user.email ?? user.name ?? user.id.description
         let options: JSONValue = [
@@ -219,13 +221,18 @@ final class PasskeyService: Sendable {
             guard let rp = relyingParty else { throw Failure(message: "Passkeys are off here.", outcome: "off") }
             let posted = try PostedCredential(text)
             let ceremony = try await open(sealed, expecting: false)
-            guard case .register(let user, let session) = ceremony.purpose else {
+            let user: UserID
+            switch ceremony.purpose {
+            case .register(let owner, let session):
+                guard try await tokens.isLive(session: session, of: owner) else {
+                    throw Failure(
+                        message: "The session that asked for this passkey has ended.", outcome: "session_ended")
+                }
+                user = owner
+            case .recover(let owner, _):
+                user = owner
+            case .signIn:
                 throw Failure(message: "This passkey prompt has expired. Try again.", outcome: "stale_ceremony")
-            }
-            guard try await tokens.isLive(session: session, of: user) else {
-                throw Failure(
-                    message: "The session that asked for this passkey has ended. Run broker passkey add again.",
-                    outcome: "session_ended")
             }
             guard let attestation = posted.attestationObject else {
                 throw Failure(message: "The browser's answer could not be read. Try again.", outcome: "malformed")
@@ -240,6 +247,15 @@ final class PasskeyService: Sendable {
             }
             guard registration.credentialID == posted.rawID else {
                 throw Failure(message: "The browser's answer does not fit together. Try again.", outcome: "malformed")
+            }
+            if case .recover(_, let link) = ceremony.purpose {
+                // The mailed link is spent (and every session ends) only now that a checked passkey replaces
+                // the lost one: a mail scanner opening the link spends nothing.
+                guard try await store.recoverWithPasskey(linkHash: link, user: user, now: now) else {
+                    throw Failure(message: "This recovery link was already used or has expired.", outcome: "link_gone")
+                }
+                audit.record("account_recovered", user: user, fields: ["provider": "passkey"])
+                logger.info("account recovered with a new passkey", metadata: ["broker.user": "\(user)"])
             }
             let chosen = Self.cleanName(name)
             let passkey = PasskeyRecord(

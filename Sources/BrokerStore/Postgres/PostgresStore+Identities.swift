@@ -164,17 +164,12 @@ extension PostgresStore {
         let logger = logger
         return try await transaction("identity unlink") { connection in
             guard try await Self.lockUser(user, connection, logger) else { return .notLinked }
-            let identities =
-                try await Self.first(
-                    Int64.self, "SELECT COUNT(*) FROM identities WHERE user_id = \(user.description)", connection,
-                    logger) ?? 0
-            let passwords =
-                try await Self.first(
-                    Int64.self, "SELECT COUNT(*) FROM password_accounts WHERE user_id = \(user.description)",
-                    connection, logger) ?? 0
             let has: Bool
             if provider == .custom {
-                has = passwords > 0
+                has =
+                    try await Self.first(
+                        Int.self, "SELECT 1 FROM password_accounts WHERE user_id = \(user.description)", connection,
+                        logger) != nil
             } else {
                 has =
                     try await Self.first(
@@ -184,8 +179,17 @@ extension PostgresStore {
                         """, connection, logger) != nil
             }
             guard has else { return .notLinked }
-            guard identities + passwords > 1 else { return .lastWayIn }
+            guard try await Self.waysIn(user, connection, logger) > 1 else { return .lastWayIn }
             if provider == .custom {
+                // A verified address outlives the password: an account left with passkeys only recovers by mail.
+                try await connection.query(
+                    """
+                    INSERT INTO recovery_addresses (user_id, email, verified_at)
+                    SELECT user_id, email, email_verified_at FROM password_accounts
+                    WHERE user_id = \(user.description) AND email_verified_at IS NOT NULL
+                    ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, verified_at = excluded.verified_at
+                    """, logger: logger
+                ).drain()
                 try await connection.query(
                     "DELETE FROM password_accounts WHERE user_id = \(user.description)", logger: logger
                 ).drain()

@@ -105,15 +105,99 @@ extension PostgresStore {
         }
     }
 
-    package func removePasskey(id: String, user: UserID) async throws -> Bool {
+    package func removePasskey(id: String, user: UserID, now: Int64) async throws -> PasskeyRemoval {
         let logger = logger
         return try await transaction("passkey removal") { connection in
-            try await Self.first(
-                Int.self,
+            // The user's row lock orders this against an unlink or another removal: the last way in stays.
+            guard try await Self.lockUser(user, connection, logger),
+                try await Self.first(
+                    Int.self, "SELECT 1 FROM passkeys WHERE id = \(id) AND user_id = \(user.description)", connection,
+                    logger) != nil
+            else { return .notFound }
+            guard try await Self.waysIn(user, connection, logger) > 1 else { return .lastWayIn }
+            try await connection.query(
+                "DELETE FROM passkeys WHERE id = \(id) AND user_id = \(user.description)", logger: logger
+            ).drain()
+            return .removed
+        }
+    }
+
+    /// How many ways in `user` has: linked identities, the password account, passkeys (inside the caller's
+    /// transaction, after its ``lockUser(_:_:_:)``).
+    static func waysIn(_ user: UserID, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        let id = user.description
+        return try await first(
+            Int64.self,
+            """
+            SELECT (SELECT COUNT(*) FROM identities WHERE user_id = \(id))
+                + (SELECT COUNT(*) FROM password_accounts WHERE user_id = \(id))
+                + (SELECT COUNT(*) FROM passkeys WHERE user_id = \(id))
+            """, connection, logger) ?? 0
+    }
+
+    package func recoveryAddress(user: UserID) async throws -> RecoveryAddress? {
+        let client = client
+        return try await run("recovery address") {
+            let rows = try await client.query(
+                "SELECT email, verified_at FROM recovery_addresses WHERE user_id = \(user.description)"
+            ).decode((String, Int64).self)
+            for try await (email, verifiedAt) in rows { return RecoveryAddress(email: email, verifiedAt: verifiedAt) }
+            return nil
+        }
+    }
+
+    package func passkeyRecoveryUser(email: String) async throws -> UserRecord? {
+        let client = client
+        return try await run("passkey recovery user") {
+            let rows = try await client.query(
                 """
-                WITH gone AS (DELETE FROM passkeys WHERE id = \(id) AND user_id = \(user.description) RETURNING 1)
-                SELECT count(*)::int FROM gone
-                """, connection, logger) == 1
+                SELECT u.id, u.email, u.name, u.created_at FROM recovery_addresses r
+                JOIN users u ON u.id = r.user_id
+                WHERE r.email = \(email) AND u.disabled_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM password_accounts a WHERE a.user_id = r.user_id)
+                    AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.user_id = r.user_id)
+                    AND EXISTS (SELECT 1 FROM passkeys p WHERE p.user_id = r.user_id)
+                ORDER BY r.verified_at DESC, r.user_id LIMIT 1
+                """
+            ).decode((String, String?, String?, Int64).self)
+            for try await (id, userEmail, name, createdAt) in rows {
+                guard let user = UserID(id) else { return nil }
+                return UserRecord(id: user, email: userEmail, name: name, createdAt: createdAt)
+            }
+            return nil
+        }
+    }
+
+    package func recoverWithPasskey(linkHash: [UInt8], user: UserID, now: Int64) async throws -> Bool {
+        let logger = logger
+        return try await transaction("passkey recovery") { connection in
+            let owner = user.description
+            guard
+                try await Self.first(
+                    Int.self,
+                    """
+                    UPDATE email_links SET used_at = \(now)
+                    WHERE hash = \(linkHash.hex) AND user_id = \(owner) AND purpose = \(EmailLinkPurpose.passkeyRecovery)
+                        AND used_at IS NULL AND expires_at > \(now)
+                    RETURNING 1
+                    """, connection, logger) != nil
+            else { return false }
+            try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE user_id = \(owner) AND purpose = \(EmailLinkPurpose.passkeyRecovery) AND used_at IS NULL
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
+                logger: logger
+            ).drain()
+            try await Self.queueLogouts(connection, user: owner, now: now, logger: logger)
+            try await connection.query(
+                "UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
+                logger: logger
+            ).drain()
+            return true
         }
     }
 }

@@ -116,16 +116,12 @@ extension SQLiteStore {
 
     package func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
         try await pool.write { db in
-            let identities =
-                try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [user.description]) ?? 0
-            let passwords =
-                try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM password_accounts WHERE user_id = ?", arguments: [user.description])
-                ?? 0
             let has: Bool
             if provider == .custom {
-                has = passwords > 0
+                has =
+                    try Int.fetchOne(
+                        db, sql: "SELECT 1 FROM password_accounts WHERE user_id = ?", arguments: [user.description])
+                    != nil
             } else {
                 has =
                     try Int.fetchOne(
@@ -133,8 +129,17 @@ extension SQLiteStore {
                         arguments: [user.description, provider.rawValue]) != nil
             }
             guard has else { return .notLinked }
-            guard identities + passwords > 1 else { return .lastWayIn }
+            guard try Self.waysIn(db, user: user.description) > 1 else { return .lastWayIn }
             if provider == .custom {
+                // A verified address outlives the password: an account left with passkeys only recovers by mail.
+                try db.execute(
+                    sql: """
+                        INSERT INTO recovery_addresses (user_id, email, verified_at)
+                        SELECT user_id, email, email_verified_at FROM password_accounts
+                        WHERE user_id = ? AND email_verified_at IS NOT NULL
+                        ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, verified_at = excluded.verified_at
+                        """,
+                    arguments: [user.description])
                 try db.execute(sql: "DELETE FROM password_accounts WHERE user_id = ?", arguments: [user.description])
                 try db.execute(
                     sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",

@@ -74,11 +74,79 @@ extension SQLiteStore {
         }
     }
 
-    package func removePasskey(id: String, user: UserID) async throws -> Bool {
+    package func removePasskey(id: String, user: UserID, now: Int64) async throws -> PasskeyRemoval {
         try await pool.write { db in
+            let owner = user.description
+            guard
+                try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM passkeys WHERE id = ? AND user_id = ?", arguments: [id, owner]) ?? false
+            else { return .notFound }
+            guard try Self.waysIn(db, user: owner) > 1 else { return .lastWayIn }
+            try db.execute(sql: "DELETE FROM passkeys WHERE id = ? AND user_id = ?", arguments: [id, owner])
+            return .removed
+        }
+    }
+
+    /// How many ways in `user` has: linked identities, the password account, passkeys.
+    static func waysIn(_ db: Database, user: String) throws -> Int {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT (SELECT COUNT(*) FROM identities WHERE user_id = ?1)
+                    + (SELECT COUNT(*) FROM password_accounts WHERE user_id = ?1)
+                    + (SELECT COUNT(*) FROM passkeys WHERE user_id = ?1)
+                """,
+            arguments: [user]) ?? 0
+    }
+
+    package func recoveryAddress(user: UserID) async throws -> RecoveryAddress? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT email, verified_at FROM recovery_addresses WHERE user_id = ?",
+                arguments: [user.description]
+            ).map { RecoveryAddress(email: $0["email"], verifiedAt: $0["verified_at"]) }
+        }
+    }
+
+    package func passkeyRecoveryUser(email: String) async throws -> UserRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT u.id, u.email AS user_email, u.name, u.created_at FROM recovery_addresses r
+                    JOIN users u ON u.id = r.user_id
+                    WHERE r.email = ? AND u.disabled_at IS NULL
+                        AND NOT EXISTS (SELECT 1 FROM password_accounts a WHERE a.user_id = r.user_id)
+                        AND NOT EXISTS (SELECT 1 FROM identities i WHERE i.user_id = r.user_id)
+                        AND EXISTS (SELECT 1 FROM passkeys p WHERE p.user_id = r.user_id)
+                    ORDER BY r.verified_at DESC, r.user_id LIMIT 1
+                    """,
+                arguments: [email]
+            ).flatMap(Self.user)
+        }
+    }
+
+    package func recoverWithPasskey(linkHash: [UInt8], user: UserID, now: Int64) async throws -> Bool {
+        try await pool.write { db in
+            let owner = user.description
             try db.execute(
-                sql: "DELETE FROM passkeys WHERE id = ? AND user_id = ?", arguments: [id, user.description])
-            return db.changesCount == 1
+                sql: """
+                    UPDATE email_links SET used_at = ?
+                    WHERE hash = ? AND user_id = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?
+                    """,
+                arguments: [now, linkHash.hex, owner, EmailLinkPurpose.passkeyRecovery, now])
+            guard db.changesCount == 1 else { return false }
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
+                arguments: [now, owner, EmailLinkPurpose.passkeyRecovery])
+            try db.execute(
+                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, owner])
+            try Self.queueLogouts(db, where: "b.user_id = ?", [owner], now: now)
+            try db.execute(
+                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+                arguments: [now, owner])
+            return true
         }
     }
 

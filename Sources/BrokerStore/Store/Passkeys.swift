@@ -78,6 +78,42 @@ package protocol PasskeyStore: Sendable {
     /// as one conditional write — two brokers checking the same assertion cannot both record it.
     func recordPasskeyUse(id: String, signCount: Int64, backedUp: Bool, now: Int64) async throws -> PasskeyUse
 
-    /// Removes the user's passkey `id`; `false` when the user has none by that id.
-    func removePasskey(id: String, user: UserID) async throws -> Bool
+    /// Removes the user's passkey `id`, unless it is the account's last way in (no password account, no
+    /// linked identity, no other passkey) — decided in the same transaction as the removal.
+    func removePasskey(id: String, user: UserID, now: Int64) async throws -> PasskeyRemoval
+
+    // MARK: Recovery of an account whose only ways in are passkeys (schema v16)
+
+    /// The address `user` proved with a mailed link and kept when the password account went (unlinking
+    /// `custom` records it), or `nil`.
+    func recoveryAddress(user: UserID) async throws -> RecoveryAddress?
+
+    /// The account that may recover by mail at `email`: its recovery address is `email` and its only ways in
+    /// are passkeys (no password account, no linked identity, at least one passkey). The most recently
+    /// verified one when several kept the address.
+    func passkeyRecoveryUser(email: String) async throws -> UserRecord?
+
+    /// Recovery, in one transaction: spends `user`'s ``EmailLinkPurpose/passkeyRecovery`` link `linkHash` and
+    /// ends every session of the user (API and browser; logouts queued), as a password reset does. `false`
+    /// when the link is unknown, spent, expired or another user's.
+    func recoverWithPasskey(linkHash: [UInt8], user: UserID, now: Int64) async throws -> Bool
+}
+
+/// What removing a passkey came to.
+package enum PasskeyRemoval: Sendable, Equatable {
+    case removed
+    case notFound
+    /// The account has no other way in: it would be locked out.
+    case lastWayIn
+}
+
+/// A verified address kept for recovery by an account that signs in with passkeys only.
+package struct RecoveryAddress: Sendable, Hashable {
+    package var email: String
+    package var verifiedAt: Int64
+
+    package init(email: String, verifiedAt: Int64) {
+        self.email = email
+        self.verifiedAt = verifiedAt
+    }
 }

@@ -233,6 +233,8 @@ package protocol Store:
 package enum EmailLinkPurpose {
     package static let reset = "reset"
     package static let verify = "verify"
+    /// A new passkey for an account whose only ways in are passkeys (schema v16).
+    package static let passkeyRecovery = "passkey_recovery"
 }
 
 extension Store {
