@@ -67,11 +67,15 @@ let package = Package(
             dependencies: ["BrokerCore", "BrokerSystem"],
             swiftSettings: swiftSettings
         ),
+        // The desktop keyring: a small D-Bus client of our own (Unix socket, SASL EXTERNAL, the message format)
+        // and the freedesktop Secret Service over it — no libdbus, no GLib (issue "Keyring").
+        .target(name: "BrokerKeyring", swiftSettings: swiftSettings),
         // The CLI's side: the broker API client and single-flight refresh (re-exports BrokerCredentials).
         .target(
             name: "BrokerClient",
             dependencies: [
-                "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerSystem", "CQREncode",
+                "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerKeyring", "BrokerSystem",
+                "CQREncode",
             ],
             swiftSettings: swiftSettings
         ),
@@ -264,6 +268,12 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/BrokerTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        // The D-Bus client and the Secret Service client, against jeepney and gnome-keyring.
+        .testTarget(
+            name: "BrokerKeyringTests",
+            dependencies: ["BrokerKeyring", "BrokerTestSupport", "BrokerTesting"],
             swiftSettings: swiftSettings
         ),
         // The server in process (Hummingbird's router test client): endpoints, flows, components.
