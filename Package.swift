@@ -349,6 +349,7 @@ if Context.environment["BROKER_FUZZ"] == "1" {
         ("config", ["BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerProviders"]),
         ("cache", ["BrokerCore", "BrokerCredentials"]),
         ("webauthn", ["BrokerCore", "BrokerCrypto"]),
+        ("dbus", ["BrokerKeyring"]),
     ]
     for harness in harnesses {
         package.targets.append(

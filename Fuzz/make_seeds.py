@@ -183,6 +183,33 @@ def main() -> None:
     ])
 
     write("webauthn", webauthn_seeds())
+    write("dbus", dbus_seeds())
+
+
+def dbus_seeds() -> list[bytes]:
+    """D-Bus messages jeepney writes (both byte orders; a call, a reply, an error, a signal), mode byte 0; and
+    signatures, mode byte 1."""
+    from jeepney import DBusAddress, new_method_call, new_method_return, new_error, new_signal
+    from jeepney.low_level import Endianness
+
+    service = DBusAddress("/org/freedesktop/secrets", bus_name="org.freedesktop.secrets",
+                          interface="org.freedesktop.Secret.Service")
+    call = new_method_call(service, "SearchItems", "a{ss}", ({"service": "broker", "profile": "default"},))
+    call.header.serial = 4
+    create = new_method_call(service, "CreateItem", "a{sv}(oayays)b", (
+        {"org.freedesktop.Secret.Item.Label": ("s", "label")},
+        ("/org/freedesktop/secrets/session/s1", b"", b"secret", "text/plain"), True))
+    reply = new_method_return(call, "aoao", (["/org/freedesktop/secrets/collection/login/1"], []))
+    error = new_error(call, "org.freedesktop.Secret.Error.IsLocked", "s", ("locked",))
+    signal = new_signal(DBusAddress("/org/freedesktop/secrets/prompt/p1",
+                                    interface="org.freedesktop.Secret.Prompt"), "Completed", "bv", (False, ("ao", [])))
+    seeds = []
+    for message in (call, create, reply, error, signal):
+        for order in (Endianness.little, Endianness.big):
+            message.header.endianness = order
+            seeds.append(b"\x00" + message.serialise(serial=5))
+    seeds += [b"\x01" + text for text in (b"a{sv}", b"(oayays)", b"aoao", b"a(yv)", b"a{s(ii)}", b"", b"a{")]
+    return seeds
 
 
 def webauthn_seeds() -> list[bytes]:

@@ -7,7 +7,7 @@
 # exits 1 when a harness crashed, broke a property, timed out on an input or ran out of memory; the input that
 # did it is kept under <scratch>/findings/<harness>/ (replay: BROKER_FUZZ_DATA=Fuzz/data <binary> <file>).
 #
-# Harnesses: json form jwt jwk phc oauth1 loopback config cache webauthn (all when none are named).
+# Harnesses: json form jwt jwk phc oauth1 loopback config cache webauthn dbus (all when none are named).
 # Environment: BROKER_FUZZ_BUILD (scratch folder, default .build-fuzz), BROKER_FUZZ_JOBS (harnesses run at
 # once, default the number of cores).
 set -euo pipefail
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(json form jwt jwk phc oauth1 loopback config cache webauthn)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(json form jwt jwk phc oauth1 loopback config cache webauthn dbus)
 case "$seconds" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
 
 scratch=${BROKER_FUZZ_BUILD:-.build-fuzz}
