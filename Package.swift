@@ -323,8 +323,8 @@ let package = Package(
         .testTarget(
             name: "BrokerCLITests",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCrypto", "BrokerProviders", "BrokerSystem", "BrokerTesting",
-                "ProviderSupport",
+                "BrokerClient", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerProviders", "BrokerSystem",
+                "BrokerTesting", "ProviderSupport",
             ],
             swiftSettings: swiftSettings
         ),

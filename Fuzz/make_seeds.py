@@ -170,6 +170,8 @@ def main() -> None:
         b'"profiles":{"staging":{"broker_url":"https://b.example.com","api_urls":["https://[::1]:8443/x"]}}}',
         b'\x00{"api_urls":["http://api.example.com"]}', b'\x00{"profiles":{"bad name":{}}}',
         b'\x00{"http_timeout":30,"profiles":{"slow":{"http_timeout":3600}}}', b'\x00{"http_timeout":1e3}',
+        b'\x00{"credential_store":"keyring","profiles":{"p":{"credential_store":"file"}}}',
+        b'\x00{"credential_store":"vault"}',
         b"\x02https://api.example.com/v1", b"\x02http://127.0.0.1:8080/a/b/", b"\x02https://user@[::1]:443/%2e%2E/x",
         b"\x02HTTPS://API.Example.COM:0443/v1?q#f", b"\x02https://h/v1/./x", b"\x02http://localhost",
     ])
@@ -179,6 +181,7 @@ def main() -> None:
     write("cache", [
         json.dumps({"format": 1, "sessions": [session]}), json.dumps({"format": 1, "sessions": []}),
         json.dumps({"format": 1, "sessions": [dict(session, refresh_token=None), dict(session, profile="ci")]}),
+        json.dumps({"format": 1, "sessions": [dict(session, refresh_token=None, secrets="keyring")]}),
         json.dumps({"format": 2, "sessions": []}), json.dumps({"format": 1, "sessions": [{"broker": 1}]}), "{", "",
     ])
 

@@ -11,8 +11,9 @@ APT_PACKAGES=(
   chromium chromium-driver    # the real-browser tests: the loopback sign-in, the reset page (Selenium)
   apache2 libapache2-mod-auth-openidc  # an app nobody here wrote behind broker's OpenID Provider
   oidc-agent-cli              # a native OpenID Connect client nobody here wrote
+  dbus-daemon gnome-keyring   # the keyring tests: a private session bus with the desktop's Secret Service
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests idpyoidc fido2)
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests idpyoidc fido2 secretstorage)
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -27,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${BROKER_PYTHON:-python3}
-if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2' 2>/dev/null; then
+if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2, secretstorage' 2>/dev/null; then
   echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
   "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

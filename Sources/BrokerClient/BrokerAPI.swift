@@ -75,7 +75,12 @@ package struct BrokerAPI: Sendable {
     package var timeout: Duration = .seconds(30)
     /// The profile's DPoP key (``DPoPKeyStore``): with it, requests that issue tokens carry a proof (and the
     /// tokens are bound to the key), and a bound token goes to `/auth/me` as `DPoP` with a proof.
-    package var proofKey: AsymmetricKey?
+    package var proofKey: AsymmetricKey? {
+        get { proofKeySource?.key }
+        set { proofKeySource = newValue.map { key in ProofKeySource { key } } }
+    }
+    /// Where ``proofKey`` comes from: read at the first request that needs it.
+    package var proofKeySource: ProofKeySource?
     /// The wall clock for proofs' `iat`.
     package var clock: any WallClock = SystemClock()
 
@@ -522,10 +527,20 @@ extension ClientSettings {
         // The profile's key, made at its first use: what the broker issues to this profile is bound to it. A
         // key file that cannot be read leaves the key out (a bound session then says, at its refresh, that it
         // needs the key: sign in again).
-        if dpop { api.proofKey = try? DPoPKeyStore(home: home).loadOrCreate(key) }
+        if dpop {
+            let keys = dpopKeys
+            api.proofKeySource = ProofKeySource { try? keys.loadOrCreate(key) }
+        }
         return api
     }
 
     /// The settings' DPoP key store.
-    package var dpopKeys: DPoPKeyStore { DPoPKeyStore(home: home) }
+    package var dpopKeys: DPoPKeyStore { dpopKeys(interactive: keyringMayPrompt) }
+
+    /// The settings' DPoP key store, with the keyring unless `credential_store` is `file`.
+    package func dpopKeys(interactive: Bool) -> DPoPKeyStore {
+        DPoPKeyStore(
+            home: home, vault: credentialStore == .file ? nil : vault(interactive: interactive),
+            strict: credentialStore == .keyring)
+    }
 }

@@ -95,7 +95,7 @@ package struct DeviceSignIn: Sendable {
                 throw .broker(error)
             }
             do {
-                return try SessionService(cache: settings.cache, api: api, key: settings.key).store(response)
+                return try SessionService(cache: settings.credentials(), api: api, key: settings.key).store(response)
             } catch {
                 throw .session(error)
             }

@@ -19,7 +19,8 @@ package enum ExitStatus: Int32, Sendable {
         switch error {
         case let error as SessionError:
             switch error {
-            case .signedOut, .rejected, .cache(.unreadable): signingIn ? .failure : .authenticationRequired
+            case .signedOut, .rejected, .cache(.unreadable), .cache(.keyring):
+                signingIn ? .failure : .authenticationRequired
             case .cache(.io): .failure
             case .broker(let api): of(api, signingIn: signingIn)
             }

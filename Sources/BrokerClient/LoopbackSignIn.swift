@@ -178,7 +178,7 @@ package struct LoopbackSignIn: Sendable {
             throw .broker(error)
         }
         do {
-            let session = try SessionService(cache: settings.cache, api: api, key: settings.key).store(response)
+            let session = try SessionService(cache: settings.credentials(), api: api, key: settings.key).store(response)
             callback.respond(
                 status: 200, title: linkingAs == nil ? "Signed in" : "Linked",
                 message: linkingAs == nil

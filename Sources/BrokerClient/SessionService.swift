@@ -125,8 +125,7 @@ package struct SessionService: Sendable {
             throw .broker(error)
         }
         let renewed = response.session(key: key, now: clock.seconds())
-        try cacheStep { () throws(TokenCacheError) in try locked.save(renewed) }
-        return renewed
+        return try cacheStep { () throws(TokenCacheError) in try locked.save(renewed) }
     }
 
     /// An account token for one account change (link, unlink, password change, account delete or export): the
@@ -153,7 +152,7 @@ package struct SessionService: Sendable {
         }
         var kept = current
         kept.refreshToken = response.refreshToken ?? current.refreshToken
-        try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
+        kept = try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
         return (response.accessToken, kept)
     }
 
@@ -174,12 +173,11 @@ package struct SessionService: Sendable {
     /// Stores a new session from a sign-in.
     package func store(_ response: SessionResponse) throws(SessionError) -> Session {
         let session = response.session(key: key, now: clock.seconds())
-        try cacheStep { () throws(TokenCacheError) in
+        return try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }
-            try locked.save(session)
+            return try locked.save(session)
         }
-        return session
     }
 
     /// Removes the session after the broker said it is no longer valid (a 401 to its access token).
@@ -196,15 +194,25 @@ package struct SessionService: Sendable {
     package func logout() async throws(SessionError) -> (removed: Session?, revokeProblem: String?) {
         let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
-        let session: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
-        guard let session else { return (nil, nil) }
         var problem: String?
+        let session: Session?
+        do {
+            session = try locked.session(for: key)
+        } catch .keyring(let reason) {
+            // The keyring holding the refresh token cannot be read: sign out here anyway (the access token is
+            // revoked instead), and say what is left in the keyring.
+            session = try cacheStep { () throws(TokenCacheError) in try locked.sessions().first { $0.key == key } }
+            problem = reason + "; its items stay in the keyring until it can be opened (broker logout again)"
+        } catch {
+            throw .cache(error)
+        }
+        guard let session else { return (nil, nil) }
         var quick = api
         quick.timeout = min(quick.timeout, .seconds(3))
         do {
             try await quick.revoke(session.refreshToken ?? session.accessToken)
         } catch {
-            problem = error.description
+            problem = [problem, error.description].compactMap { $0 }.joined(separator: "; ")
         }
         try drop(locked)
         return (session, problem)

@@ -26,6 +26,9 @@ package struct Session: Sendable, Equatable {
     package var refreshToken: Secret?
     /// When the access token was obtained, in seconds since 1970 (absent in stores written without it).
     package var obtainedAt: Int64?
+    /// Where the session's long-lived secrets are (issue "Keyring"): the refresh token (and the DPoP key) in
+    /// the desktop keyring, not in the file; ``refreshToken`` is then read from there under the store's lock.
+    package var secretsInKeyring = false
 
     package init(
         key: SessionKey,
@@ -72,6 +75,9 @@ package enum TokenCacheError: Error, Sendable, CustomStringConvertible {
     case unreadable(path: String, reason: String, movedTo: String?)
     /// The file system refused (permissions, disk full, …).
     case io(path: String, reason: String)
+    /// The desktop keyring that holds the session's secrets cannot be used now (locked, gone, not answering):
+    /// the sentence says what to do.
+    case keyring(String)
 
     package var description: String {
         switch self {
@@ -80,6 +86,8 @@ package enum TokenCacheError: Error, Sendable, CustomStringConvertible {
             return "the credential store \(path) is unreadable (\(reason))\(moved)"
         case .io(let path, let reason):
             return "the credential store \(path): \(reason)"
+        case .keyring(let reason):
+            return reason
         }
     }
 }
@@ -101,7 +109,10 @@ package protocol TokenCache: Sendable {
 package protocol LockedTokenCache: AnyObject {
     func session(for key: SessionKey) throws(TokenCacheError) -> Session?
     func sessions() throws(TokenCacheError) -> [Session]
-    func save(_ session: Session) throws(TokenCacheError)
+    /// Stores `session` (replacing the one with its key) and returns it as stored (``Session/secretsInKeyring``
+    /// says where its secrets went).
+    @discardableResult
+    func save(_ session: Session) throws(TokenCacheError) -> Session
     func remove(_ key: SessionKey) throws(TokenCacheError)
     func unlock()
 }

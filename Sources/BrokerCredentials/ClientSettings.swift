@@ -2,6 +2,18 @@ package import BrokerCore
 import BrokerSystem
 import Glibc
 
+/// Where a profile's long-lived secrets (refresh token, DPoP key) are kept (issue "Keyring").
+package enum CredentialStore: String, Sendable, CaseIterable {
+    /// The desktop keyring when it answers and is unlocked, else the file — with a notice, never silently.
+    case auto
+    /// The desktop keyring; without one, commands fail and say so.
+    case keyring
+    /// `credentials.json` (0600) and `keys/` (0700), as before.
+    case file
+
+    static var choices: String { allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ") }
+}
+
 /// Where the client keeps its files and which broker and profile a command talks about.
 ///
 /// Precedence (CONTRACT.md): `--broker` over `BROKER_URL` over `broker_url` in `$BROKER_HOME/config.json`
@@ -19,6 +31,14 @@ package struct ClientSettings: Sendable {
     /// Whether the CLI binds this profile's sessions to a DPoP key of its own (`dpop` in the config file, the
     /// profile's over the top-level one; default true).
     package let dpop: Bool
+    /// Where this profile's long-lived secrets go (`BROKER_CREDENTIAL_STORE` over `credential_store` in the
+    /// config file, the profile's over the top-level one; default `auto`).
+    package let credentialStore: CredentialStore
+    /// This process's environment (the keyring client finds the session bus in it).
+    package let environment: [String: String]
+    /// This command may show the desktop keyring's unlock prompt: `broker login` and `register` on a terminal.
+    /// Every other command gets an answer from the keyring within two seconds, or fails.
+    package var keyringMayPrompt = false
 
     package static let defaultBrokerURL = "http://127.0.0.1:8787"
     package static let defaultRequestTimeout: Duration = .seconds(30)
@@ -58,6 +78,17 @@ package struct ClientSettings: Sendable {
             ? "profiles.\(name).broker_url in \(home)/config.json" : "broker_url in \(home)/config.json"
         apiURLs = section?.apiURLs ?? file.apiURLs
         dpop = section?.dpop ?? file.dpop ?? true
+        self.environment = environment
+        if let text = environment["BROKER_CREDENTIAL_STORE"], !text.isEmpty {
+            guard let chosen = CredentialStore(rawValue: text) else {
+                throw Problem(
+                    "BROKER_CREDENTIAL_STORE: \"\(text.prefix(64))\" is not one of \(CredentialStore.choices)",
+                    isUsage: true)
+            }
+            credentialStore = chosen
+        } else {
+            credentialStore = section?.credentialStore ?? file.credentialStore ?? .auto
+        }
         if let text = environment["BROKER_HTTP_TIMEOUT"], !text.isEmpty {
             guard text.utf8.count <= 4, text.isASCIIDigits, let seconds = Int64(text),
                 Self.requestTimeoutRange.contains(seconds)
@@ -135,6 +166,7 @@ package struct ClientSettings: Sendable {
         package var apiURLs: [APIURL]?
         package var httpTimeout: Int64?
         package var dpop: Bool?
+        package var credentialStore: CredentialStore?
         package var profiles: [String: Profile] = [:]
     }
 
@@ -144,6 +176,7 @@ package struct ClientSettings: Sendable {
         package var apiURLs: [APIURL]?
         package var httpTimeout: Int64?
         package var dpop: Bool?
+        package var credentialStore: CredentialStore?
     }
 
     /// Whether the token may go to `url` under these settings; `nil` if so, else why not (for a message).
@@ -192,7 +225,7 @@ package struct ClientSettings: Sendable {
         case .failure(let error): throw Problem("\(path) is not valid JSON: \(error)")
         }
         guard case .object(let fields) = document else { throw Problem("\(path): expected a JSON object") }
-        let known = ["broker_url", "insecure_http", "api_urls", "http_timeout", "dpop", "profiles"]
+        let known = ["broker_url", "insecure_http", "api_urls", "http_timeout", "dpop", "credential_store", "profiles"]
         for key in fields.keys.sorted() where !known.contains(key) {
             throw Problem(
                 "\(path): unknown key \"\(key)\" (the client config knows "
@@ -204,6 +237,7 @@ package struct ClientSettings: Sendable {
         file.apiURLs = try apiURLs(fields["api_urls"], "api_urls", path: path)
         file.httpTimeout = try seconds(fields["http_timeout"], "http_timeout", path: path)
         file.dpop = try flag(fields["dpop"], "dpop", path: path)
+        file.credentialStore = try store(fields["credential_store"], "credential_store", path: path)
         switch fields["profiles"] {
         case nil: break
         case .object(let profiles)?:
@@ -215,21 +249,37 @@ package struct ClientSettings: Sendable {
                 guard case .object(let entry) = value else {
                     throw Problem("\(path): \"profiles.\(name)\" must be an object")
                 }
-                for key in entry.keys.sorted() where !["broker_url", "api_urls", "http_timeout", "dpop"].contains(key) {
+                let profileKeys = ["broker_url", "api_urls", "http_timeout", "dpop", "credential_store"]
+                for key in entry.keys.sorted() where !profileKeys.contains(key) {
                     throw Problem(
                         "\(path): unknown key \"profiles.\(name).\(key)\" (a profile knows \"broker_url\", "
-                            + "\"api_urls\", \"http_timeout\" and \"dpop\")"
+                            + "\"api_urls\", \"http_timeout\", \"dpop\" and \"credential_store\")"
                     )
                 }
                 file.profiles[name] = Profile(
                     brokerURL: try string(entry["broker_url"], "profiles.\(name).broker_url", path: path),
                     apiURLs: try apiURLs(entry["api_urls"], "profiles.\(name).api_urls", path: path),
                     httpTimeout: try seconds(entry["http_timeout"], "profiles.\(name).http_timeout", path: path),
-                    dpop: try flag(entry["dpop"], "profiles.\(name).dpop", path: path))
+                    dpop: try flag(entry["dpop"], "profiles.\(name).dpop", path: path),
+                    credentialStore: try store(
+                        entry["credential_store"], "profiles.\(name).credential_store", path: path))
             }
         default: throw Problem("\(path): \"profiles\" must be an object of profile names")
         }
         return file
+    }
+
+    private static func store(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> CredentialStore? {
+        switch value {
+        case nil: return nil
+        case .string(let text)?:
+            guard let store = CredentialStore(rawValue: text) else {
+                throw Problem(
+                    "\(path): \"\(name)\" must be one of \(CredentialStore.choices), not \"\(text.prefix(64))\"")
+            }
+            return store
+        default: throw Problem("\(path): \"\(name)\" must be one of \(CredentialStore.choices)")
+        }
     }
 
     private static func flag(_ value: JSONValue?, _ name: String, path: String) throws(Problem) -> Bool? {

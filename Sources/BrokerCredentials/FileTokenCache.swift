@@ -10,6 +10,10 @@ import Glibc
 ///   "refresh_token": "…"}]}
 /// ```
 ///
+/// A session whose long-lived secrets are in the desktop keyring says `"secrets": "keyring"` and has no
+/// `refresh_token` here (issue "Keyring"); its short-lived access token stays, so a warm `broker token` is
+/// still one file read.
+///
 /// The folder is 0700 and the file 0600; every write goes to a temporary file that is fsync'd and renamed
 /// over the old one, so a reader (which takes no lock) and a crash at any moment both see a whole file.
 /// Writers hold `flock` on `credentials.lock` beside it. A file that does not parse, or has another
@@ -115,7 +119,7 @@ package final class FileTokenCache: TokenCache {
         case .string(let value)?: refresh = Secret(value)
         default: return nil
         }
-        return Session(
+        var session = Session(
             key: SessionKey(brokerURL: broker, profile: profile),
             userID: user,
             provider: provider,
@@ -124,6 +128,15 @@ package final class FileTokenCache: TokenCache {
             refreshToken: refresh,
             obtainedAt: fields["obtained_at"]?.intValue
         )
+        switch fields["secrets"] {
+        case nil, .string("file")?: break
+        case .string("keyring")?:
+            // The refresh token is in the keyring; one here as well would be a leftover nobody should trust.
+            guard refresh == nil else { return nil }
+            session.secretsInKeyring = true
+        default: return nil
+        }
+        return session
     }
 
     package static func encode(_ sessions: [Session]) -> [UInt8] {
@@ -136,7 +149,11 @@ package final class FileTokenCache: TokenCache {
                 "access_token": .string(session.accessToken.exposed),
                 "expires_at": .int(session.expiresAt),
             ]
-            if let refresh = session.refreshToken { fields["refresh_token"] = .string(refresh.exposed) }
+            if session.secretsInKeyring {
+                fields["secrets"] = "keyring"
+            } else if let refresh = session.refreshToken {
+                fields["refresh_token"] = .string(refresh.exposed)
+            }
             if let obtainedAt = session.obtainedAt { fields["obtained_at"] = .int(obtainedAt) }
             return .object(fields)
         }
@@ -179,7 +196,8 @@ package final class FileTokenCache: TokenCache {
             try sessions().first { $0.key == key }
         }
 
-        func save(_ session: Session) throws(TokenCacheError) {
+        @discardableResult
+        func save(_ session: Session) throws(TokenCacheError) -> Session {
             var all = try sessions()
             if let index = all.firstIndex(where: { $0.key == session.key }) {
                 all[index] = session
@@ -187,6 +205,7 @@ package final class FileTokenCache: TokenCache {
                 all.append(session)
             }
             try write(all)
+            return session
         }
 
         func remove(_ key: SessionKey) throws(TokenCacheError) {

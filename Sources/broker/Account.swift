@@ -67,12 +67,12 @@ extension Broker.Account {
                     throw Console.fail("a recent sign-in is needed: \(description)")
                 }
                 if error.isAuthenticationRefusal {
-                    try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
+                    try? SessionService(cache: settings.credentials(), api: api, key: settings.key).forget()
                     throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
                 }
                 throw ClientFailure.exit(error, doing: "the deletion")
             }
-            try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
+            try? SessionService(cache: settings.credentials(), api: api, key: settings.key).forget()
             Console.note("Deleted \(session.userID); its tokens no longer work.")
         }
 

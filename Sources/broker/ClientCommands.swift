@@ -125,8 +125,20 @@ extension Broker {
         @Flag(name: .long, help: "Ask for a new confirmation link for --email (the account exists already).")
         var resend = false
 
+        /// `credential_store: keyring` without a usable keyring: refused before signing in (a session that
+        /// could not be kept would be lost).
+        static func requireKeyring(_ settings: ClientSettings) throws {
+            guard settings.credentialStore == .keyring,
+                let failure = settings.vault(interactive: settings.keyringMayPrompt).availability()
+            else { return }
+            throw Console.fail("credential_store is \"keyring\" but " + KeyringVault.advice(failure, key: settings.key))
+        }
+
         func run() async throws {
-            let settings = try client.settings()
+            var settings = try client.settings()
+            // A sign-in on a terminal may ask the desktop keyring to unlock (nothing else ever waits on it).
+            settings.keyringMayPrompt = Terminal.isInteractive
+            try Self.requireKeyring(settings)
             let api = settings.api
             if resend { return try await resendLink(settings: settings, api: api) }
             let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: true)
@@ -156,7 +168,7 @@ extension Broker {
                 }
                 throw ClientFailure.exit(error, doing: "registration")
             }
-            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
             do {
                 let session = try service.store(response)
                 Console.note("Registered and signed in as \(session.userID) (\(settings.key)).")
@@ -229,7 +241,9 @@ extension Broker {
         }
 
         func run() async throws {
-            let settings = try client.settings()
+            var settings = try client.settings()
+            settings.keyringMayPrompt = Terminal.isInteractive
+            try Register.requireKeyring(settings)
             let api = settings.api
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
@@ -273,7 +287,7 @@ extension Broker {
                 if error.isWrongPassword { throw Console.fail("wrong email or password") }
                 throw ClientFailure.exit(error, doing: "sign-in")
             }
-            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
             do {
                 let session = try service.store(response)
                 Console.note("Signed in as \(session.userID) (\(settings.key)).")
@@ -348,7 +362,7 @@ extension Broker {
         /// The cached session when it meets `minValid`, else one refresh (single-flight); exit 4 without one.
         static func session(_ settings: ClientSettings, minValid: Int64) async throws -> Session {
             let service = SessionService(
-                cache: settings.cache,
+                cache: settings.credentials(),
                 api: settings.api,
                 key: settings.key
             )
@@ -363,7 +377,7 @@ extension Broker {
         /// An account token for one account change, from the session's refresh token (the broker accepts no
         /// API access token there), and the session as stored after that refresh.
         static func accountToken(_ settings: ClientSettings) async throws -> (token: Secret, session: Session) {
-            let service = SessionService(cache: settings.cache, api: settings.api, key: settings.key)
+            let service = SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
             do {
                 return try await service.accountToken()
             } catch {
@@ -437,12 +451,12 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+            let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
             var session: Session
             do {
                 session = try await service.validSession(minValid: 0)
             } catch {
-                if case .broker = error, let stale = (try? settings.cache.session(for: settings.key)) ?? nil {
+                if case .broker = error, let stale = (try? settings.credentials().session(for: settings.key)) ?? nil {
                     // The broker is unreachable and the token expired: still say who is cached.
                     Console.warning("could not refresh the session: \(error)")
                     session = stale
@@ -484,6 +498,8 @@ extension Broker {
                     "verified": .bool(profile != nil),
                     // Bound to this profile's DPoP key (a copy of the credentials file is useless without it).
                     "dpop_bound": .bool(isDPoPBound(session.accessToken)),
+                    // Where the session's long-lived secrets are: "keyring" or "file".
+                    "credential_store": .string(session.secretsInKeyring ? "keyring" : "file"),
                 ]
                 if let email { fields["email"] = .string(email) }
                 if let emailVerified { fields["email_verified"] = .bool(emailVerified) }
@@ -504,8 +520,15 @@ extension Broker {
                 ("broker", session.key.brokerURL),
                 ("profile", session.key.profile),
             ]
+            lines.append(
+                (
+                    "secrets",
+                    session.secretsInKeyring
+                        ? "in the desktop keyring (the access token in \(settings.home)/credentials.json)"
+                        : "in \(settings.home)/credentials.json (0600)"
+                ))
             if isDPoPBound(session.accessToken) {
-                lines.append(("bound", "to this profile's key (\(settings.dpopKeys.path(for: session.key)))"))
+                lines.append(("bound", "to this profile's key (\(settings.dpopKeys.location(for: session.key)))"))
             }
             for (label, value) in lines {
                 Console.out(label + String(repeating: " ", count: max(1, 10 - label.count)) + value)
@@ -542,14 +565,14 @@ extension Broker {
             var keys = [settings.key]
             if all {
                 do {
-                    keys = try settings.cache.sessions().map(\.key)
+                    keys = try settings.credentials().sessions().map(\.key)
                 } catch {
                     throw ClientFailure.exit(.cache(error), settings: settings)
                 }
                 if keys.isEmpty { Console.note("No cached sessions.") }
             }
             for key in keys {
-                let service = SessionService(cache: settings.cache, api: settings.api(for: key), key: key)
+                let service = SessionService(cache: settings.credentials(), api: settings.api(for: key), key: key)
                 do {
                     let (removed, problem) = try await service.logout()
                     // The session's DPoP key goes with it: the next sign-in makes a new one.

@@ -39,14 +39,14 @@ enum HelperSession {
     /// The session's token valid for ``CredentialHelper/minValid`` seconds (refreshed once if needed).
     static func session(_ settings: ClientSettings) async throws(SessionError) -> Session {
         let service = SessionService(
-            cache: settings.cache, api: settings.api, key: settings.key)
+            cache: settings.credentials(), api: settings.api, key: settings.key)
         return try await service.validSession(minValid: CredentialHelper.minValid)
     }
 
     /// `erase`: the tool's server refused `token`; the next `get` refreshes.
     static func distrust(_ settings: ClientSettings, token: Secret?) throws(SessionError) {
         let service = SessionService(
-            cache: settings.cache, api: settings.api, key: settings.key)
+            cache: settings.credentials(), api: settings.api, key: settings.key)
         try service.distrust(accessToken: token)
     }
 

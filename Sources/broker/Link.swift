@@ -226,7 +226,7 @@ extension Broker {
                 Console.note("Ended \(ended) session\(ended == 1 ? "" : "s") that signed in with \(chosen.rawValue).")
             }
             if answer["this_session_ended"]?.boolValue == true {
-                let service = SessionService(cache: settings.cache, api: api, key: settings.key)
+                let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
                 _ = try? await service.logout()
                 Console.note(
                     "This session had signed in with \(chosen.rawValue), so it has ended too; sign in again "

@@ -86,7 +86,7 @@ extension Broker.Password {
                     throw Console.fail("the new password was refused: \(description)")
                 }
                 if error.isAuthenticationRefusal {
-                    try? SessionService(cache: settings.cache, api: api, key: settings.key).forget()
+                    try? SessionService(cache: settings.credentials(), api: api, key: settings.key).forget()
                     throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
                 }
                 throw ClientFailure.exit(error, doing: "the password change")

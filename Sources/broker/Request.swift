@@ -216,7 +216,7 @@ struct Cycle {
     let dpopNonce = NonceBox()
 
     var service: SessionService {
-        SessionService(cache: settings.cache, api: settings.api, key: settings.key)
+        SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
     }
 
     /// What one attempt ended with.
@@ -376,7 +376,7 @@ extension Cycle {
         do {
             guard let key = try settings.dpopKeys.load(settings.key) else {
                 throw Console.fail(
-                    "the session is bound to a DPoP key that is gone (\(settings.dpopKeys.path(for: settings.key))): "
+                    "the session is bound to a DPoP key that is gone (\(settings.dpopKeys.location(for: settings.key))): "
                         + "broker login again")
             }
             return key

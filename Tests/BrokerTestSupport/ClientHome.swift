@@ -22,8 +22,13 @@ package struct ClientHome {
         self.url = url
     }
 
+    /// The client's environment: no session bus, so that no test ever touches the keyring of the desktop it
+    /// runs on (a keyring test gives its own bus, ``KeyringSession/environment``).
     package var environment: [String: String] {
-        ["BROKER_HOME": home, "BROKER_URL": url, "BROKER_PROFILE": "", "NO_COLOR": "1"]
+        [
+            "BROKER_HOME": home, "BROKER_URL": url, "BROKER_PROFILE": "", "NO_COLOR": "1",
+            "DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": "",
+        ]
     }
 
     package var credentials: String { home + "/credentials.json" }

@@ -1,0 +1,211 @@
+import BrokerCore
+import BrokerTestSupport
+import BrokerTesting
+import Foundation
+import Testing
+
+/// The CLI with the desktop keyring (issue "Keyring"), as a person runs it: Debian's gnome-keyring on a
+/// private session bus, Python secretstorage as the independent reader. Refresh tokens and DPoP keys go to
+/// the keyring and nowhere else; a locked or silent keyring is exit 4 with what to do, never a wait; `auto`
+/// without one says so once; sessions move when the setting changes; single-flight refresh holds.
+@Suite("the CLI's secrets in the desktop keyring")
+struct KeyringTests {
+    /// Every file under `home`, read as text (keys included), with its path.
+    static func files(under home: String) -> [(String, String)] {
+        let enumerator = FileManager.default.enumerator(atPath: home)
+        var found: [(String, String)] = []
+        while let name = enumerator?.nextObject() as? String {
+            let path = home + "/" + name
+            var directory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &directory), !directory.boolValue {
+                found.append(
+                    (name, String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)))
+            }
+        }
+        return found
+    }
+
+    static func broker(_ keyring: KeyringSession, url: String) -> [String: String] {
+        keyring.environment.merging(["BROKER_URL": url]) { $1 }
+    }
+
+    @Test func theRefreshTokenAndTheDPoPKeyLiveInTheKeyringAndNowhereElse() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.start()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        let bus = keyring.environment
+        let registered = try await client.run(
+            ["register", "--email", "kr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
+            environment: bus)
+        #expect(registered.status == 0, "\(registered.stderr)")
+        #expect(!registered.stderr.contains("no usable desktop keyring"), "\(registered.stderr)")
+
+        let whoami = try await client.run(["whoami", "--json"], environment: bus)
+        let me = try #require(JSONValue.parse(Array(whoami.stdout.utf8)), "\(whoami.stderr)")
+        #expect(me["credential_store"] == "keyring" && me["dpop_bound"] == true, "\(whoami.stdout)")
+
+        let items = try await keyring.items()
+        #expect(Set(items.compactMap { $0.attributes["kind"] }) == ["refresh_token", "dpop_key"], "\(items)")
+        for item in items {
+            #expect(item.attributes["service"] == "broker" && item.attributes["profile"] == "default")
+            #expect(item.attributes["broker"] == server.url)
+        }
+        let refresh = try #require(items.first { $0.attributes["kind"] == "refresh_token" }?.secret)
+        #expect(items.first { $0.attributes["kind"] == "dpop_key" }?.secret.contains("PRIVATE KEY") == true)
+        for (name, text) in Self.files(under: client.home) {
+            #expect(!text.contains(refresh), "the refresh token is in \(name)")
+            #expect(!text.contains("PRIVATE KEY"), "a private key is in \(name)")
+        }
+        #expect(client.fileText().contains("\"secrets\":\"keyring\""), "\(client.fileText())")
+        #expect(try client.cached()?.accessToken.exposed.isEmpty == false, "the access token stays in the file")
+
+        // A refresh reads the token from the keyring and puts the rotated one back.
+        try client.ageSession()
+        let refreshed = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        let rotated = try #require(try await keyring.items().first { $0.attributes["kind"] == "refresh_token" })
+        #expect(rotated.secret != refresh && !client.fileText().contains(rotated.secret))
+        // A bound token at the broker: the proof's key comes from the keyring.
+        let profile = try await client.run(["whoami"], environment: bus)
+        #expect(profile.status == 0 && profile.stdout.contains("in the desktop keyring"), "\(profile.stdout)")
+
+        let out = try await client.run(["logout"], environment: bus)
+        #expect(out.status == 0, "\(out.stderr)")
+        #expect(try await keyring.items().isEmpty, "logout removes the keyring's items")
+    }
+
+    /// Locked, paused mid-session, stopped: `broker token` answers exit 4 with what to do — never a prompt,
+    /// never a wait past its deadline; unlocked again, it works.
+    @Test func aKeyringThatCannotAnswerIsExitFourWithWhatToDo() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.start()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        let bus = keyring.environment
+        let registered = try await client.run(
+            ["register", "--email", "lock@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
+            environment: bus)
+        #expect(registered.status == 0, "\(registered.stderr)")
+        try client.ageSession()
+        let warm = try #require(try client.cached()).accessToken.exposed
+
+        try await keyring.command("lock")
+        let locked = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(locked.status == 4, "\(locked.stderr)")
+        #expect(locked.stderr.contains("is locked") && locked.stderr.contains("unlock it"), "\(locked.stderr)")
+        // A token that is still good needs no keyring at all (the warm path reads the file).
+        let stillGood = try await client.run(["token"], environment: bus)
+        #expect(stillGood.status == 0 && stillGood.stdout == warm + "\n", "\(stillGood.stderr)")
+        #expect(try client.cached()?.secretsInKeyring == true, "nothing moved out of the locked keyring")
+
+        try await keyring.command("unlock")
+        try await keyring.command("pause")
+        let silent = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(silent.status == 4 && silent.stderr.contains("no answer in time"), "\(silent.stderr)")
+        try await keyring.command("resume")
+        let back = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(back.status == 0 && back.stdout != warm + "\n", "\(back.stderr)")
+
+        try await keyring.command("stop")
+        try client.ageSession()
+        let gone = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(gone.status == 4 && gone.stderr.contains("cannot be used"), "\(gone.stderr)")
+        #expect(try client.cached() != nil, "the session is kept for when the keyring is back")
+    }
+
+    /// `auto` without a keyring: the file, and one notice per BROKER_HOME; `keyring` without one: refused
+    /// before signing in.
+    @Test func withoutAKeyringAutoSaysSoOnceAndKeyringRefuses() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let first = try await client.run(
+            ["register", "--email", "nokr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n")
+        #expect(first.status == 0)
+        #expect(
+            first.stderr.contains("no usable desktop keyring") && first.stderr.contains("shown once"), "\(first.stderr)"
+        )
+        let again = try await client.run(
+            ["login", "--email", "nokr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n")
+        #expect(again.status == 0 && !again.stderr.contains("no usable desktop keyring"), "\(again.stderr)")
+        let me = try await client.run(["whoami", "--json"])
+        #expect(JSONValue.parse(Array(me.stdout.utf8))?["credential_store"] == "file", "\(me.stdout)")
+        #expect(try client.cached()?.refreshToken != nil)
+
+        let other = try ClientHome(server: server)
+        let strict = try await other.run(
+            ["login", "--email", "nokr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
+            environment: ["BROKER_CREDENTIAL_STORE": "keyring"])
+        #expect(strict.status == 1, "\(strict.stderr)")
+        #expect(strict.stderr.contains("credential_store is \"keyring\""), "\(strict.stderr)")
+        #expect(try other.cached() == nil && !FileManager.default.fileExists(atPath: other.home + "/keys"))
+        let bad = try await other.run(["token"], environment: ["BROKER_CREDENTIAL_STORE": "vault"])
+        #expect(bad.status == 64 && bad.stderr.contains("BROKER_CREDENTIAL_STORE"), "\(bad.stderr)")
+    }
+
+    /// Changing the setting moves the session's secrets at its next use, both ways, losing nothing.
+    @Test func sessionsMoveWhenTheSettingChanges() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.start()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        let file = keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "file"]) { $1 }
+        let vault = keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "keyring"]) { $1 }
+        let registered = try await client.run(
+            ["register", "--email", "move@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
+            environment: file)
+        #expect(registered.status == 0, "\(registered.stderr)")
+        let inFile = try #require(try client.cached()?.refreshToken?.exposed)
+        #expect(try await keyring.items().isEmpty)
+        #expect(Self.files(under: client.home).contains { $0.1.contains("PRIVATE KEY") })
+
+        let moved = try await client.run(["whoami", "--json"], environment: vault)
+        #expect(JSONValue.parse(Array(moved.stdout.utf8))?["credential_store"] == "keyring", "\(moved.stderr)")
+        let items = try await keyring.items()
+        #expect(items.first { $0.attributes["kind"] == "refresh_token" }?.secret == inFile)
+        for (name, text) in Self.files(under: client.home) {
+            #expect(!text.contains(inFile) && !text.contains("PRIVATE KEY"), "left in \(name)")
+        }
+
+        // (A warm `broker token` only reads the file: the launcher moves nothing. A refresh does.)
+        try client.ageSession()
+        let back = try await client.run(["token", "--min-valid", "7200"], environment: file)
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(try await keyring.items().isEmpty, "moved out, nothing left behind")
+        let restored = try client.cached()
+        #expect(restored?.refreshToken != nil && restored?.secretsInKeyring == false)
+        let after = try await client.run(["whoami", "--json"], environment: file)
+        #expect(JSONValue.parse(Array(after.stdout.utf8))?["dpop_bound"] == true, "the same key, back in its file")
+        #expect(after.status == 0, "\(after.stderr)")
+    }
+
+    @Test func twentyConcurrentRefreshesWithTheKeyringMakeOne() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.start()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        let bus = keyring.environment
+        let registered = try await client.run(
+            ["register", "--email", "many-kr@example.com", "--password-stdin"],
+            stdin: "correct horse battery staple\n", environment: bus)
+        #expect(registered.status == 0, "\(registered.stderr)")
+        try client.ageSession()
+        let results = try await withThrowingTaskGroup(of: CLI.Result.self) { group in
+            for _ in 0..<20 {
+                group.addTask { try await client.run(["token", "--min-valid", "7200"], environment: bus) }
+            }
+            var all = [CLI.Result]()
+            for try await result in group { all.append(result) }
+            return all
+        }
+        for result in results { #expect(result.status == 0, "\(result.stderr)") }
+        #expect(Set(results.map(\.stdout)).count == 1, "every process printed the one refreshed token")
+        #expect(refreshRequests(server) == 1, "single-flight: exactly one refresh request")
+        #expect(try await keyring.items().filter { $0.attributes["kind"] == "refresh_token" }.count == 1)
+    }
+}
