@@ -1,6 +1,7 @@
 import BrokerStore
 import BrokerSystem
 package import Prometheus
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -12,8 +13,11 @@ package import Prometheus
 /// Every label is bounded: route templates, provider ids, grant types and reason codes — never an email, a user
 /// id, a path with ids or a token. The registry's own API is used rather than swift-metrics' global factory:
 /// it carries the `# HELP` texts `promtool check metrics` asks for, and it needs no process-wide bootstrap.
-package final class BrokerMetrics: Sendable {
+package final class BrokerMetrics: StoreObserver {
     package let registry = PrometheusCollectorRegistry()
+    /// The store-call histograms by operation, made once each: every request makes store calls, and a
+    /// registry look-up per call (descriptor, labels, the registry's lock) is work the request does not need.
+    private let storeHistograms = Mutex<[String: DurationHistogram]>([:])
 
     static let latencyBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
@@ -225,12 +229,18 @@ package final class BrokerMetrics: Sendable {
         ).record(waited)
     }
 
-    /// One store call, by operation (the ``Store`` method).
+    /// One store call, by operation (the ``Store`` method), as each store reports it (``StoreObserver``).
     package func storeCall(_ operation: String, duration: Duration) {
-        registry.makeDurationHistogram(
-            descriptor: Self.name("broker_store_call_duration_seconds", "Store call latency by operation."),
-            labels: [("operation", operation)], buckets: Self.latencyBuckets
-        ).record(duration)
+        let histogram =
+            storeHistograms.withLock { $0[operation] }
+            ?? {
+                let made = registry.makeDurationHistogram(
+                    descriptor: Self.name("broker_store_call_duration_seconds", "Store call latency by operation."),
+                    labels: [("operation", operation)], buckets: Self.latencyBuckets)
+                storeHistograms.withLock { $0[operation] = made }
+                return made
+            }()
+        histogram.record(duration)
     }
 
     /// The text exposition, with the gauges that are read rather than counted brought up to date first.

@@ -66,9 +66,11 @@ extension PostgresStore {
         }
     }
 
-    func signInOnce(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
+    func signInOnce(_ identity: IdentityRecord, now: Int64, function: StaticString = #function) async throws
+        -> IdentitySignIn
+    {
         let logger = logger
-        return try await transaction("identity sign-in") { connection in
+        return try await transaction("identity sign-in", function: function) { connection in
             let owners = try await connection.query(
                 """
                 UPDATE identities SET email = \(identity.email), name = \(identity.name)

@@ -64,9 +64,9 @@ extension PostgresStore {
     }
 
     /// Whether `query` returned a row (an insert that took, a delete that found, a select that matched).
-    func returnsRow(_ what: String, _ query: PostgresQuery) async throws -> Bool {
+    func returnsRow(_ what: String, _ query: PostgresQuery, function: StaticString = #function) async throws -> Bool {
         let client = client
-        return try await run(what) {
+        return try await run(what, function: function) {
             for try await _ in try await client.query(query).decode(Int.self) { return true }
             return false
         }

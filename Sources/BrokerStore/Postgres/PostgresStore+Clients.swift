@@ -23,9 +23,13 @@ extension PostgresStore {
     }
 
     package func client(name: String) async throws -> ClientRecord? {
+        try await observation.timed(#function) { try await batchedClient(name: name) }
+    }
+
+    private func batchedClient(name: String) async throws -> ClientRecord? {
         try await clientReads.read(name) { [self] names in
             let client = client
-            return try await run("client lookup") { () -> [String: ClientRecord] in
+            return try await run("client lookup", function: nil) { () -> [String: ClientRecord] in
                 var records: [String: ClientRecord] = [:]
                 for try await row in try await client.execute(ClientsByName(names: names)) {
                     let record = Self.client(row)

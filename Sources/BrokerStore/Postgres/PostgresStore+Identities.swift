@@ -47,11 +47,11 @@ extension PostgresStore {
         }
     }
 
-    func linkIdentityOnce(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws
-        -> LinkOutcome
-    {
+    func linkIdentityOnce(
+        _ identity: IdentityRecord, to user: UserID, now: Int64, function: StaticString = #function
+    ) async throws -> LinkOutcome {
         let logger = logger
-        return try await transaction("identity link") { connection in
+        return try await transaction("identity link", function: function) { connection in
             guard try await Self.lockUser(user, connection, logger) else { return .userMissing }
             if let owner = try await Self.first(
                 String.self,

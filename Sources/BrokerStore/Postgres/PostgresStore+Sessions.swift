@@ -113,7 +113,7 @@ extension PostgresStore {
 
     package func session(id: String) async throws -> SessionRecord? {
         let client = client
-        return try await run("session lookup") {
+        return try await run("session lookup", function: nil) {
             let rows = try await client.query(
                 """
                 SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
@@ -131,9 +131,13 @@ extension PostgresStore {
     }
 
     package func sessionWithUser(id: String) async throws -> SessionView? {
+        try await observation.timed(#function) { try await batchedSessionWithUser(id: id) }
+    }
+
+    private func batchedSessionWithUser(id: String) async throws -> SessionView? {
         try await sessionReads.read(id) { [self] ids in
             let client = client
-            return try await run("session lookup") { () -> [String: SessionView] in
+            return try await run("session lookup", function: nil) { () -> [String: SessionView] in
                 var views: [String: SessionView] = [:]
                 for try await row in try await client.execute(SessionsWithUser(ids: ids)) {
                     let (id, user, clientID, scope, created, revoked, email, name, userCreated, way, verified) = row

@@ -28,6 +28,8 @@ package final class PostgresStore: Store {
     /// Where the calls' deadlines are kept.
     let watch: DeadlineWatch
     /// Concurrent session reads (every `GET /auth/me`, every refresh of an access token's session) share queries.
+    /// Where each call's time goes (``observe(_:)``).
+    let observation = StoreObservation()
     let sessionReads: ReadBatcher<String, SessionView>
     /// Concurrent client reads (every `client_credentials` mint) share queries the same way.
     let clientReads: ReadBatcher<String, ClientRecord>
@@ -155,8 +157,19 @@ package final class PostgresStore: Store {
     /// to ignore cancellation, so the request hung. Here the operation runs in a task of its own that is
     /// cancelled and left to finish by itself; the caller has its answer at the deadline, which the store's
     /// ``DeadlineWatch`` keeps.
+    ///
+    /// The choke point of every call: timed under the calling store method's name (`function`; `nil` for a
+    /// batched read, which its callers time one by one).
     func run<T: Sendable>(
-        _ what: String, deadline: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T
+        _ what: String, deadline: Duration? = nil, function: StaticString? = #function,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        guard let function else { return try await runUntimed(what, deadline: deadline, operation) }
+        return try await observation.timed(function) { try await runUntimed(what, deadline: deadline, operation) }
+    }
+
+    private func runUntimed<T: Sendable>(
+        _ what: String, deadline: Duration?, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let deadline = deadline ?? self.deadline
         let race = DeadlineRace<Outcome<T>>()
@@ -217,19 +230,22 @@ package final class PostgresStore: Store {
     }
 
     func transaction<T: Sendable>(
-        _ what: String, deadline: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ what: String, deadline: Duration? = nil, function: StaticString = #function,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let client = client
         let logger = logger
-        return try await run(what, deadline: deadline) {
+        return try await run(what, deadline: deadline, function: function) {
             try await client.withTransaction(logger: logger) { connection in try await body(connection) }
         }
     }
 
-    func query(_ what: String, _ query: PostgresQuery) async throws {
+    func query(_ what: String, _ query: PostgresQuery, function: StaticString = #function) async throws {
         let client = client
-        try await run(what) { try await client.query(query).drain() }
+        try await run(what, function: function) { try await client.query(query).drain() }
     }
+
+    package func observe(_ observer: any StoreObserver) { observation.set(observer) }
 
     // MARK: Migrations
 

@@ -9,7 +9,7 @@ extension SQLiteStore {
         async throws
     {
         do {
-            try await pool.write { db in
+            try await write { db in
                 try Self.insert(user, db)
                 try db.execute(
                     sql: """
@@ -33,8 +33,10 @@ extension SQLiteStore {
     }
 
     /// The password account whose `column` (one of ours, never input) is `value`.
-    func passwordAccount(where column: StaticString, is value: String) async throws -> PasswordAccount? {
-        try await pool.read { db in
+    func passwordAccount(where column: StaticString, is value: String, function: StaticString = #function)
+        async throws -> PasswordAccount?
+    {
+        try await read(function) { db in
             guard
                 let row = try Row.fetchOne(
                     db,
@@ -54,7 +56,7 @@ extension SQLiteStore {
     }
 
     package func updatePasswordHash(email: String, from old: String, to new: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             // Compare-and-set: a concurrent password change wins over a rehash.
             try db.execute(
                 sql: "UPDATE password_accounts SET password_hash = ?, updated_at = strftime('%s','now') "
@@ -65,7 +67,7 @@ extension SQLiteStore {
     }
 
     package func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn {
-        try await pool.write { db in
+        try await write { db in
             let selectUser = "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?"
             if let owner = try String.fetchOne(
                 db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",

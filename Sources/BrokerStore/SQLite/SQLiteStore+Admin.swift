@@ -5,7 +5,7 @@ import GRDB
 /// Administration, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func users(provider: ProviderID?) async throws -> [UserStatus] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -18,7 +18,7 @@ extension SQLiteStore {
     }
 
     package func userStatus(id: UserID) async throws -> UserStatus? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT id, email AS user_email, name, created_at, disabled_at FROM users WHERE id = ?",
                 arguments: [id.description]
@@ -27,7 +27,7 @@ extension SQLiteStore {
     }
 
     package func setUserDisabled(id: UserID, disabled: Bool, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             if disabled {
                 try db.execute(
                     sql: "UPDATE users SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?",
@@ -50,7 +50,7 @@ extension SQLiteStore {
     }
 
     package func deleteUser(id: UserID, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try Self.queueLogouts(db, where: "b.user_id = ?", [id.description], now: now)
             try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [id.description])
             return db.changesCount == 1
@@ -58,7 +58,7 @@ extension SQLiteStore {
     }
 
     package func sessions(user: UserID?) async throws -> [SessionRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -71,7 +71,7 @@ extension SQLiteStore {
     }
 
     package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                 arguments: [now, user.description])

@@ -5,7 +5,7 @@ import GRDB
 extension SQLiteStore {
     package func createApp(_ app: AppRecord) async throws {
         do {
-            try await pool.write { db in
+            try await write { db in
                 try db.execute(
                     sql: """
                         INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
@@ -24,19 +24,19 @@ extension SQLiteStore {
     }
 
     package func app(clientID: String) async throws -> AppRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE client_id = ?", arguments: [clientID]).map(Self.app)
         }
     }
 
     package func apps() async throws -> [AppRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM apps ORDER BY client_id").map(Self.app)
         }
     }
 
     package func deleteApp(clientID: String, now: Int64) async throws -> [String]? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM apps WHERE client_id = ?", arguments: [clientID])
             guard db.changesCount == 1 else { return nil }
             return try String.fetchAll(
@@ -60,7 +60,7 @@ extension SQLiteStore {
     }
 
     package func createBrowserSession(_ session: BrowserSessionRecord, cookieHash: [UInt8]) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO browser_sessions (id, cookie_hash, user_id, signed_in_with, auth_time, expires_at)
@@ -74,7 +74,7 @@ extension SQLiteStore {
     }
 
     package func browserSession(cookieHash: [UInt8], now: Int64) async throws -> BrowserSessionRecord? {
-        try await pool.read { db in
+        try await read { db in
             guard
                 let row = try Row.fetchOne(
                     db,
@@ -94,7 +94,7 @@ extension SQLiteStore {
     }
 
     package func browserSessions(user: UserID?) async throws -> [BrowserSessionRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -114,7 +114,7 @@ extension SQLiteStore {
     }
 
     package func endBrowserSession(id: String, now: Int64) async throws -> [String] {
-        try await pool.write { db in
+        try await write { db in
             try Self.queueLogouts(db, where: "b.id = ?", [id], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
@@ -133,7 +133,7 @@ extension SQLiteStore {
     }
 
     @discardableResult package func revokeBrowserSession(id: String, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try Self.queueLogouts(db, where: "b.id = ?", [id], now: now)
             try db.execute(
                 sql: "UPDATE browser_sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
@@ -143,7 +143,7 @@ extension SQLiteStore {
     }
 
     package func consent(user: UserID, clientID: String) async throws -> [String]? {
-        try await pool.read { db in
+        try await read { db in
             try String.fetchOne(
                 db, sql: "SELECT scopes FROM consents WHERE user_id = ? AND client_id = ?",
                 arguments: [user.description, clientID]
@@ -152,7 +152,7 @@ extension SQLiteStore {
     }
 
     package func recordConsent(user: UserID, clientID: String, scopes: [String], now: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO consents (user_id, client_id, scopes, granted_at) VALUES (?, ?, ?, ?)
@@ -164,7 +164,7 @@ extension SQLiteStore {
     }
 
     package func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT session_id, created_at, expires_at, used_at FROM refresh_tokens WHERE hash = ?",
                 arguments: [hash.hex]
@@ -180,7 +180,7 @@ extension SQLiteStore {
     }
 
     package func createAppCode(_ code: AppCodeRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO app_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope, nonce,
@@ -196,7 +196,7 @@ extension SQLiteStore {
     }
 
     package func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption {
-        try await pool.write { db in
+        try await write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM app_codes WHERE hash = ?", arguments: [hash.hex])
             else { return .unknown }
             if (row["used_at"] as Int64?) != nil { return .reused(session: row["session_id"]) }
@@ -214,7 +214,7 @@ extension SQLiteStore {
     }
 
     package func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE app_codes SET session_id = ? WHERE hash = ?", arguments: [session, hash.hex])
             try db.execute(
                 sql: """
@@ -249,7 +249,7 @@ extension SQLiteStore {
     }
 
     package func claimLogoutDeliveries(now: Int64, limit: Int) async throws -> [LogoutDelivery] {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     DELETE FROM logout_deliveries WHERE next_attempt_at <= ? AND client_id IN (
@@ -278,23 +278,23 @@ extension SQLiteStore {
     }
 
     package func finishLogoutDelivery(id: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM logout_deliveries WHERE id = ?", arguments: [id])
         }
     }
 
     package func retryLogoutDelivery(id: String, at: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE logout_deliveries SET next_attempt_at = ? WHERE id = ?", arguments: [at, id])
         }
     }
 
     package func pendingLogoutDeliveries() async throws -> Int {
-        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM logout_deliveries") ?? 0 }
+        try await read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM logout_deliveries") ?? 0 }
     }
 
     package func createPushedRequest(_ request: PushedRequestRecord, hash: [UInt8]) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO pushed_requests (hash, client_id, parameters, expires_at) VALUES (?, ?, ?, ?)",
                 arguments: [hash.hex, request.clientID, request.parameters, request.expiresAt])
@@ -302,7 +302,7 @@ extension SQLiteStore {
     }
 
     package func takePushedRequest(hash: [UInt8], now: Int64) async throws -> PushedRequestRecord? {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let row = try Row.fetchOne(
                     db, sql: "DELETE FROM pushed_requests WHERE hash = ? RETURNING client_id, parameters, expires_at",

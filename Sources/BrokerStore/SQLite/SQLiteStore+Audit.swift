@@ -5,7 +5,7 @@ import GRDB
 /// Audit events, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func appendAuditEvent(_ event: AuditEventRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO audit_events (time, event, user_id, document) VALUES (?, ?, ?, ?)",
                 arguments: [event.time, event.event, event.userID, event.document])
@@ -13,7 +13,7 @@ extension SQLiteStore {
     }
 
     package func auditEvents(user: UserID?, since: Int64?, limit: Int) async throws -> [AuditEventRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -32,7 +32,7 @@ extension SQLiteStore {
     }
 
     @discardableResult package func purgeAuditEvents(before: Int64) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM audit_events WHERE time < ?", arguments: [before])
             return db.changesCount
         }

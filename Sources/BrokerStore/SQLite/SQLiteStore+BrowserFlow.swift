@@ -5,7 +5,7 @@ import GRDB
 /// Browser flow, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func createAuthorizationCode(_ code: AuthorizationCodeRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO authorization_codes
@@ -22,7 +22,7 @@ extension SQLiteStore {
     }
 
     package func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let row = try Row.fetchOne(
                     db,
@@ -56,7 +56,7 @@ extension SQLiteStore {
     }
 
     package func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE authorization_codes SET session_id = ? WHERE hash = ?",
                 arguments: [sessionID, hash.hex]
@@ -65,13 +65,13 @@ extension SQLiteStore {
     }
 
     package func isStateMarkerSpent(_ marker: String) async throws -> Bool {
-        try await pool.read { db in
+        try await read { db in
             try Bool.fetchOne(db, sql: "SELECT 1 FROM state_markers WHERE marker = ?", arguments: [marker]) ?? false
         }
     }
 
     package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO state_markers (marker, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 arguments: [marker, expiresAt]

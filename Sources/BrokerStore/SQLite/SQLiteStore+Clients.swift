@@ -6,7 +6,7 @@ import GRDB
 extension SQLiteStore {
     package func createClient(_ client: ClientRecord) async throws {
         do {
-            try await pool.write { db in
+            try await write { db in
                 try db.execute(
                     sql: """
                         INSERT INTO clients (name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience,
@@ -32,24 +32,24 @@ extension SQLiteStore {
 
     /// Answered by ``SessionLookup`` on the caller's thread: read on every CI mint.
     package func client(name: String) async throws -> ClientRecord? {
-        try lookup.client(name: name)
+        try observation.timedNow(#function) { try lookup.client(name: name) }
     }
 
     package func clients() async throws -> [ClientRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT \(Self.clientColumns) FROM clients ORDER BY name").map(Self.client)
         }
     }
 
     package func deleteClient(name: String) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM clients WHERE name = ?", arguments: [name])
             return db.changesCount == 1
         }
     }
 
     package func recordExchange(issuer: String, jti: String, expiresAt: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO exchanged_tokens (issuer, jti, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [issuer, jti, expiresAt]

@@ -8,7 +8,7 @@ extension SQLiteStore {
         -> Bool
     {
         do {
-            return try await pool.write { db in
+            return try await write { db in
                 let pending =
                     try Int.fetchOne(
                         db, sql: "SELECT COUNT(*) FROM device_codes WHERE status = ? AND expires_at > ?",
@@ -33,7 +33,7 @@ extension SQLiteStore {
     }
 
     package func pendingDeviceAuthorization(userCode: String, now: Int64) async throws -> DeviceAuthorization? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: """
@@ -56,7 +56,7 @@ extension SQLiteStore {
     package func decideDeviceAuthorization(userCode: String, user: UserID?, signedInWith: ProviderID?, now: Int64)
         async throws -> Bool
     {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE device_codes SET status = ?, user_id = ?, signed_in_with = ?
@@ -71,7 +71,7 @@ extension SQLiteStore {
     }
 
     package func pollDeviceAuthorization(hash: [UInt8], now: Int64) async throws -> DevicePoll {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let row = try Row.fetchOne(
                     db,

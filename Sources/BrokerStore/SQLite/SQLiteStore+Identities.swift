@@ -5,7 +5,7 @@ import GRDB
 /// Linked identities, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func identities(user: UserID) async throws -> [LinkedIdentity] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: """
@@ -24,7 +24,7 @@ extension SQLiteStore {
     }
 
     package func identityOwner(provider: ProviderID, subject: String) async throws -> UserID? {
-        try await pool.read { db in
+        try await read { db in
             try String.fetchOne(
                 db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",
                 arguments: [provider.rawValue, subject]
@@ -33,7 +33,7 @@ extension SQLiteStore {
     }
 
     package func linkIdentity(_ identity: IdentityRecord, to user: UserID, now: Int64) async throws -> LinkOutcome {
-        try await pool.write { db in
+        try await write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [user.description]) != nil
             else { return .userMissing }
             if let owner = try String.fetchOne(
@@ -64,7 +64,7 @@ extension SQLiteStore {
     package func addPasswordAccount(user: UserID, email: String, passwordHash: String, now: Int64) async throws
         -> PasswordLinkOutcome
     {
-        try await pool.write { db in
+        try await write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [user.description]) != nil
             else { return .userMissing }
             if try Int.fetchOne(
@@ -83,7 +83,7 @@ extension SQLiteStore {
     }
 
     package func releaseUnverifiedAddress(email: String, now: Int64) async throws -> ReleasedAddress? {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let owner = try String.fetchOne(
                     db,
@@ -115,7 +115,7 @@ extension SQLiteStore {
     }
 
     package func unlinkIdentity(user: UserID, provider: ProviderID, now: Int64) async throws -> UnlinkOutcome {
-        try await pool.write { db in
+        try await write { db in
             let has: Bool
             if provider == .custom {
                 has =
@@ -169,7 +169,7 @@ extension SQLiteStore {
     }
 
     package func user(id: UserID) async throws -> UserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT id, email AS user_email, name, created_at FROM users WHERE id = ?",

@@ -5,7 +5,7 @@ import GRDB
 extension SQLiteStore {
     package func passkeyHandle(user: UserID, orInsert candidate: String) async throws -> String {
         do {
-            return try await pool.write { db in
+            return try await write { db in
                 try db.execute(
                     sql: "INSERT INTO passkey_users (user_id, handle) VALUES (?, ?) ON CONFLICT (user_id) DO NOTHING",
                     arguments: [user.description, candidate])
@@ -19,7 +19,7 @@ extension SQLiteStore {
     }
 
     package func passkeyUser(handle: String) async throws -> UserID? {
-        try await pool.read { db in
+        try await read { db in
             try String.fetchOne(db, sql: "SELECT user_id FROM passkey_users WHERE handle = ?", arguments: [handle])
                 .flatMap(UserID.init)
         }
@@ -27,7 +27,7 @@ extension SQLiteStore {
 
     package func addPasskey(_ passkey: PasskeyRecord) async throws {
         do {
-            try await pool.write { db in
+            try await write { db in
                 try db.execute(
                     sql: """
                         INSERT INTO passkeys (id, user_id, public_key, algorithm, sign_count, transports,
@@ -46,13 +46,13 @@ extension SQLiteStore {
     }
 
     package func passkey(id: String) async throws -> PasskeyRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM passkeys WHERE id = ?", arguments: [id]).flatMap(Self.passkey)
         }
     }
 
     package func passkeys(user: UserID) async throws -> [PasskeyRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db, sql: "SELECT * FROM passkeys WHERE user_id = ? ORDER BY created_at, id",
                 arguments: [user.description]
@@ -61,7 +61,7 @@ extension SQLiteStore {
     }
 
     package func recordPasskeyUse(id: String, signCount: Int64, backedUp: Bool, now: Int64) async throws -> PasskeyUse {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE passkeys SET sign_count = ?, backed_up = ?, last_used_at = ?
@@ -75,7 +75,7 @@ extension SQLiteStore {
     }
 
     package func removePasskey(id: String, user: UserID, now: Int64) async throws -> PasskeyRemoval {
-        try await pool.write { db in
+        try await write { db in
             let owner = user.description
             guard
                 try Bool.fetchOne(
@@ -100,7 +100,7 @@ extension SQLiteStore {
     }
 
     package func recoveryAddress(user: UserID) async throws -> RecoveryAddress? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT email, verified_at FROM recovery_addresses WHERE user_id = ?",
                 arguments: [user.description]
@@ -109,7 +109,7 @@ extension SQLiteStore {
     }
 
     package func passkeyRecoveryUser(email: String) async throws -> UserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: """
@@ -127,7 +127,7 @@ extension SQLiteStore {
     }
 
     package func recoverWithPasskey(linkHash: [UInt8], user: UserID, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             let owner = user.description
             try db.execute(
                 sql: """

@@ -7,7 +7,7 @@ extension SQLiteStore {
     package func createEmailLink(hash: [UInt8], user: UserID, purpose: String, expiresAt: Int64, now: Int64)
         async throws
     {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
                 arguments: [now, user.description, purpose])
@@ -20,7 +20,7 @@ extension SQLiteStore {
     }
 
     package func emailLinkUser(hash: [UInt8], purpose: String, now: Int64) async throws -> UserRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: """
@@ -34,7 +34,7 @@ extension SQLiteStore {
     }
 
     package func resetPassword(linkHash: [UInt8], passwordHash: String, now: Int64) async throws -> UserID? {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let owner = try String.fetchOne(
                     db,
@@ -64,7 +64,7 @@ extension SQLiteStore {
     }
 
     package func verifyEmail(linkHash: [UInt8], now: Int64) async throws -> UserID? {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: """
                     UPDATE email_links SET used_at = ?
@@ -87,7 +87,7 @@ extension SQLiteStore {
     package func changePassword(
         user: UserID, from old: String, to new: String, keepingSession: String?, now: Int64
     ) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql:
                     "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ? AND password_hash = ?",

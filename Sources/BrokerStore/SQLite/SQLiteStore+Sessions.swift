@@ -6,7 +6,7 @@ import GRDB
 extension SQLiteStore {
 
     package func createSession(_ session: SessionRecord, firstToken: RefreshTokenRecord) async throws {
-        try await pool.write { db in
+        try await write { db in
             // Writes are serialized: no disable can slip between this check and the insert.
             let user = try Row.fetchOne(
                 db, sql: "SELECT disabled_at FROM users WHERE id = ?", arguments: [session.userID.description])
@@ -39,7 +39,7 @@ extension SQLiteStore {
     ) async throws -> RotationOutcome {
         // Cached statements: the hot path's SQL is compiled once per connection, not on every rotation (GRDB
         // compiles a plain `sql:` string each time, with an authorizer callback per column it reads).
-        try await pool.write { db in
+        try await write { db in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(
@@ -84,7 +84,7 @@ extension SQLiteStore {
     }
 
     package func revokeSession(byRefreshTokenHash hash: [UInt8], now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             guard
                 let sessionID = try String.fetchOne(
                     db,
@@ -101,7 +101,7 @@ extension SQLiteStore {
     }
 
     package func revokeSession(id: String, now: Int64) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 arguments: [now, id]
@@ -111,7 +111,7 @@ extension SQLiteStore {
     }
 
     package func session(id: String) async throws -> SessionRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db,
                 sql: """
@@ -125,11 +125,11 @@ extension SQLiteStore {
 
     /// Answered by ``SessionLookup`` on the caller's thread: the hot path of every `/auth/me`.
     package func sessionWithUser(id: String) async throws -> SessionView? {
-        try lookup.sessionWithUser(id: id)
+        try observation.timedNow(#function) { try lookup.sessionWithUser(id: id) }
     }
 
     package func purge(expiredBefore before: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM authorization_codes WHERE expires_at < ?", arguments: [before])

@@ -5,7 +5,7 @@ import GRDB
 /// Shared state, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func signingKeys() async throws -> [StoredSigningKey] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(
                 db,
                 sql: "SELECT kid, algorithm, sealed_key, created_at, retired_at FROM signing_keys "
@@ -19,7 +19,7 @@ extension SQLiteStore {
     }
 
     package func addFirstSigningKey(_ key: StoredSigningKey) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM signing_keys WHERE retired_at IS NULL") == nil else {
                 return false
             }
@@ -29,7 +29,7 @@ extension SQLiteStore {
     }
 
     package func rotateSigningKey(to key: StoredSigningKey, now: Int64, dropRetiredBefore: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL", arguments: [now])
             try db.execute(sql: "DELETE FROM signing_keys WHERE retired_at < ?", arguments: [dropRetiredBefore])
             try Self.insert(key, db)
@@ -44,7 +44,7 @@ extension SQLiteStore {
     }
 
     package func secretKey(name: String, orInsert sealed: String, now: Int64) async throws -> String {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "INSERT INTO secret_keys (name, sealed_key, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 arguments: [name, sealed, now]
@@ -55,7 +55,7 @@ extension SQLiteStore {
     }
 
     package func replaceSecretKey(name: String, expected: String, with sealed: String) async throws -> Bool {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE secret_keys SET sealed_key = ? WHERE name = ? AND sealed_key = ?",
                 arguments: [sealed, name, expected])
@@ -64,7 +64,7 @@ extension SQLiteStore {
     }
 
     package func secretKey(name: String) async throws -> String? {
-        try await pool.read { db in
+        try await read { db in
             try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
         }
     }
@@ -74,11 +74,11 @@ extension SQLiteStore {
     {
         // Looking needs no write transaction.
         guard take else {
-            return try await pool.read { db in
+            return try await read { db in
                 bucket.step(stored: try Self.storedBucket(db, name, key), now: now, take: false).wait
             }
         }
-        return try await pool.write { db in
+        return try await write { db in
             let next = bucket.step(stored: try Self.storedBucket(db, name, key), now: now, take: true)
             if next.wait == nil {
                 try db.execute(
@@ -94,7 +94,7 @@ extension SQLiteStore {
     }
 
     package func refundRateLimit(_ name: String, key: String, bucket: TokenBucket, now: Double) async throws {
-        try await pool.write { db in
+        try await write { db in
             guard let next = bucket.refund(stored: try Self.storedBucket(db, name, key), now: now) else { return }
             try db.execute(
                 sql: "UPDATE rate_limits SET tokens = ?, updated_at = ?, full_at = ? WHERE name = ? AND key = ?",
@@ -113,7 +113,7 @@ extension SQLiteStore {
     package func updateThrottle<T: Sendable>(
         keys: [String], _ body: @escaping @Sendable (inout [String: ThrottleEntry]) -> T
     ) async throws -> T {
-        try await pool.write { db in
+        try await write { db in
             var entries: [String: ThrottleEntry] = [:]
             for key in keys {
                 if let row = try Row.fetchOne(

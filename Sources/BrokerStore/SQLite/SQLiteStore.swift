@@ -10,6 +10,8 @@ package final class SQLiteStore: Store {
     let pool: DatabasePool
     let lookup: SessionLookup
     package let path: String
+    /// Where each call's time goes (``observe(_:)``).
+    let observation = StoreObservation()
 
     /// Opens (creating, mode 0600) the database at `path` and migrates it to the current schema.
     package init(path: String) throws {
@@ -57,12 +59,28 @@ package final class SQLiteStore: Store {
         return Schema.migrations.filter { !applied.contains($0.identifier) }.map(\.version)
     }
 
+    package func observe(_ observer: any StoreObserver) { observation.set(observer) }
+
+    /// The choke point of every read: the pool's, timed under the calling store method's name.
+    func read<T: Sendable>(_ function: StaticString = #function, _ body: @Sendable (Database) throws -> T)
+        async throws -> T
+    {
+        try await observation.timed(function) { try await pool.read(body) }
+    }
+
+    /// The choke point of every write (one transaction), timed under the calling store method's name.
+    func write<T: Sendable>(_ function: StaticString = #function, _ body: @Sendable (Database) throws -> T)
+        async throws -> T
+    {
+        try await observation.timed(function) { try await pool.write(body) }
+    }
+
     package func ping() async throws {
-        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
     package func schemaVersion() async throws -> Int {
-        let applied = try await pool.read { db in try Self.migrator.appliedIdentifiers(db) }
+        let applied = try await read { db in try Self.migrator.appliedIdentifiers(db) }
         return Schema.migrations.filter { applied.contains($0.identifier) }.map(\.version).max() ?? 0
     }
 
@@ -117,7 +135,7 @@ extension [UInt8] {
 
 extension SQLiteStore {
     package func exportRows(_ table: Schema.Table) async throws -> [[StoreValue]] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT \(table.columnList) FROM \(table.name)").map { row in
                 table.columns.enumerated().map { index, column -> StoreValue in
                     switch column.kind {
@@ -130,7 +148,7 @@ extension SQLiteStore {
     }
 
     package func importRows(_ tables: [(Schema.Table, [[StoreValue]])]) async throws {
-        try await pool.write { db in
+        try await write { db in
             for (table, rows) in tables {
                 let marks = Array(repeating: "?", count: table.columns.count).joined(separator: ", ")
                 let statement = try db.makeStatement(
@@ -150,6 +168,6 @@ extension SQLiteStore {
     }
 
     package func count(_ table: Schema.Table) async throws -> Int {
-        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name)") ?? 0 }
+        try await read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name)") ?? 0 }
     }
 }

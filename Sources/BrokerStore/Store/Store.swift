@@ -142,6 +142,9 @@ package protocol Store:
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
 
+    /// From now on, every store call's duration goes to `observer` (the server's metrics).
+    func observe(_ observer: any StoreObserver)
+
     /// The schema version the database is at (``Schema/current`` once opened by this binary).
     func schemaVersion() async throws -> Int
 
