@@ -5,7 +5,7 @@ package import BrokerHTTP
 /// What went wrong talking to the broker.
 package enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     /// The broker answered with its JSON error (`error`, `error_description`).
-    case rejected(status: Int, code: String, description: String)
+    case rejected(status: Int, code: OAuthErrorCode, description: String)
     /// No answer: connection refused, DNS, TLS, timeout.
     case unreachable(String)
     /// An answer that is not what the contract says.
@@ -23,7 +23,7 @@ package enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     /// The broker refused the credentials or token itself (as opposed to failing or being unreachable).
     package var isAuthenticationRefusal: Bool {
         if case .rejected(let status, let code, _) = self {
-            return status == 401 || code == "invalid_grant" || code == "invalid_token"
+            return status == 401 || OAuthErrorCode.sessionRefusals.contains(code)
         }
         return false
     }
@@ -422,7 +422,7 @@ package struct BrokerAPI: Sendable {
         guard let proofKey, token.map(isDPoPBound) ?? issuing else {
             switch try await exchange(request, accepting: accepting) {
             case .document(let document): return document
-            case .nonceRequired: throw .rejected(status: 400, code: "use_dpop_nonce", description: "")
+            case .nonceRequired: throw .rejected(status: 400, code: .useDPoPNonce, description: "")
             }
         }
         var nonce: String?
@@ -444,7 +444,7 @@ package struct BrokerAPI: Sendable {
             case .nonceRequired(let given): nonce = given
             }
         }
-        throw .rejected(status: 400, code: "use_dpop_nonce", description: "the broker keeps refusing its own nonce")
+        throw .rejected(status: 400, code: .useDPoPNonce, description: "the broker keeps refusing its own nonce")
     }
 
     /// What one exchange gave: the answer, or the broker's request for a DPoP nonce (`DPoP-Nonce`).
@@ -471,7 +471,7 @@ package struct BrokerAPI: Sendable {
         }
         let document = JSONValue.parse(response.body)
         guard accepting.contains(response.status) else {
-            if document?["error"]?.stringValue == "use_dpop_nonce",
+            if document?["error"]?.stringValue == OAuthErrorCode.useDPoPNonce.rawValue,
                 let nonce = response.header("DPoP-Nonce")
             {
                 return .nonceRequired(nonce)
@@ -479,7 +479,7 @@ package struct BrokerAPI: Sendable {
             if let code = document?["error"]?.stringValue {
                 throw .rejected(
                     status: response.status,
-                    code: code,
+                    code: OAuthErrorCode(code),
                     description: document?["error_description"]?.stringValue ?? ""
                 )
             }

@@ -83,12 +83,12 @@ package struct DeviceSignIn: Sendable {
             } catch {
                 if case .rejected(_, let code, _) = error {
                     switch code {
-                    case "authorization_pending": continue
-                    case "slow_down":
+                    case .authorizationPending: continue
+                    case .slowDown:
                         interval += 5
                         continue
-                    case "access_denied": throw .denied
-                    case "expired_token": throw .expired
+                    case .accessDenied: throw .denied
+                    case .expiredToken: throw .expired
                     default: break
                     }
                 }

@@ -44,23 +44,19 @@ extension BrokerAPIError {
     /// contract's `invalid_credentials`): authentication is required again, not a retry.
     package var refusesCredentials: Bool {
         guard case .rejected(let status, let code, _) = self else { return false }
-        return status == 401 || Self.credentialRefusals.contains(code)
+        return status == 401 || OAuthErrorCode.credentialRefusals.contains(code)
     }
 
     /// A wrong email or password at `/auth/login`.
     package var isWrongPassword: Bool {
-        if case .rejected(_, "invalid_credentials", _) = self { return true }
+        if case .rejected(_, .invalidCredentials, _) = self { return true }
         return false
     }
 
     /// The broker asked to come back later (throttle or a busy hashing pool).
     package var isTooManyRequests: Bool {
-        if case .rejected(_, "too_many_requests", _) = self { return true }
+        if case .rejected(_, .tooManyRequests, _) = self { return true }
         return false
     }
 
-    static let credentialRefusals: Set<String> = [
-        "invalid_client", "invalid_grant", "invalid_scope", "unauthorized_client", "invalid_token",
-        "invalid_credentials",
-    ]
 }

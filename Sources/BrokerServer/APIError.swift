@@ -7,11 +7,11 @@ package import BrokerCore
 /// answered with a bare `server_error` and logged, never echoed.
 package struct APIError: Error, Sendable, CustomStringConvertible {
     package let status: Int
-    package let code: String
+    package let code: OAuthErrorCode
     package let detail: String
     package let headers: [(String, String)]
 
-    package init(status: Int, code: String, detail: String, headers: [(String, String)] = []) {
+    package init(status: Int, code: OAuthErrorCode, detail: String, headers: [(String, String)] = []) {
         self.status = status
         self.code = code
         self.detail = detail
@@ -20,72 +20,72 @@ package struct APIError: Error, Sendable, CustomStringConvertible {
 
     package var description: String { "\(status) \(code): \(detail)" }
 
-    package var body: JSONValue { .object(["error": .string(code), "error_description": .string(detail)]) }
+    package var body: JSONValue { .object(["error": .string(code.rawValue), "error_description": .string(detail)]) }
 
     package static func invalidRequest(_ detail: String) -> APIError {
-        APIError(status: 400, code: "invalid_request", detail: detail)
+        APIError(status: 400, code: .invalidRequest, detail: detail)
     }
     package static func invalidGrant(_ detail: String) -> APIError {
-        APIError(status: 400, code: "invalid_grant", detail: detail)
+        APIError(status: 400, code: .invalidGrant, detail: detail)
     }
     package static func unsupportedGrantType(_ detail: String) -> APIError {
-        APIError(status: 400, code: "unsupported_grant_type", detail: detail)
+        APIError(status: 400, code: .unsupportedGrantType, detail: detail)
     }
     package static let invalidCredentials = APIError(
         status: 401,
-        code: "invalid_credentials",
+        code: .invalidCredentials,
         detail: "the email or the password is not right"
     )
     package static func invalidClient(_ detail: String) -> APIError {
         APIError(
-            status: 401, code: "invalid_client", detail: detail,
+            status: 401, code: .invalidClient, detail: detail,
             headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
     }
     package static func invalidToken(_ detail: String) -> APIError {
         APIError(
             status: 401,
-            code: "invalid_token",
+            code: .invalidToken,
             detail: detail,
             headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]
         )
     }
     package static func accessDenied(_ detail: String) -> APIError {
-        APIError(status: 403, code: "access_denied", detail: detail)
+        APIError(status: 403, code: .accessDenied, detail: detail)
     }
     package static func notFound(_ detail: String) -> APIError {
-        APIError(status: 404, code: "not_found", detail: detail)
+        APIError(status: 404, code: .notFound, detail: detail)
     }
     package static func methodNotAllowed(_ detail: String) -> APIError {
-        APIError(status: 405, code: "invalid_request", detail: detail)
+        APIError(status: 405, code: .invalidRequest, detail: detail)
     }
     /// A disabled user (`broker users disable`) cannot start a session.
     package static let accountDisabled = APIError(
-        status: 403, code: "account_disabled", detail: "this account is disabled; ask the broker's operator")
+        status: 403, code: .accountDisabled, detail: "this account is disabled; ask the broker's operator")
     package static let accountExists = APIError(
         status: 409,
-        code: "account_exists",
+        code: .accountExists,
         detail: "an account with this email already exists"
     )
     /// A change that lost a race with another (409).
     package static func conflict(_ detail: String) -> APIError {
-        APIError(status: 409, code: "conflict", detail: detail)
+        APIError(status: 409, code: .conflict, detail: detail)
     }
     package static func payloadTooLarge(limit: Int) -> APIError {
-        APIError(status: 413, code: "payload_too_large", detail: "request bodies are limited to \(limit) bytes")
+        APIError(status: 413, code: .payloadTooLarge, detail: "request bodies are limited to \(limit) bytes")
     }
     package static func unsupportedMediaType(_ detail: String) -> APIError {
-        APIError(status: 415, code: "invalid_request", detail: detail)
+        APIError(status: 415, code: .invalidRequest, detail: detail)
     }
     package static func tooManyRequests(retryAfter seconds: Int64, _ detail: String) -> APIError {
         APIError(
             status: 429,
-            code: "too_many_requests",
+            code: .tooManyRequests,
             detail: detail,
             headers: [("Retry-After", String(max(1, seconds)))]
         )
     }
-    package static let serverError = APIError(status: 500, code: "server_error", detail: "internal error")
+    package static let serverError = APIError(status: 500, code: .serverError, detail: "internal error")
     package static func serviceUnavailable(_ detail: String) -> APIError {
-        APIError(status: 503, code: "server_error", detail: detail)
+        APIError(status: 503, code: .serverError, detail: detail)
     }
 }

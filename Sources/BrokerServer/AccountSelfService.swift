@@ -35,7 +35,7 @@ final class AccountSelfService: Sendable {
             }
         } else if now - session.createdAt > Self.freshSignIn {
             throw APIError(
-                status: 403, code: "reauthentication_required",
+                status: 403, code: .reauthenticationRequired,
                 detail: "sign in again (broker login --provider \(user.id.provider.rawValue)) and delete within "
                     + "\(Self.freshSignIn / 60) minutes")
         }

@@ -306,7 +306,7 @@ final class AccountService: Sendable {
                 "sign_in", outcome: "failure", user: account.user.id,
                 fields: ["provider": "custom", "reason": "email_not_verified"])
             throw APIError(
-                status: 403, code: "email_not_verified",
+                status: 403, code: .emailNotVerified,
                 detail: "confirm your email address first: follow the link we mailed, or ask for a new one "
                     + "(broker register --resend --email ADDRESS)")
         }
@@ -316,7 +316,7 @@ final class AccountService: Sendable {
                 "sign_in", outcome: "failure", user: account.user.id,
                 fields: ["provider": "custom", "reason": "address_not_confirmed"])
             throw APIError(
-                status: 403, code: "email_not_verified",
+                status: 403, code: .emailNotVerified,
                 detail: "this address was added to an account that has other ways in: it signs in only once "
                     + "confirmed. Follow the link we mailed, or ask for a new one (broker register --resend --email "
                     + "ADDRESS)")

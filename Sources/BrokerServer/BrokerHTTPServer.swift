@@ -82,7 +82,7 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
             logger.error("store unavailable", metadata: ["http.path": "\(request.uri.path)", "error": "\(error)"])
             response = BrokerHTTPServer.response(
                 APIError(
-                    status: 503, code: "server_error",
+                    status: 503, code: .serverError,
                     detail: "the broker's database is unavailable; try again shortly",
                     headers: [("Retry-After", "1")]))
         } catch let error as HTTPParserError {
@@ -121,7 +121,7 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         case 404: APIError.notFound("no such endpoint")
         case 405: APIError.methodNotAllowed("method not allowed on this endpoint")
         case 413: APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
-        case 400..<500: APIError(status: status.code, code: "invalid_request", detail: status.reasonPhrase)
+        case 400..<500: APIError(status: status.code, code: .invalidRequest, detail: status.reasonPhrase)
         default: APIError.serverError
         }
     }

@@ -197,7 +197,7 @@ package final class BrokerService: Sendable {
             proof = try await tokens.dpop.check(
                 request.proofs, method: request.method, url: issuer + request.path, accessToken: nil, now: now)
         } catch {
-            metrics.dpop(outcome: error.code)
+            metrics.dpop(outcome: error.code.rawValue)
             throw error.tokenEndpointError
         }
         metrics.dpop(outcome: "bound")

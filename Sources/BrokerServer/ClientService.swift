@@ -230,7 +230,7 @@ final class ClientService: Sendable {
             let granted = wanted.filter(client.scopes.contains)
             guard !granted.isEmpty || wanted.isEmpty else {
                 throw APIError(
-                    status: 400, code: "invalid_scope",
+                    status: 400, code: .invalidScope,
                     detail: "client \(client.name) may not have any of the requested scopes")
             }
             scope = granted.isEmpty ? nil : granted.joined(separator: " ")

@@ -61,7 +61,7 @@ final class DeviceService: Sendable {
         -> APIResponse
     {
         guard try input.optionalString("client_id") == TokenIssuer.cliClientID else {
-            throw APIError(status: 401, code: "invalid_client", detail: "client_id must be broker-cli")
+            throw APIError(status: 401, code: .invalidClient, detail: "client_id must be broker-cli")
         }
         var provider: ProviderID?
         if let name = try input.optionalString("provider") {
@@ -84,7 +84,7 @@ final class DeviceService: Sendable {
             }
             if let taken = try await store.identities(user: user).first(where: { $0.identity.provider == provider }) {
                 throw APIError(
-                    status: 409, code: "already_linked",
+                    status: 409, code: .alreadyLinked,
                     detail: SignInService.providerTakenMessage(
                         signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
             }
@@ -156,7 +156,7 @@ final class DeviceService: Sendable {
     /// `grant_type=urn:ietf:params:oauth:grant-type:device_code` (RFC 8628 §3.4–3.5).
     func grant(_ input: RequestInput) async throws -> APIResponse {
         guard try input.optionalString("client_id") == TokenIssuer.cliClientID else {
-            throw APIError(status: 401, code: "invalid_client", detail: "client_id must be broker-cli")
+            throw APIError(status: 401, code: .invalidClient, detail: "client_id must be broker-cli")
         }
         let deviceCode = try input.string("device_code")
         guard deviceCode.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(deviceCode) != nil else {
@@ -168,13 +168,13 @@ final class DeviceService: Sendable {
         case .unknown: throw APIError.invalidGrant("the device code is not one this broker issued")
         case .spent: throw APIError.invalidGrant("the device code was used already")
         case .expired:
-            throw APIError(status: 400, code: "expired_token", detail: "the code expired before it was approved")
+            throw APIError(status: 400, code: .expiredToken, detail: "the code expired before it was approved")
         case .slowDown(let interval):
             throw APIError(
-                status: 400, code: "slow_down", detail: "polling too fast: wait \(interval) seconds between polls")
+                status: 400, code: .slowDown, detail: "polling too fast: wait \(interval) seconds between polls")
         case .pending:
-            throw APIError(status: 400, code: "authorization_pending", detail: "waiting for the person to approve")
-        case .denied: throw APIError(status: 400, code: "access_denied", detail: "the sign-in was denied")
+            throw APIError(status: 400, code: .authorizationPending, detail: "waiting for the person to approve")
+        case .denied: throw APIError(status: 400, code: .accessDenied, detail: "the sign-in was denied")
         case .approved(let userID, let signedInWith):
             guard let user = try await store.user(id: userID) else {
                 throw APIError.invalidGrant("the approving account no longer exists")
@@ -314,14 +314,14 @@ final class DeviceService: Sendable {
             account = try await accounts.authenticate(
                 email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
         } catch let error as APIError where error.status < 500 {
-            metrics.signIn(provider: "custom", outcome: error.code)
-            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])
+            metrics.signIn(provider: "custom", outcome: error.code.rawValue)
+            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code.rawValue])
             return Page.response(
                 status: error.status,
                 Page.deviceChoice(
                     authorization: authorization, csrf: csrf, providers: browserProviders(), password: true,
                     email: String(email.prefix(254)),
-                    problem: error.code == "invalid_credentials" ? "Wrong email or password." : error.detail))
+                    problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail))
         }
         let user = account.user
         metrics.signIn(provider: "custom", outcome: "success")

@@ -107,7 +107,7 @@ final class GrantService: Sendable {
                     "account_token", outcome: "failure", user: view.user.id,
                     fields: ["client_id": view.session.clientID, "reason": "not_the_cli"])
                 throw APIError(
-                    status: 400, code: "invalid_scope",
+                    status: 400, code: .invalidScope,
                     detail: "only the broker CLI's sessions may ask for scope=account; this session has been ended")
             }
             let account = try tokens.accountToken(view: view, now: time)
@@ -138,7 +138,7 @@ final class GrantService: Sendable {
         case .boundToAnotherKey:
             // RFC 9449 §5: a public client's refresh token is bound to the key of its first proof.
             throw APIError(
-                status: 400, code: "invalid_dpop_proof",
+                status: 400, code: .invalidDPoPProof,
                 detail: "the refresh token is bound to a DPoP key: send a DPoP proof made with that key")
         case .reused(let sessionID):
             metrics.revocation(reason: "refresh_reuse")
@@ -298,13 +298,13 @@ extension GrantService {
             audit.record(
                 "linked", outcome: "failure", user: user.id,
                 fields: ["provider": identity.provider.rawValue, "reason": "owned_by_another_user"])
-            throw APIError(status: 403, code: "access_denied", detail: SignInService.ownedMessage(name))
+            throw APIError(status: 403, code: .accessDenied, detail: SignInService.ownedMessage(name))
         case .providerTaken(let subject):
             audit.record(
                 "linked", outcome: "failure", user: user.id,
                 fields: ["provider": identity.provider.rawValue, "reason": "provider_taken"])
             throw APIError(
-                status: 403, code: "access_denied",
+                status: 403, code: .accessDenied,
                 detail: SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject))
         case .userMissing:
             throw APIError.invalidGrant("the account of this code no longer exists")

@@ -92,7 +92,7 @@ final class LinkService: Sendable {
         }
         if let taken = try await store.identities(user: user.id).first(where: { $0.identity.provider == provider }) {
             throw APIError(
-                status: 409, code: "already_linked",
+                status: 409, code: .alreadyLinked,
                 detail: SignInService.providerTakenMessage(
                     signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
         }
@@ -157,7 +157,7 @@ final class LinkService: Sendable {
     }
 
     static let alreadyHasPassword = APIError(
-        status: 409, code: "already_linked",
+        status: 409, code: .alreadyLinked,
         detail: "this user already signs in with an email and password (broker password change to change it)")
 
     static func label(_ outcome: PasswordLinkOutcome) -> String {
@@ -209,7 +209,7 @@ final class LinkService: Sendable {
                 "unlinked", outcome: "failure", user: user.id,
                 fields: ["provider": provider.rawValue, "reason": "last_identity"])
             throw APIError(
-                status: 409, code: "last_identity",
+                status: 409, code: .lastIdentity,
                 detail: "\(display) is this user's only way to sign in; link another first "
                     + "(broker link --provider P, broker passkey add), or delete the account (broker account delete)")
         }

@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerStore
 import BrokerSystem
 package import Prometheus
@@ -68,7 +69,7 @@ package final class BrokerMetrics: StoreObserver {
 
     /// A bounded label for a failure: the API error's code, `store_unavailable`, or `error`.
     static func reason(_ error: any Error) -> String {
-        if let error = error as? APIError { return error.code }
+        if let error = error as? APIError { return error.code.rawValue }
         if let error = error as? SignInRedirect { return error.reason }
         if let error = error as? ConcealedFailure { return error.reason }
         if let error = error as? StoreError, error.code == .unavailable { return "store_unavailable" }

@@ -321,7 +321,7 @@ final class SignInService: Sendable {
         let (nonce, verifier, expiry, marker) = (sealed.nonce, sealed.providerVerifier, sealed.expiresAt, sealed.marker)
         guard now <= expiry else {
             throw refusal(
-                sealed, reason: "expired", code: "access_denied", description: "the sign-in took too long; start again")
+                sealed, reason: "expired", code: .accessDenied, description: "the sign-in took too long; start again")
         }
         if case .device(_, let binding) = sealed.purpose, !bound(provider, cookieHeader: cookie, digest: binding) {
             throw SignInRedirect(
@@ -343,7 +343,7 @@ final class SignInService: Sendable {
             identity = try await module.complete(callback: query, pending: pending, carry: carry)
         } catch {
             logger.info("sign-in failed", metadata: ["broker.provider": "\(provider)", "error": "\(error)"])
-            let code: String
+            let code: OAuthErrorCode
             let description: String
             switch error {
             case .denied(let providerCode, let text):
@@ -351,10 +351,10 @@ final class SignInService: Sendable {
                 let plain =
                     !providerCode.isEmpty && providerCode.utf8.count <= 64
                     && providerCode.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || $0 == UInt8(ascii: "_") }
-                code = plain ? providerCode : "access_denied"
+                code = plain ? OAuthErrorCode(providerCode) : .accessDenied
                 description = text.isEmpty ? "\(displayName(provider)) said: \(providerCode)" : text
             case .invalidResponse, .unavailable:
-                code = "server_error"
+                code = .serverError
                 description = "\(displayName(provider)) sign-in failed: \(error)"
             }
             throw refusal(
@@ -410,7 +410,8 @@ final class SignInService: Sendable {
                 reason: "link_refused",
                 response: .redirect(
                     Self.loopback(
-                        redirectURI, [("error", "access_denied"), ("error_description", problem)], state: cliState,
+                        redirectURI, [("error", OAuthErrorCode.accessDenied.rawValue), ("error_description", problem)],
+                        state: cliState,
                         issuer: issuer)))
         }
         try await store.createAuthorizationCode(
@@ -437,7 +438,7 @@ final class SignInService: Sendable {
                     Self.loopback(
                         redirectURI,
                         [
-                            ("error", "access_denied"),
+                            ("error", OAuthErrorCode.accessDenied.rawValue),
                             (
                                 "error_description",
                                 "this \(displayName(provider)) account was unlinked from the user \(former); sign in "
@@ -486,7 +487,9 @@ final class SignInService: Sendable {
 
     /// A sign-in that ends without a user: a redirect carrying the error to the CLI's loopback, or for the
     /// device flow a page saying why.
-    func refusal(_ sealed: SealedSignIn, reason: String, code: String, description: String) -> SignInRedirect {
+    func refusal(_ sealed: SealedSignIn, reason: String, code: OAuthErrorCode, description: String)
+        -> SignInRedirect
+    {
         if case .app(let appRequest) = sealed.purpose {
             // An app's sign-in: the error goes back to the app (its redirect URI was checked at the start).
             guard let request = AuthorizationRequest.open(appRequest, key: flowKey, now: now) else {
@@ -495,7 +498,7 @@ final class SignInService: Sendable {
             return SignInRedirect(
                 reason: reason,
                 response: .redirect(
-                    request.response([("error", code), ("error_description", description)], issuer: issuer)))
+                    request.response([("error", code.rawValue), ("error_description", description)], issuer: issuer)))
         }
         if case .device = sealed.purpose {
             return SignInRedirect(
@@ -508,7 +511,8 @@ final class SignInService: Sendable {
             reason: reason,
             response: .redirect(
                 Self.loopback(
-                    sealed.redirectURI, [("error", code), ("error_description", description)], state: sealed.cliState,
+                    sealed.redirectURI, [("error", code.rawValue), ("error_description", description)],
+                    state: sealed.cliState,
                     issuer: issuer)))
     }
 
@@ -547,7 +551,7 @@ final class SignInService: Sendable {
         case .user(let found): user = found
         case .unlinked(let former):
             throw refusal(
-                sealed, reason: "unlinked", code: "access_denied",
+                sealed, reason: "unlinked", code: .accessDenied,
                 description: "this \(displayName(provider)) account was unlinked from the user \(former)")
         }
         logger.info(

@@ -326,7 +326,7 @@ extension TokenIssuer {
 
     /// Why an API access token cannot change an account.
     static let accessTokenRefused = APIError(
-        status: 401, code: "invalid_token",
+        status: 401, code: .invalidToken,
         detail: "account changes need an account token, which only the session's refresh token gets "
             + "(grant_type=refresh_token, scope=account; the broker CLI does this); an access token is for APIs "
             + "and cannot change how an account is reached",

@@ -60,10 +60,10 @@ extension Broker.Account {
             do {
                 _ = try await api.deleteAccount(accountToken, password: password)
             } catch {
-                if case .rejected(_, "invalid_credentials", _) = error {
+                if case .rejected(_, .invalidCredentials, _) = error {
                     throw Console.fail("wrong password; nothing was deleted")
                 }
-                if case .rejected(_, "reauthentication_required", let description) = error {
+                if case .rejected(_, .reauthenticationRequired, let description) = error {
                     throw Console.fail("a recent sign-in is needed: \(description)")
                 }
                 if error.isAuthenticationRefusal {

@@ -161,7 +161,7 @@ extension Broker {
                     return
                 }
             } catch {
-                if case .rejected(_, "account_exists", _) = error {
+                if case .rejected(_, .accountExists, _) = error {
                     Console.error("an account with this email already exists at \(settings.key.brokerURL)")
                     Console.hint("sign in instead: broker login --provider custom --email \(credentials.email)")
                     throw BrokerExit.failure
@@ -186,7 +186,7 @@ extension Broker {
             do {
                 _ = try await api.resendVerification(email: email)
             } catch {
-                if case .rejected(404, "not_found", _) = error {
+                if case .rejected(404, .notFound, _) = error {
                     throw Console.fail("\(settings.key.brokerURL) does not send mail, so it cannot confirm addresses")
                 }
                 throw ClientFailure.exit(error, doing: "the request for a new link")

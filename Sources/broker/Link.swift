@@ -77,10 +77,10 @@ extension Broker {
             } catch {
                 switch error {
                 case .broker(let failure):
-                    if case .rejected(_, "already_linked", let description) = failure {
+                    if case .rejected(_, .alreadyLinked, let description) = failure {
                         throw Console.fail(description)
                     }
-                    if case .rejected(_, "access_denied", let description) = failure {
+                    if case .rejected(_, .accessDenied, let description) = failure {
                         throw Console.fail("not linked: \(description)")
                     }
                     if failure.isAuthenticationRefusal {
@@ -127,7 +127,7 @@ extension Broker {
                 case .denied: throw Console.fail("not linked: the link was denied or refused on the other device")
                 case .expired: throw Console.fail("not linked: " + error.description)
                 case .broker(let failure):
-                    if case .rejected(_, "already_linked", let description) = failure {
+                    if case .rejected(_, .alreadyLinked, let description) = failure {
                         throw Console.fail(description)
                     }
                     if failure.isAuthenticationRefusal {
@@ -151,12 +151,12 @@ extension Broker {
                 answer = try await api.linkPassword(
                     accountToken, email: credentials.email, password: credentials.password)
             } catch {
-                if case .rejected(_, "account_exists", _) = error {
+                if case .rejected(_, .accountExists, _) = error {
                     Console.error("\(credentials.email) already signs in as another user at \(settings.key.brokerURL)")
                     Console.hint("choose another address, or delete that account first")
                     throw BrokerExit.failure
                 }
-                if case .rejected(_, "already_linked", let description) = error { throw Console.fail(description) }
+                if case .rejected(_, .alreadyLinked, let description) = error { throw Console.fail(description) }
                 if case .rejected(400, _, let description) = error { throw Console.fail(description) }
                 if error.isAuthenticationRefusal {
                     throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
@@ -212,7 +212,7 @@ extension Broker {
             do {
                 answer = try await api.unlink(accountToken, provider: chosen)
             } catch {
-                if case .rejected(_, "last_identity", let description) = error { throw Console.fail(description) }
+                if case .rejected(_, .lastIdentity, let description) = error { throw Console.fail(description) }
                 if case .rejected(404, _, let description) = error { throw Console.fail(description) }
                 if error.isAuthenticationRefusal {
                     throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)

@@ -58,7 +58,8 @@ extension Broker.Mint {
             )
         } catch {
             if case .rejected(_, let code, let description) = error, error.refusesCredentials {
-                Console.error("the broker refused to mint a token: \(description.isEmpty ? code : description)")
+                Console.error(
+                    "the broker refused to mint a token: \(description.isEmpty ? code.rawValue : description)")
                 throw ExitCode(ExitStatus.of(error).rawValue)
             }
             throw ClientFailure.exit(error, doing: "minting")

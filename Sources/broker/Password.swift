@@ -41,7 +41,7 @@ extension Broker.Password {
             do {
                 _ = try await settings.api.forgotPassword(email: address)
             } catch {
-                if case .rejected(404, "not_found", _) = error {
+                if case .rejected(404, .notFound, _) = error {
                     throw Console.fail("\(settings.key.brokerURL) does not send mail, so it cannot reset passwords")
                 }
                 throw ClientFailure.exit(error, doing: "the reset request")
@@ -79,10 +79,10 @@ extension Broker.Password {
             do {
                 _ = try await api.changePassword(accountToken, current: current, new: new)
             } catch {
-                if case .rejected(_, "invalid_credentials", _) = error {
+                if case .rejected(_, .invalidCredentials, _) = error {
                     throw Console.fail("the current password is wrong; nothing was changed")
                 }
-                if case .rejected(_, "invalid_request", let description) = error {
+                if case .rejected(_, .invalidRequest, let description) = error {
                     throw Console.fail("the new password was refused: \(description)")
                 }
                 if error.isAuthenticationRefusal {

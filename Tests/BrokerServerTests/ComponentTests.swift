@@ -330,7 +330,7 @@ struct ComponentTests {
                     body: Array(#"{"email": "a@example.com", "password": "p"}"#.utf8), contentType: nil,
                     allowForm: allowForm)
             } throws: { error in
-                (error as? APIError)?.status == 415 && (error as? APIError)?.code == "invalid_request"
+                (error as? APIError)?.status == 415 && (error as? APIError)?.code == .invalidRequest
             }
             #expect(throws: APIError.self) {
                 try RequestInput.parse(body: Array("{}".utf8), contentType: "text/plain", allowForm: allowForm)

@@ -36,12 +36,12 @@ struct DPoPChecker: Sendable {
 
     /// Why a proof was refused: an error for the client, and a fresh nonce when that is what it lacked.
     struct Refusal: Error, Sendable {
-        var code: String
+        var code: OAuthErrorCode
         var detail: String
         var nonce: String?
 
         static func invalid(_ detail: String) -> Refusal {
-            Refusal(code: "invalid_dpop_proof", detail: detail, nonce: nil)
+            Refusal(code: .invalidDPoPProof, detail: detail, nonce: nil)
         }
     }
 
@@ -108,7 +108,7 @@ struct DPoPChecker: Sendable {
         let nonceIsCurrent = verified["nonce"]?.stringValue.map { isCurrent(nonce: $0, now: now) } ?? false
         if requireNonce && !nonceIsCurrent {
             throw Refusal(
-                code: "use_dpop_nonce", detail: "the DPoP proof must carry the server's nonce",
+                code: .useDPoPNonce, detail: "the DPoP proof must carry the server's nonce",
                 nonce: self.nonce(now: now))
         }
         if !nonceIsCurrent {
@@ -116,7 +116,7 @@ struct DPoPChecker: Sendable {
             let age = verified.issuedAt.map { now.subtractingReportingOverflow($0) }
             guard let age, !age.overflow, age.partialValue >= -Self.leeway, age.partialValue <= Self.maxAge else {
                 throw Refusal(
-                    code: "use_dpop_nonce",
+                    code: .useDPoPNonce,
                     detail: "the DPoP proof's iat is outside the broker's window (is the clock right?): send the nonce",
                     nonce: self.nonce(now: now))
             }
@@ -129,7 +129,7 @@ struct DPoPChecker: Sendable {
             fresh = try await store.spendStateMarker(
                 marker, expiresAt: now + max(Self.maxAge + Self.leeway, 2 * Self.nonceWindow))
         } catch {
-            throw Refusal(code: "server_error", detail: "the DPoP proof cannot be checked now", nonce: nil)
+            throw Refusal(code: .serverError, detail: "the DPoP proof cannot be checked now", nonce: nil)
         }
         guard fresh else { throw .invalid("the DPoP proof was used before (jti)") }
         return Proof(thumbprint: thumbprint)
@@ -202,13 +202,13 @@ struct DPoPRequest: Sendable {
 extension DPoPChecker.Refusal {
     /// The refusal at the token endpoint (RFC 9449 §5): 400, with a fresh nonce when that was the problem.
     var tokenEndpointError: APIError {
-        if code == "server_error" { return .serverError }
+        if code == .serverError { return .serverError }
         return APIError(status: 400, code: code, detail: detail, headers: nonce.map { [("DPoP-Nonce", $0)] } ?? [])
     }
 
     /// The refusal at a protected resource (RFC 9449 §7.1): 401 with a `DPoP` challenge.
     var resourceError: APIError {
-        if code == "server_error" { return .serverError }
+        if code == .serverError { return .serverError }
         var headers = [("WWW-Authenticate", DPoPChecker.challenge(error: code, detail: detail))]
         if let nonce { headers.append(("DPoP-Nonce", nonce)) }
         return APIError(status: 401, code: code, detail: detail, headers: headers)
@@ -217,7 +217,7 @@ extension DPoPChecker.Refusal {
 
 extension DPoPChecker {
     /// A `WWW-Authenticate: DPoP …` challenge naming the algorithms proofs may use.
-    static func challenge(error: String, detail: String) -> String {
+    static func challenge(error: OAuthErrorCode, detail: String) -> String {
         let quoted = detail.replacingOccurrences(of: "\\", with: "").replacingOccurrences(of: "\"", with: "'")
         return "DPoP algs=\"\(algorithms.joined(separator: " "))\", error=\"\(error)\", error_description=\"\(quoted)\""
     }
@@ -255,16 +255,16 @@ extension TokenIssuer {
             return
         case (nil, .dpop):
             throw APIError(
-                status: 401, code: "invalid_token", detail: "the access token is not DPoP-bound: send it as Bearer",
+                status: 401, code: .invalidToken, detail: "the access token is not DPoP-bound: send it as Bearer",
                 headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
         case (.some, .bearer):
             throw APIError(
-                status: 401, code: "invalid_token",
+                status: 401, code: .invalidToken,
                 detail: "the access token is bound to a DPoP key: send it as \"Authorization: DPoP\" with a proof",
                 headers: [
                     (
                         "WWW-Authenticate",
-                        DPoPChecker.challenge(error: "invalid_token", detail: "DPoP-bound token sent as Bearer")
+                        DPoPChecker.challenge(error: .invalidToken, detail: "DPoP-bound token sent as Bearer")
                     )
                 ])
         case (let jkt?, .dpop):

@@ -40,7 +40,7 @@ final class AppTokenService: Sendable {
     }
 
     static let invalidClient = APIError(
-        status: 401, code: "invalid_client", detail: "client authentication failed",
+        status: 401, code: .invalidClient, detail: "client authentication failed",
         headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
 
     /// The app a token request authenticates as (RFC 6749 §2.3): Basic or the form's `client_secret` for a
@@ -177,7 +177,7 @@ final class AppTokenService: Sendable {
             (token, scheme) = (formToken, .bearer)
         } else {
             throw APIError(
-                status: 401, code: "invalid_token", detail: "a Bearer access token is required",
+                status: 401, code: .invalidToken, detail: "a Bearer access token is required",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\"")])
         }
         let verified: VerifiedJWT
@@ -185,7 +185,7 @@ final class AppTokenService: Sendable {
             verified = try tokens.verifier().verify(token, now: now)
         } catch {
             throw APIError(
-                status: 401, code: "invalid_token", detail: "the access token is not valid: \(error)",
+                status: 401, code: .invalidToken, detail: "the access token is not valid: \(error)",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"invalid_token\"")])
         }
         try await tokens.checkBinding(verified, token: token, scheme: scheme)
@@ -193,7 +193,7 @@ final class AppTokenService: Sendable {
         let scopes = (verified.claims["scope"]?.stringValue ?? "").split(separator: " ").map(String.init)
         guard scopes.contains("openid") else {
             throw APIError(
-                status: 403, code: "insufficient_scope", detail: "the token was not granted the openid scope",
+                status: 403, code: .insufficientScope, detail: "the token was not granted the openid scope",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"insufficient_scope\"")])
         }
         var claims: [String: JSONValue] = ["sub": .string(view.user.id.description)]

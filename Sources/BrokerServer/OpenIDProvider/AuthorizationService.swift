@@ -56,10 +56,11 @@ final class AuthorizationService: Sendable {
     }
 
     /// An error for the app, at its redirect URI (Core 3.1.2.6), carrying `state` and `iss`.
-    private func errorRedirect(_ request: AuthorizationRequest, _ error: String, _ description: String, page: Bool)
-        -> APIResponse
-    {
-        let location = request.response([("error", error), ("error_description", description)], issuer: issuer)
+    private func errorRedirect(
+        _ request: AuthorizationRequest, _ error: OAuthErrorCode, _ description: String, page: Bool
+    ) -> APIResponse {
+        let location = request.response(
+            [("error", error.rawValue), ("error_description", description)], issuer: issuer)
         return page ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
     }
 
@@ -67,7 +68,7 @@ final class AuthorizationService: Sendable {
     enum Checked {
         case request(AuthorizationRequest)
         /// An OAuth error code and its description (for the redirect URI, or `/auth/par`'s JSON answer).
-        case refused(AuthorizationRequest, String, String)
+        case refused(AuthorizationRequest, OAuthErrorCode, String)
     }
 
     /// Checks an authorization request's parameters for `app` once its `redirect_uri` is known to be one it
@@ -77,52 +78,54 @@ final class AuthorizationService: Sendable {
             clientID: app.clientID, redirectURI: redirectURI, scopes: [], state: parameters["state"],
             nonce: parameters["nonce"], codeChallenge: nil, prompt: [], maxAge: nil, loginHint: nil,
             expectedSubject: nil, expiresAt: now + AuthorizationRequest.lifetime)
-        func refuse(_ error: String, _ description: String) -> Checked { .refused(request, error, description) }
-        if let state = request.state, state.utf8.count > 1024 { return refuse("invalid_request", "state is too long") }
-        if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse("invalid_request", "nonce is too long") }
-        if parameters["request"] != nil { return refuse("request_not_supported", "request objects are not supported") }
+        func refuse(_ error: OAuthErrorCode, _ description: String) -> Checked {
+            .refused(request, error, description)
+        }
+        if let state = request.state, state.utf8.count > 1024 { return refuse(.invalidRequest, "state is too long") }
+        if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse(.invalidRequest, "nonce is too long") }
+        if parameters["request"] != nil { return refuse(.requestNotSupported, "request objects are not supported") }
         guard let responseType = parameters["response_type"] else {
-            return refuse("invalid_request", "response_type is required")
+            return refuse(.invalidRequest, "response_type is required")
         }
         guard responseType == "code" else {
-            return refuse("unsupported_response_type", "only response_type=code is supported")
+            return refuse(.unsupportedResponseType, "only response_type=code is supported")
         }
         if let mode = parameters["response_mode"], mode != "query" {
-            return refuse("invalid_request", "only response_mode=query is supported")
+            return refuse(.invalidRequest, "only response_mode=query is supported")
         }
         guard let scopes = AppRules.scopes(parameters["scope"] ?? "", app: app) else {
-            return refuse("invalid_scope", "a scope is unknown or not allowed for this app")
+            return refuse(.invalidScope, "a scope is unknown or not allowed for this app")
         }
         request.scopes = scopes
         if let method = parameters["code_challenge_method"], method != "S256" {
-            return refuse("invalid_request", "code_challenge_method must be S256")
+            return refuse(.invalidRequest, "code_challenge_method must be S256")
         }
         if let challenge = parameters["code_challenge"] {
             guard PKCE.isValidS256Challenge(challenge) else {
-                return refuse("invalid_request", "code_challenge must be an S256 challenge (43 base64url characters)")
+                return refuse(.invalidRequest, "code_challenge must be an S256 challenge (43 base64url characters)")
             }
             request.codeChallenge = challenge
         } else if app.isPublic {
-            return refuse("invalid_request", "a public app must use PKCE (code_challenge with S256)")
+            return refuse(.invalidRequest, "a public app must use PKCE (code_challenge with S256)")
         }
         let prompt = Set((parameters["prompt"] ?? "").split(separator: " ").map(String.init))
         guard prompt.isSubset(of: ["none", "login", "consent", "select_account"]) else {
-            return refuse("invalid_request", "prompt has an unknown value")
+            return refuse(.invalidRequest, "prompt has an unknown value")
         }
         if prompt.contains("none") && prompt.count > 1 {
-            return refuse("invalid_request", "prompt=none cannot be combined with other values")
+            return refuse(.invalidRequest, "prompt=none cannot be combined with other values")
         }
         request.prompt = prompt
         if let text = parameters["max_age"] {
             guard let maxAge = Int64(text), maxAge >= 0 else {
-                return refuse("invalid_request", "max_age must be a number of seconds")
+                return refuse(.invalidRequest, "max_age must be a number of seconds")
             }
             request.maxAge = maxAge
         }
         if let hint = parameters["login_hint"], hint.utf8.count <= 254 { request.loginHint = hint }
         if let hint = parameters["id_token_hint"] {
             guard let subject = tokens.idTokenHintSubject(hint, clientID: app.clientID) else {
-                return refuse("invalid_request", "id_token_hint is not an id token this broker issued to this app")
+                return refuse(.invalidRequest, "id_token_hint is not an id token this broker issued to this app")
             }
             request.expectedSubject = subject
         }
@@ -162,13 +165,13 @@ final class AuthorizationService: Sendable {
         let request: AuthorizationRequest
         switch check(parameters, app: app, redirectURI: redirectURI) {
         case .refused(let refused, let error, let description):
-            metrics.appAuthorization(outcome: error)
+            metrics.appAuthorization(outcome: error.rawValue)
             return errorRedirect(refused, error, description, page: false)
         case .request(let checked):
             request = checked
         }
-        func refuse(_ error: String, _ description: String) -> APIResponse {
-            metrics.appAuthorization(outcome: error)
+        func refuse(_ error: OAuthErrorCode, _ description: String) -> APIResponse {
+            metrics.appAuthorization(outcome: error.rawValue)
             return errorRedirect(request, error, description, page: false)
         }
         let prompt = request.prompt
@@ -178,7 +181,7 @@ final class AuthorizationService: Sendable {
             return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: nil)
         }
         if prompt.contains("none") {
-            return refuse("login_required", "no sign-in at the broker (or not the one asked for)")
+            return refuse(.loginRequired, "no sign-in at the broker (or not the one asked for)")
         }
         return try signInPage(request, app: app, problem: nil)
     }
@@ -267,11 +270,11 @@ final class AuthorizationService: Sendable {
             account = try await accounts.authenticate(
                 email: email, password: Secret((try? input.string("password")) ?? ""), address: address)
         } catch let error as APIError where error.status < 500 {
-            metrics.signIn(provider: "custom", outcome: error.code)
-            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code])
+            metrics.signIn(provider: "custom", outcome: error.code.rawValue)
+            audit.record("sign_in", outcome: "failure", fields: ["provider": "custom", "reason": error.code.rawValue])
             return try signInPage(
                 request, app: app,
-                problem: error.code == "invalid_credentials" ? "Wrong email or password." : error.detail,
+                problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail,
                 email: String(email.prefix(254)), status: error.status)
         }
         metrics.signIn(provider: "custom", outcome: "success")
@@ -316,7 +319,7 @@ final class AuthorizationService: Sendable {
             answer = try await accounts.register(input, address: address, startSession: false)
         } catch let error as APIError where error.status < 500 {
             let problem =
-                error.code == "account_exists"
+                error.code == .accountExists
                 ? "An account uses this address already: sign in, or reset its password." : error.detail
             return try registerForm(request, app: app, problem: problem, email: email, status: error.status)
         }
@@ -377,11 +380,11 @@ final class AuthorizationService: Sendable {
         var response: APIResponse
         if let expected = request.expectedSubject, expected != session.userID.description {
             response = errorRedirect(
-                request, "login_required", "signed in as another user than id_token_hint names", page: fromForm)
+                request, .loginRequired, "signed in as another user than id_token_hint names", page: fromForm)
         } else if try await needsConsent(request, app: app, user: session.userID) {
             if request.prompt.contains("none") {
                 response = errorRedirect(
-                    request, "consent_required", "the user has not allowed this app", page: fromForm)
+                    request, .consentRequired, "the user has not allowed this app", page: fromForm)
             } else {
                 let sealed = try request.seal(key: flowKey)
                 let user = try await store.user(id: session.userID)
@@ -420,7 +423,7 @@ final class AuthorizationService: Sendable {
             audit.record("app_consent", outcome: "failure", user: session.userID, fields: ["client_id": app.clientID])
             metrics.appAuthorization(outcome: "access_denied")
             return FormGuard.clearing(
-                errorRedirect(request, "access_denied", "the user did not allow the app", page: true), secure: secure)
+                errorRedirect(request, .accessDenied, "the user did not allow the app", page: true), secure: secure)
         }
         try await store.recordConsent(user: session.userID, clientID: app.clientID, scopes: request.scopes, now: now)
         audit.record("app_consent", user: session.userID, fields: ["client_id": app.clientID])

@@ -28,7 +28,7 @@ extension AuthorizationService {
         }
         switch check(parameters, app: app, redirectURI: redirectURI) {
         case .refused(_, let error, let description):
-            metrics.appAuthorization(outcome: error)
+            metrics.appAuthorization(outcome: error.rawValue)
             throw APIError(status: 400, code: error, detail: description)
         case .request:
             break

@@ -65,7 +65,7 @@ extension PasskeyService {
                 "passkey_removed", outcome: "failure", user: view.user.id,
                 fields: ["passkey": String(id.prefix(16)), "reason": "last_identity"])
             throw APIError(
-                status: 409, code: "last_identity",
+                status: 409, code: .lastIdentity,
                 detail: "this passkey is the account's only way to sign in; add another first (broker passkey add, "
                     + "broker link --provider P), or delete the account (broker account delete)")
         }

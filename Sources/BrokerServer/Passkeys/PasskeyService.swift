@@ -55,7 +55,7 @@ final class PasskeyService: Sendable {
     }
 
     static let unavailable = APIError(
-        status: 404, code: "not_found",
+        status: 404, code: .notFound,
         detail:
             "passkeys are off on this broker (its relying-party id would be an IP address; see server.webauthn_rp_id)")
 
