@@ -1,8 +1,10 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 /// Settings every target of ours shares (STYLE.md 16).
 let swiftSettings: [SwiftSetting] = [
+    // Our targets build without a warning, and stay so: a warning is an error (dependencies are not affected).
+    .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
     .enableUpcomingFeature("InternalImportsByDefault"),
