@@ -27,8 +27,14 @@ package final class KeyringVault: Sendable {
     let budget: Duration
     private let opened = Mutex<Result<(SecretService, String), SecretService.Failure>?>(nil)
 
-    /// The wait allowed a command that must not wait on a person.
+    /// The wait allowed a command that must not wait on a person: to open the keyring and learn whether it is
+    /// locked. (Reading and writing items, once it is open, have ``SecretService``'s own per-call limit.)
     package static let quickBudget: Duration = .seconds(2)
+    /// `broker login` and `register` without a terminal: a sign-in takes seconds anyway, and a busy machine
+    /// must not cost the session it just made.
+    package static let signInBudget: Duration = .seconds(30)
+    /// `broker login` and `register` on a terminal: the desktop's unlock prompt, answered by a person.
+    package static let promptBudget: Duration = .seconds(120)
 
     package init(environment: [String: String], interactive: Bool = false, budget: Duration = quickBudget) {
         self.environment = environment

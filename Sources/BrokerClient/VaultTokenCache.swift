@@ -113,7 +113,8 @@ package final class VaultTokenCache: TokenCache {
         func save(_ session: Session) throws(TokenCacheError) -> Session {
             let previous = try inner.session(for: session.key)
             var stored = session
-            if try cache.place(session.key) {
+            var intoKeyring = try cache.place(session.key)
+            if intoKeyring {
                 do {
                     if let refresh = session.refreshToken {
                         try cache.vault.write(Array(refresh.exposed.utf8), .refreshToken, for: session.key)
@@ -121,11 +122,19 @@ package final class VaultTokenCache: TokenCache {
                         try cache.vault.delete(.refreshToken, for: session.key)
                     }
                     try cache.keys.moveIntoKeyring(session.key, vault: cache.vault)
-                } catch let failure as SecretService.Failure {
-                    throw .keyring(KeyringVault.advice(failure, key: session.key))
                 } catch {
-                    throw .keyring("the DPoP key could not move to the keyring: \(error)")
+                    let failure = error as? SecretService.Failure ?? .failed("\(error)")
+                    // `auto`: a keyring that answered but could not take the secrets (too slow, full, gone
+                    // meanwhile) is no keyring — the file, and the notice; never a lost session.
+                    guard cache.setting == .auto else {
+                        throw .keyring(KeyringVault.advice(failure, key: session.key))
+                    }
+                    cache.tellOnce(failure)
+                    try? cache.vault.delete(.refreshToken, for: session.key)
+                    intoKeyring = false
                 }
+            }
+            if intoKeyring {
                 stored.refreshToken = nil
                 stored.secretsInKeyring = true
                 try inner.save(stored)
@@ -176,7 +185,7 @@ extension ClientSettings {
 
     /// The keyring of these settings, one per process and kind of command (a command opens it once).
     package func vault(interactive: Bool = false) -> KeyringVault {
-        KeyringVault.shared(environment: environment, interactive: interactive)
+        KeyringVault.shared(environment: environment, interactive: interactive, signingIn: signingIn)
     }
 }
 
@@ -184,14 +193,16 @@ extension KeyringVault {
     private static let opened = Mutex<[String: KeyringVault]>([:])
 
     /// The process's vault for this environment's bus and this kind of command.
-    package static func shared(environment: [String: String], interactive: Bool) -> KeyringVault {
+    package static func shared(environment: [String: String], interactive: Bool, signingIn: Bool = false)
+        -> KeyringVault
+    {
+        let budget = interactive ? promptBudget : signingIn ? signInBudget : quickBudget
         let name =
             (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "") + "|" + (environment["XDG_RUNTIME_DIR"] ?? "") + "|"
-            + (interactive ? "interactive" : "quick")
+            + (interactive ? "interactive" : "quick") + "|\(budget)"
         return opened.withLock { vaults in
             if let vault = vaults[name] { return vault }
-            let vault = KeyringVault(
-                environment: environment, interactive: interactive, budget: interactive ? .seconds(120) : quickBudget)
+            let vault = KeyringVault(environment: environment, interactive: interactive, budget: budget)
             vaults[name] = vault
             return vault
         }

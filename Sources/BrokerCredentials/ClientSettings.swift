@@ -39,6 +39,9 @@ package struct ClientSettings: Sendable {
     /// This command may show the desktop keyring's unlock prompt: `broker login` and `register` on a terminal.
     /// Every other command gets an answer from the keyring within two seconds, or fails.
     package var keyringMayPrompt = false
+    /// This command signs in (`login`, `register`): the keyring may take longer to open than the two seconds
+    /// every other command allows it.
+    package var signingIn = false
 
     package static let defaultBrokerURL = "http://127.0.0.1:8787"
     package static let defaultRequestTimeout: Duration = .seconds(30)

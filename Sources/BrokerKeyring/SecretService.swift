@@ -11,7 +11,12 @@ package final class SecretService: Sendable {
     static let promptInterface = "org.freedesktop.Secret.Prompt"
 
     let connection: DBusConnection
+    /// The deadline of opening: connecting, the session, and (``unlockedDefaultCollection(interactive:)``)
+    /// finding the default collection and whether it is locked — the answer a command must have quickly.
     let deadline: ContinuousClock.Instant
+    /// Each later call's own limit (reading, writing, deleting items: the keyring is open and unlocked by
+    /// then, and a write may make it re-encrypt its file on a busy machine).
+    let callBudget: Duration
     /// The `plain` session's object path.
     let session: String
 
@@ -37,7 +42,10 @@ package final class SecretService: Sendable {
     }
 
     /// Connects to the session bus and opens a `plain` session, all by `deadline`.
-    package init(environment: [String: String], deadline: ContinuousClock.Instant) throws(Failure) {
+    package init(
+        environment: [String: String], deadline: ContinuousClock.Instant, callBudget: Duration = .seconds(10)
+    ) throws(Failure) {
+        self.callBudget = callBudget
         guard let address = DBusConnection.sessionBusAddress(environment: environment) else {
             throw .unavailable(DBusError.noSessionBus.description)
         }
@@ -74,12 +82,13 @@ package final class SecretService: Sendable {
     }
 
     private func call(
-        _ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue] = []
+        _ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue] = [],
+        deadline: ContinuousClock.Instant? = nil
     ) throws(Failure) -> [DBusValue] {
         do {
             return try connection.call(
                 .call(destination: Self.bus, path: path, interface: interface, member: member, arguments),
-                deadline: deadline)
+                deadline: deadline ?? .now + callBudget)
         } catch {
             if case .remote(let name, _) = error, name == "org.freedesktop.Secret.Error.IsLocked" { throw .locked }
             throw .failed(error.description)
@@ -88,7 +97,8 @@ package final class SecretService: Sendable {
 
     /// The default collection's object path.
     package func defaultCollection() throws(Failure) -> String {
-        let answer = try call(Self.servicePath, Self.serviceInterface, "ReadAlias", [.string("default")])
+        let answer = try call(
+            Self.servicePath, Self.serviceInterface, "ReadAlias", [.string("default")], deadline: deadline)
         guard let path = answer.first?.stringValue else { throw .failed("ReadAlias answered nothing") }
         guard path != "/" else { throw .noDefaultCollection }
         return path
@@ -98,7 +108,7 @@ package final class SecretService: Sendable {
     package func isLocked(_ collection: String) throws(Failure) -> Bool {
         let answer = try call(
             collection, "org.freedesktop.DBus.Properties", "Get",
-            [.string(Self.collectionInterface), .string("Locked")])
+            [.string(Self.collectionInterface), .string("Locked")], deadline: deadline)
         guard let locked = answer.first?.unwrapped.boolValue else { throw .failed("Locked is not a boolean") }
         return locked
     }
@@ -110,17 +120,25 @@ package final class SecretService: Sendable {
         let collection = try defaultCollection()
         guard try isLocked(collection) else { return collection }
         guard interactive else { throw .locked }
-        let answer = try call(Self.servicePath, Self.serviceInterface, "Unlock", [.objectPaths([collection])])
+        let answer = try call(
+            Self.servicePath, Self.serviceInterface, "Unlock", [.objectPaths([collection])], deadline: deadline)
         guard answer.count == 2, let prompt = answer[1].stringValue else { throw .failed("Unlock answered oddly") }
         if answer[0].objectPathArray?.contains(collection) == true { return collection }
         guard prompt != "/" else { throw .locked }
-        _ = try call(
-            "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
-            [
-                .string(
-                    "type='signal',interface='\(Self.promptInterface)',member='Completed',path='\(prompt)'")
-            ])
-        _ = try call(prompt, Self.promptInterface, "Prompt", [.string("")])
+        // The bus itself (not the Secret Service) routes the prompt's `Completed` signal to us.
+        do {
+            try connection.call(
+                .call(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "AddMatch",
+                    [
+                        .string(
+                            "type='signal',interface='\(Self.promptInterface)',member='Completed',path='\(prompt)'")
+                    ]), deadline: deadline)
+        } catch {
+            throw .failed(error.description)
+        }
+        _ = try call(prompt, Self.promptInterface, "Prompt", [.string("")], deadline: deadline)
         let completed: DBusMessage
         do {
             completed = try connection.waitForSignal(deadline: deadline) {

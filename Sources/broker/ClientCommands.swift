@@ -138,6 +138,7 @@ extension Broker {
             var settings = try client.settings()
             // A sign-in on a terminal may ask the desktop keyring to unlock (nothing else ever waits on it).
             settings.keyringMayPrompt = Terminal.isInteractive
+            settings.signingIn = true
             try Self.requireKeyring(settings)
             let api = settings.api
             if resend { return try await resendLink(settings: settings, api: api) }
@@ -243,6 +244,7 @@ extension Broker {
         func run() async throws {
             var settings = try client.settings()
             settings.keyringMayPrompt = Terminal.isInteractive
+            settings.signingIn = true
             try Register.requireKeyring(settings)
             let api = settings.api
             if device { return try await deviceSignIn(settings: settings, api: api) }
