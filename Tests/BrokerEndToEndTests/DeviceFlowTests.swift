@@ -30,19 +30,21 @@ struct DeviceFlowTests {
 
         var stderr: String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
 
-        /// The user code, once the CLI has printed it (the line after "enter the code:").
+        /// The user code, once the CLI has printed its whole preamble (up to "Waiting for the approval"): a
+        /// test that read the code as soon as it appeared once missed the line printed after it.
         func userCode() async throws -> String {
-            for _ in 0..<1200 {
-                let lines = stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-                if let code = lines.first(where: {
-                    $0.range(of: "^[A-Z]{4}-[A-Z]{4}$", options: .regularExpression) != nil
-                }) {
-                    return code
-                }
-                if !process.isRunning { throw ServerTestError("broker login --device ended: \(stderr)") }
-                try await Task.sleep(for: .milliseconds(50))
+            let process = process
+            let printed = try await eventually { stderr.contains("Waiting for the approval") || !process.isRunning }
+            guard printed, stderr.contains("Waiting for the approval") else {
+                throw ServerTestError("broker login --device did not ask for the approval: \(stderr)")
             }
-            throw ServerTestError("no user code printed: \(stderr)")
+            let lines = stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard
+                let code = lines.first(where: {
+                    $0.range(of: "^[A-Z]{4}-[A-Z]{4}$", options: .regularExpression) != nil
+                })
+            else { throw ServerTestError("no user code printed: \(stderr)") }
+            return code
         }
 
         /// Waits (off the cooperative pool) for the exit status.
