@@ -175,15 +175,16 @@ package struct BrokerAPI: Sendable {
         }
         let document = try await send(
             .form(url: baseURL + "/auth/device", fields: fields, headers: headers), expect: 200)
-        guard let deviceCode = document["device_code"]?.stringValue, !deviceCode.isEmpty,
-            let userCode = document["user_code"]?.stringValue,
-            let uri = document["verification_uri"]?.stringValue,
-            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
-        else { throw .badResponse("the device authorization answer lacks device_code, user_code or expires_in") }
+        let start: DeviceAuthorizationResponse
+        do {
+            start = try DeviceAuthorizationResponse(json: document)
+        } catch {
+            throw .badResponse(error.description)
+        }
         return DeviceStart(
-            deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: uri,
-            verificationURIComplete: document["verification_uri_complete"]?.stringValue, expiresIn: expiresIn,
-            interval: max(1, document["interval"]?.intValue ?? 5))
+            deviceCode: Secret(start.deviceCode), userCode: start.userCode, verificationURI: start.verificationURI,
+            verificationURIComplete: start.verificationURIComplete, expiresIn: start.expiresIn,
+            interval: start.interval)
     }
 
     /// One poll of the device code (RFC 8628 §3.4): the session once approved, else the broker's refusal
@@ -207,20 +208,13 @@ package struct BrokerAPI: Sendable {
     package func providers() async throws(BrokerAPIError) -> (list: [ProviderInfo], document: JSONValue) {
         let document = try await send(
             HTTPClientRequest(url: baseURL + "/auth/providers", headers: Self.accept), expect: 200)
-        guard case .array(let entries)? = document["providers"] else {
-            throw .badResponse("/auth/providers has no \"providers\" list")
+        let response: ProvidersResponse
+        do {
+            response = try ProvidersResponse(json: document)
+        } catch {
+            throw .badResponse(error.description)
         }
-        var list = [ProviderInfo]()
-        for entry in entries {
-            guard let id = entry["id"]?.stringValue else { throw .badResponse("a provider without an id") }
-            list.append(
-                ProviderInfo(
-                    id: id,
-                    name: entry["name"]?.stringValue ?? id,
-                    flow: entry["flow"]?.stringValue ?? "browser"
-                )
-            )
-        }
+        let list = response.providers.map { ProviderInfo(id: $0.id, name: $0.name, flow: $0.flow) }
         return (list, document)
     }
 
@@ -476,12 +470,8 @@ package struct BrokerAPI: Sendable {
             {
                 return .nonceRequired(nonce)
             }
-            if let code = document?["error"]?.stringValue {
-                throw .rejected(
-                    status: response.status,
-                    code: OAuthErrorCode(code),
-                    description: document?["error_description"]?.stringValue ?? ""
-                )
+            if let error = ErrorResponse(json: document) {
+                throw .rejected(status: response.status, code: error.code, description: error.description)
             }
             throw .badResponse("HTTP \(response.status) from \(request.url)")
         }

@@ -20,7 +20,7 @@ package struct APIError: Error, Sendable, CustomStringConvertible {
 
     package var description: String { "\(status) \(code): \(detail)" }
 
-    package var body: JSONValue { .object(["error": .string(code.rawValue), "error_description": .string(detail)]) }
+    package var body: JSONValue { ErrorResponse(code: code, description: detail).json }
 
     package static func invalidRequest(_ detail: String) -> APIError {
         APIError(status: 400, code: .invalidRequest, detail: detail)

@@ -356,19 +356,17 @@ package final class BrokerService: Sendable {
     }
 
     func providers() -> APIResponse {
-        let list: [JSONValue] = configuration.enabledProviders.filter {
+        var list: [ProvidersResponse.Entry] = configuration.enabledProviders.filter {
             $0 == .custom || signIn.identityProviders[$0] != nil
         }.map { id in
             let descriptor = configuration.descriptor(id)
-            return .object([
-                "id": .string(id.rawValue),
-                "name": .string(descriptor?.displayName ?? "Email and password"),
-                "flow": .string((descriptor?.flow ?? .password).rawValue),
-            ])
+            return ProvidersResponse.Entry(
+                id: id.rawValue, name: descriptor?.displayName ?? "Email and password",
+                flow: (descriptor?.flow ?? .password).rawValue)
         }
         // A passkey signs in through the broker's own page (the CLI's loopback flow): listed when passkeys are on.
-        let passkey: [JSONValue] = passkeys.enabled ? [["id": "passkey", "name": "Passkey", "flow": "browser"]] : []
-        return APIResponse(status: 200, body: .object(["providers": .array(list + passkey)]))
+        if passkeys.enabled { list.append(ProvidersResponse.Entry(id: "passkey", name: "Passkey", flow: "browser")) }
+        return APIResponse(status: 200, body: ProvidersResponse(providers: list).json)
     }
 
     func health() async -> APIResponse {

@@ -117,12 +117,12 @@ final class DeviceService: Sendable {
                 "device_authorization", user: linkUser,
                 fields: ["provider": provider?.rawValue ?? "", "purpose": linkUser == nil ? "sign_in" : "link"])
             let base = tokens.issuer + "/device"
-            return .tokens([
-                "device_code": .string(deviceCode), "user_code": .string(Self.display(userCode)),
-                "verification_uri": .string(base),
-                "verification_uri_complete": .string(base + "?user_code=" + Self.display(userCode)),
-                "expires_in": .int(configuration.deviceCodeTTL), "interval": .int(configuration.devicePollInterval),
-            ])
+            return .tokens(
+                DeviceAuthorizationResponse(
+                    deviceCode: deviceCode, userCode: Self.display(userCode), verificationURI: base,
+                    verificationURIComplete: base + "?user_code=" + Self.display(userCode),
+                    expiresIn: configuration.deviceCodeTTL, interval: configuration.devicePollInterval
+                ).json)
         }
         throw APIError.serverError
     }

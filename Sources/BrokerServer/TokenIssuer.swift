@@ -121,17 +121,12 @@ final class TokenIssuer: Sendable {
         user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
         signedInWith: ProviderID? = nil
     ) -> JSONValue {
-        var body: [String: JSONValue] = [
-            "user_id": .string(user.id.description),
-            "provider": .string((signedInWith ?? user.id.provider).rawValue),
-            "access_token": .string(accessToken),
+        TokenResponse(
+            userID: user.id, provider: signedInWith ?? user.id.provider, accessToken: accessToken,
             // An account token is never bound (it is for the broker's own account endpoints, for minutes).
-            "token_type": .string(scope == Self.accountScope ? "Bearer" : Self.tokenType),
-            "expires_in": .int(expiresIn ?? configuration.accessTokenTTL),
-        ]
-        if let refreshToken { body["refresh_token"] = .string(refreshToken) }
-        if let scope { body["scope"] = .string(scope) }
-        return .object(body)
+            tokenType: scope == Self.accountScope ? "Bearer" : Self.tokenType,
+            expiresIn: expiresIn ?? configuration.accessTokenTTL, refreshToken: refreshToken, scope: scope
+        ).json
     }
 
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The HTTP floor (issue "Close to the floor", goal 1): the broker's constant document — `/.well-known/jwks.json`
+# — against Debian's nginx serving the very same bytes as a static file, in one run, with the CPU each server
+# spent per request (its user + system time from /proc over the requests answered); and the mint and
+# `/auth/me` against the constant document plus one ES256 signature or verification (`openssl speed` on one
+# core, same run), for goal 2. Writes the "The HTTP floor" section of BENCHMARKS.md.
+#   Benchmarks/floor.sh [seconds-per-measurement]     (default 10)
+#   SCRATCH=.build-bench Benchmarks/floor.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-10}
+SCRATCH=${SCRATCH:-.build}
+WORK=$(mktemp -d)
+cleanup() {
+  kill "$(cat "$WORK/pid" 2>/dev/null)" 2>/dev/null || true
+  [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+swift build -c release --scratch-path "$SCRATCH" --product broker-full >&2
+swift build -c release --scratch-path "$SCRATCH" --product broker >&2
+BIN=$PWD/$SCRATCH/release/broker
+cat >"$WORK/broker.json" <<JSON
+{"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}
+JSON
+"$BIN" serve --config "$WORK/broker.json" --port 0 --data-dir "$WORK/data" --log-level error >"$WORK/out" 2>"$WORK/err" &
+echo $! >"$WORK/pid"
+for _ in $(seq 100); do grep -q listening "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+URL=$(sed 's/broker listening on //' "$WORK/out")
+BROKER_PID=$(cat "$WORK/pid")
+
+# The same bytes, from nginx: two workers (the broker's event loops are one per core), no access log.
+mkdir -p "$WORK/www/.well-known" "$WORK/nginx"
+curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
+chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"  # nginx's workers are not root
+NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$WORK/nginx.conf" <<CONF
+worker_processes $(nproc);
+pid $WORK/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
+  uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
+  types { application/json json; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    root $WORK/www;
+    location / { add_header Cache-Control "public, max-age=300"; }
+  }
+}
+CONF
+nginx -c "$WORK/nginx.conf"
+for _ in $(seq 100); do [ -s "$WORK/nginx.pid" ] && break; sleep 0.1; done
+NGINX_PIDS="$(cat "$WORK/nginx.pid") $(pgrep -P "$(cat "$WORK/nginx.pid")" | tr '\n' ' ')"
+
+post() { curl -sf -H 'Content-Type: application/json' -d "$2" "$URL$1"; }
+ACCESS=$(post /auth/register '{"email": "bench@example.com", "password": "correct horse battery staple"}' |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+SECRET=$("$BIN" client add bench --scope deploy --data-dir "$WORK/data" --json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])')
+export MINT_BASIC
+MINT_BASIC=$(printf 'bench:%s' "$SECRET" | base64 -w0)
+
+# CPU ticks (user + system) of a set of processes.
+ticks() { for pid in "$@"; do awk '{print $14 + $15}' "/proc/$pid/stat"; done | awk '{s += $1} END {print s}'; }
+# measure NAME PIDS -- wrk arguments…: requests answered and CPU ticks spent by PIDS meanwhile.
+measure() {
+  local name=$1 pids=$2
+  shift 3
+  local before after
+  before=$(ticks $pids)
+  wrk -t2 -c16 -d"${DURATION}s" "$@" >"$WORK/$name.txt"
+  after=$(ticks $pids)
+  if grep -q "Non-2xx\|lua:" "$WORK/$name.txt"; then echo "floor.sh: $name: errors" >&2; cat "$WORK/$name.txt" >&2; exit 1; fi
+  local requests
+  requests=$(awk '/requests in/ {print $1}' "$WORK/$name.txt")
+  echo "$name $requests $((after - before))" >>"$WORK/results"
+}
+measure nginx "$NGINX_PIDS" -- "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.json"
+measure jwks "$BROKER_PID" -- "$URL/.well-known/jwks.json"
+measure me "$BROKER_PID" -- -H "Authorization: Bearer $ACCESS" "$URL/auth/me"
+measure mint "$BROKER_PID" -- -s Benchmarks/wrk/mint.lua "$URL"
+SPEED=$(openssl speed -seconds 3 ecdsap256 2>/dev/null | awk '/256 bits ecdsa \(nistp256\)/ {print $(NF-1) " " $NF}')
+
+python3 - "$WORK/results" "$SPEED" "$DURATION" "$(getconf CLK_TCK)" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
+import datetime, subprocess, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, requests, ticks = line.split()
+    rows[name] = (int(requests), int(ticks))
+sign, verify = (float(x) for x in sys.argv[2].split())
+duration, hz = float(sys.argv[3]), int(sys.argv[4])
+def rate(name): return rows[name][0] / duration
+def cpu_us(name): return rows[name][1] / hz / rows[name][0] * 1e6
+sign_us, verify_us = 1e6 / sign, 1e6 / verify
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip().replace("nginx version: ", "")
+floor_mint = cpu_us("jwks") + sign_us
+floor_me = cpu_us("jwks") + verify_us
+print(f"""## The HTTP floor: the constant document against nginx (wrk, CPU per request from /proc)
+
+Command: `Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores; CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, same run).
+
+| measurement | req/s | CPU per request | against | ratio | goal |
+|---|---:|---:|---|---:|---:|
+| nginx, the same 216-byte file | {rate("nginx"):,.0f} | {cpu_us("nginx"):.0f} µs | — | — | — |
+| broker `GET /.well-known/jwks.json` | {rate("jwks"):,.0f} | {cpu_us("jwks"):.0f} µs | nginx's req/s | **{rate("jwks") / rate("nginx"):.2f}x** | ≥ 0.7x |
+| broker `client_credentials` mint | {rate("mint"):,.0f} | {cpu_us("mint"):.0f} µs | the constant document + one signature: {floor_mint:.0f} µs | **{floor_mint / cpu_us("mint"):.2f}** | ≥ 0.8 |
+| broker `GET /auth/me` | {rate("me"):,.0f} | {cpu_us("me"):.0f} µs | the constant document + one verification: {floor_me:.0f} µs | **{floor_me / cpu_us("me"):.2f}** | ≥ 0.85 |
+
+The mint and `/auth/me` rows are floor ÷ actual CPU per request: 1.0 would be no work beyond the HTTP path
+and the one cryptographic operation the request cannot avoid.
+""", end="")
+PY

@@ -1,0 +1,42 @@
+import BrokerCore
+import Testing
+
+/// The wire documents both sides share: what the server writes the client reads back unchanged, and what the
+/// contract does not allow is refused with what is missing.
+@Suite("wire documents")
+struct WireDocumentTests {
+    @Test func documentsRoundTrip() throws {
+        let user = try #require(UserID("custom:0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b"))
+        let token = TokenResponse(
+            userID: user, provider: .passkey, accessToken: "a.b.c", tokenType: "DPoP", expiresIn: 900,
+            refreshToken: "rt", scope: "account")
+        #expect(try TokenResponse(json: token.json) == token)
+        let device = DeviceAuthorizationResponse(
+            deviceCode: "dc", userCode: "BCDF-GHJK", verificationURI: "https://b/device",
+            verificationURIComplete: "https://b/device?user_code=BCDF-GHJK", expiresIn: 600, interval: 5)
+        #expect(try DeviceAuthorizationResponse(json: device.json) == device)
+        let providers = ProvidersResponse(providers: [.init(id: "google", name: "Google", flow: "browser")])
+        #expect(try ProvidersResponse(json: providers.json) == providers)
+        let error = ErrorResponse(code: .lastIdentity, description: "the only way in")
+        #expect(ErrorResponse(json: error.json) == error)
+    }
+
+    @Test func whatTheContractDoesNotAllowIsRefused() throws {
+        #expect(throws: WireError.self) { _ = try TokenResponse(json: ["user_id": "custom:x", "expires_in": 60]) }
+        #expect(throws: WireError.self) {
+            _ = try TokenResponse(json: ["user_id": "not a user id", "access_token": "a", "expires_in": 60])
+        }
+        #expect(throws: WireError.self) {
+            _ = try TokenResponse(json: ["user_id": "custom:x", "access_token": "a", "expires_in": 0])
+        }
+        #expect(throws: WireError.self) { _ = try ProvidersResponse(json: ["providers": [["name": "no id"]]]) }
+        #expect(ErrorResponse(json: ["status": "ok"]) == nil && ErrorResponse(json: nil) == nil)
+        // An older broker: no provider (the user id's), no interval (RFC 8628's 5), no token_type (Bearer).
+        let old = try TokenResponse(
+            json: ["user_id": "google:123", "access_token": "a", "expires_in": 60])
+        #expect(old.provider == "google" && old.tokenType == "Bearer" && old.refreshToken == nil)
+        let device = try DeviceAuthorizationResponse(
+            json: ["device_code": "d", "user_code": "u", "verification_uri": "v", "expires_in": 60, "interval": 0])
+        #expect(device.interval == 1, "never a busy loop")
+    }
+}
