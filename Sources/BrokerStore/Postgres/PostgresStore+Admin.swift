@@ -56,20 +56,7 @@ extension PostgresStore {
             var found = false
             for try await _ in rows { found = true }
             guard found else { return false }
-            if disabled {
-                try await connection.query(
-                    """
-                    UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(id.description) AND revoked_at IS NULL
-                    """, logger: logger
-                ).drain()
-                try await Self.queueLogouts(connection, user: id.description, now: now, logger: logger)
-                try await connection.query(
-                    """
-                    UPDATE browser_sessions SET revoked_at = \(now)
-                    WHERE user_id = \(id.description) AND revoked_at IS NULL
-                    """, logger: logger
-                ).drain()
-            }
+            if disabled { try await Self.endEverySession(of: id.description, now: now, connection, logger) }
             return true
         }
     }
@@ -111,21 +98,30 @@ extension PostgresStore {
     package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
         let logger = logger
         return try await transaction("revocation") { connection in
-            try await Self.queueLogouts(connection, user: user.description, now: now, logger: logger)
-            let rows = try await connection.query(
-                """
-                WITH browsers AS (
-                    UPDATE browser_sessions SET revoked_at = \(now)
-                    WHERE user_id = \(user.description) AND revoked_at IS NULL
-                )
-                UPDATE sessions SET revoked_at = \(now)
-                WHERE user_id = \(user.description) AND revoked_at IS NULL RETURNING 1
-                """, logger: logger
-            ).decode(Int.self)
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count
+            try await Self.endEverySession(of: user.description, now: now, connection, logger)
         }
+    }
+
+    /// Ends every session of `user` inside the caller's transaction — the API sessions, and the broker's own
+    /// browser sign-ins with them (their apps' back-channel logouts queued first). Returns how many API
+    /// sessions ended. (Disabling, a password reset, a passkey recovery and `broker sessions revoke` all end
+    /// sessions this one way.)
+    @discardableResult
+    static func endEverySession(of user: String, now: Int64, _ connection: PostgresConnection, _ logger: Logger)
+        async throws -> Int
+    {
+        try await queueLogouts(connection, user: user, now: now, logger: logger)
+        let rows = try await connection.query(
+            """
+            WITH browsers AS (
+                UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(user) AND revoked_at IS NULL
+            )
+            UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(user) AND revoked_at IS NULL RETURNING 1
+            """, logger: logger
+        ).decode(Int.self)
+        var count = 0
+        for try await _ in rows { count += 1 }
+        return count
     }
 
     /// A session, its user and the password account's confirmation from the columns `SessionsWithUser` and

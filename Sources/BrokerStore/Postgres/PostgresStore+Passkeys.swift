@@ -188,15 +188,7 @@ extension PostgresStore {
                 WHERE user_id = \(owner) AND purpose = \(EmailLinkPurpose.passkeyRecovery) AND used_at IS NULL
                 """, logger: logger
             ).drain()
-            try await connection.query(
-                "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
-                logger: logger
-            ).drain()
-            try await Self.queueLogouts(connection, user: owner, now: now, logger: logger)
-            try await connection.query(
-                "UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
-                logger: logger
-            ).drain()
+            try await Self.endEverySession(of: owner, now: now, connection, logger)
             return true
         }
     }

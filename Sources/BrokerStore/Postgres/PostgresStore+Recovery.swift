@@ -84,15 +84,7 @@ extension PostgresStore {
             var changed = false
             for try await _ in updated { changed = true }
             guard changed else { throw StoreError.conflict("the link's user has no password account") }
-            try await connection.query(
-                "UPDATE sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
-                logger: logger
-            ).drain()
-            try await Self.queueLogouts(connection, user: owner, now: now, logger: logger)
-            try await connection.query(
-                "UPDATE browser_sessions SET revoked_at = \(now) WHERE user_id = \(owner) AND revoked_at IS NULL",
-                logger: logger
-            ).drain()
+            try await Self.endEverySession(of: owner, now: now, connection, logger)
             return user
         }
     }

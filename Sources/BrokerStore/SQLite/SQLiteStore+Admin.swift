@@ -36,15 +36,7 @@ extension SQLiteStore {
                 try db.execute(sql: "UPDATE users SET disabled_at = NULL WHERE id = ?", arguments: [id.description])
             }
             guard db.changesCount == 1 else { return false }
-            if disabled {
-                try db.execute(
-                    sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                    arguments: [now, id.description])
-                try Self.queueLogouts(db, where: "b.user_id = ?", [id.description], now: now)
-                try db.execute(
-                    sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                    arguments: [now, id.description])
-            }
+            if disabled { try Self.endEverySession(db, user: id.description, now: now) }
             return true
         }
     }
@@ -71,17 +63,22 @@ extension SQLiteStore {
     }
 
     package func revokeSessions(user: UserID, now: Int64) async throws -> Int {
-        try await write { db in
-            try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, user.description])
-            let count = db.changesCount
-            // The broker's own browser sign-ins end with them (apps then ask the person to sign in again).
-            try Self.queueLogouts(db, where: "b.user_id = ?", [user.description], now: now)
-            try db.execute(
-                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, user.description])
-            return count
-        }
+        try await write { db in try Self.endEverySession(db, user: user.description, now: now) }
+    }
+
+    /// Ends every session of `user` inside the caller's transaction — the API sessions, and the broker's own
+    /// browser sign-ins with them (their apps' back-channel logouts queued; apps then ask the person to sign
+    /// in again). Returns how many API sessions ended. (Disabling, a password reset, a passkey recovery and
+    /// `broker sessions revoke` all end sessions this one way.)
+    @discardableResult
+    static func endEverySession(_ db: Database, user: String, now: Int64) throws -> Int {
+        try db.execute(
+            sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL", arguments: [now, user])
+        let count = db.changesCount
+        try queueLogouts(db, where: "b.user_id = ?", [user], now: now)
+        try db.execute(
+            sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
+            arguments: [now, user])
+        return count
     }
 }

@@ -139,13 +139,7 @@ extension SQLiteStore {
             try db.execute(
                 sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
                 arguments: [now, owner, EmailLinkPurpose.passkeyRecovery])
-            try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, owner])
-            try Self.queueLogouts(db, where: "b.user_id = ?", [owner], now: now)
-            try db.execute(
-                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, owner])
+            try Self.endEverySession(db, user: owner, now: now)
             return true
         }
     }

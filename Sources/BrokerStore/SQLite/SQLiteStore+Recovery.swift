@@ -52,13 +52,7 @@ extension SQLiteStore {
                 sql: "UPDATE password_accounts SET password_hash = ?, updated_at = ? WHERE user_id = ?",
                 arguments: [passwordHash, now, owner])
             guard db.changesCount == 1 else { return nil }
-            try db.execute(
-                sql: "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, owner])
-            try Self.queueLogouts(db, where: "b.user_id = ?", [owner], now: now)
-            try db.execute(
-                sql: "UPDATE browser_sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
-                arguments: [now, owner])
+            try Self.endEverySession(db, user: owner, now: now)
             return user
         }
     }
