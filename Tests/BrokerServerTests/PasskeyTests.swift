@@ -92,21 +92,24 @@ struct PasskeyTests {
             ], jar)
     }
 
-    /// `broker login --provider passkey` as the broker sees it: the loopback page, the assertion, the code; the
-    /// CLI session's account token.
-    static func passkeyAccountToken(
-        _ client: InProcessBroker.Client, _ authenticator: SoftAuthenticator, _ ceremony: SoftAuthenticator.Ceremony
-    ) async throws -> String {
+    static let loopbackRedirect = "http://127.0.0.1:5555/callback"
+
+    /// `broker login --provider passkey` as the broker sees it: the loopback page, the assertion, the code at
+    /// the CLI's redirect URI (`destination`), and the session the code was redeemed for.
+    static func passkeyLoopbackSignIn(
+        _ client: InProcessBroker.Client, _ authenticator: SoftAuthenticator, _ ceremony: SoftAuthenticator.Ceremony,
+        state: String = "s"
+    ) async throws -> (destination: String, session: Reply) {
         let pkce = try PKCE.generate()
-        let redirect = "http://127.0.0.1:5555/callback"
         let jar = Jar()
         let page = try await OpenIDProviderTests.get(
             client,
             "/auth/passkey/start?"
                 + FormEncoding.encode([
-                    ("redirect_uri", redirect), ("state", "s"), ("code_challenge", pkce.challenge),
+                    ("redirect_uri", loopbackRedirect), ("state", state), ("code_challenge", pkce.challenge),
                     ("code_challenge_method", "S256"),
                 ]), jar)
+        #expect(page.status == 200, "\(String(decoding: page.body, as: UTF8.self))")
         let (sealed, credential) = try await assertion(client, authenticator, ceremony)
         let finished = try await OpenIDProviderTests.post(
             client, "/auth/passkey/finish",
@@ -120,8 +123,16 @@ struct PasskeyTests {
             "/auth/token",
             [
                 ("grant_type", "authorization_code"), ("code", code), ("code_verifier", pkce.verifier),
-                ("redirect_uri", redirect),
+                ("redirect_uri", loopbackRedirect),
             ])
+        return (destination, session)
+    }
+
+    /// The account token of a CLI session signed in with a passkey (``passkeyLoopbackSignIn``).
+    static func passkeyAccountToken(
+        _ client: InProcessBroker.Client, _ authenticator: SoftAuthenticator, _ ceremony: SoftAuthenticator.Ceremony
+    ) async throws -> String {
+        let (_, session) = try await passkeyLoopbackSignIn(client, authenticator, ceremony)
         #expect(session["provider"] == "passkey")
         return try await client.accountToken(refreshToken: try #require(session["refresh_token"]?.stringValue))
     }
@@ -449,35 +460,11 @@ struct PasskeyTests {
                     == 200)
 
             // broker login --provider passkey: the loopback page, then a code for the CLI.
-            let pkce = try PKCE.generate()
-            let redirect = "http://127.0.0.1:5555/callback"
-            let jar = Jar()
-            let page = try await OpenIDProviderTests.get(
-                client,
-                "/auth/passkey/start?"
-                    + FormEncoding.encode([
-                        ("redirect_uri", redirect), ("state", "cli-state"), ("code_challenge", pkce.challenge),
-                        ("code_challenge_method", "S256"),
-                    ]), jar)
-            #expect(page.status == 200, "\(String(decoding: page.body, as: UTF8.self))")
-            let (sealed, credential) = try await Self.assertion(client, authenticator, ceremony)
-            let finished = try await OpenIDProviderTests.post(
-                client, "/auth/passkey/finish",
-                [
-                    ("flow", try #require(Self.hidden(page, "flow"))),
-                    ("csrf", try #require(Self.hidden(page, "csrf"))),
-                    ("ceremony", sealed), ("credential", credential),
-                ], jar)
-            let destination = try #require(OpenIDProviderTests.destination(finished))
-            #expect(destination.hasPrefix(redirect + "?"))
+            let (destination, session) = try await Self.passkeyLoopbackSignIn(
+                client, authenticator, ceremony, state: "cli-state")
+            #expect(destination.hasPrefix(Self.loopbackRedirect + "?"))
             let back = Flow.query(destination)
             #expect(back["state"] == "cli-state" && back["iss"] == "http://broker.test")
-            let session = try await client.form(
-                "/auth/token",
-                [
-                    ("grant_type", "authorization_code"), ("code", try #require(back["code"])),
-                    ("code_verifier", pkce.verifier), ("redirect_uri", redirect),
-                ])
             #expect(session.status == 200 && session["provider"] == "passkey", "\(String(describing: session.json))")
             // A non-loopback redirect is refused before any page.
             let evil = try await client.get(
