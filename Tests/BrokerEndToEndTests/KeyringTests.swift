@@ -36,10 +36,7 @@ struct KeyringTests {
         defer { keyring.close() }
         let client = try ClientHome(server: server)
         let bus = keyring.environment
-        let registered = try await client.run(
-            ["register", "--email", "kr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
-            environment: bus)
-        #expect(registered.status == 0, "\(registered.stderr)")
+        let registered = try await client.register("kr@example.com", environment: bus)
         #expect(!registered.stderr.contains("no usable desktop keyring"), "\(registered.stderr)")
 
         let whoami = try await client.run(["whoami", "--json"], environment: bus)
@@ -85,10 +82,7 @@ struct KeyringTests {
         defer { keyring.close() }
         let client = try ClientHome(server: server)
         let bus = keyring.environment
-        let registered = try await client.run(
-            ["register", "--email", "lock@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
-            environment: bus)
-        #expect(registered.status == 0, "\(registered.stderr)")
+        try await client.register("lock@example.com", environment: bus)
         try client.ageSession()
         let warm = try #require(try client.cached()).accessToken.exposed
 
@@ -122,9 +116,7 @@ struct KeyringTests {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
         let client = try ClientHome(server: server)
-        let first = try await client.run(
-            ["register", "--email", "nokr@example.com", "--password-stdin"], stdin: "correct horse battery staple\n")
-        #expect(first.status == 0)
+        let first = try await client.register("nokr@example.com")
         #expect(
             first.stderr.contains("no usable desktop keyring") && first.stderr.contains("shown once"), "\(first.stderr)"
         )
@@ -155,10 +147,7 @@ struct KeyringTests {
         let client = try ClientHome(server: server)
         let file = keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "file"]) { $1 }
         let vault = keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "keyring"]) { $1 }
-        let registered = try await client.run(
-            ["register", "--email", "move@example.com", "--password-stdin"], stdin: "correct horse battery staple\n",
-            environment: file)
-        #expect(registered.status == 0, "\(registered.stderr)")
+        try await client.register("move@example.com", environment: file)
         let inFile = try #require(try client.cached()?.refreshToken?.exposed)
         #expect(try await keyring.items().isEmpty)
         #expect(Self.files(under: client.home).contains { $0.1.contains("PRIVATE KEY") })
@@ -190,10 +179,7 @@ struct KeyringTests {
         defer { keyring.close() }
         let client = try ClientHome(server: server)
         let bus = keyring.environment
-        let registered = try await client.run(
-            ["register", "--email", "many-kr@example.com", "--password-stdin"],
-            stdin: "correct horse battery staple\n", environment: bus)
-        #expect(registered.status == 0, "\(registered.stderr)")
+        try await client.register("many-kr@example.com", environment: bus)
         try client.ageSession()
         let results = try await withThrowingTaskGroup(of: CLI.Result.self) { group in
             for _ in 0..<20 {

@@ -39,9 +39,14 @@ package struct ClientHome {
         try await CLI.run(arguments, environment: environment.merging(extra) { $1 }, stdin: stdin)
     }
 
-    package func register(_ email: String, password: String = "correct horse battery staple") async throws {
-        let result = try await run(["register", "--email", email, "--password-stdin"], stdin: password + "\n")
+    @discardableResult
+    package func register(
+        _ email: String, password: String = "correct horse battery staple", environment extra: [String: String] = [:]
+    ) async throws -> CLI.Result {
+        let result = try await run(
+            ["register", "--email", email, "--password-stdin"], stdin: password + "\n", environment: extra)
         #expect(result.status == 0, "\(result.stderr)")
+        return result
     }
 
     package func cached() throws -> Session? {
