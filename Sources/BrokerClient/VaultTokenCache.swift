@@ -111,7 +111,6 @@ package final class VaultTokenCache: TokenCache {
 
         @discardableResult
         func save(_ session: Session) throws(TokenCacheError) -> Session {
-            let previous = try inner.session(for: session.key)
             var stored = session
             var intoKeyring = try cache.place(session.key)
             if intoKeyring {
@@ -141,6 +140,8 @@ package final class VaultTokenCache: TokenCache {
                 stored.refreshToken = session.refreshToken
                 return stored
             } else {
+                // Where the secrets were: only a session leaving the keyring has items to clear there.
+                let previous = try inner.session(for: session.key)
                 stored.secretsInKeyring = false
                 // The file first: a crash between the two steps leaves the secrets in both places, never in none.
                 if previous?.secretsInKeyring == true || session.secretsInKeyring {

@@ -8,6 +8,11 @@ package enum PasskeySettings: Sendable, Equatable {
     case on(rpID: String, origin: String)
     case off(reason: String)
 
+    package var isOn: Bool {
+        if case .on = self { return true }
+        return false
+    }
+
     /// The settings for a broker reached at `issuer` with `configured` as its relying-party id.
     package static func resolve(issuer: String, configured: String?) -> PasskeySettings {
         guard let (origin, host) = originAndHost(issuer) else {

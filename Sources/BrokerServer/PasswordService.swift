@@ -34,14 +34,7 @@ final class PasswordService: Sendable {
     var now: Int64 { accounts.now }
 
     /// Whether passkeys are on (an account with passkeys only then recovers through the same form).
-    var passkeysOn: Bool {
-        if case .on = PasskeySettings.resolve(
-            issuer: accounts.tokens.issuer, configured: accounts.tokens.configuration.webAuthnRPID)
-        {
-            return true
-        }
-        return false
-    }
+    var passkeysOn: Bool { accounts.tokens.passkeySettings.isOn }
 
     /// `POST /auth/password/forgot {"email"}` → 202, always the same.
     /// `GET /auth/password/forgot`: the form (linked from the sign-in page of apps).

@@ -12,6 +12,14 @@ import Logging
 /// Sign-in is discoverable: the page asks for any passkey of this relying party, with no email first, so
 /// nothing on it says whether an address has an account. User verification is required for both ceremonies
 /// (a passkey replaces a password, not a second factor).
+extension TokenIssuer {
+    /// On or off, for which relying-party id and origin: from the issuer as it is now (a `--port 0` broker knows
+    /// its own only once bound) — the one derivation every service asks.
+    var passkeySettings: PasskeySettings {
+        PasskeySettings.resolve(issuer: issuer, configured: configuration.webAuthnRPID)
+    }
+}
+
 final class PasskeyService: Sendable {
     let store: any Store
     let tokens: TokenIssuer
@@ -34,11 +42,7 @@ final class PasskeyService: Sendable {
 
     var now: Int64 { tokens.now }
 
-    /// On or off, for which relying-party id and origin: from the issuer as it is now (a `--port 0` broker knows
-    /// its own only once bound).
-    var settings: PasskeySettings {
-        PasskeySettings.resolve(issuer: tokens.issuer, configured: tokens.configuration.webAuthnRPID)
-    }
+    var settings: PasskeySettings { tokens.passkeySettings }
 
     var relyingParty: WebAuthnRelyingParty? {
         guard case .on(let id, let origin) = settings else { return nil }
