@@ -8,7 +8,7 @@ import Testing
 /// private session bus, Python secretstorage as the independent reader. Refresh tokens and DPoP keys go to
 /// the keyring and nowhere else; a locked or silent keyring is exit 4 with what to do, never a wait; `auto`
 /// without one says so once; sessions move when the setting changes; single-flight refresh holds.
-@Suite("the CLI's secrets in the desktop keyring")
+@Suite("the CLI's secrets in the desktop keyring", .serialized)
 struct KeyringTests {
     /// Every file under `home`, read as text (keys included), with its path.
     static func files(under home: String) -> [(String, String)] {
