@@ -46,15 +46,29 @@ struct PasskeyChromiumTests {
     }
 
     @Test func addAPasskeyWithTheCLIThenSignInWithItWithoutAPassword() async throws {
-        let port = try freeLoopbackPort()
-        let issuer = "http://localhost:\(port)"
         let sink = try await SMTPSink.start()
-        let server = try await BrokerProcess.start(
-            config: #"""
-                {"server": {"issuer": "\#(issuer)"}, "providers": {"custom": {"enabled": true}},
-                 "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
-                """#,
-            arguments: ["--port", "\(port)"])
+        // The issuer names the port, so it is chosen before the broker binds it; another process may take it
+        // in between (CI saw "Address already in use"): then another port, a few times.
+        var started: (port: Int, server: BrokerProcess)?
+        for attempt in 1...5 where started == nil {
+            let port = try freeLoopbackPort()
+            let issuer = "http://localhost:\(port)"
+            do {
+                started = (
+                    port,
+                    try await BrokerProcess.start(
+                        config: #"""
+                            {"server": {"issuer": "\#(issuer)"}, "providers": {"custom": {"enabled": true}},
+                             "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                            """#,
+                        arguments: ["--port", "\(port)"])
+                )
+            } catch  where attempt < 5 && "\(error)".contains("Address already in use") {
+                continue
+            }
+        }
+        let (port, server) = try #require(started)
+        let issuer = "http://localhost:\(port)"
         defer { server.stop() }
         #expect(!server.stderr.contains("passkeys are off"), "\(server.stderr)")
         let shots =
