@@ -3,7 +3,9 @@ package import BrokerKeyring
 import Synchronization
 
 /// A profile's long-lived secrets in the desktop keyring (issue "Keyring"): one Secret Service item per
-/// secret, found by its attributes `service=broker`, `broker=<URL>`, `profile=<name>`, `kind=<what>`.
+/// secret, found by its attributes `service=broker`, `broker=<URL>`, `profile=<name>`, `home=<BROKER_HOME>`,
+/// `kind=<what>` — the home too, so two `BROKER_HOME`s of one person (a second setup, a test) never read or
+/// replace each other's secrets.
 ///
 /// Opened once per command, lazily; every call ends by a deadline — two seconds for commands that must never
 /// wait on a person (`token`, `request`, `exec`, the credential helpers), longer only for `broker login` on a
@@ -23,6 +25,8 @@ package final class KeyringVault: Sendable {
     }
 
     let environment: [String: String]
+    /// The `BROKER_HOME` whose sessions these secrets belong to.
+    let home: String
     let interactive: Bool
     let budget: Duration
     private let opened = Mutex<Result<(SecretService, String), SecretService.Failure>?>(nil)
@@ -36,8 +40,11 @@ package final class KeyringVault: Sendable {
     /// `broker login` and `register` on a terminal: the desktop's unlock prompt, answered by a person.
     package static let promptBudget: Duration = .seconds(120)
 
-    package init(environment: [String: String], interactive: Bool = false, budget: Duration = quickBudget) {
+    package init(
+        environment: [String: String], home: String, interactive: Bool = false, budget: Duration = quickBudget
+    ) {
         self.environment = environment
+        self.home = home
         self.interactive = interactive
         self.budget = budget
     }
@@ -70,13 +77,16 @@ package final class KeyringVault: Sendable {
         }
     }
 
-    static func attributes(_ kind: Kind, _ key: SessionKey) -> [(String, String)] {
-        [("service", "broker"), ("broker", key.brokerURL), ("profile", key.profile), ("kind", kind.rawValue)]
+    func attributes(_ kind: Kind, _ key: SessionKey) -> [(String, String)] {
+        [
+            ("service", "broker"), ("broker", key.brokerURL), ("profile", key.profile), ("home", home),
+            ("kind", kind.rawValue),
+        ]
     }
 
     package func read(_ kind: Kind, for key: SessionKey) throws(SecretService.Failure) -> [UInt8]? {
         let (service, collection) = try open()
-        guard let item = try service.items(in: collection, attributes: Self.attributes(kind, key)).first else {
+        guard let item = try service.items(in: collection, attributes: attributes(kind, key)).first else {
             return nil
         }
         return try service.secret(of: item)
@@ -86,13 +96,13 @@ package final class KeyringVault: Sendable {
         let (service, collection) = try open()
         try service.store(
             secret, label: "broker \(kind.shown) (profile \(key.profile) at \(key.brokerURL))",
-            attributes: Self.attributes(kind, key), in: collection)
+            attributes: attributes(kind, key), in: collection)
     }
 
     /// Removes the item (and any duplicates another client made with the same attributes).
     package func delete(_ kind: Kind, for key: SessionKey) throws(SecretService.Failure) {
         let (service, collection) = try open()
-        for item in try service.items(in: collection, attributes: Self.attributes(kind, key)) {
+        for item in try service.items(in: collection, attributes: attributes(kind, key)) {
             try service.delete(item)
         }
     }

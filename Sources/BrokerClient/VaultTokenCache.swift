@@ -186,7 +186,7 @@ extension ClientSettings {
 
     /// The keyring of these settings, one per process and kind of command (a command opens it once).
     package func vault(interactive: Bool = false) -> KeyringVault {
-        KeyringVault.shared(environment: environment, interactive: interactive, signingIn: signingIn)
+        KeyringVault.shared(environment: environment, home: home, interactive: interactive, signingIn: signingIn)
     }
 }
 
@@ -194,16 +194,16 @@ extension KeyringVault {
     private static let opened = Mutex<[String: KeyringVault]>([:])
 
     /// The process's vault for this environment's bus and this kind of command.
-    package static func shared(environment: [String: String], interactive: Bool, signingIn: Bool = false)
-        -> KeyringVault
-    {
+    package static func shared(
+        environment: [String: String], home: String, interactive: Bool, signingIn: Bool = false
+    ) -> KeyringVault {
         let budget = interactive ? promptBudget : signingIn ? signInBudget : quickBudget
         let name =
             (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "") + "|" + (environment["XDG_RUNTIME_DIR"] ?? "") + "|"
-            + (interactive ? "interactive" : "quick") + "|\(budget)"
+            + (interactive ? "interactive" : "quick") + "|\(budget)|" + home
         return opened.withLock { vaults in
             if let vault = vaults[name] { return vault }
-            let vault = KeyringVault(environment: environment, interactive: interactive, budget: budget)
+            let vault = KeyringVault(environment: environment, home: home, interactive: interactive, budget: budget)
             vaults[name] = vault
             return vault
         }

@@ -61,7 +61,8 @@ struct CredentialStoreTests {
         let notices = NoticeLog()
         let settings = try Self.settings(home, noBus)
         let cache = VaultTokenCache(
-            file: settings.cache, setting: .auto, vault: KeyringVault(environment: noBus), keys: settings.dpopKeys,
+            file: settings.cache, setting: .auto, vault: KeyringVault(environment: noBus, home: home),
+            keys: settings.dpopKeys,
             notice: { notices.append($0) })
         for _ in 0..<2 {
             let locked = try cache.locked()
@@ -73,7 +74,8 @@ struct CredentialStoreTests {
         #expect(try cache.session(for: settings.key)?.refreshToken == Secret("rt-secret"))
 
         let strict = VaultTokenCache(
-            file: settings.cache, setting: .keyring, vault: KeyringVault(environment: noBus), keys: settings.dpopKeys,
+            file: settings.cache, setting: .keyring, vault: KeyringVault(environment: noBus, home: home),
+            keys: settings.dpopKeys,
             notice: { notices.append($0) })
         let locked = try strict.locked()
         defer { locked.unlock() }

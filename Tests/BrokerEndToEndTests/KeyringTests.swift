@@ -47,7 +47,7 @@ struct KeyringTests {
         #expect(Set(items.compactMap { $0.attributes["kind"] }) == ["refresh_token", "dpop_key"], "\(items)")
         for item in items {
             #expect(item.attributes["service"] == "broker" && item.attributes["profile"] == "default")
-            #expect(item.attributes["broker"] == server.url)
+            #expect(item.attributes["broker"] == server.url && item.attributes["home"] == client.home)
         }
         let refresh = try #require(items.first { $0.attributes["kind"] == "refresh_token" }?.secret)
         #expect(items.first { $0.attributes["kind"] == "dpop_key" }?.secret.contains("PRIVATE KEY") == true)
@@ -193,5 +193,133 @@ struct KeyringTests {
         #expect(Set(results.map(\.stdout)).count == 1, "every process printed the one refreshed token")
         #expect(refreshRequests(server) == 1, "single-flight: exactly one refresh request")
         #expect(try await keyring.items().filter { $0.attributes["kind"] == "refresh_token" }.count == 1)
+    }
+
+    static let password = "correct horse battery staple"
+
+    /// `broker login --email EMAIL` on a pseudo-terminal (pty_session.py), the password typed at its prompt, as
+    /// a person signs in: its exit status and what the terminal showed.
+    static func loginOnATerminal(_ client: ClientHome, _ email: String, environment: [String: String]) async throws
+        -> (status: Int64?, transcript: String)
+    {
+        let script: JSONValue = [["Password: ", .string(password)]]
+        let result = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "python3", TestPaths.interop("pty_session.py"), script.serialized(), "--", BrokerProcess.binary,
+                "login", "--email", email,
+            ],
+            environment: client.environment.merging(environment) { $1 })
+        let outcome = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout) \(result.stderr)")
+        return (outcome["status"]?.intValue, outcome["transcript"]?.stringValue ?? "")
+    }
+
+    /// `broker login` on a terminal may ask a locked keyring to unlock: `Unlock`, then the desktop's prompt, then
+    /// it waits for the person's answer (the prompt's `Completed` signal) and keeps nothing before it. A command
+    /// off the terminal never asks. (The Secret Service of the tests' own: gnome-keyring needs a display to
+    /// prompt.)
+    @Test func loginOnATerminalWaitsForTheKeyringsUnlockPrompt() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.startFake()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        let bus = keyring.environment
+        try await client.register("prompt@example.com", environment: bus)
+        let first = try #require(try await keyring.items().first { $0.attributes["kind"] == "refresh_token" })
+
+        try await keyring.command("lock")
+        try await keyring.command("prompts hold")
+        try client.ageSession()
+        let quick = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(quick.status == 4 && quick.stderr.contains("is locked"), "\(quick.stderr)")
+        #expect(try await !keyring.calls().contains("Unlock"), "a command off a terminal never asks to unlock")
+
+        let before = try #require(try client.cached()).accessToken
+        async let login = Self.loginOnATerminal(client, "prompt@example.com", environment: bus)
+        try await keyring.command("wait-prompt")
+        // The prompt is up: the broker said yes, but nothing is kept until the person answers.
+        #expect(try client.cached()?.accessToken == before)
+        #expect(try await keyring.items().first { $0.attributes["kind"] == "refresh_token" }?.secret == first.secret)
+        try await keyring.command("complete accept")
+        let (status, transcript) = try await login
+        #expect(status == 0, "\(transcript)")
+        #expect(!transcript.contains("no usable desktop keyring"), "\(transcript)")
+        let calls = try await keyring.calls()
+        let unlock = try #require(calls.firstIndex(of: "Unlock"), "\(calls)")
+        #expect(calls[unlock...].contains("Prompt"), "\(calls)")
+
+        let kept = try #require(try await keyring.items().first { $0.attributes["kind"] == "refresh_token" })
+        #expect(kept.secret != first.secret, "the new session's refresh token is in the keyring")
+        #expect(try client.cached()?.secretsInKeyring == true && client.cached()?.accessToken != before)
+        #expect(!client.fileText().contains(kept.secret))
+        try client.ageSession()
+        let unlocked = try await client.run(["token", "--min-valid", "7200"], environment: bus)
+        #expect(unlocked.status == 0, "\(unlocked.stderr)")
+    }
+
+    /// A prompt nobody answers yes to — Debian's gnome-keyring with no prompter to show (an SSH session, no
+    /// display) dismisses it at once: `auto` keeps the session in the file and says so; `keyring` refuses before
+    /// signing in.
+    @Test func aDismissedUnlockPromptIsTheFileUnderAutoAndARefusalUnderKeyring() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.start()
+        defer { keyring.close() }
+        let owner = try ClientHome(server: server)
+        try await owner.register("dismissed@example.com", environment: ["BROKER_CREDENTIAL_STORE": "file"])
+        try await keyring.command("lock")
+
+        let auto = try ClientHome(server: server)
+        let (status, transcript) = try await Self.loginOnATerminal(
+            auto, "dismissed@example.com", environment: keyring.environment)
+        #expect(status == 0, "\(transcript)")
+        #expect(
+            transcript.contains("no usable desktop keyring (the keyring is locked)")
+                && transcript.contains("kept in"), "\(transcript)")
+        #expect(try auto.cached()?.refreshToken != nil && auto.cached()?.secretsInKeyring == false)
+
+        let strict = try ClientHome(server: server)
+        let refused = try await Self.loginOnATerminal(
+            strict, "dismissed@example.com",
+            environment: keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "keyring"]) { $1 })
+        #expect(refused.status == 1, "\(refused.transcript)")
+        #expect(refused.transcript.contains("credential_store is \"keyring\" but"), "\(refused.transcript)")
+        #expect(!refused.transcript.contains("<<typed>>"), "refused before asking for the password")
+        #expect(try strict.cached() == nil)
+        #expect(try await keyring.items().isEmpty)
+    }
+
+    /// A keyring that opened but refuses a write: under `auto` the session is kept in the file with the notice
+    /// (never lost, never half in the keyring); under `keyring` the move is exit 4 and the session stays where
+    /// it was; once writes work, it moves.
+    @Test func aKeyringThatRefusesAWriteLosesNothing() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let keyring = try await KeyringSession.startFake()
+        defer { keyring.close() }
+        let client = try ClientHome(server: server)
+        try await keyring.command("fail-writes on")
+        let registered = try await client.register("full@example.com", environment: keyring.environment)
+        #expect(
+            registered.stderr.contains("no usable desktop keyring") && registered.stderr.contains("refuses writes"),
+            "\(registered.stderr)")
+        let session = try #require(try client.cached())
+        #expect(session.refreshToken != nil && !session.secretsInKeyring)
+        #expect(Self.files(under: client.home).contains { $0.1.contains("PRIVATE KEY") }, "the DPoP key too")
+        #expect(try await keyring.items().isEmpty, "nothing half in the keyring")
+
+        let strict = keyring.environment.merging(["BROKER_CREDENTIAL_STORE": "keyring"]) { $1 }
+        let refused = try await client.run(["whoami"], environment: strict)
+        #expect(refused.status == 4 && refused.stderr.contains("refuses writes"), "\(refused.stderr)")
+        #expect(try client.cached()?.refreshToken == session.refreshToken, "the session stays in the file")
+        #expect(try await keyring.items().isEmpty)
+
+        try await keyring.command("fail-writes off")
+        let moved = try await client.run(["whoami", "--json"], environment: strict)
+        #expect(JSONValue.parse(Array(moved.stdout.utf8))?["credential_store"] == "keyring", "\(moved.stderr)")
+        let items = try await keyring.items()
+        #expect(items.first { $0.attributes["kind"] == "refresh_token" }?.secret == session.refreshToken?.exposed)
+        #expect(!client.fileText().contains(session.refreshToken?.exposed ?? "-"))
     }
 }

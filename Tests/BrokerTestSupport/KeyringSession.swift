@@ -6,8 +6,11 @@ import Foundation
     import Glibc
 #endif
 
-/// A desktop keyring of a test's own (Tests/Interop/keyring_session.py): a private session bus with Debian's
-/// gnome-keyring-daemon unlocked on it, and Python `secretstorage` to read, lock, unlock, pause or stop it.
+/// A desktop keyring of a test's own on a private session bus: Debian's gnome-keyring-daemon, unlocked, with
+/// Python `secretstorage` to read, lock, unlock, pause or stop it (Tests/Interop/keyring_session.py); or
+/// (``startFake()``) a Secret Service of the tests' own whose unlock prompt the test accepts or dismisses when it
+/// chooses, and which can refuse writes (Tests/Interop/fake_secret_service.py) — what gnome-keyring cannot be
+/// made to do without a display.
 package final class KeyringSession: @unchecked Sendable {
     let script: ScriptServer
     /// The bus's address (`DBUS_SESSION_BUS_ADDRESS`).
@@ -21,11 +24,28 @@ package final class KeyringSession: @unchecked Sendable {
     }
 
     package static func start() async throws -> KeyringSession {
+        try await start(script: "keyring_session.py")
+    }
+
+    package static func startFake() async throws -> KeyringSession {
+        try await start(script: "fake_secret_service.py")
+    }
+
+    static func start(script name: String) async throws -> KeyringSession {
         let directory = try TemporaryDirectory.make(prefix: "keyring")
         let script = try await offThread {
-            try ScriptServer(TestPaths.interop("keyring_session.py"), [directory.path], prefix: "ready ")
+            try ScriptServer(TestPaths.interop(name), [directory.path], prefix: "ready ")
         }
         return KeyringSession(script: script, directory: directory.path)
+    }
+
+    /// The fake's record of the Secret Service methods called so far, in order.
+    package func calls() async throws -> [String] {
+        let answer = try await command("calls")
+        guard let list = try JSONSerialization.jsonObject(with: Data(answer.utf8)) as? [String] else {
+            throw ServerTestError("fake_secret_service.py: calls: \(answer)")
+        }
+        return list
     }
 
     /// What a process needs to find this keyring (and no other).

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 
+import private_bus
 import secretstorage
 from jeepney import DBusAddress, new_method_call
 from jeepney.io.blocking import open_dbus_connection
@@ -27,36 +28,11 @@ from jeepney.io.blocking import open_dbus_connection
 PASSWORD = b"keyring-password"
 
 root = os.path.abspath(sys.argv[1])
-home = os.path.join(root, "home")
-runtime = os.path.join(root, "run")
-for folder in (os.path.join(home, ".cache"), os.path.join(home, ".local", "share"), runtime):
-    os.makedirs(folder, exist_ok=True)
-os.chmod(runtime, 0o700)
-config = os.path.join(root, "session.conf")
-with open(config, "w") as file:
-    file.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={runtime}/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-""")
-
-bus = subprocess.Popen(["dbus-daemon", "--config-file", config, "--nofork", "--print-address=1"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-address = bus.stdout.readline().decode().strip()
-environment = dict(os.environ, HOME=home, XDG_DATA_HOME=os.path.join(home, ".local", "share"),
-                   XDG_RUNTIME_DIR=runtime, DBUS_SESSION_BUS_ADDRESS=address)
+bus, address, environment = private_bus.start(root)
 os.environ.update(environment)
+daemon_log = open(os.path.join(root, "gnome-keyring.log"), "wb")
 daemon = subprocess.Popen(["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
-                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          env=environment)
+                          stdin=subprocess.PIPE, stdout=daemon_log, stderr=daemon_log, env=environment)
 daemon.stdin.write(PASSWORD)
 daemon.stdin.close()
 
@@ -74,7 +50,9 @@ while True:
             break
     except Exception:
         if daemon.poll() is not None:
-            print("error: gnome-keyring-daemon exited", flush=True)
+            with open(os.path.join(root, "gnome-keyring.log"), errors="replace") as log:
+                said = " | ".join(log.read().split("\n")[-5:])
+            print(f"error: gnome-keyring-daemon exited ({daemon.returncode}): {said}", flush=True)
             sys.exit(1)
 
 print("ready " + address, flush=True)
