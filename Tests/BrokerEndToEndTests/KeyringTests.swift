@@ -322,4 +322,43 @@ struct KeyringTests {
         #expect(items.first { $0.attributes["kind"] == "refresh_token" }?.secret == session.refreshToken?.exposed)
         #expect(!client.fileText().contains(session.refreshToken?.exposed ?? "-"))
     }
+
+    /// The issue's own setting, literally: the CLI inside Debian's `dbus-run-session`, gnome-keyring started and
+    /// unlocked in it (as a session without a desktop does), secretstorage reading what the CLI stored.
+    @Test func insideDbusRunSession() async throws {
+        let server = try await BrokerProcess.start()
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let scratch = try TemporaryDirectory.make(prefix: "dbus-run-session").path
+        for folder in ["/home/.local/share", "/run"] {
+            try FileManager.default.createDirectory(atPath: scratch + folder, withIntermediateDirectories: true)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: scratch + "/run")
+        let script = """
+            printf %s keyring-password | gnome-keyring-daemon --unlock --components=secrets --daemonize >/dev/null \
+                || exit 90
+            printf '%s\\n' "$PASSWORD" | "$BROKER" register --email drs@example.com --password-stdin || exit 91
+            "$BROKER" whoami --json || exit 92
+            python3 -c 'import json, secretstorage
+            items = secretstorage.get_default_collection(secretstorage.dbus_init()).get_all_items()
+            print(json.dumps([dict(item.get_attributes(), secret=item.get_secret().decode()) for item in items]))'
+            """
+        let result = try await ProcessRunner.run(
+            "/usr/bin/dbus-run-session", ["--", "sh", "-c", script],
+            environment: client.environment.merging([
+                "HOME": scratch + "/home", "XDG_DATA_HOME": scratch + "/home/.local/share",
+                "XDG_RUNTIME_DIR": scratch + "/run", "PASSWORD": Self.password, "BROKER": BrokerProcess.binary,
+            ]) { $1 })
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let me = try #require(lines.count == 2 ? JSONValue.parse(Array(lines[0].utf8)) : nil, "\(result.stdout)")
+        #expect(me["credential_store"] == "keyring", "\(lines[0])")
+        let items = try #require(JSONValue.parse(Array(lines[1].utf8))?.arrayValue, "\(result.stdout)")
+        #expect(Set(items.compactMap { $0["kind"]?.stringValue }) == ["refresh_token", "dpop_key"], "\(items)")
+        let refresh = try #require(items.first { $0["kind"] == "refresh_token" }?["secret"]?.stringValue)
+        #expect(refresh.count > 20 && !result.stderr.contains("no usable desktop keyring"))
+        for (name, text) in Self.files(under: client.home) {
+            #expect(!text.contains(refresh) && !text.contains("PRIVATE KEY"), "a secret is in \(name)")
+        }
+    }
 }
