@@ -18,6 +18,13 @@ let package = Package(
         .executable(name: "broker", targets: ["broker"]),
         .executable(name: "broker-full", targets: ["broker-full"]),
     ],
+    traits: [
+        // PostgreSQL brings postgres-nio and with it two copies of BoringSSL (swift-nio-ssl's and swift-crypto's)
+        // to compile: most of a first build. On by default — `swift build`, scripts/install.sh and the tests have
+        // it — and left out by the quick start (`--disable-default-traits`), which runs on SQLite (issue 35).
+        .trait(name: "PostgreSQL", description: "broker serve and broker db on PostgreSQL (postgres://…)"),
+        .default(enabledTraits: ["PostgreSQL"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.3.0"),
@@ -90,6 +97,16 @@ let package = Package(
                 "BrokerCore", "BrokerSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The store on PostgreSQL (several brokers on one database): a target of its own, so that a build
+        // without the PostgreSQL trait (the quick start) compiles neither postgres-nio nor BoringSSL.
+        .target(
+            name: "BrokerPostgres",
+            dependencies: [
+                "BrokerCore", "BrokerStore", "BrokerSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -205,6 +222,7 @@ let package = Package(
             dependencies: [
                 "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
                 "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
+                .target(name: "BrokerPostgres", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -250,7 +268,8 @@ let package = Package(
         .testTarget(
             name: "BrokerStoreTests",
             dependencies: [
-                "BrokerStore", "BrokerCore", "BrokerTesting", .product(name: "Logging", package: "swift-log"),
+                "BrokerPostgres", "BrokerStore", "BrokerCore", "BrokerTesting",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -259,7 +278,8 @@ let package = Package(
         .target(
             name: "BrokerTestSupport",
             dependencies: [
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
+                "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",
@@ -283,7 +303,8 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerTestSupport",
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
+                "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",
@@ -302,7 +323,8 @@ let package = Package(
             name: "BrokerEndToEndTests",
             dependencies: [
                 "BrokerTestSupport",
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerCrypto", "BrokerHTTP", "BrokerCore",
+                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
+                "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
                 "ProviderSupport",

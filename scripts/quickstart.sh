@@ -8,8 +8,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
-swift build --product broker >&2 && swift build --product broker-full >&2
+scripts/setup.sh quickstart
+
+# The build, as a few lines of progress (the compiler's own ~2,000 lines go to a log, shown in part if it
+# fails). Without the PostgreSQL trait: the quick start runs on SQLite, and postgres-nio with its two copies
+# of BoringSSL is most of a first build; `swift build`, scripts/install.sh and the tests include it.
+build_log=$(mktemp)
+build() {
+  echo "== swift build --disable-default-traits --product $1 (full log: $build_log)" >&2
+  set +e
+  swift build --disable-default-traits --product "$1" 2>&1 | tee -a "$build_log" | awk -v what="$1" '
+    /^\[[0-9]+\/[0-9]+\]/ {
+      split(substr($1, 2, length($1) - 2), step, "/")
+      tenth = int(step[1] * 10 / step[2])
+      if (tenth > shown) { shown = tenth; printf "   %s: %d%% of %d steps\n", what, tenth * 10, step[2] > "/dev/stderr" }
+    }
+    /^Fetching / { fetched++ }
+    /^Build of product .* complete/ { print "   " $0 > "/dev/stderr" }
+    END { if (fetched) printf "   (fetched %d packages)\n", fetched > "/dev/stderr" }'
+  local status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -ne 0 ]; then
+    echo "quickstart: the build failed; its last lines (all of them in $build_log):" >&2
+    grep -E "error:|warning: unable|Build failed" "$build_log" | head -40 >&2 || tail -40 "$build_log" >&2
+    exit "$status"
+  fi
+}
+build broker
+build broker-full
+rm -f "$build_log"
 BROKER=$PWD/.build/debug/broker
 
 work=$(mktemp -d)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what broker needs to build, run and test: system libraries, tools, and the Python packages the
 # interop tests use. Safe to run again: it installs only what is missing.
+#   scripts/setup.sh             everything (the tests)
+#   scripts/setup.sh quickstart  only what scripts/quickstart.sh needs: the build's libraries, openssl and Python
+#                                with the two JWT libraries that check the quick start's tokens
 set -euo pipefail
 
 APT_PACKAGES=(
@@ -14,6 +17,13 @@ APT_PACKAGES=(
   dbus-daemon gnome-keyring   # the keyring tests: a private session bus with the desktop's Secret Service
 )
 PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests idpyoidc fido2 secretstorage)
+PIP_MODULES='joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2, secretstorage'
+if [ "${1:-}" = quickstart ]; then
+  APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev libqrencode-dev openssl ca-certificates
+    python3 python3-pip libc6-dev libstdc++-12-dev)
+  PIP_PACKAGES=(joserfc pyjwt cryptography)
+  PIP_MODULES='joserfc, jwt, cryptography'
+fi
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -28,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PYTHON=${BROKER_PYTHON:-python3}
-if ! "$PYTHON" -c 'import joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2, secretstorage' 2>/dev/null; then
+if ! "$PYTHON" -c "import $PIP_MODULES" 2>/dev/null; then
   echo "setup: installing Python packages ${PIP_PACKAGES[*]}" >&2
   "$PYTHON" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null \
     || "$PYTHON" -m pip install -q --break-system-packages "${PIP_PACKAGES[@]}"

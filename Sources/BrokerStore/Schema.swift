@@ -640,7 +640,7 @@ package enum Schema {
     ]
 
     /// The refusal for a database that a newer broker migrated.
-    static func newerThanBinary(_ versions: [Int]) -> StoreError {
+    package static func newerThanBinary(_ versions: [Int]) -> StoreError {
         .unavailable(
             "the database has schema version \(versions.max() ?? 0), newer than this broker's \(current); "
                 + "run the broker version that migrated it (or newer)")
@@ -656,7 +656,7 @@ extension Schema {
         package let name: String
         package let columns: [(name: String, kind: Kind)]
 
-        var columnList: String { columns.map(\.name).joined(separator: ", ") }
+        package var columnList: String { columns.map(\.name).joined(separator: ", ") }
     }
 
     /// Every table that holds lasting state, parents before children (the throttle's counters and mail links

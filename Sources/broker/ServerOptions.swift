@@ -7,6 +7,10 @@ import BrokerStore
 import BrokerSystem
 import Logging
 
+#if PostgreSQL
+    import BrokerPostgres
+#endif
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -67,6 +71,24 @@ enum StoreOpener {
         case .sqlite(let path):
             return try SQLiteStore(path: PosixFile.expandingTilde(path))
         case .postgres(let location):
+            #if PostgreSQL
+                return try await openPostgres(location, configuration, logger: logger)
+            #else
+                _ = location
+                throw Failure(
+                    description:
+                        "this broker was built without PostgreSQL (the quick start's build, swift build "
+                        + "--disable-default-traits); scripts/install.sh and swift build have it")
+            #endif
+        }
+    }
+
+    #if PostgreSQL
+        static func openPostgres(
+            _ location: PostgresLocation, _ configuration: ServerConfiguration, logger: Logger
+        ) async throws
+            -> any Store
+        {
             let environment = ProcessInfo.processInfo.environment
             var password = environment["BROKER_DATABASE_PASSWORD"]
             if password == nil, let file = configuration.databasePasswordFile {
@@ -86,7 +108,7 @@ enum StoreOpener {
                 location, password: password, poolSize: configuration.databasePoolSize,
                 deadline: .seconds(configuration.databaseTimeout), logger: logger)
         }
-    }
+    #endif
 
     /// A logger for the store's own messages from commands other than `serve` (errors only, to stderr).
     static var quietLogger: Logger {

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerPostgres
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerPostgres
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting

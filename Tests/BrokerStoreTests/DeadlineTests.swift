@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import Testing
 
+@testable import BrokerPostgres
 @testable import BrokerStore
 
 /// The deadlines every PostgreSQL call runs under. Nothing here sleeps to cross a window: a deadline's firing is

@@ -2,6 +2,7 @@ import BrokerTesting
 import Synchronization
 import Testing
 
+@testable import BrokerPostgres
 @testable import BrokerStore
 
 /// The batching behind PostgreSQL's session reads. The fetch here is scripted: each batch reports its keys, then

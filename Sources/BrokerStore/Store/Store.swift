@@ -129,6 +129,11 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
     package let code: Code
     package let reason: String
 
+    package init(code: Code, reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
     package static func conflict(_ reason: String) -> StoreError { StoreError(code: .conflict, reason: reason) }
     package static func unavailable(_ reason: String) -> StoreError { StoreError(code: .unavailable, reason: reason) }
 

@@ -16,10 +16,10 @@ package final class StoreObservation: Sendable {
 
     package init() {}
 
-    func set(_ observer: any StoreObserver) { self.observer.withLock { $0 = observer } }
+    package func set(_ observer: any StoreObserver) { self.observer.withLock { $0 = observer } }
 
     /// Runs `body`, reporting its duration under `function`'s operation name when someone listens.
-    func timed<T>(_ function: StaticString, _ body: () async throws -> T) async throws -> T {
+    package func timed<T>(_ function: StaticString, _ body: () async throws -> T) async throws -> T {
         guard let observer = observer.withLock({ $0 }) else { return try await body() }
         let started = ContinuousClock.now
         defer { observer.storeCall(name(function), duration: ContinuousClock.now - started) }
@@ -27,7 +27,7 @@ package final class StoreObservation: Sendable {
     }
 
     /// The synchronous twin (SQLite's session lookup answers on the caller's thread).
-    func timedNow<T>(_ function: StaticString, _ body: () throws -> T) throws -> T {
+    package func timedNow<T>(_ function: StaticString, _ body: () throws -> T) throws -> T {
         guard let observer = observer.withLock({ $0 }) else { return try body() }
         let started = ContinuousClock.now
         defer { observer.storeCall(name(function), duration: ContinuousClock.now - started) }

@@ -1,4 +1,5 @@
 package import BrokerCore
+package import BrokerStore
 import PostgresNIO
 
 /// The ``PasskeyStore`` facet on PostgreSQL (schema v15), in the same order as SQLite's.

@@ -1,4 +1,5 @@
 import BrokerCore
+package import BrokerStore
 import Logging
 import NIOSSL
 import PostgresNIO
