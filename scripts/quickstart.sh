@@ -68,7 +68,8 @@ cat "$work/ready" >&2
 url=$(sed 's/^broker listening on //' "$work/ready")
 
 # The client's files go to a temporary BROKER_HOME, so the quick start never touches your own sessions.
-export BROKER_URL=$url BROKER_HOME=$work/home
+# Its secrets stay in that folder's files too (credential_store "file"), never in your desktop keyring.
+export BROKER_URL=$url BROKER_HOME=$work/home BROKER_CREDENTIAL_STORE=file
 password=$(openssl rand -base64 18)  # a fresh demo password: on stdin only, never on argv, never printed
 
 echo "== broker providers" >&2

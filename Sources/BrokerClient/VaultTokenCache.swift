@@ -77,7 +77,7 @@ package final class VaultTokenCache: TokenCache {
         try? PosixFile.ensurePrivateDirectory(file.directory)
         try? PosixFile.writeAtomically(Array("\(failure)\n".utf8), to: marker, mode: 0o600)
         notice(
-            "no usable desktop keyring (\(failure)): refresh tokens are kept in \(file.path) (0600). "
+            "no usable desktop keyring (\(failure.reason)): refresh tokens are kept in \(file.path) (0600). "
                 + "Set \"credential_store\": \"file\" in the client config to say that is what you want, or "
                 + "\"keyring\" to require the keyring. (This notice is shown once.)")
     }

@@ -199,7 +199,7 @@ package enum DBusError: Error, Sendable, Equatable, CustomStringConvertible {
     package var description: String {
         switch self {
         case .malformed(let reason): "a malformed D-Bus message (\(reason))"
-        case .noSessionBus: "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is not set)"
+        case .noSessionBus: "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set"
         case .unreachable(let reason): "the D-Bus session bus cannot be reached (\(reason))"
         case .timedOut(let what): "no answer in time from D-Bus (\(what))"
         case .remote(let name, let message): message.isEmpty ? name : "\(name): \(message)"

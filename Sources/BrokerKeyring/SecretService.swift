@@ -31,6 +31,16 @@ package final class SecretService: Sendable {
         /// The service or the bus failed, or did not answer in time.
         case failed(String)
 
+        /// Why, without the words "the keyring" (for a sentence that already names it).
+        package var reason: String {
+            switch self {
+            case .unavailable(let reason): reason
+            case .locked: "it is locked"
+            case .noDefaultCollection: "it has no default collection"
+            case .failed(let reason): "it failed: \(reason)"
+            }
+        }
+
         package var description: String {
             switch self {
             case .unavailable(let reason): "no keyring (\(reason))"

@@ -275,7 +275,7 @@ struct KeyringTests {
             auto, "dismissed@example.com", environment: keyring.environment)
         #expect(status == 0, "\(transcript)")
         #expect(
-            transcript.contains("no usable desktop keyring (the keyring is locked)")
+            transcript.contains("no usable desktop keyring (it is locked)")
                 && transcript.contains("kept in"), "\(transcript)")
         #expect(try auto.cached()?.refreshToken != nil && auto.cached()?.secretsInKeyring == false)
 
