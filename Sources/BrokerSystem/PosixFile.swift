@@ -1,4 +1,7 @@
-package import Glibc
+// Modes are `UInt32` (Linux's mode_t) in this file's package API: with Glibc's type name there, the import had
+// to be `package`, and whether the compiler then credits Glibc with the type varied between fresh builds (an
+// unused-import warning — an error here — in some).
+import Glibc
 
 /// Files that hold secrets or shared state, through POSIX calls with `strerror` messages.
 ///
@@ -92,7 +95,7 @@ package enum PosixFile {
     }
 
     /// The permission bits of `path`, or `nil` when it does not exist.
-    package static func mode(_ path: String) -> mode_t? {
+    package static func mode(_ path: String) -> UInt32? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return info.st_mode & 0o7777
@@ -126,7 +129,7 @@ package enum PosixFile {
     ///
     /// A reader sees the old content or the new one, never a mix, and a crash at any moment leaves one of
     /// the two on disk.
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o600) throws(Failure) {
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o600) throws(Failure) {
         let directory = parentDirectory(of: path)
         let random = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 36) }.joined()
         let temporary = "\(path).tmp-\(getpid())-\(random)"
@@ -164,7 +167,7 @@ package enum PosixFile {
 
     /// Creates `path` empty with `mode` if it does not exist yet (so that a library opening it later
     /// cannot create it with wider permissions).
-    package static func createIfMissing(_ path: String, mode: mode_t = 0o600) throws(Failure) {
+    package static func createIfMissing(_ path: String, mode: UInt32 = 0o600) throws(Failure) {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw Failure(path: path, reason: systemReason()) }
         close(fd)
