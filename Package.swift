@@ -199,10 +199,10 @@ let package = Package(
             // The built-in mail templates, compiled into the binary (Config/mail links here); a deployment
             // overrides them with mail.templates_dir.
             resources: [
-                .embedInCode("MailTemplates/reset.txt"), .embedInCode("MailTemplates/reset.html"),
-                .embedInCode("MailTemplates/verify.txt"), .embedInCode("MailTemplates/verify.html"),
-                .embedInCode("MailTemplates/exists.txt"), .embedInCode("MailTemplates/exists.html"),
-                .embedInCode("MailTemplates/recover.txt"), .embedInCode("MailTemplates/recover.html"),
+                .embedInCode("Mail/Templates/reset.txt"), .embedInCode("Mail/Templates/reset.html"),
+                .embedInCode("Mail/Templates/verify.txt"), .embedInCode("Mail/Templates/verify.html"),
+                .embedInCode("Mail/Templates/exists.txt"), .embedInCode("Mail/Templates/exists.html"),
+                .embedInCode("Mail/Templates/recover.txt"), .embedInCode("Mail/Templates/recover.html"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -253,9 +253,8 @@ package final class BrokerMetrics: StoreObserver {
 
     /// The process's start, from `/proc/self/stat` (field 22, in clock ticks after boot) and the boot time.
     static func processStartTime() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let fallback = Double(now.tv_sec)
+        // (The clock through BrokerCore: Glibc's `timespec` here is credited to NIO's CNIOLinux in some builds.)
+        let fallback = SystemClock().now().rounded(.down)
         // /proc files have size 0 to stat(2); PosixFile.read reads them to their end.
         guard let statBytes = try? PosixFile.read(path: "/proc/self/stat", maxSize: 64 * 1024),
             let bootBytes = try? PosixFile.read(path: "/proc/stat", maxSize: 1024 * 1024)

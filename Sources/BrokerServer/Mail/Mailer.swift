@@ -18,7 +18,7 @@ enum MailKind: String, Sendable {
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
-/// (Sources/BrokerServer/MailTemplates, linked as Config/mail) or from `mail.templates_dir`. Placeholders:
+/// (Sources/BrokerServer/Mail/Templates, linked as Config/mail) or from `mail.templates_dir`. Placeholders:
 /// `{{link}}`, `{{issuer}}`, `{{email}}`, `{{name_prefix}}` (", Name" or nothing), `{{minutes}}`, `{{hours}}`;
 /// in the HTML every value is escaped.
 struct MailTemplates: Sendable {

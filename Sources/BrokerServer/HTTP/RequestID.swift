@@ -1,0 +1,26 @@
+import BrokerCrypto
+import HTTPTypes
+
+/// `X-Request-Id`: taken from the request when it is 1–128 characters of letters, digits and `-_.:/+=@`,
+/// else made here (16 random bytes, base64url).
+enum RequestID {
+    static let field: HTTPField.Name = {
+        guard let name = HTTPField.Name("X-Request-Id") else { preconditionFailure("X-Request-Id is a valid token") }
+        return name
+    }()
+
+    static func accepting(_ value: String?) -> String? {
+        guard let value, (1...128).contains(value.utf8.count) else { return nil }
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default: "-_.:/+=@".utf8.contains(byte)
+            }
+        }
+        return allowed ? value : nil
+    }
+
+    static func make() -> String { (try? SecureRandom.token(byteCount: 16)) ?? "unavailable" }
+}

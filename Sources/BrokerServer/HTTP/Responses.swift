@@ -1,0 +1,59 @@
+import BrokerCore
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The HTTP edge every route shares: API answers and errors as responses, bodies and queries read strictly.
+extension BrokerHTTPServer {
+    static func response(_ error: APIError) -> Response {
+        response(APIResponse(status: error.status, body: error.body, headers: error.headers))
+    }
+
+    static func response(_ api: APIResponse) -> Response {
+        var headers = HTTPFields()
+        if api.html == nil { headers[.contentType] = "application/json" }
+        for (name, value) in api.headers {
+            if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
+        }
+        var bytes = api.html.map { Array($0.utf8) } ?? api.body.serializedBytes
+        bytes.append(UInt8(ascii: "\n"))
+        return Response(
+            status: HTTPResponse.Status(code: api.status),
+            headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
+
+    /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.
+    static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > RequestInput.maxBodySize {
+            throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: RequestInput.maxBodySize)
+        } catch is NIOTooManyBytesError {
+            throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
+        }
+        return try RequestInput.parse(
+            body: Array(buffer.readableBytesView),
+            contentType: request.headers[.contentType],
+            allowForm: allowForm
+        )
+    }
+
+    /// The query's parameters, strictly: percent-decoded, UTF-8, none repeated.
+    static func query(_ request: Request) throws -> [String: String] {
+        guard let text = request.uri.query, !text.isEmpty else { return [:] }
+        guard text.utf8.count <= 8192, let pairs = FormEncoding.decode(text) else {
+            throw APIError.invalidRequest("malformed query string")
+        }
+        var fields: [String: String] = [:]
+        for (name, value) in pairs {
+            guard fields.updateValue(value, forKey: name) == nil else {
+                throw APIError.invalidRequest("parameter \"\(name.prefix(64))\" is repeated")
+            }
+        }
+        return fields
+    }
+}
