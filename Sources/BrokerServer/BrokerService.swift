@@ -128,6 +128,7 @@ package final class BrokerService: Sendable {
         tokens = TokenIssuer(
             configuration: configuration, store: store, keys: keys, clock: clock,
             dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
+        let context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         hashingPool = HashingPool(
             workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers, metrics: metrics)
@@ -139,49 +140,43 @@ package final class BrokerService: Sendable {
                 clock: clock, backoff: mailBackoff)
         }
         self.mailer = mailer
-        verification = VerificationService(
-            store: store, tokens: tokens, mailer: mailer, audit: audit, logger: logger, metrics: metrics)
+        verification = VerificationService(context: context, mailer: mailer)
         accounts = try AccountService(
-            tokens: tokens, store: store, logger: logger, hasher: hasher, pool: hashingPool,
+            context: context, hasher: hasher, pool: hashingPool,
             throttle: configuration.loginThrottle
                 ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
-            metrics: metrics, audit: audit, verification: verification)
+            verification: verification)
         // Providers and trusted issuers: one time limit for every call, the operator's (`server.http_timeout`).
         let timeout = Duration.seconds(configuration.httpTimeout)
         let outbound: @Sendable () -> any HTTPTransport = { TimeLimitedTransport(base: http(), timeout: timeout) }
         clients = try ClientService(
-            tokens: tokens, store: store, logger: logger, clientSecrets: clientSecretHasher,
+            context: context, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger))
         signIn = SignInService(
-            tokens: tokens, store: store, logger: logger,
+            context: context,
             identityProviders: try SignInService.makeProviders(
                 configuration,
                 context: ProviderContext(
                     http: outbound, clock: clock,
                     directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600))),
-            flowKey: flowKey, metrics: metrics, audit: audit)
-        let passkeys = PasskeyService(
-            store: store, tokens: tokens, flowKey: flowKey, logger: logger, metrics: metrics, audit: audit)
+            flowKey: flowKey)
+        let passkeys = PasskeyService(context: context, flowKey: flowKey)
         self.passkeys = passkeys
-        devices = DeviceService(tokens: tokens, store: store, accounts: accounts, signIn: signIn, passkeys: passkeys)
-        grants = GrantService(
-            tokens: tokens, clients: clients, store: store, logger: logger, metrics: metrics, audit: audit,
-            devices: devices)
+        devices = DeviceService(context: context, accounts: accounts, signIn: signIn, passkeys: passkeys)
+        grants = GrantService(context: context, clients: clients, devices: devices)
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
-        let backchannel = BackchannelLogout(
-            store: store, tokens: tokens, http: http, logger: logger, metrics: metrics, audit: audit)
+        let backchannel = BackchannelLogout(context: context, http: http)
         self.backchannel = backchannel
         let authorization = AuthorizationService(
-            store: store, tokens: tokens, accounts: accounts, signIn: signIn, flowKey: flowKey, logger: logger,
-            metrics: metrics, audit: audit, backchannel: backchannel, passkeys: passkeys)
+            context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,
+            passkeys: passkeys)
         self.authorization = authorization
         signIn.appSignIns.set { user, provider, request in
             try await authorization.providerSignedIn(user: user, provider: provider, sealedRequest: request)
         }
-        appTokens = AppTokenService(
-            store: store, tokens: tokens, secrets: clientSecretHasher, logger: logger, metrics: metrics, audit: audit)
+        appTokens = AppTokenService(context: context, secrets: clientSecretHasher)
     }
 
     /// Runs a request that issues tokens (`/auth/token`, `/auth/login`, `/auth/register`) under the key its DPoP

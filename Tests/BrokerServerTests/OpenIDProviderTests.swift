@@ -813,8 +813,7 @@ struct OpenIDProviderTests {
         let waits = Mutex<[Duration]>([])
         let service = broker.service
         let sender = BackchannelLogout(
-            store: broker.store, tokens: service.tokens, http: { [transport = broker.transport] in transport },
-            logger: service.logger, metrics: service.metrics, audit: service.audit,
+            context: service.backchannel.context, http: { [transport = broker.transport] in transport },
             pause: { slice in waits.withLock { $0.append(slice) } })
         for round in 0..<3 {
             waits.withLock { $0.removeAll() }

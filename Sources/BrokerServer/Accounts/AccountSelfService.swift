@@ -4,7 +4,7 @@ import BrokerStore
 import Logging
 
 /// What a signed-in person does with their own account: delete it, or export what the broker keeps about it.
-final class AccountSelfService: Sendable {
+final class AccountSelfService: ContextualService {
     let accounts: AccountService
     let grants: GrantService
 
@@ -16,8 +16,7 @@ final class AccountSelfService: Sendable {
         self.grants = grants
     }
 
-    var store: any Store { accounts.store }
-    var now: Int64 { accounts.now }
+    var context: ServiceContext { accounts.context }
 
     /// `POST /auth/account/delete` with an account token (never an API access token, RT2-1): a custom account
     /// gives its password (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the
@@ -29,7 +28,7 @@ final class AccountSelfService: Sendable {
         if let account = try await store.passwordAccount(user: user.id) {
             let password = Secret(try input.string("password"))
             guard try await accounts.verifyCurrentPassword(password, of: account, address: address) else {
-                accounts.audit.record(
+                audit.record(
                     "account_deleted", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
                 throw APIError.invalidCredentials
             }
@@ -42,9 +41,9 @@ final class AccountSelfService: Sendable {
         guard try await store.deleteUser(id: user.id, now: now) else {
             throw APIError.invalidToken("the account no longer exists")
         }
-        accounts.metrics.accountDeleted()
-        accounts.audit.record("account_deleted", user: user.id, fields: ["provider": user.id.provider.rawValue])
-        accounts.logger.info("account deleted by its user", metadata: ["broker.user": "\(user.id)"])
+        metrics.accountDeleted()
+        audit.record("account_deleted", user: user.id, fields: ["provider": user.id.provider.rawValue])
+        logger.info("account deleted by its user", metadata: ["broker.user": "\(user.id)"])
         return APIResponse(
             status: 200, body: ["status": "deleted", "user_id": .string(user.id.description)],
             headers: [("Cache-Control", "no-store")])
@@ -118,7 +117,7 @@ final class AccountSelfService: Sendable {
             try await store.auditEvents(user: user.id, since: nil, limit: 10_000).map { event in
                 JSONValue.parse(Array(event.document.utf8)) ?? .string(event.document)
             })
-        accounts.audit.record("account_exported", user: user.id)
+        audit.record("account_exported", user: user.id)
         return APIResponse(status: 200, body: .object(document), headers: [("Cache-Control", "no-store")])
     }
 }

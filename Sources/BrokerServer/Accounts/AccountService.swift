@@ -12,15 +12,11 @@ import Logging
 
 /// Custom accounts: `POST /auth/register` and `POST /auth/login` (scrypt in a bounded pool, the login
 /// throttle, rehash on login).
-final class AccountService: Sendable {
-    let tokens: TokenIssuer
-    let store: any Store
-    let logger: Logger
+final class AccountService: ContextualService {
+    let context: ServiceContext
     let hasher: PasswordHasher
     let pool: HashingPool
     let throttle: LoginThrottle?
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
     /// Mails the confirmation link after a registration; decides whether unverified accounts may sign in.
     let verification: VerificationService
     /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
@@ -29,24 +25,19 @@ final class AccountService: Sendable {
     let dummyHash: String
 
     init(
-        tokens: TokenIssuer, store: any Store, logger: Logger, hasher: PasswordHasher, pool: HashingPool,
-        throttle: LoginThrottle?, metrics: BrokerMetrics, audit: AuditTrail, verification: VerificationService
+        context: ServiceContext, hasher: PasswordHasher, pool: HashingPool,
+        throttle: LoginThrottle?, verification: VerificationService
     ) throws {
+        self.context = context
         self.verification = verification
-        self.metrics = metrics
-        self.audit = audit
-        self.tokens = tokens
-        self.store = store
-        self.logger = logger
         self.hasher = hasher
         self.pool = pool
         self.throttle = throttle
         registrations = RateLimiter(
-            capacity: tokens.configuration.registrationsPerHour, per: 3600, clock: tokens.clock)
+            capacity: context.tokens.configuration.registrationsPerHour, per: 3600, clock: context.tokens.clock)
         dummyHash = try hasher.hash(Secret(try SecureRandom.token(byteCount: 16)))
     }
 
-    var now: Int64 { tokens.now }
     /// `POST /auth/register`: a custom account, then a session (201). Limited per client address, so that the
     /// 409 for a taken email cannot be used to list accounts at speed, nor registration to fill the store.
     /// - Parameter startSession: `false` for the sign-in page of an app, which starts a browser session of its own

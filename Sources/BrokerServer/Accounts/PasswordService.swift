@@ -8,7 +8,7 @@ import Logging
 /// Enumeration: `POST /auth/password/forgot` answers the same body, status and time whether the address has an
 /// account or not — the lookup, the link and the mail happen after the answer, in the background. Links are
 /// 256-bit secrets stored as SHA-256, valid 30 minutes, once, and only the newest one per account.
-final class PasswordService: Sendable {
+final class PasswordService: ContextualService {
     let accounts: AccountService
     let grants: GrantService
     let mailer: Mailer?
@@ -29,12 +29,10 @@ final class PasswordService: Sendable {
             "password_reset_email", capacity: 3, per: 3600, store: accounts.store, clock: accounts.tokens.clock)
     }
 
-    var store: any Store { accounts.store }
-    var logger: Logger { accounts.logger }
-    var now: Int64 { accounts.now }
+    var context: ServiceContext { accounts.context }
 
     /// Whether passkeys are on (an account with passkeys only then recovers through the same form).
-    var passkeysOn: Bool { accounts.tokens.passkeySettings.isOn }
+    var passkeysOn: Bool { tokens.passkeySettings.isOn }
 
     /// `POST /auth/password/forgot {"email"}` → 202, always the same.
     /// `GET /auth/password/forgot`: the form (linked from the sign-in page of apps).
@@ -75,10 +73,10 @@ final class PasswordService: Sendable {
         }
         let email = AccountRules.lookupEmail(try input.string("email"))
         try await perAddress.admit(
-            address.map(SourceAddress.network), metrics: accounts.metrics, limit: "password_reset",
+            address.map(SourceAddress.network), metrics: metrics, limit: "password_reset",
             "too many reset requests; try later")
         try await perEmail.admit(
-            email, metrics: accounts.metrics, limit: "password_reset",
+            email, metrics: metrics, limit: "password_reset",
             "too many reset requests for this address; try later")
         mailer.enqueue(.reset) { await self.resetMail(to: email, mailer: mailer) }
         return APIResponse(
@@ -98,17 +96,17 @@ final class PasswordService: Sendable {
             guard let account = try await store.passwordAccount(email: email) else {
                 guard passkeysOn, let user = try await store.passkeyRecoveryUser(email: email) else { return nil }
                 let link = try await MailLink.create(
-                    store: store, issuer: accounts.tokens.issuer, path: "/auth/passkey/recover", user: user.id,
+                    store: store, issuer: tokens.issuer, path: "/auth/passkey/recover", user: user.id,
                     purpose: EmailLinkPurpose.passkeyRecovery, lifetime: Self.resetLifetime, now: now)
-                accounts.audit.record("account_recovery_requested", user: user.id, fields: ["provider": "passkey"])
+                audit.record("account_recovery_requested", user: user.id, fields: ["provider": "passkey"])
                 return mailer.compose(
                     .recover, to: email, name: Mailer.shownName(user.name, verified: true), link: link,
                     minutes: Self.resetLifetime / 60)
             }
             let link = try await MailLink.create(
-                store: store, issuer: accounts.tokens.issuer, path: "/auth/password/reset", user: account.user.id,
+                store: store, issuer: tokens.issuer, path: "/auth/password/reset", user: account.user.id,
                 purpose: EmailLinkPurpose.reset, lifetime: Self.resetLifetime, now: now)
-            accounts.audit.record("password_reset_requested", user: account.user.id)
+            audit.record("password_reset_requested", user: account.user.id)
             return mailer.compose(
                 .reset, to: account.email,
                 name: Mailer.shownName(account.user.name, verified: account.emailVerifiedAt != nil), link: link,
@@ -145,7 +143,7 @@ final class PasswordService: Sendable {
         let token = (try? input.string("token")) ?? ""
         let csrf = (try? input.string("csrf")) ?? ""
         guard FormGuard.accepts(cookie: cookie, field: csrf) else {
-            accounts.audit.record("password_reset", outcome: "failure", fields: ["reason": "csrf"])
+            audit.record("password_reset", outcome: "failure", fields: ["reason": "csrf"])
             return Page.response(status: 403, Page.staleForm)
         }
         guard let hash = MailLink.hash(token),
@@ -173,8 +171,8 @@ final class PasswordService: Sendable {
         guard let reset = try await store.resetPassword(linkHash: hash, passwordHash: fresh, now: now) else {
             return Page.response(status: 400, Page.expiredLink)
         }
-        accounts.metrics.passwordEvent("reset")
-        accounts.audit.record("password_reset", user: reset)
+        metrics.passwordEvent("reset")
+        audit.record("password_reset", user: reset)
         logger.info("password reset", metadata: ["broker.user": "\(reset)"])
         return FormGuard.clearing(
             Page.response(
@@ -195,7 +193,7 @@ final class PasswordService: Sendable {
         guard try await store.releaseUnverifiedAddress(email: account.email, now: now) != nil else {
             return Page.response(status: 400, Page.expiredLink)
         }
-        accounts.audit.record(
+        audit.record(
             "unconfirmed_address_released", user: account.user.id, fields: ["reason": "reset_by_owner"])
         let user = AccountService.newCustomUser(email: account.email, name: nil, now: now)
         do {
@@ -204,8 +202,8 @@ final class PasswordService: Sendable {
         } catch let error as StoreError where error.code == .conflict {
             return Page.response(status: 409, Page.expiredLink)
         }
-        accounts.metrics.passwordEvent("reset")
-        accounts.audit.record("registration", user: user.id, fields: ["provider": "custom", "flow": "reset"])
+        metrics.passwordEvent("reset")
+        audit.record("registration", user: user.id, fields: ["provider": "custom", "flow": "reset"])
         logger.info("address taken back by its owner", metadata: ["broker.user": "\(user.id)"])
         return FormGuard.clearing(
             Page.response(
@@ -231,7 +229,7 @@ final class PasswordService: Sendable {
         let current = Secret(try input.string("current_password"))
         let next = try input.string("new_password")
         guard try await accounts.verifyCurrentPassword(current, of: account, address: address) else {
-            accounts.audit.record(
+            audit.record(
                 "password_changed", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
             throw APIError.invalidCredentials
         }
@@ -245,8 +243,8 @@ final class PasswordService: Sendable {
         else {
             throw APIError.conflict("the password was changed at the same time; sign in again and retry")
         }
-        accounts.metrics.passwordEvent("change")
-        accounts.audit.record("password_changed", user: user.id)
+        metrics.passwordEvent("change")
+        audit.record("password_changed", user: user.id)
         return APIResponse(status: 200, body: ["status": "changed"], headers: [("Cache-Control", "no-store")])
     }
 }

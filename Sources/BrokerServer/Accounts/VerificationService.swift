@@ -8,13 +8,9 @@ import ProviderSupport
 /// the link opens a page whose button confirms the address (a GET never spends the link, so a mail scanner
 /// that fetches links cannot use it up). Tokens carry `email_verified`; with `server.require_verified_email`,
 /// login refuses unverified accounts and registration starts no session.
-final class VerificationService: Sendable {
-    let store: any Store
-    let tokens: TokenIssuer
+final class VerificationService: ContextualService {
+    let context: ServiceContext
     let mailer: Mailer?
-    let audit: AuditTrail
-    let logger: Logger
-    let metrics: BrokerMetrics
     /// Resend requests per address and per client address (unknown addresses count alike), in the store.
     let perEmail: SharedRateLimiter
     let perAddress: SharedRateLimiter
@@ -24,22 +20,18 @@ final class VerificationService: Sendable {
     static let lifetime: Int64 = 86_400
 
     init(
-        store: any Store, tokens: TokenIssuer, mailer: Mailer?, audit: AuditTrail, logger: Logger,
-        metrics: BrokerMetrics
+        context: ServiceContext, mailer: Mailer?
     ) {
-        self.store = store
-        self.tokens = tokens
+        self.context = context
         self.mailer = mailer
-        self.audit = audit
-        self.logger = logger
-        self.metrics = metrics
-        perEmail = SharedRateLimiter("verification_email", capacity: 3, per: 3600, store: store, clock: tokens.clock)
+        perEmail = SharedRateLimiter(
+            "verification_email", capacity: 3, per: 3600, store: context.store, clock: context.tokens.clock)
         perAddress = SharedRateLimiter(
-            "verification_address", capacity: 10, per: 3600, store: store, clock: tokens.clock)
-        existsNotes = SharedRateLimiter("exists_note", capacity: 3, per: 3600, store: store, clock: tokens.clock)
+            "verification_address", capacity: 10, per: 3600, store: context.store, clock: context.tokens.clock)
+        existsNotes = SharedRateLimiter(
+            "exists_note", capacity: 3, per: 3600, store: context.store, clock: context.tokens.clock)
     }
 
-    var now: Int64 { tokens.now }
     var required: Bool { tokens.configuration.requireVerifiedEmail }
 
     /// After a registration: the link goes out in the background (nothing without mail).

@@ -8,10 +8,8 @@ import ProviderSupport
 /// CI minting: the `client_credentials` grant (RFC 6749 §4.4) and OAuth 2.0 Token Exchange (RFC 8693) of a
 /// CI platform's OIDC token. Both issue a short-lived access token with `sub: client:<name>` and no refresh
 /// token.
-final class ClientService: Sendable {
-    let tokens: TokenIssuer
-    let store: any Store
-    let logger: Logger
+final class ClientService: ContextualService {
+    let context: ServiceContext
     /// Client secrets are stored as keyed hashes (``ClientSecretHasher``).
     let clientSecrets: ClientSecretHasher
     /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
@@ -20,19 +18,15 @@ final class ClientService: Sendable {
     let trustedKeys: IssuerDirectory
 
     init(
-        tokens: TokenIssuer, store: any Store, logger: Logger, clientSecrets: ClientSecretHasher,
+        context: ServiceContext, clientSecrets: ClientSecretHasher,
         trustedKeys: IssuerDirectory
     ) throws {
-        self.tokens = tokens
-        self.store = store
-        self.logger = logger
+        self.context = context
         self.clientSecrets = clientSecrets
         self.trustedKeys = trustedKeys
         dummyClientSecretHash = clientSecrets.hash(try ClientSecretHasher.newSecret())
     }
 
-    var now: Int64 { tokens.now }
-    var configuration: ServerConfiguration { tokens.configuration }
     static let tokenExchangeGrant = "urn:ietf:params:oauth:grant-type:token-exchange"
     static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
     static let subjectTokenTypes: Set<String> = [

@@ -12,14 +12,10 @@ import Logging
 /// Every form is CSRF-protected (``FormGuard``); every page is ``Page``'s (no script, no external asset, no
 /// framing). Device codes are 256-bit and stored as SHA-256; user codes are eight letters of RFC 8628 §6.1's
 /// twenty consonants. Wrong user codes and authorization requests are limited per client address.
-final class DeviceService: Sendable {
-    let tokens: TokenIssuer
-    let store: any Store
+final class DeviceService: ContextualService {
+    let context: ServiceContext
     let accounts: AccountService
     let signIn: SignInService
-    let logger: Logger
-    let audit: AuditTrail
-    let metrics: BrokerMetrics
     let passkeys: PasskeyService
     /// Device authorization requests per client address: 30 at once, 30 more every ten minutes.
     let requests: SharedRateLimiter
@@ -32,25 +28,18 @@ final class DeviceService: Sendable {
     static let grantType = "urn:ietf:params:oauth:grant-type:device_code"
 
     init(
-        tokens: TokenIssuer, store: any Store, accounts: AccountService, signIn: SignInService, passkeys: PasskeyService
+        context: ServiceContext, accounts: AccountService, signIn: SignInService, passkeys: PasskeyService
     ) {
+        self.context = context
         self.passkeys = passkeys
-        self.tokens = tokens
-        self.store = store
         self.accounts = accounts
         self.signIn = signIn
-        logger = accounts.logger
-        audit = accounts.audit
-        metrics = accounts.metrics
         // In the store: every broker on one database counts against the same buckets.
         requests = SharedRateLimiter(
-            "device_authorization", capacity: 30, per: 600, store: store, clock: tokens.clock)
-        wrongCodes = SharedRateLimiter("device_user_code", capacity: 10, per: 600, store: store, clock: tokens.clock)
+            "device_authorization", capacity: 30, per: 600, store: context.store, clock: context.tokens.clock)
+        wrongCodes = SharedRateLimiter(
+            "device_user_code", capacity: 10, per: 600, store: context.store, clock: context.tokens.clock)
     }
-
-    var now: Int64 { tokens.now }
-    var configuration: ServerConfiguration { tokens.configuration }
-    var secure: Bool { tokens.issuer.lowercased().hasPrefix("https://") }
 
     // MARK: The CLI's side
 

@@ -9,7 +9,7 @@ import Logging
 /// and the identity is attached when the code that flow ends in is redeemed (``GrantService/link(_:to:)``). An
 /// email + password way in is added directly (`{"provider": "custom", "email", "password"}`). The user keeps
 /// the id of their first identity whatever is linked or unlinked later.
-final class LinkService: Sendable {
+final class LinkService: ContextualService {
     let accounts: AccountService
     let grants: GrantService
     let signIn: SignInService
@@ -20,8 +20,7 @@ final class LinkService: Sendable {
         self.signIn = signIn
     }
 
-    var store: any Store { accounts.store }
-    var now: Int64 { accounts.now }
+    var context: ServiceContext { accounts.context }
 
     /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
     /// Reading them changes nothing, so an API access token is enough here (as at `/auth/me`); an account token
@@ -114,11 +113,11 @@ final class LinkService: Sendable {
             throw APIError.notFound("email and password accounts are not enabled on this broker")
         }
         try accounts.registrations.admit(
-            address.map(SourceAddress.network), metrics: accounts.metrics, limit: "registrations",
+            address.map(SourceAddress.network), metrics: metrics, limit: "registrations",
             "too many new accounts from this address; try again later")
         let (email, password) = try AccountService.newCredentials(input)
         if try await store.passwordAccount(user: user.id) != nil { throw Self.alreadyHasPassword }
-        let concealed = accounts.tokens.configuration.enumerationProtection
+        let concealed = tokens.configuration.enumerationProtection
         // Under enumeration protection a taken address is not told apart (RT2-7): the same work (the password
         // is hashed either way) and the same 202 as registration; its owner gets the mail that says so.
         // An address someone else added and never confirmed is free to take (RT2-5).
@@ -133,19 +132,19 @@ final class LinkService: Sendable {
         }
         let outcome = try await store.addPasswordAccount(user: user.id, email: email, passwordHash: hash, now: now)
         if concealed, outcome == .emailTaken {
-            accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))
+            metrics.link(provider: "custom", outcome: Self.label(outcome))
             accounts.verification.alreadyRegistered(email: email)
             return AccountService.concealedAnswer
         }
-        accounts.metrics.link(provider: "custom", outcome: Self.label(outcome))
+        metrics.link(provider: "custom", outcome: Self.label(outcome))
         switch outcome {
         case .added: break
         case .emailTaken: throw APIError.accountExists
         case .alreadyHasOne: throw Self.alreadyHasPassword
         case .userMissing: throw APIError.invalidToken("the account no longer exists")
         }
-        accounts.audit.record("linked", user: user.id, fields: ["provider": "custom"])
-        accounts.logger.info("password way in added", metadata: ["broker.user": "\(user.id)"])
+        audit.record("linked", user: user.id, fields: ["provider": "custom"])
+        logger.info("password way in added", metadata: ["broker.user": "\(user.id)"])
         accounts.verification.registered(user, email: email)
         if concealed { return AccountService.concealedAnswer }
         var body: [String: JSONValue] = [
@@ -181,11 +180,11 @@ final class LinkService: Sendable {
         let outcome = try await store.unlinkIdentity(user: user.id, provider: provider, now: now)
         switch outcome {
         case .unlinked(let ended):
-            accounts.metrics.link(provider: provider.rawValue, outcome: "unlinked")
-            for _ in ended { accounts.metrics.revocation(reason: "unlinked") }
-            accounts.audit.record(
+            metrics.link(provider: provider.rawValue, outcome: "unlinked")
+            for _ in ended { metrics.revocation(reason: "unlinked") }
+            audit.record(
                 "unlinked", user: user.id, fields: ["provider": provider.rawValue, "sessions_ended": "\(ended.count)"])
-            accounts.logger.info(
+            logger.info(
                 "identity unlinked",
                 metadata: [
                     "broker.user": "\(user.id)", "broker.provider": "\(provider)",
@@ -204,8 +203,8 @@ final class LinkService: Sendable {
         case .notLinked:
             throw APIError.notFound("no \(display) sign-in is linked to this user")
         case .lastWayIn:
-            accounts.metrics.link(provider: provider.rawValue, outcome: "last_identity")
-            accounts.audit.record(
+            metrics.link(provider: provider.rawValue, outcome: "last_identity")
+            audit.record(
                 "unlinked", outcome: "failure", user: user.id,
                 fields: ["provider": provider.rawValue, "reason": "last_identity"])
             throw APIError(

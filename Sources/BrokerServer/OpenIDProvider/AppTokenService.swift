@@ -7,27 +7,16 @@ import Logging
 /// The token endpoint for apps and `/auth/userinfo` (issue "Sign in to any app"): the `authorization_code`
 /// grant with client authentication (`client_secret_basic`, `client_secret_post`, or none + PKCE for public
 /// apps), id tokens, and the claims the granted scopes allow.
-final class AppTokenService: Sendable {
-    let store: any Store
-    let tokens: TokenIssuer
+final class AppTokenService: ContextualService {
+    let context: ServiceContext
     let secrets: ClientSecretHasher
-    let logger: Logger
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
 
     init(
-        store: any Store, tokens: TokenIssuer, secrets: ClientSecretHasher, logger: Logger, metrics: BrokerMetrics,
-        audit: AuditTrail
+        context: ServiceContext, secrets: ClientSecretHasher
     ) {
-        self.store = store
-        self.tokens = tokens
+        self.context = context
         self.secrets = secrets
-        self.logger = logger
-        self.metrics = metrics
-        self.audit = audit
     }
-
-    var now: Int64 { tokens.now }
 
     /// The client authentication methods discovery names.
     static let authenticationMethods = ["client_secret_basic", "client_secret_post", "none"]

@@ -10,16 +10,12 @@ import Logging
 ///
 /// Errors go to the redirect URI only once the client and the redirect URI are known to be good; before that
 /// the person gets a page and nobody is redirected anywhere (never an open redirect).
-final class AuthorizationService: Sendable {
-    let store: any Store
-    let tokens: TokenIssuer
+final class AuthorizationService: ContextualService {
+    let context: ServiceContext
     let accounts: AccountService
     let signIn: SignInService
     let sessions: BrowserSessions
     let flowKey: [UInt8]
-    let logger: Logger
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
     let backchannel: BackchannelLogout
     let passkeys: PasskeyService
 
@@ -27,26 +23,18 @@ final class AuthorizationService: Sendable {
     static let codeLifetime: Int64 = 60
 
     init(
-        store: any Store, tokens: TokenIssuer, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
-        logger: Logger, metrics: BrokerMetrics, audit: AuditTrail, backchannel: BackchannelLogout,
+        context: ServiceContext, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
+        backchannel: BackchannelLogout,
         passkeys: PasskeyService
     ) {
+        self.context = context
         self.backchannel = backchannel
         self.passkeys = passkeys
-        self.store = store
-        self.tokens = tokens
         self.accounts = accounts
         self.signIn = signIn
         self.flowKey = flowKey
-        self.logger = logger
-        self.metrics = metrics
-        self.audit = audit
-        sessions = BrowserSessions(store: store, tokens: tokens)
+        sessions = BrowserSessions(store: context.store, tokens: context.tokens)
     }
-
-    var now: Int64 { tokens.now }
-    var issuer: String { tokens.issuer }
-    var secure: Bool { issuer.lowercased().hasPrefix("https://") }
 
     // MARK: The request
 

@@ -13,13 +13,9 @@ import Synchronization
 /// before sending loses none and any broker of a shared store may send them. This sender claims what is due,
 /// posts it, and takes it off the queue, or tries again with back-off until ``LogoutDelivery/retryFor`` has
 /// passed.
-final class BackchannelLogout: Sendable {
-    let store: any Store
-    let tokens: TokenIssuer
+final class BackchannelLogout: ContextualService {
+    let context: ServiceContext
     let http: @Sendable () -> any HTTPTransport
-    let logger: Logger
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
     /// How the sender waits between looks at its flag (a real sleep; tests record the waits instead).
     let pause: @Sendable (Duration) async -> Void
 
@@ -35,17 +31,12 @@ final class BackchannelLogout: Sendable {
     private let kicked = Atomic<Bool>(false)
 
     init(
-        store: any Store, tokens: TokenIssuer, http: @escaping @Sendable () -> any HTTPTransport, logger: Logger,
-        metrics: BrokerMetrics, audit: AuditTrail,
+        context: ServiceContext, http: @escaping @Sendable () -> any HTTPTransport,
         pause: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
     ) {
+        self.context = context
         self.pause = pause
-        self.store = store
-        self.tokens = tokens
         self.http = http
-        self.logger = logger
-        self.metrics = metrics
-        self.audit = audit
     }
 
     /// Tells the sender that deliveries were queued.

@@ -20,27 +20,16 @@ extension TokenIssuer {
     }
 }
 
-final class PasskeyService: Sendable {
-    let store: any Store
-    let tokens: TokenIssuer
+final class PasskeyService: ContextualService {
+    let context: ServiceContext
     let flowKey: [UInt8]
-    let logger: Logger
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
 
     init(
-        store: any Store, tokens: TokenIssuer, flowKey: [UInt8], logger: Logger, metrics: BrokerMetrics,
-        audit: AuditTrail
+        context: ServiceContext, flowKey: [UInt8]
     ) {
-        self.store = store
-        self.tokens = tokens
+        self.context = context
         self.flowKey = flowKey
-        self.logger = logger
-        self.metrics = metrics
-        self.audit = audit
     }
-
-    var now: Int64 { tokens.now }
 
     var settings: PasskeySettings { tokens.passkeySettings }
 

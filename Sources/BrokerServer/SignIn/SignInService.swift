@@ -14,10 +14,8 @@ import Synchronization
 /// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, checks that its
 /// marker is unspent, asks the provider module for the identity, and only then spends the marker (once) and
 /// hands the CLI a one-time code.
-final class SignInService: Sendable {
-    let tokens: TokenIssuer
-    let store: any Store
-    let logger: Logger
+final class SignInService: ContextualService {
+    let context: ServiceContext
     /// The sign-in provider modules this broker's configuration enables.
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
@@ -28,22 +26,16 @@ final class SignInService: Sendable {
     let perAddress: RateLimiter
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
     let perState: RateLimiter
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
 
     init(
-        tokens: TokenIssuer, store: any Store, logger: Logger, identityProviders: [ProviderID: any IdentityProvider],
-        flowKey: [UInt8], metrics: BrokerMetrics, audit: AuditTrail
+        context: ServiceContext, identityProviders: [ProviderID: any IdentityProvider],
+        flowKey: [UInt8]
     ) {
-        self.metrics = metrics
-        self.audit = audit
-        self.tokens = tokens
-        self.store = store
-        self.logger = logger
+        self.context = context
         self.identityProviders = identityProviders
         self.flowKey = flowKey
-        perAddress = RateLimiter(capacity: 120, per: 60, clock: tokens.clock)
-        perState = RateLimiter(capacity: 5, per: Double(Self.pendingLifetime), clock: tokens.clock)
+        perAddress = RateLimiter(capacity: 120, per: 60, clock: context.tokens.clock)
+        perState = RateLimiter(capacity: 5, per: Double(Self.pendingLifetime), clock: context.tokens.clock)
     }
 
     /// 429 when `address` has started or completed too many sign-ins lately.
@@ -54,9 +46,6 @@ final class SignInService: Sendable {
         }
     }
 
-    var now: Int64 { tokens.now }
-    var issuer: String { tokens.issuer }
-    var configuration: ServerConfiguration { tokens.configuration }
     /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
     static let pendingLifetime: Int64 = 600
     /// A one-time code must be redeemed within this many seconds.

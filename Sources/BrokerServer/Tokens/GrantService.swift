@@ -7,31 +7,19 @@ import ProviderSupport
 
 /// `POST /auth/token` (every grant), `POST /auth/revoke` and `GET /auth/me`: what the broker does with the
 /// tokens it issued, and the one-time codes of the browser flow.
-final class GrantService: Sendable {
-    let tokens: TokenIssuer
+final class GrantService: ContextualService {
+    let context: ServiceContext
     let clients: ClientService
-    let store: any Store
-    let logger: Logger
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
     /// The device flow's grant (RFC 8628).
     let devices: DeviceService
 
     init(
-        tokens: TokenIssuer, clients: ClientService, store: any Store, logger: Logger, metrics: BrokerMetrics,
-        audit: AuditTrail, devices: DeviceService
+        context: ServiceContext, clients: ClientService, devices: DeviceService
     ) {
+        self.context = context
         self.devices = devices
-        self.metrics = metrics
-        self.audit = audit
-        self.tokens = tokens
         self.clients = clients
-        self.store = store
-        self.logger = logger
     }
-
-    var now: Int64 { tokens.now }
-    var configuration: ServerConfiguration { tokens.configuration }
 
     /// `POST /auth/token`.
     func token(_ input: RequestInput, authorization: String? = nil) async throws -> APIResponse {
