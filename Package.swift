@@ -224,6 +224,8 @@ let package = Package(
                 "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
                 .target(name: "BrokerPostgres", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/broker",

@@ -5,6 +5,8 @@ import BrokerCrypto
 import BrokerServer
 import BrokerSystem
 import Logging
+import NIOCore
+import NIOPosix
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -59,6 +61,14 @@ extension Broker {
         }
 
         func run() async throws {
+            // Swift concurrency's jobs run on NIO's event loops (the ones Hummingbird serves on) instead of a
+            // second pool of threads: a request no longer hops from its connection's thread to another and back
+            // (issue "Close to the floor": the thread switches were a large part of each request's CPU). Nothing
+            // of the broker blocks a task's thread — hashing, libcurl and SMTP have threads of their own.
+            // `BROKER_CONCURRENCY_EXECUTOR=dispatch` keeps Swift's own pool (to compare, or to rule it out).
+            if ProcessInfo.processInfo.environment["BROKER_CONCURRENCY_EXECUTOR"] != "dispatch" {
+                NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+            }
             var configuration: ServerConfiguration
             do {
                 configuration = try store.loadConfiguration()
