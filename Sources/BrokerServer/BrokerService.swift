@@ -18,6 +18,8 @@ struct APIResponse: Sendable {
     var headers: [(String, String)] = []
     /// A page instead of JSON (``Page``): sent as it is, with the headers' own Content-Type.
     var html: String?
+    /// ``body`` serialized already (with its final newline), for a document that changes rarely: sent as it is.
+    var serialized: [UInt8]?
 
     /// Token responses must not be cached (RFC 6749 §5.1).
     static func tokens(_ body: JSONValue, status: Int = 200) -> APIResponse {
@@ -347,7 +349,10 @@ package final class BrokerService: Sendable {
 
     func jwks() -> APIResponse {
         // Short caching: a verifier that meets an unknown kid refetches anyway.
-        APIResponse(status: 200, body: keys.current.jwks, headers: [("Cache-Control", "public, max-age=60")])
+        let current = keys.current
+        return APIResponse(
+            status: 200, body: current.jwks, headers: [("Cache-Control", "public, max-age=60")],
+            serialized: current.jwksBytes)
     }
 
     func providers() -> APIResponse {

@@ -15,8 +15,14 @@ extension BrokerHTTPServer {
         for (name, value) in api.headers {
             if let field = HTTPField.Name(name) { headers.append(HTTPField(name: field, value: value)) }
         }
-        var bytes = api.html.map { Array($0.utf8) } ?? api.body.serializedBytes
-        bytes.append(UInt8(ascii: "\n"))
+        let bytes: [UInt8]
+        if let serialized = api.serialized {
+            bytes = serialized
+        } else {
+            var made = api.html.map { Array($0.utf8) } ?? api.body.serializedBytes
+            made.append(UInt8(ascii: "\n"))
+            bytes = made
+        }
         return Response(
             status: HTTPResponse.Status(code: api.status),
             headers: headers,

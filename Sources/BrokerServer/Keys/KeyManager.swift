@@ -20,6 +20,8 @@ final class KeyManager: Sendable {
         let signer: JWTSigner
         let keySet: JWTKeySet
         let jwks: JSONValue
+        /// ``jwks`` as sent, serialized once per key set rather than once per request.
+        let jwksBytes: [UInt8]
         let algorithms: [String]
         let publishedKIDs: [String]
         /// The stored ring this state was built from (``KeyVault/fingerprint(_:)``); empty for an external key.
@@ -140,6 +142,7 @@ final class KeyManager: Sendable {
             signer: try JWTSigner(key: ring.current.key, kid: ring.current.kid),
             keySet: keySet,
             jwks: .object(["keys": .array(jwks)]),
+            jwksBytes: JSONValue.object(["keys": .array(jwks)]).serializedBytes + [UInt8(ascii: "\n")],
             algorithms: algorithms,
             publishedKIDs: published.map(\.kid),
             fingerprint: fingerprint,

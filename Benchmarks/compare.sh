@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Two builds of broker-full side by side (issue 35: each gain its own commit with its before and after figure):
+# both brokers run at once, each endpoint is measured on one then the other, several rounds; CPU per request
+# from /proc, medians.
+#   Benchmarks/compare.sh BEFORE-BINARY AFTER-BINARY [rounds] [seconds-per-measurement]   (default 3 rounds of 6 s)
+# e.g. cp .build-bench/release/broker-full /tmp/before; (change, build); Benchmarks/compare.sh /tmp/before .build-bench/release/broker-full
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BEFORE=$1
+AFTER=$2
+ROUNDS=${3:-3}
+DURATION=${4:-6}
+WORK=$(mktemp -d)
+cleanup() {
+  for f in "$WORK"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+start() {  # start NAME BINARY
+  local name=$1 binary=$2
+  mkdir -p "$WORK/$name"
+  echo '{"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}' >"$WORK/$name/broker.json"
+  "$binary" serve --config "$WORK/$name/broker.json" --port 0 --data-dir "$WORK/$name/data" --log-level error \
+    >"$WORK/$name/out" 2>"$WORK/$name/err" &
+  echo $! >"$WORK/$name.pid"
+  for _ in $(seq 100); do grep -q listening "$WORK/$name/out" 2>/dev/null && break; sleep 0.1; done
+  local url access secret
+  url=$(sed 's/broker listening on //' "$WORK/$name/out")
+  access=$(curl -sf -H 'Content-Type: application/json' \
+    -d '{"email": "bench@example.com", "password": "correct horse battery staple"}' "$url/auth/register" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+  secret=$("$binary" client add bench --scope deploy --data-dir "$WORK/$name/data" --json 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])')
+  echo "$url $access $(printf 'bench:%s' "$secret" | base64 -w0)" >"$WORK/$name/target"
+}
+start before "$BEFORE"
+start after "$AFTER"
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+for round in $(seq "$ROUNDS"); do
+  for endpoint in jwks me mint; do
+    for name in before after; do
+      read -r url access basic <"$WORK/$name/target"
+      pid=$(cat "$WORK/$name.pid")
+      case $endpoint in
+        jwks) args=("$url/.well-known/jwks.json") ;;
+        me) args=(-H "Authorization: Bearer $access" "$url/auth/me") ;;
+        mint) args=(-s Benchmarks/wrk/mint.lua "$url") ;;
+      esac
+      before=$(ticks "$pid")
+      MINT_BASIC=$basic wrk -t2 -c16 -d"${DURATION}s" "${args[@]}" >"$WORK/wrk.txt"
+      after=$(ticks "$pid")
+      if grep -q "Non-2xx\|lua:" "$WORK/wrk.txt"; then echo "compare.sh: $name $endpoint: errors" >&2; cat "$WORK/wrk.txt" >&2; exit 1; fi
+      echo "$endpoint $name $(awk '/requests in/ {print $1}' "$WORK/wrk.txt") $((after - before))" >>"$WORK/results"
+    done
+  done
+done
+
+python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    endpoint, name, requests, ticks = line.split()
+    rows.setdefault((endpoint, name), []).append((int(requests), int(ticks)))
+duration, hz = float(sys.argv[2]), int(sys.argv[3])
+print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s")
+print("| endpoint | before: req/s | µs CPU/request | after: req/s | µs CPU/request | CPU ratio |")
+print("|---|---:|---:|---:|---:|---:|")
+for endpoint in ("jwks", "me", "mint"):
+    cells, cpu = [], {}
+    for name in ("before", "after"):
+        samples = rows[(endpoint, name)]
+        rate = statistics.median(r / duration for r, _ in samples)
+        cpu[name] = statistics.median(t / hz / r * 1e6 for r, t in samples)
+        cells += [f"{rate:,.0f}", f"{cpu[name]:.0f}"]
+    print(f"| {endpoint} | " + " | ".join(cells) + f" | {cpu['after'] / cpu['before']:.2f}x |")
+PY
