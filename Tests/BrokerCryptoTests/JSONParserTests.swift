@@ -49,4 +49,18 @@ struct JSONParserTests {
         #expect(value.serializedBytes == Array(text.utf8))
         #expect(JSONValue.parse(value.serializedBytes) == value)
     }
+
+    /// Escapes at the start, the end and side by side, between runs copied whole: every ASCII byte, and
+    /// Foundation reads back what was written.
+    @Test func serializationEscapesAtEveryPosition() throws {
+        let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
+        for text in ["\"", "\"\\\n", "a\"", "\"a", "ab\u{01}\u{1F}cd", ascii, "é" + ascii + "🔑", ""] {
+            let value = JSONValue.string(text)
+            let bytes = value.serializedBytes
+            #expect(JSONValue.parse(bytes) == value, "\(Array(text.utf8))")
+            let read = try JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed) as? String
+            #expect(read == text)
+        }
+        #expect(JSONValue.string("\"x\\").serialized() == #""\"x\\""#)
+    }
 }
