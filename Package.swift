@@ -245,6 +245,17 @@ let package = Package(
             path: "Benchmarks/Sources/broker-bench",
             swiftSettings: swiftSettings
         ),
+        // Hummingbird with nothing of ours, serving one file: the floor under the broker's HTTP path (floor.sh).
+        .executableTarget(
+            name: "hummingbird-floor",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/Sources/hummingbird-floor",
+            swiftSettings: swiftSettings
+        ),
 
         // What every test target shares: the process runner, temporary folders, the repository's paths, a
         // manual clock, a scripted HTTP transport and a software WebAuthn authenticator.
