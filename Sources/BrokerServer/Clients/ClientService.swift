@@ -239,15 +239,11 @@ final class ClientService: ContextualService {
 
         let token = try tokens.clientAccessToken(
             client: client.name, audience: audience, lifetime: ttl, scope: scope, federated: federated, now: now)
-        var body: [String: JSONValue] = [
-            "user_id": .string("client:\(client.name)"),
-            "provider": "client",
-            "access_token": .string(token),
-            "token_type": .string(TokenIssuer.tokenType),
-            "expires_in": .int(ttl),
-        ]
-        if let scope { body["scope"] = .string(scope) }
-        return .tokens(.object(body))
+        // The session response's shape (a client is its own user, `client:<name>`), as BrokerCore writes it.
+        let answer = TokenResponse(
+            userID: UserID(provider: "client", subject: client.name), provider: "client", accessToken: token,
+            tokenType: TokenIssuer.tokenType, expiresIn: ttl, scope: scope)
+        return .tokens(answer.json)
     }
 
     /// `/auth/me` for a minted token: valid while its client is still registered — the very client that
