@@ -4,6 +4,8 @@
 # from /proc, medians.
 #   Benchmarks/compare.sh BEFORE-BINARY AFTER-BINARY [rounds] [seconds-per-measurement]   (default 3 rounds of 6 s)
 # e.g. cp .build-bench/release/broker-full /tmp/before; (change, build); Benchmarks/compare.sh /tmp/before .build-bench/release/broker-full
+# BEFORE_ENV / AFTER_ENV: a variable (NAME=value) for one side's broker; BEFORE_LABEL / AFTER_LABEL: the table's
+# column names (Benchmarks/executor.sh runs one binary both ways through them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BEFORE=$1
@@ -17,11 +19,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start() {  # start NAME BINARY
-  local name=$1 binary=$2
+start() {  # start NAME BINARY [NAME=value]
+  local name=$1 binary=$2 variable=${3:-}
   mkdir -p "$WORK/$name"
   echo '{"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}' >"$WORK/$name/broker.json"
-  "$binary" serve --config "$WORK/$name/broker.json" --port 0 --data-dir "$WORK/$name/data" --log-level error \
+  env ${variable:+"$variable"} "$binary" serve --config "$WORK/$name/broker.json" --port 0 --data-dir "$WORK/$name/data" --log-level error \
     >"$WORK/$name/out" 2>"$WORK/$name/err" &
   echo $! >"$WORK/$name.pid"
   for _ in $(seq 100); do grep -q listening "$WORK/$name/out" 2>/dev/null && break; sleep 0.1; done
@@ -34,8 +36,8 @@ start() {  # start NAME BINARY
     python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])')
   echo "$url $access $(printf 'bench:%s' "$secret" | base64 -w0)" >"$WORK/$name/target"
 }
-start before "$BEFORE"
-start after "$AFTER"
+start before "$BEFORE" "${BEFORE_ENV:-}"
+start after "$AFTER" "${AFTER_ENV:-}"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for round in $(seq "$ROUNDS"); do
@@ -57,7 +59,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" <<'PY'
+python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" "${BEFORE_LABEL:-before}" "${AFTER_LABEL:-after}" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -65,7 +67,7 @@ for line in open(sys.argv[1]):
     rows.setdefault((endpoint, name), []).append((int(requests), int(ticks)))
 duration, hz = float(sys.argv[2]), int(sys.argv[3])
 print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s")
-print("| endpoint | before: req/s | µs CPU/request | after: req/s | µs CPU/request | CPU ratio |")
+print(f"| endpoint | {sys.argv[5]}: req/s | µs CPU/request | {sys.argv[6]}: req/s | µs CPU/request | CPU ratio |")
 print("|---|---:|---:|---:|---:|---:|")
 for endpoint in ("jwks", "me", "mint"):
     cells, cpu = [], {}
