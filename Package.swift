@@ -14,7 +14,7 @@ let package = Package(
     name: "broker",
     products: [
         // `broker` answers a warm `broker token` itself and execs `broker-full` (installed beside it) for
-        // everything else; see Sources/BrokerLauncher/main.swift.
+        // everything else; see Sources/broker/main.swift.
         .executable(name: "broker", targets: ["broker"]),
         .executable(name: "broker-full", targets: ["broker-full"]),
     ],
@@ -212,7 +212,6 @@ let package = Package(
         .executableTarget(
             name: "broker",
             dependencies: ["BrokerCore", "BrokerCredentials", "BrokerSystem"],
-            path: "Sources/BrokerLauncher",
             swiftSettings: swiftSettings,
             linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux]))]
         ),
@@ -228,7 +227,6 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Sources/broker",
             swiftSettings: swiftSettings
         ),
 
@@ -282,6 +280,7 @@ let package = Package(
             name: "BrokerStoreTests",
             dependencies: [
                 "BrokerPostgres", "BrokerStore", "BrokerCore", "BrokerTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -335,7 +334,7 @@ let package = Package(
         .testTarget(
             name: "BrokerEndToEndTests",
             dependencies: [
-                "BrokerTestSupport",
+                "BrokerTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                 "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
                 "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
@@ -360,7 +359,8 @@ let package = Package(
         .testTarget(
             name: "BrokerCLITests",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerProviders", "BrokerSystem",
+                "BrokerClient", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
+                "BrokerSystem",
                 "BrokerTesting", "ProviderSupport",
             ],
             swiftSettings: swiftSettings

@@ -35,7 +35,7 @@ Command: `Benchmarks/token.sh {sys.argv[2]}` — {datetime.date.today()}, {cpu},
 | `broker token` | {token["mean"] * 1000:.2f} ms | {token["stddev"] * 1000:.2f} ms | **{ratio:.1f}x** | ≤ 5x (goal ≤ 3x) |
 | `broker-full token` (the same answer without the launcher) | {full["mean"] * 1000:.2f} ms | {full["stddev"] * 1000:.2f} ms | {full["mean"] / base["mean"]:.1f}x | — |
 
-`broker` is a small launcher (Sources/BrokerLauncher), a fully static executable (`-static-executable`:
+`broker` is a small launcher (Sources/broker), a fully static executable (`-static-executable`:
 the Swift standard library and glibc linked in, so no dynamic loader runs at all): it answers a warm `broker token` itself — reading `credentials.json` with
 the same BrokerCredentials code as the full CLI, without a lock or the network — and `execv`s
 `broker-full` for everything else. `broker-full` carries the server and the rest of the CLI, and its start

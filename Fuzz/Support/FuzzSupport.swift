@@ -1,8 +1,5 @@
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// The input libFuzzer hands a harness, copied into an array.
 package func fuzzInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> [UInt8] {

@@ -3,11 +3,8 @@ import BrokerCredentials
 package import BrokerCrypto
 import BrokerKeyring
 import BrokerSystem
+import Glibc
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The CLI's DPoP keys (issue "Logout everywhere…" item 5): one P-256 key per broker and profile, made at the
 /// first sign-in and kept beside the credentials file in its own 0600 file under `$BROKER_HOME/keys/` (0700),

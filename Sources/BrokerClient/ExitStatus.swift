@@ -31,6 +31,8 @@ package enum ExitStatus: Int32, Sendable {
             case .session(let session): of(session, signingIn: true)
             default: .failure
             }
+        case let error as AuthenticatedRequest.Failure:
+            if case .signInFailed(let inner) = error { of(inner, signingIn: signingIn) } else { error.status }
         case let error as ClientSettings.Problem:
             error.isUsage ? .usage : .failure
         default:

@@ -1,11 +1,8 @@
 package import BrokerCore
 import BrokerCrypto
 import BrokerSystem
+import Glibc
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// What a loopback sign-in shows a person while it runs; the CLI prints to stderr, tests record.
 package protocol SignInPresenter: Sendable {

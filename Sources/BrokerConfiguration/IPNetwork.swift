@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// An IP address or a CIDR range (`203.0.113.7`, `10.0.0.0/8`, `::1`, `2001:db8::/32`), as
 /// `server.trusted_proxies` lists them. IPv4-mapped IPv6 addresses (`::ffff:10.1.2.3`) are matched as the

@@ -1,8 +1,5 @@
 internal import COpenSSL
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 extension AsymmetricKey {
     /// Builds a key from a JWK; private when the JWK carries private members.

@@ -1,10 +1,7 @@
 import BrokerSystem
 internal import CCurl
+import Glibc
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The one HTTP client of the broker and its CLI, on libcurl.
 ///

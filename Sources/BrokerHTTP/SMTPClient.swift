@@ -1,11 +1,8 @@
 package import BrokerCore
 import BrokerSystem
 internal import CCurl
+import Glibc
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Where and how mail is handed over: an SMTP server reached through libcurl.
 ///

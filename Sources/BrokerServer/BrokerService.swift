@@ -3,13 +3,10 @@ package import BrokerCore
 package import BrokerCrypto
 package import BrokerHTTP
 package import BrokerStore
+import Glibc
 package import Logging
 import ProviderSupport
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// A response body with its status and headers, before it meets HTTP.
 struct APIResponse: Sendable {
@@ -382,10 +379,6 @@ package final class BrokerService: Sendable {
 
 enum System {
     static var coreCount: Int {
-        #if canImport(Glibc)
-            return Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        #else
-            return 2
-        #endif
+        return Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     }
 }

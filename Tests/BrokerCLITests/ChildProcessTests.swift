@@ -1,11 +1,8 @@
 import BrokerSystem
 import BrokerTesting
 import Foundation
+import Glibc
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 @Suite("child processes (posix_spawn, reaped on a thread of their own)")
 struct ChildProcessTests {

@@ -117,18 +117,13 @@ extension LoadTests {
             let chains = await storm.chains
             let unanswered = await storm.unanswered
             let emails = await storm.registered
-            let input = JSONValue.object([
-                "tokens": .array(chains.map { .string($0) }), "emails": .array(emails.map { .string($0) }),
-            ]).serialized()
-            let checked = try await ProcessRunner.python(
-                "store_check.py", [database], stdin: Array(input.utf8))
-            let report = try #require(JSONValue.parse(checked.stdoutBytes), "\(checked.stderr)")
-            #expect(report["integrity"]?.stringValue == "ok", "round \(round): \(report)")
-            #expect(report["foreign_key_errors"]?.intValue == 0, "round \(round)")
-            #expect(report["double_live"]?.intValue == 0, "round \(round): a session has two live refresh tokens")
-            #expect(report["missing_emails"]?.arrayValue?.isEmpty == true, "round \(round): an answered 201 was lost")
+            let report = try await SQLiteInspection.read(database, tokens: chains, emails: Array(emails))
+            #expect(report.integrity == "ok", "round \(round): \(report)")
+            #expect(report.foreignKeyErrors == 0, "round \(round)")
+            #expect(report.doubleLive == 0, "round \(round): a session has two live refresh tokens")
+            #expect(report.missingEmails.isEmpty, "round \(round): an answered 201 was lost")
             for (chain, token) in chains.enumerated() {
-                let state = report["tokens"]?[token]?.stringValue
+                let state = report.tokens[token]
                 if unanswered.contains(chain) {
                     // The kill landed during this rotation: it committed (the token is spent and its successor,
                     // never delivered, is live) or it did not (the token is still live). Either way, one live token.

@@ -5,11 +5,8 @@ import BrokerSystem
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
+import Glibc
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Connection exhaustion ("Proof under fire", finding 1): half-sent requests held open, a request trickled a
 /// byte at a time, and normal traffic beside them. Before the fix the broker stopped accepting at the

@@ -2,6 +2,7 @@ import BrokerCore
 import BrokerStore
 import BrokerTesting
 import Foundation
+import GRDB
 import Testing
 
 /// The ``IdentityStore`` half of the contract (schema v8): which provider accounts sign in as which user,
@@ -278,25 +279,22 @@ struct IdentityContract {
         let directory = try TemporaryDirectory.make(prefix: "broker-v7")
         let path = directory.appendingPathComponent("broker.sqlite3").path
         let older = Schema.migrations.filter { $0.version <= 7 }
-        let script = """
-            import sqlite3, sys, json
-            db = sqlite3.connect(sys.argv[1])
-            migrations = json.loads(sys.stdin.read())
-            db.execute("CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            for identifier, sql in migrations:
-                db.executescript(sql)
-                db.execute("INSERT INTO grdb_migrations VALUES (?)", (identifier,))
-            db.execute("INSERT INTO users (id, provider, subject, email, name, created_at) "
-                       "VALUES ('google:77', 'google', '77', 'g@example.com', 'G', 100)")
-            db.execute("INSERT INTO users (id, provider, subject, email, name, created_at) "
-                       "VALUES ('custom:abc', 'custom', 'abc', 'c@example.com', NULL, 200)")
-            db.commit()
-            """
-        let input = JSONValue.array(
-            older.map { .array([.string($0.identifier), .string($0.sqlite)]) }
-        ).serializedBytes
-        let made = try await ProcessRunner.run("/usr/bin/python3", ["-c", script, path], stdin: input)
-        #expect(made.status == 0, "\(made.stderr)")
+        // Written the way a v7 broker left it, through SQLite itself (GRDB), not through this broker's store.
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            for migration in older {
+                try db.execute(sql: migration.sqlite)
+                try db.execute(sql: "INSERT INTO grdb_migrations VALUES (?)", arguments: [migration.identifier])
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO users (id, provider, subject, email, name, created_at)
+                    VALUES ('google:77', 'google', '77', 'g@example.com', 'G', 100),
+                           ('custom:abc', 'custom', 'abc', 'c@example.com', NULL, 200)
+                    """)
+        }
+        try queue.close()
         let store = try SQLiteStore(path: path)
         #expect(try await store.schemaVersion() == Schema.current)
         let google = UserID(provider: "google", subject: "77")

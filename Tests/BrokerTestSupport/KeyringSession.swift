@@ -1,10 +1,7 @@
 import BrokerSystem
 import BrokerTesting
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// A desktop keyring of a test's own on a private session bus: Debian's gnome-keyring-daemon, unlocked, with
 /// Python `secretstorage` to read, lock, unlock, pause or stop it (Tests/Interop/keyring_session.py); or

@@ -1,9 +1,6 @@
 package import BrokerSystem
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// A Python fixture server of the tests (Tests/Interop/…): started with its stdin on a pipe (closing it ends
 /// the script), its one ready line read before anything else, stderr passed through.

@@ -3,10 +3,7 @@ import BrokerCore
 // SIGKILL at arbitrary moments and check that the file always parses (CLITests, crash safety).
 //   broker-cache-writer DIRECTORY
 import BrokerCredentials
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 let directory = CommandLine.arguments[1]
 let cache = FileTokenCache(directory: directory)

@@ -1,14 +1,11 @@
 package import BrokerConfiguration
+import Glibc
 import HTTPTypes
 import HummingbirdCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Limits that keep slow or idle clients from exhausting the broker's connections and descriptors.
 ///

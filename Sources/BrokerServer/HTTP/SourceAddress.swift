@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// The network a request came from, as per-address limits count it: an IPv4 address alone, an IPv6 address by
 /// its /64 (one subscriber's LAN or one server's allocation — a host picks any of its 2^64 addresses at will,

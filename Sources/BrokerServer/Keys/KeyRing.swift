@@ -1,10 +1,7 @@
 import BrokerCore
 package import BrokerCrypto
 import BrokerSystem
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 /// One signing key of the broker and its place in the rotation.
 package struct SigningKeyEntry: Sendable {

@@ -1,14 +1,11 @@
 package import BrokerCore
 package import BrokerStore
 package import BrokerSystem
+import Glibc
 package import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Who a request came from, for the audit trail: set once per request by the HTTP layer (a task-local, so
 /// that the services record it without passing it through every call).

@@ -1,11 +1,8 @@
 package import BrokerCore
 import BrokerSystem
+import Glibc
 package import Logging
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// `broker serve --log-format json`: one JSON object per log line on standard error — `time`, `level`,
 /// `label`, `message`, then the metadata as members — for log shippers that read JSON. The JSON encoding

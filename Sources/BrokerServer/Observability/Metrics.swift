@@ -1,12 +1,9 @@
 import BrokerCore
 import BrokerStore
 import BrokerSystem
+import Glibc
 package import Prometheus
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The broker's Prometheus metrics (`GET /metrics`), one registry per broker so that several brokers in one
 /// process (the tests) keep their own counts.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerCore
 import BrokerServer
 import Logging
@@ -59,7 +60,7 @@ extension Broker {
                     Console.out("emulator listening on http://\(shown):\(port)")
                 }
             } catch {
-                throw Console.fail("emulator stopped: \(error)")
+                throw CommandFailure("emulator stopped: \(error)")
             }
         }
     }

@@ -54,7 +54,9 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
+            guard let chosen = ProviderID(rawValue: provider) else {
+                throw CommandFailure("unknown provider id \"\(provider)\"", status: .usage)
+            }
             // Adding a way in needs an account token, which only the session's refresh token gets (the broker
             // refuses an API access token here).
             let (accountToken, session) = try await Broker.Token.accountToken(settings)
@@ -78,10 +80,10 @@ extension Broker {
                 switch error {
                 case .broker(let failure):
                     if case .rejected(_, .alreadyLinked, let description) = failure {
-                        throw Console.fail(description)
+                        throw CommandFailure(description)
                     }
                     if case .rejected(_, .accessDenied, let description) = failure {
-                        throw Console.fail("not linked: \(description)")
+                        throw CommandFailure("not linked: \(description)")
                     }
                     if failure.isAuthenticationRefusal {
                         throw ClientFailure.exit(
@@ -89,7 +91,7 @@ extension Broker {
                     }
                     throw ClientFailure.exit(failure, doing: "linking")
                 case .session(let failure): throw ClientFailure.exit(failure, settings: settings)
-                default: throw Console.fail("not linked: \(error.description)")
+                default: throw CommandFailure("not linked: \(error.description)")
                 }
             }
             // The link's sign-in started a fresh session for the same user; the one it replaced ends.
@@ -124,11 +126,11 @@ extension Broker {
                 linked = try await signIn.run()
             } catch {
                 switch error {
-                case .denied: throw Console.fail("not linked: the link was denied or refused on the other device")
-                case .expired: throw Console.fail("not linked: " + error.description)
+                case .denied: throw CommandFailure("not linked: the link was denied or refused on the other device")
+                case .expired: throw CommandFailure("not linked: " + error.description)
                 case .broker(let failure):
                     if case .rejected(_, .alreadyLinked, let description) = failure {
-                        throw Console.fail(description)
+                        throw CommandFailure(description)
                     }
                     if failure.isAuthenticationRefusal {
                         throw ClientFailure.exit(
@@ -152,12 +154,12 @@ extension Broker {
                     accountToken, email: credentials.email, password: credentials.password)
             } catch {
                 if case .rejected(_, .accountExists, _) = error {
-                    Console.error("\(credentials.email) already signs in as another user at \(settings.key.brokerURL)")
-                    Console.hint("choose another address, or delete that account first")
-                    throw BrokerExit.failure
+                    throw CommandFailure(
+                        "\(credentials.email) already signs in as another user at \(settings.key.brokerURL)",
+                        hint: "choose another address, or delete that account first")
                 }
-                if case .rejected(_, .alreadyLinked, let description) = error { throw Console.fail(description) }
-                if case .rejected(400, _, let description) = error { throw Console.fail(description) }
+                if case .rejected(_, .alreadyLinked, let description) = error { throw CommandFailure(description) }
+                if case .rejected(400, _, let description) = error { throw CommandFailure(description) }
                 if error.isAuthenticationRefusal {
                     throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
                 }
@@ -174,63 +176,6 @@ extension Broker {
             Console.note("Linked \(email): it now signs in as \(session.userID).")
             if answer["verification"]?.stringValue == "sent" {
                 Console.note("A link to confirm \(email) is on its way.")
-            }
-        }
-    }
-
-    struct Unlink: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Detach a way to sign in from the signed-in user (never the last one).",
-            discussion: """
-                The provider account no longer signs in as this user; custom removes the user's email and
-                password. Sessions that were started with it end (this one too, if it was). The user id does not
-                change. The last way to sign in cannot be unlinked: link another first, or delete the account.
-                """
-        )
-
-        @OptionGroup var client: ClientOptions
-
-        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
-        var provider: String
-
-        func validate() throws {
-            if provider == ProviderID.passkey.rawValue {
-                throw ValidationError("passkeys are added with broker passkey add")
-            }
-            guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
-                let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
-                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
-            }
-        }
-
-        func run() async throws {
-            let settings = try client.settings()
-            let api = settings.api
-            guard let chosen = ProviderID(rawValue: provider) else { throw BrokerExit.usage }
-            let (accountToken, session) = try await Broker.Token.accountToken(settings)
-            let answer: JSONValue
-            do {
-                answer = try await api.unlink(accountToken, provider: chosen)
-            } catch {
-                if case .rejected(_, .lastIdentity, let description) = error { throw Console.fail(description) }
-                if case .rejected(404, _, let description) = error { throw Console.fail(description) }
-                if error.isAuthenticationRefusal {
-                    throw ClientFailure.exit(.rejected(settings.key, reason: error.description), settings: settings)
-                }
-                throw ClientFailure.exit(error, doing: "unlinking")
-            }
-            Console.note("Unlinked \(chosen.rawValue) from \(session.userID).")
-            // The broker ends every session that was started with the way in just removed.
-            let ended = answer["sessions_ended"]?.intValue ?? 0
-            if ended > 0 {
-                Console.note("Ended \(ended) session\(ended == 1 ? "" : "s") that signed in with \(chosen.rawValue).")
-            }
-            if answer["this_session_ended"]?.boolValue == true {
-                let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
-                _ = try? await service.logout()
-                Console.note(
-                    "This session had signed in with \(chosen.rawValue), so it has ended too; sign in again "
-                        + "another way (broker login --provider …).")
             }
         }
     }

@@ -1,10 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Glibc
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -18,13 +15,13 @@ extension Broker.Mint {
 
     /// `client_credentials` or token exchange at the broker's `/auth/token`.
     func mintOnline() async throws {
-        guard let clientID else { throw Console.fail("--client-id is required", code: BrokerExit.usage) }
+        guard let clientID else { throw CommandFailure("--client-id is required", status: .usage) }
         let environment = ClientSettings.processEnvironment
         let settings: ClientSettings
         do {
             settings = try ClientSettings(broker: broker, profile: nil, environment: environment)
         } catch {
-            throw Console.fail(error.description, code: ExitCode(ExitStatus.of(error).rawValue))
+            throw CommandFailure(error.description, status: ExitStatus.of(error))
         }
 
         let subjectToken = try readSubjectToken(environment: environment)
@@ -35,11 +32,12 @@ extension Broker.Mint {
             secret = Secret(fromEnvironment)
         }
         if subjectToken == nil && secret == nil {
-            Console.error("client_credentials needs the client's secret")
-            Console.hint(
-                "pipe it in: printf '%s' \"$SECRET\" | broker mint --client-id \(clientID) --client-secret-stdin, "
-                    + "or set BROKER_CLIENT_SECRET")
-            throw BrokerExit.usage
+            throw CommandFailure(
+                "client_credentials needs the client's secret",
+                hint:
+                    "pipe it in: printf '%s' \"$SECRET\" | broker mint --client-id \(clientID) --client-secret-stdin, "
+                    + "or set BROKER_CLIENT_SECRET",
+                status: .usage)
         }
 
         // A CI token goes to a job on another machine: it is not bound to this profile's DPoP key (the job could
@@ -58,9 +56,9 @@ extension Broker.Mint {
             )
         } catch {
             if case .rejected(_, let code, let description) = error, error.refusesCredentials {
-                Console.error(
-                    "the broker refused to mint a token: \(description.isEmpty ? code.rawValue : description)")
-                throw ExitCode(ExitStatus.of(error).rawValue)
+                throw CommandFailure(
+                    "the broker refused to mint a token: \(description.isEmpty ? code.rawValue : description)",
+                    status: ExitStatus.of(error))
             }
             throw ClientFailure.exit(error, doing: "minting")
         }
@@ -83,7 +81,7 @@ extension Broker.Mint {
         if let path = subjectTokenFile {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
-                throw Console.fail("cannot read the subject token file \(path): \(String(cString: strerror(errno)))")
+                throw CommandFailure("cannot read the subject token file \(path): \(String(cString: strerror(errno)))")
             }
             defer { close(fd) }
             var bytes = [UInt8]()
@@ -92,27 +90,27 @@ extension Broker.Mint {
                 let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if count < 0 {
                     if errno == EINTR { continue }
-                    throw Console.fail(
+                    throw CommandFailure(
                         "cannot read the subject token file \(path): \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { break }
                 bytes.append(contentsOf: buffer[..<count])
                 guard bytes.count <= Self.maxSubjectTokenBytes else {
-                    throw Console.fail(
+                    throw CommandFailure(
                         "the subject token file \(path) is larger than \(Self.maxSubjectTokenBytes) bytes")
                 }
             }
             guard let decoded = String(validating: bytes, as: UTF8.self) else {
-                throw Console.fail("the subject token file \(path) is not text")
+                throw CommandFailure("the subject token file \(path) is not text")
             }
             text = decoded
-            if text.trimmingSpaces.isEmpty { throw Console.fail("the subject token file \(path) is empty") }
+            if text.trimmingSpaces.isEmpty { throw CommandFailure("the subject token file \(path) is empty") }
         } else if let name = subjectTokenEnv {
             guard let value = environment[name], !value.trimmingSpaces.isEmpty else {
-                throw Console.fail("the environment variable \(name) holds no subject token")
+                throw CommandFailure("the environment variable \(name) holds no subject token")
             }
             guard value.utf8.count <= Self.maxSubjectTokenBytes else {
-                throw Console.fail("the subject token in \(name) is larger than \(Self.maxSubjectTokenBytes) bytes")
+                throw CommandFailure("the subject token in \(name) is larger than \(Self.maxSubjectTokenBytes) bytes")
             }
             text = value
         } else {

@@ -57,10 +57,10 @@ enum HelperSession {
             bytes = try PosixFile.readAll(
                 descriptor: STDIN_FILENO, name: "stdin", limit: CredentialHelper.maxRequestBytes)
         } catch {
-            throw Console.fail("cannot read the request from stdin: \(error.reason)")
+            throw CommandFailure("cannot read the request from stdin: \(error.reason)")
         }
         guard bytes.count <= CredentialHelper.maxRequestBytes else {
-            throw Console.fail("the request on stdin is too large")
+            throw CommandFailure("the request on stdin is too large")
         }
         return String(decoding: bytes, as: UTF8.self)
     }

@@ -35,13 +35,13 @@ extension Broker.Account {
             let session = try await Broker.Token.session(settings, minValid: 30)
             if !yes {
                 guard Terminal.isInteractive else {
-                    throw Console.fail(
+                    throw CommandFailure(
                         "deleting an account cannot be undone: pass --yes when there is no terminal to ask",
-                        code: BrokerExit.usage)
+                        status: .usage)
                 }
                 Console.warning("this deletes \(session.userID) and everything the broker keeps about it")
                 guard Terminal.ask("Type the user id to confirm: ") == session.userID.description else {
-                    throw Console.fail("not confirmed; nothing was deleted")
+                    throw CommandFailure("not confirmed; nothing was deleted")
                 }
             }
             let api = settings.api
@@ -52,8 +52,8 @@ extension Broker.Account {
                 } else if Terminal.isInteractive, let typed = Terminal.askSecret("Password: "), !typed.exposed.isEmpty {
                     password = typed
                 } else {
-                    throw Console.fail(
-                        "the account's password is needed (on a terminal, or --password-stdin)", code: BrokerExit.usage)
+                    throw CommandFailure(
+                        "the account's password is needed (on a terminal, or --password-stdin)", status: .usage)
                 }
             }
             let (accountToken, _) = try await Broker.Token.accountToken(settings)
@@ -61,10 +61,10 @@ extension Broker.Account {
                 _ = try await api.deleteAccount(accountToken, password: password)
             } catch {
                 if case .rejected(_, .invalidCredentials, _) = error {
-                    throw Console.fail("wrong password; nothing was deleted")
+                    throw CommandFailure("wrong password; nothing was deleted")
                 }
                 if case .rejected(_, .reauthenticationRequired, let description) = error {
-                    throw Console.fail("a recent sign-in is needed: \(description)")
+                    throw CommandFailure("a recent sign-in is needed: \(description)")
                 }
                 if error.isAuthenticationRefusal {
                     try? SessionService(cache: settings.credentials(), api: api, key: settings.key).forget()

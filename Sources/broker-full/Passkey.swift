@@ -44,7 +44,7 @@ extension Broker.Passkey {
                 before = Set(Self.ids(try await api.passkeys(accountToken)))
                 url = try await api.passkeyTicket(accountToken).url
             } catch {
-                if case .rejected(_, .notFound, let description) = error { throw Console.fail(description) }
+                if case .rejected(_, .notFound, let description) = error { throw CommandFailure(description) }
                 throw ClientFailure.exit(error, doing: "adding a passkey")
             }
             Console.note("Add the passkey on this page (the link works once, for ten minutes):")
@@ -71,7 +71,7 @@ extension Broker.Passkey {
                     return
                 }
             }
-            throw Console.fail("no passkey was added within \(min(timeout, 290)) seconds")
+            throw CommandFailure("no passkey was added within \(min(timeout, 290)) seconds")
         }
 
         static func ids(_ listed: JSONValue) -> [String] {
@@ -132,8 +132,8 @@ extension Broker.Passkey {
             do {
                 _ = try await settings.api.removePasskey(accountToken, id: id)
             } catch {
-                if case .rejected(_, .notFound, let description) = error { throw Console.fail(description) }
-                if case .rejected(_, .lastIdentity, let description) = error { throw Console.fail(description) }
+                if case .rejected(_, .notFound, let description) = error { throw CommandFailure(description) }
+                if case .rejected(_, .lastIdentity, let description) = error { throw CommandFailure(description) }
                 throw ClientFailure.exit(error, doing: "removing the passkey")
             }
             Console.note("Removed the passkey \(id); it no longer signs in.")

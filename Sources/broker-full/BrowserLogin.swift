@@ -30,7 +30,7 @@ struct BrowserLogin {
             switch error {
             case .broker(let api): throw ClientFailure.exit(api, doing: "sign-in")
             case .session(let session): throw ClientFailure.exit(session, settings: settings)
-            default: throw Console.fail(error.description)
+            default: throw CommandFailure(error.description)
             }
         }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerConfiguration
 import BrokerCore
 import BrokerServer
@@ -38,7 +39,7 @@ extension Broker {
                     configuration = try store.loadConfiguration()
                     try configuration.validate(source: store.config ?? "command line")
                 } catch {
-                    throw Console.fail("config: \(error)")
+                    throw CommandFailure("config: \(error)")
                 }
                 do {
                     let opened = try await StoreOpener.open(configuration, logger: StoreOpener.quietLogger)
@@ -47,7 +48,7 @@ extension Broker {
                     Console.error("the database is at schema version \(version) (this broker's newest)")
                     Console.out(String(version))
                 } catch {
-                    throw Console.fail("cannot migrate: \(error)")
+                    throw CommandFailure("cannot migrate: \(error)")
                 }
             }
         }
@@ -82,7 +83,7 @@ extension Broker {
                     base = try store.loadConfiguration()
                     for url in [from, to] { _ = try DatabaseLocation.parse(url) }
                 } catch {
-                    throw Console.fail("config: \(error)", code: BrokerExit.usage)
+                    throw CommandFailure("config: \(error)", status: .usage)
                 }
                 var source = base
                 source.database = from
@@ -124,7 +125,7 @@ extension Broker {
                     await from.close()
                     await to.close()
                 } catch {
-                    throw Console.fail("cannot copy: \(error)")
+                    throw CommandFailure("cannot copy: \(error)")
                 }
             }
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
@@ -37,10 +38,10 @@ extension Broker {
                 do {
                     configuration = try store.loadConfiguration()
                 } catch {
-                    throw Console.fail("config: \(error)")
+                    throw CommandFailure("config: \(error)")
                 }
                 if let file = configuration.signingKeyFile {
-                    throw Console.fail(
+                    throw CommandFailure(
                         "the signing key comes from \(file) (server.signing_key_file); replace that file instead"
                     )
                 }
@@ -49,7 +50,7 @@ extension Broker {
                 case "ES256": kind = .ecP256
                 case "RS256": kind = .rsa(bits: 3072)
                 case "EDDSA": kind = .ed25519
-                default: throw Console.fail("--algorithm must be ES256, RS256 or EdDSA", code: BrokerExit.usage)
+                default: throw CommandFailure("--algorithm must be ES256, RS256 or EdDSA", status: .usage)
                 }
                 let now = SystemClock().seconds()
                 let retention = max(configuration.accessTokenTTL, configuration.mintMaxTTL) + 60
@@ -81,7 +82,7 @@ extension Broker {
                     Console.error("id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
                     Console.out(ring.current.kid)
                 } catch {
-                    throw Console.fail("\(error)")
+                    throw CommandFailure("\(error)")
                 }
             }
         }

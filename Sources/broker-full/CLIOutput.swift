@@ -4,10 +4,43 @@ import BrokerCore
 import Glibc
 
 /// The CLI's exit codes (CONTRACT.md "Exit codes"), as ArgumentParser wants them: ``ExitStatus``'s values.
+/// Thrown as they are only where the command has already answered in its own protocol (a credential helper's
+/// stdout, `exec`'s child): every failure a person reads is a ``CommandFailure``.
 enum BrokerExit {
     static let failure = ExitCode(ExitStatus.failure.rawValue)
     static let authenticationRequired = ExitCode(ExitStatus.authenticationRequired.rawValue)
     static let usage = ExitCode(ExitStatus.usage.rawValue)
+}
+
+/// A command that cannot finish, as a value: what went wrong, what to run next, and the contract's exit code.
+/// Commands throw it; ``Broker/main()`` prints it once (stderr, `broker:` then the message, then the hint)
+/// and exits with its status.
+struct CommandFailure: Error, CustomStringConvertible {
+    var message: String
+    var hint: String?
+    var status: ExitStatus
+
+    init(_ message: String, hint: String? = nil, status: ExitStatus = .failure) {
+        self.message = message
+        self.hint = hint
+        self.status = status
+    }
+
+    var description: String { message }
+
+    /// The failure a client-side error becomes when a command lets it through: its description, the code
+    /// ``ExitStatus/of(_:signingIn:)`` picks. `nil` for errors that are not the client layer's (ArgumentParser's
+    /// own, which it prints itself).
+    static func of(_ error: any Error) -> CommandFailure? {
+        switch error {
+        case let failure as CommandFailure: failure
+        case let error as SessionError: CommandFailure(error.description, status: ExitStatus.of(error))
+        case let error as BrokerAPIError: CommandFailure(error.description, status: ExitStatus.of(error))
+        case let error as ClientSettings.Problem: CommandFailure(error.description, status: ExitStatus.of(error))
+        case let error as LoopbackSignIn.Failure: CommandFailure(error.description, status: ExitStatus.of(error))
+        default: nil
+        }
+    }
 }
 
 /// Writes to the standard streams: data to stdout, every message to stderr.
@@ -73,11 +106,6 @@ enum Console {
         }
     }
 
-    /// Prints `message` on stderr and ends the command with `code`.
-    static func fail(_ message: String, code: ExitCode = BrokerExit.failure) -> ExitCode {
-        error(message)
-        return code
-    }
 }
 
 /// How a token is printed (`--format`).

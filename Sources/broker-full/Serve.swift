@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
@@ -78,7 +79,7 @@ extension Broker {
                 if let signingKey { configuration.signingKeyFile = signingKey }
                 try configuration.validate(source: store.config ?? "command line")
             } catch {
-                throw Console.fail("config: \(error)")
+                throw CommandFailure("config: \(error)")
             }
             let level =
                 logLevel.flatMap(Logger.Level.init(rawValue:))
@@ -103,7 +104,7 @@ extension Broker {
                 do {
                     metricsEndpoint.token = Secret(try PosixFile.readSecret(path: path))
                 } catch {
-                    throw Console.fail("cannot start: cannot read the metrics token file \(path): \(error.reason)")
+                    throw CommandFailure("cannot start: cannot read the metrics token file \(path): \(error.reason)")
                 }
             }
             // The mail password: BROKER_MAIL_PASSWORD, else mail.password_file; never a setting of its own.
@@ -115,11 +116,11 @@ extension Broker {
                     do {
                         mailPassword = Secret(try PosixFile.readSecret(path: path))
                     } catch {
-                        throw Console.fail("cannot start: cannot read mail.password_file \(path): \(error.reason)")
+                        throw CommandFailure("cannot start: cannot read mail.password_file \(path): \(error.reason)")
                     }
                 }
                 if mail.username != nil && mailPassword == nil {
-                    throw Console.fail(
+                    throw CommandFailure(
                         "cannot start: mail.username is set but there is no password "
                             + "(BROKER_MAIL_PASSWORD or mail.password_file)")
                 }
@@ -133,7 +134,7 @@ extension Broker {
                         destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock(),
                         store: configuration.auditStore ? brokerStore : nil)
                 } catch {
-                    throw Console.fail("cannot start: cannot open the audit log: \(error)")
+                    throw CommandFailure("cannot start: cannot open the audit log: \(error)")
                 }
                 let signingKey = try configuration.signingKeyFile.map {
                     try SigningKeyFile.load(path: PosixFile.expandingTilde($0))
@@ -154,7 +155,7 @@ extension Broker {
             } catch let error as ExitCode {
                 throw error
             } catch {
-                throw Console.fail("cannot start: \(error)")
+                throw CommandFailure("cannot start: \(error)")
             }
             do {
                 try await BrokerHTTPServer.run(
@@ -174,7 +175,7 @@ extension Broker {
                     Console.out("broker listening on http://\(shown):\(port)")
                 }
             } catch {
-                throw Console.fail("server stopped: \(error)")
+                throw CommandFailure("server stopped: \(error)")
             }
         }
     }

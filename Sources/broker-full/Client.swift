@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerConfiguration
 import BrokerCore
 import BrokerServer
@@ -28,12 +29,12 @@ extension Broker {
                 configuration = try options.loadConfiguration()
                 try configuration.validate(source: options.config ?? "command line")
             } catch {
-                throw Console.fail("config: \(error)")
+                throw CommandFailure("config: \(error)")
             }
             do {
                 return (try await StoreOpener.open(configuration, logger: StoreOpener.quietLogger), configuration)
             } catch {
-                throw Console.fail("cannot open the broker's store: \(error)")
+                throw CommandFailure("cannot open the broker's store: \(error)")
             }
         }
 
@@ -76,7 +77,7 @@ extension Broker {
                 return ClientSecretHasher(
                     key: try await vault.secretKey("client-secrets", now: SystemClock().seconds()))
             } catch {
-                throw Console.fail("cannot open the client-secret key: \(error)")
+                throw CommandFailure("cannot open the client-secret key: \(error)")
             }
         }
 
@@ -269,9 +270,9 @@ extension Broker {
                 do {
                     try await store.createClient(record)
                 } catch let error as StoreError where error.code == .conflict {
-                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                    throw CommandFailure("a client named \(name) already exists (broker client remove \(name) first)")
                 } catch {
-                    throw Console.fail("cannot add the client: \(error)")
+                    throw CommandFailure("cannot add the client: \(error)")
                 }
                 await Client.audit(
                     configuration, store: store, "client_added",
@@ -284,14 +285,14 @@ extension Broker {
             /// `--redirect-uri`: an app (relying party) in the store; a secret unless `--public`, shown once.
             func addApp(store: any Store, configuration: ServerConfiguration, hasher: ClientSecretHasher) async throws {
                 if (try? await store.client(name: name)) != nil {
-                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                    throw CommandFailure("a client named \(name) already exists (broker client remove \(name) first)")
                 }
                 // RS256 has a key of its own; another algorithm is the key ring's, so it must be the ring's current
                 // one, or the app's token requests would fail.
                 if let idTokenAlg, idTokenAlg != "RS256" {
                     let current = try? await store.signingKeys().first { $0.retiredAt == nil }?.algorithm
                     if let current, current != idTokenAlg {
-                        throw Console.fail(
+                        throw CommandFailure(
                             "--id-token-alg \(idTokenAlg): this broker signs with \(current) (and RS256 for id tokens); "
                                 + "choose RS256 or \(current)")
                     }
@@ -309,9 +310,9 @@ extension Broker {
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {
-                    throw Console.fail("a client named \(name) already exists (broker client remove \(name) first)")
+                    throw CommandFailure("a client named \(name) already exists (broker client remove \(name) first)")
                 } catch {
-                    throw Console.fail("cannot add the app: \(error)")
+                    throw CommandFailure("cannot add the app: \(error)")
                 }
                 await Client.audit(
                     configuration, store: store, "client_added",
@@ -350,7 +351,7 @@ extension Broker {
                     clients = try await store.clients()
                     apps = try await store.apps()
                 } catch {
-                    throw Console.fail("cannot read the clients: \(error)")
+                    throw CommandFailure("cannot read the clients: \(error)")
                 }
                 if json {
                     let list: [JSONValue] = clients.map { client in
@@ -428,9 +429,9 @@ extension Broker {
                         endedSessions = try await store.deleteApp(clientID: name, now: SystemClock().seconds())
                     }
                 } catch {
-                    throw Console.fail("cannot remove the client: \(error)")
+                    throw CommandFailure("cannot remove the client: \(error)")
                 }
-                guard removed || endedSessions != nil else { throw Console.fail("no client named \(name)") }
+                guard removed || endedSessions != nil else { throw CommandFailure("no client named \(name)") }
                 if let endedSessions {
                     // An app: the sessions it started end with it.
                     await Client.audit(

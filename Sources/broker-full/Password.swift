@@ -36,13 +36,13 @@ extension Broker.Password {
             } else if Terminal.isInteractive, let typed = Terminal.ask("Email: "), !typed.isEmpty {
                 address = typed
             } else {
-                throw Console.fail("--email is required when there is no terminal to ask", code: BrokerExit.usage)
+                throw CommandFailure("--email is required when there is no terminal to ask", status: .usage)
             }
             do {
                 _ = try await settings.api.forgotPassword(email: address)
             } catch {
                 if case .rejected(404, .notFound, _) = error {
-                    throw Console.fail("\(settings.key.brokerURL) does not send mail, so it cannot reset passwords")
+                    throw CommandFailure("\(settings.key.brokerURL) does not send mail, so it cannot reset passwords")
                 }
                 throw ClientFailure.exit(error, doing: "the reset request")
             }
@@ -70,7 +70,7 @@ extension Broker.Password {
             let settings = try client.settings()
             let session = try await Broker.Token.session(settings, minValid: 30)
             guard session.provider == .custom else {
-                throw Console.fail(
+                throw CommandFailure(
                     "this session signed in with \(session.provider.rawValue); only custom accounts have a password")
             }
             let (current, new) = try readPasswords()
@@ -80,10 +80,10 @@ extension Broker.Password {
                 _ = try await api.changePassword(accountToken, current: current, new: new)
             } catch {
                 if case .rejected(_, .invalidCredentials, _) = error {
-                    throw Console.fail("the current password is wrong; nothing was changed")
+                    throw CommandFailure("the current password is wrong; nothing was changed")
                 }
                 if case .rejected(_, .invalidRequest, let description) = error {
-                    throw Console.fail("the new password was refused: \(description)")
+                    throw CommandFailure("the new password was refused: \(description)")
                 }
                 if error.isAuthenticationRefusal {
                     try? SessionService(cache: settings.credentials(), api: api, key: settings.key).forget()
@@ -101,21 +101,22 @@ extension Broker.Password {
                     $0.hasSuffix("\r") ? String($0.dropLast()) : String($0)
                 }
                 guard lines.count == 2, !lines[0].isEmpty, !lines[1].isEmpty else {
-                    throw Console.fail(
-                        "--password-stdin: give the current and the new password, one per line", code: BrokerExit.usage)
+                    throw CommandFailure(
+                        "--password-stdin: give the current and the new password, one per line", status: .usage)
                 }
                 return (Secret(lines[0]), Secret(lines[1]))
             }
             guard Terminal.isInteractive else {
-                Console.error("no terminal to ask for the passwords")
-                Console.hint("printf '%s\\n%s\\n' \"$OLD\" \"$NEW\" | broker password change --password-stdin")
-                throw BrokerExit.usage
+                throw CommandFailure(
+                    "no terminal to ask for the passwords",
+                    hint: "printf '%s\\n%s\\n' \"$OLD\" \"$NEW\" | broker password change --password-stdin",
+                    status: .usage)
             }
             guard let current = Terminal.askSecret("Current password: "), !current.exposed.isEmpty,
                 let new = Terminal.askSecret("New password: "), !new.exposed.isEmpty,
                 let again = Terminal.askSecret("New password (again): ")
-            else { throw Console.fail("no password given", code: BrokerExit.usage) }
-            guard again == new else { throw Console.fail("the new passwords do not match; nothing was changed") }
+            else { throw CommandFailure("no password given", status: .usage) }
+            guard again == new else { throw CommandFailure("the new passwords do not match; nothing was changed") }
             return (current, new)
         }
     }

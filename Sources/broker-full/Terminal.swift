@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerCore
 import BrokerSystem
 import Glibc
@@ -57,16 +58,16 @@ enum Terminal {
         do {
             bytes = try PosixFile.readAll(descriptor: STDIN_FILENO, name: "stdin", limit: maxSecretBytes)
         } catch {
-            throw Console.fail("cannot read the \(what) from stdin: \(error.reason)")
+            throw CommandFailure("cannot read the \(what) from stdin: \(error.reason)")
         }
         if bytes.count > maxSecretBytes {
-            throw Console.fail("the \(what) on stdin is longer than \(maxSecretBytes) bytes")
+            throw CommandFailure("the \(what) on stdin is longer than \(maxSecretBytes) bytes")
         }
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
-        guard !bytes.isEmpty else { throw Console.fail("stdin held no \(what)", code: BrokerExit.usage) }
+        guard !bytes.isEmpty else { throw CommandFailure("stdin held no \(what)", status: .usage) }
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw Console.fail("the \(what) on stdin is not valid UTF-8")
+            throw CommandFailure("the \(what) on stdin is not valid UTF-8")
         }
         return Secret(text)
     }

@@ -1,4 +1,6 @@
 import ArgumentParser
+import BrokerClient
+import Glibc
 
 @main
 struct Broker: AsyncParsableCommand {
@@ -20,6 +22,25 @@ struct Broker: AsyncParsableCommand {
             Emulate.self,
         ]
     )
+
+    /// The root every command returns to: a ``CommandFailure`` (or a client-layer error a command let through)
+    /// is printed here, once, and picks the exit code; ArgumentParser's own errors, help and `ExitCode`s are
+    /// ArgumentParser's to print (`exit(withError:)`).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            guard let failure = CommandFailure.of(error) else { exit(withError: error) }
+            Console.error(failure.message)
+            if let hint = failure.hint { Console.hint(hint) }
+            Glibc.exit(failure.status.rawValue)
+        }
+    }
 }
 
 enum BrokerVersion {

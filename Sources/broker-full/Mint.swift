@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerServer
@@ -159,7 +160,7 @@ extension Broker {
             do {
                 key = try SigningKeyFile.load(path: signingKey)
             } catch let error as SigningKeyFile.LoadError {
-                throw Console.fail(error.description)
+                throw CommandFailure(error.description)
             }
             let now = SystemClock().seconds()
             var claimSet = try parsedClaims()

@@ -1,0 +1,287 @@
+package import BrokerCore
+package import BrokerCredentials
+import BrokerCrypto
+package import BrokerHTTP
+import BrokerSystem
+
+/// Where one attempt of an ``AuthenticatedRequest`` shows what came back (`broker request` writes the body to
+/// stdout as it arrives and, with `--include`, the head to stderr). One per attempt; the request sets
+/// ``carriesToken`` before each exchange so that a 401 to the token, answered by a retry, is held back.
+package protocol ResponseOutput: HTTPBodySink {
+    /// The exchange about to be sent carries the token.
+    var carriesToken: Bool { get set }
+    /// The head of a response whose body was not streamed (no body, a followed redirect, a held-back 401).
+    func showHead(of response: HTTPClientResponse)
+    /// The body of a response that was not streamed; `false` when it could not be written.
+    func writeBody(_ bytes: [UInt8]) -> Bool
+}
+
+/// One request with the session's token and the cycle classic API clients are built around: attach the token;
+/// on a 401 renew the session once for every process refused at the same moment (or, where a person can be
+/// asked, sign in again) and send the same bytes once more. The token and the caller's headers go only to the
+/// target's origin, also across redirects.
+package struct AuthenticatedRequest: Sendable {
+    package var settings: ClientSettings
+    package var target: APIURL
+    /// The URL as given (sent as it is; ``target`` is its parsed form).
+    package var url: String
+    package var method: String
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]?
+    /// Follow redirects (`--location`), at most ``maxRedirects``.
+    package var followRedirects = false
+    package var maxRedirects = 10
+    package var timeout: Duration = .seconds(300)
+    package var maxResponseBytes = 16 * 1024 * 1024
+    package var transport: any HTTPTransport = HTTPClient.shared
+    package var sessions: SessionService
+    package var clock: any WallClock = SystemClock()
+    /// A new sign-in when the session is gone or the broker refused its refresh: `nil` where no person can be
+    /// asked (the failure is then the session's, "authentication required"). Given the provider of the session
+    /// that ended (`nil` when there was none).
+    package var signIn: (@Sendable (ProviderID?) async throws -> Void)?
+    /// Told when a session ended and a sign-in follows.
+    package var notice: @Sendable (String) -> Void = { _ in }
+    /// Makes the output of one attempt; `final` is the last attempt (its 401 is shown, not held back).
+    package var output: @Sendable (_ final: Bool) -> any ResponseOutput
+
+    package init(
+        settings: ClientSettings, target: APIURL, url: String, method: String,
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8]? = nil, sessions: SessionService? = nil,
+        output: @escaping @Sendable (_ final: Bool) -> any ResponseOutput
+    ) {
+        self.settings = settings
+        self.target = target
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.sessions = sessions ?? SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
+        self.output = output
+    }
+
+    /// What the request ended with.
+    package struct Outcome: Sendable {
+        package var response: HTTPClientResponse
+        package var finalURL: APIURL
+        /// The final response is a 401 from a URL the token was sent to.
+        package var refusedToken: Bool
+    }
+
+    /// Why the request could not be answered.
+    package enum Failure: Error, CustomStringConvertible, Sendable {
+        /// No usable session and none could be made: the session's own error.
+        case session(SessionError)
+        /// The API refused a token the broker had just issued (after a refresh or a new sign-in).
+        case refusedAfterRenewal(origin: String, signedIn: Bool, challenge: String?)
+        case transport(method: String, origin: String, reason: String)
+        case tooManyRedirects(limit: Int, last: String)
+        case unfollowableRedirect(String)
+        /// The session is DPoP-bound and its key cannot be used.
+        case proofKey(String)
+        case signInLock(String)
+        /// The sign-in itself failed; its own error, reported as it is.
+        case signInFailed(any Error)
+        case output
+
+        package var description: String {
+            switch self {
+            case .session(let error): error.description
+            case .refusedAfterRenewal(let origin, let signedIn, let challenge):
+                "\(origin) refused a token the broker just issued" + (signedIn ? " after a new sign-in" : "")
+                    + (challenge.map { " (\($0))" } ?? "")
+            case .transport(let method, let origin, let reason): "\(method) \(origin): \(reason)"
+            case .tooManyRedirects(let limit, let last): "more than \(limit) redirects, the last to \(last)"
+            case .unfollowableRedirect(let location): "refusing to follow a redirect to \(location)"
+            case .proofKey(let reason): reason
+            case .signInLock(let reason): reason
+            case .signInFailed(let error): "\(error)"
+            case .output: "cannot write the response to stdout"
+            }
+        }
+
+        /// The contract's exit code: a session that could not be restored is "authentication required".
+        package var status: ExitStatus {
+            switch self {
+            case .session(let error): ExitStatus.of(error)
+            case .refusedAfterRenewal: .authenticationRequired
+            default: .failure
+            }
+        }
+    }
+
+    /// Sends the request: with the cached (or refreshed) session, and once more after a 401 with a renewed one.
+    package func send(minValid: Int64) async throws(Failure) -> Outcome {
+        // The last `DPoP-Nonce` the API gave (RFC 9449 §9): the retry after a 401 uses it.
+        var nonce: String?
+        var session = try await firstSession(minValid: minValid)
+        var outcome = try await attempt(token: session.accessToken, final: false, nonce: &nonce)
+        guard outcome.refusedToken else { return outcome }
+        let renewed = try await recover(after: session)
+        session = renewed.session
+        outcome = try await attempt(token: session.accessToken, final: true, nonce: &nonce)
+        if outcome.refusedToken {
+            throw .refusedAfterRenewal(
+                origin: target.origin, signedIn: renewed.signedIn,
+                challenge: outcome.response.header("WWW-Authenticate"))
+        }
+        return outcome
+    }
+
+    /// The session to start with: cached or refreshed; without one, a sign-in where a person can be asked.
+    func firstSession(minValid: Int64) async throws(Failure) -> Session {
+        do {
+            return try await sessions.validSession(minValid: minValid)
+        } catch {
+            switch error {
+            case .signedOut, .rejected:
+                guard signIn != nil else { throw .session(error) }
+                notice(error.description)
+                return try await signInAgain(provider: nil, rejected: nil)
+            default:
+                throw .session(error)
+            }
+        }
+    }
+
+    /// After a 401: a renewed session, else (the broker refused the refresh) a new sign-in where possible.
+    func recover(after session: Session) async throws(Failure) -> (session: Session, signedIn: Bool) {
+        do {
+            return (try await sessions.renew(rejecting: session.accessToken), false)
+        } catch {
+            switch error {
+            case .signedOut, .rejected:
+                guard signIn != nil else { throw .session(error) }
+                notice("the session ended: \(error)")
+                return (try await signInAgain(provider: session.provider, rejected: session.accessToken), true)
+            default:
+                throw .session(error)
+            }
+        }
+    }
+
+    /// A new sign-in, once for everyone: under `sign-in.lock` in the client's folder a session that appeared
+    /// while this process waited (another one signed in) is taken instead.
+    func signInAgain(provider: ProviderID?, rejected: Secret?) async throws(Failure) -> Session {
+        guard let signIn else { throw .session(.signedOut(settings.key)) }
+        let lock: FileLock
+        do {
+            try PosixFile.ensurePrivateDirectory(settings.home)
+            lock = try FileLock(path: settings.home + "/sign-in.lock")
+        } catch {
+            throw .signInLock("cannot lock \(settings.home)/sign-in.lock: \(error.reason)")
+        }
+        defer { lock.unlock() }
+        if let fresh = try? sessions.cachedSession(minValid: 0), fresh.accessToken != rejected { return fresh }
+        do {
+            try await signIn(provider)
+        } catch let failure as Failure {
+            throw failure
+        } catch let error as SessionError {
+            throw .session(error)
+        } catch {
+            // The sign-in reported its own failure (a CLI value); carried through as it is.
+            throw .signInFailed(error)
+        }
+        let signedIn: Session?
+        do {
+            signedIn = try sessions.cachedSession(minValid: 0)
+        } catch {
+            throw .session(error)
+        }
+        guard let signedIn else { throw .session(.signedOut(settings.key)) }
+        return signedIn
+    }
+
+    /// One attempt: the request and, when following redirects, its redirects. The token goes to the target's
+    /// origin only, as do the caller's headers (a cookie or an API key in `-H` does not follow a redirect to
+    /// another server: attack review RT2-12).
+    func attempt(token: Secret, final: Bool, nonce: inout String?) async throws(Failure) -> Outcome {
+        let sink = output(final)
+        var current = url
+        var currentURL = target
+        var currentMethod = method
+        var currentBody = body
+        var hops = 0
+        while true {
+            let sameOrigin = currentURL.origin == target.origin
+            var request = HTTPClientRequest(
+                method: currentMethod, url: current, headers: sameOrigin ? headers : [],
+                body: currentBody)
+            let carriesToken = sameOrigin && settings.refusal(toSendTokenTo: currentURL) == nil
+            if carriesToken {
+                // An API marked `"dpop": true` in api_urls gets a bound token as DPoP with a proof by the
+                // profile's key; anything else gets it as Bearer.
+                if let key = try proofKey(for: currentURL, token: token) {
+                    let proof: String
+                    do {
+                        proof = try DPoPProof.make(
+                            key: key, method: currentMethod, url: current,
+                            accessToken: token.exposed, nonce: nonce, now: clock.seconds())
+                    } catch {
+                        throw .proofKey("cannot sign a DPoP proof: \(error)")
+                    }
+                    request.headers.append((name: "Authorization", value: "DPoP " + token.exposed))
+                    request.headers.append((name: "DPoP", value: proof))
+                } else {
+                    request.headers.append((name: "Authorization", value: "Bearer " + token.exposed))
+                }
+            }
+            request.timeout = timeout
+            request.maxResponseBytes = maxResponseBytes
+            request.sink = sink
+            sink.carriesToken = carriesToken
+            let response: HTTPClientResponse
+            do {
+                response = try await transport.send(request)
+            } catch {
+                throw .transport(method: currentMethod, origin: currentURL.origin, reason: "\(error)")
+            }
+            if !response.streamed {
+                sink.showHead(of: response)
+            }
+            if followRedirects, [301, 302, 303, 307, 308].contains(response.status),
+                let next = response.redirectURL
+            {
+                hops += 1
+                guard hops <= maxRedirects else { throw .tooManyRedirects(limit: maxRedirects, last: next) }
+                guard let nextURL = APIURL(next) else { throw .unfollowableRedirect(next) }
+                if response.status == 303
+                    || ((response.status == 301 || response.status == 302) && currentMethod == "POST")
+                {
+                    if currentMethod != "HEAD" { currentMethod = "GET" }
+                    currentBody = nil
+                }
+                current = next
+                currentURL = nextURL
+                continue
+            }
+            if let given = response.header("DPoP-Nonce") {
+                nonce = given
+            }
+            let refused = response.status == 401 && carriesToken
+            if !response.streamed && !(refused && !final) {
+                guard sink.writeBody(response.body) else { throw .output }
+            }
+            return Outcome(response: response, finalURL: currentURL, refusedToken: refused)
+        }
+    }
+
+    /// The profile's DPoP key when `url` is an API marked DPoP-capable and `token` is bound; `nil` for Bearer.
+    func proofKey(for url: APIURL, token: Secret) throws(Failure) -> AsymmetricKey? {
+        guard settings.apiURLs?.first(where: { $0.covers(url) })?.dpop == true, isDPoPBound(token) else { return nil }
+        let key: AsymmetricKey?
+        do {
+            key = try settings.dpopKeys.load(settings.key)
+        } catch {
+            throw .proofKey("\(error)")
+        }
+        guard let key else {
+            throw .proofKey(
+                "the session is bound to a DPoP key that is gone (\(settings.dpopKeys.location(for: settings.key))): "
+                    + "broker login again")
+        }
+        return key
+    }
+}

@@ -1,0 +1,145 @@
+import ArgumentParser
+import BrokerClient
+import BrokerCore
+import BrokerProviders
+import Glibc
+import ProviderSupport
+
+extension Broker {
+    struct Login: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign in and cache the session.",
+            discussion: """
+                custom: email + password (asked on a terminal, or --password-stdin). Without --provider:
+                custom when --email is given, a choice on a terminal, else a usage error.
+                Other providers: the loopback browser flow (RFC 8252 + PKCE). The sign-in URL is always
+                printed on stderr and opened with $BROWSER (the URL as its last argument) or xdg-open,
+                unless --no-browser; the CLI waits at most --timeout seconds for the browser to come back.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
+        var provider: String?
+
+        @Option(name: .long, help: "The account's email address (custom).")
+        var email: String?
+
+        @Flag(name: .long, help: "Read the password from stdin instead of asking (custom).")
+        var passwordStdin = false
+
+        @Flag(name: .long, help: "Only print the sign-in URL; do not open a browser.")
+        var noBrowser = false
+
+        @Flag(
+            name: .long,
+            help: "Sign in from another device (RFC 8628): show a code and a URL (and a QR code), wait for approval.")
+        var device = false
+
+        @Option(name: .long, help: ArgumentHelp("How long to wait for the browser sign-in.", valueName: "SECONDS"))
+        var timeout = 300
+
+        func validate() throws {
+            if device && (email != nil || passwordStdin) {
+                throw ValidationError("--device signs in on another device: --email and --password-stdin do not apply")
+            }
+            if let provider, !Self.knownProviders.contains(where: { $0.rawValue == provider }) {
+                let known = Self.knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
+            }
+            guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        }
+
+        func run() async throws {
+            var settings = try client.settings()
+            settings.keyringMayPrompt = Terminal.isInteractive
+            settings.signingIn = true
+            try Register.requireKeyring(settings)
+            let api = settings.api
+            if device { return try await deviceSignIn(settings: settings, api: api) }
+            let chosen = try await chooseProvider(api: api)
+            guard chosen == .custom else {
+                let name =
+                    chosen == .passkey
+                    ? "a passkey" : BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                return try await BrowserLogin(
+                    provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
+                    timeout: Double(timeout)
+                ).run()
+            }
+            let credentials = try Credentials.gather(email: email, passwordStdin: passwordStdin, confirm: false)
+            try await Self.passwordSignIn(credentials, settings: settings, api: api)
+        }
+
+        /// `--device`: the code on stderr, the approval on another device, the session cached like any other.
+        func deviceSignIn(settings: ClientSettings, api: BrokerAPI) async throws {
+            Terminal.exitOnInterrupt()
+            let signIn = DeviceSignIn(
+                settings: settings, api: api, provider: provider.flatMap(ProviderID.init(rawValue:)),
+                showQR: Terminal.isInteractive, presenter: BrowserLogin.ConsolePresenter())
+            do {
+                let session = try await signIn.run()
+                Console.note("Signed in as \(session.userID) (\(settings.key)).")
+            } catch {
+                switch error {
+                case .denied, .expired: throw CommandFailure(error.description)
+                case .broker(let failure): throw ClientFailure.exit(failure, doing: "device sign-in")
+                case .session(let failure): throw ClientFailure.exit(failure, settings: settings)
+                }
+            }
+        }
+
+        /// Signs in with an email and password and caches the session (also `broker request`'s sign-in again).
+        static func passwordSignIn(_ credentials: Credentials, settings: ClientSettings, api: BrokerAPI) async throws {
+            let response: SessionResponse
+            do {
+                response = try await api.login(email: credentials.email, password: credentials.password)
+            } catch {
+                if error.isWrongPassword { throw CommandFailure("wrong email or password") }
+                throw ClientFailure.exit(error, doing: "sign-in")
+            }
+            let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
+            do {
+                let session = try service.store(response)
+                Console.note("Signed in as \(session.userID) (\(settings.key)).")
+            } catch {
+                throw ClientFailure.exit(error, settings: settings)
+            }
+        }
+
+        /// The providers this build knows: the catalog's, `custom`, and `passkey` (a passkey on the broker's own
+        /// page, through the same loopback flow as a browser provider).
+        static var knownProviders: [ProviderID] { BrokerProviders.all.map(\.id) + [.custom, .passkey] }
+
+        func chooseProvider(api: BrokerAPI) async throws -> ProviderID {
+            if let provider, let id = ProviderID(rawValue: provider) { return id }
+            if email != nil { return .custom }
+            guard Terminal.isInteractive else {
+                throw CommandFailure(
+                    "which provider? there is no terminal to ask",
+                    hint: "broker login --provider custom --email you@example.com --password-stdin", status: .usage)
+            }
+            return try await Self.ask(api: api)
+        }
+
+        /// Asks on the terminal which of the broker's providers to sign in with.
+        static func ask(api: BrokerAPI) async throws -> ProviderID {
+            let listed: [ProviderInfo]
+            do {
+                listed = try await api.providers().list
+            } catch {
+                throw ClientFailure.exit(error, doing: "listing the providers")
+            }
+            let choices = listed.compactMap { info in ProviderID(rawValue: info.id).map { ($0, info.name) } }
+            guard !choices.isEmpty else { throw CommandFailure("the broker offers no provider this client knows") }
+            for (index, choice) in choices.enumerated() {
+                Console.note("  \(index + 1). \(choice.1) (\(choice.0.rawValue))")
+            }
+            guard let typed = Terminal.ask("Sign in with [1-\(choices.count)]: "),
+                let number = Int(typed.filter { !$0.isWhitespace }), (1...choices.count).contains(number)
+            else { throw CommandFailure("no provider chosen", status: .usage) }
+            return choices[number - 1].0
+        }
+    }
+}
