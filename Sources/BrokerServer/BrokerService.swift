@@ -33,14 +33,13 @@ struct APIResponse: Sendable {
 /// (``SignInService``), grants, revocation and `/auth/me` (``GrantService``), custom accounts
 /// (``AccountService``) and CI minting (``ClientService``). This type builds them from the configuration and
 /// answers the documents that belong to no one service (discovery, JWKS, providers, health).
-package final class BrokerService: Sendable {
+package final class BrokerService: ContextualService {
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
     package static let cliClientID = TokenIssuer.cliClientID
 
-    let configuration: ServerConfiguration
-    let store: any Store
-    let logger: Logger
-    let tokens: TokenIssuer
+    /// The token issuer, store, logger, metrics and audit trail every service shares (its configuration, clock
+    /// and issuer derived from them).
+    let context: ServiceContext
     let accounts: AccountService
     let signIn: SignInService
     let grants: GrantService
@@ -59,8 +58,6 @@ package final class BrokerService: Sendable {
     let backchannel: BackchannelLogout
     /// Sends reset mail; `nil` without a `mail` section.
     let mailer: Mailer?
-    let metrics: BrokerMetrics
-    let audit: AuditTrail
     let hashingPool: HashingPool
 
     /// Builds the broker on `store`: loads (or creates, or imports from the data directory) the keys sealed
@@ -119,15 +116,11 @@ package final class BrokerService: Sendable {
         mailPassword: Secret?,
         mailBackoff: @escaping @Sendable (Int) -> Duration
     ) throws {
-        self.configuration = configuration
-        self.metrics = metrics
-        self.audit = audit
-        self.store = store
-        self.logger = logger
-        tokens = TokenIssuer(
+        let tokens = TokenIssuer(
             configuration: configuration, store: store, keys: keys, clock: clock,
             dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
         let context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
+        self.context = context
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         hashingPool = HashingPool(
             workers: workers, queueLimit: configuration.passwordHashQueue ?? 4 * workers, metrics: metrics)
