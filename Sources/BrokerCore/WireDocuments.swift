@@ -59,6 +59,55 @@ package struct TokenResponse: Sendable, Equatable {
     }
 }
 
+/// An app's token answer at the OpenID Provider's token endpoint (RFC 6749 §5.1, OpenID Connect Core 3.1.3.3):
+/// the standard fields only. A refresh token only when the app was granted `offline_access`, an id token only
+/// with `openid`.
+package struct OpenIDTokenResponse: Sendable, Equatable {
+    package var accessToken: String
+    /// `Bearer`, or `DPoP` for a token bound to the app's proof key (RFC 9449 §5).
+    package var tokenType: String
+    package var expiresIn: Int64
+    /// The scope granted (RFC 6749 §5.1: said whenever it may differ from the one asked for).
+    package var scope: String
+    package var refreshToken: String?
+    package var idToken: String?
+
+    package init(
+        accessToken: String, tokenType: String, expiresIn: Int64, scope: String, refreshToken: String? = nil,
+        idToken: String? = nil
+    ) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.scope = scope
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+    }
+
+    package var json: JSONValue {
+        var body: [String: JSONValue] = [
+            "access_token": .string(accessToken), "token_type": .string(tokenType), "expires_in": .int(expiresIn),
+            "scope": .string(scope),
+        ]
+        if let refreshToken { body["refresh_token"] = .string(refreshToken) }
+        if let idToken { body["id_token"] = .string(idToken) }
+        return .object(body)
+    }
+
+    package init(json: JSONValue) throws(WireError) {
+        guard let access = json["access_token"]?.stringValue, !access.isEmpty,
+            let type = json["token_type"]?.stringValue, !type.isEmpty,
+            let expiresIn = json["expires_in"]?.intValue, expiresIn > 0
+        else { throw WireError("the token response lacks access_token, token_type or expires_in") }
+        accessToken = access
+        tokenType = type
+        self.expiresIn = expiresIn
+        scope = json["scope"]?.stringValue ?? ""
+        refreshToken = json["refresh_token"]?.stringValue
+        idToken = json["id_token"]?.stringValue
+    }
+}
+
 /// `POST /auth/device` (RFC 8628 §3.2).
 package struct DeviceAuthorizationResponse: Sendable, Equatable {
     package var deviceCode: String

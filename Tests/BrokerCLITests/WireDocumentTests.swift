@@ -17,6 +17,11 @@ struct WireDocumentTests {
         #expect(try DeviceAuthorizationResponse(json: device.json) == device)
         let providers = ProvidersResponse(providers: [.init(id: "google", name: "Google", flow: "browser")])
         #expect(try ProvidersResponse(json: providers.json) == providers)
+        let app = OpenIDTokenResponse(
+            accessToken: "a.b.c", tokenType: "Bearer", expiresIn: 300, scope: "openid offline_access",
+            refreshToken: "rt", idToken: "h.p.s")
+        #expect(try OpenIDTokenResponse(json: app.json) == app)
+        #expect(app.json["user_id"] == nil && app.json["provider"] == nil, "an app gets the standard fields only")
         let error = ErrorResponse(code: .lastIdentity, description: "the only way in")
         #expect(ErrorResponse(json: error.json) == error)
     }
@@ -30,6 +35,9 @@ struct WireDocumentTests {
             _ = try TokenResponse(json: ["user_id": "custom:x", "access_token": "a", "expires_in": 0])
         }
         #expect(throws: WireError.self) { _ = try ProvidersResponse(json: ["providers": [["name": "no id"]]]) }
+        #expect(throws: WireError.self) { _ = try OpenIDTokenResponse(json: ["access_token": "a", "expires_in": 60]) }
+        let plain = try OpenIDTokenResponse(json: ["access_token": "a", "token_type": "Bearer", "expires_in": 60])
+        #expect(plain.refreshToken == nil && plain.idToken == nil && plain.scope == "")
         #expect(ErrorResponse(json: ["status": "ok"]) == nil && ErrorResponse(json: nil) == nil)
         // An older broker: no provider (the user id's), no interval (RFC 8628's 5), no token_type (Bearer).
         let old = try TokenResponse(

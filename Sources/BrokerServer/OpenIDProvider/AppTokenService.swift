@@ -98,23 +98,21 @@ final class AppTokenService: ContextualService {
             throw APIError.invalidGrant("the account no longer exists")
         }
         let scopes = record.scope.split(separator: " ").map(String.init)
-        let (body, sessionID) = try await tokens.startSessionReturningID(
+        let (session, sessionID) = try await tokens.startSessionReturningID(
             user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith)
         try await store.attachSession(sessionID, toAppCode: hash, now: now)
-        guard let accessToken = body["access_token"]?.stringValue else { throw APIError.serverError }
-        var answer: [String: JSONValue] = [
-            "access_token": .string(accessToken), "token_type": .string(TokenIssuer.tokenType),
-            "expires_in": .int(tokens.configuration.accessTokenTTL), "scope": .string(record.scope),
-        ]
-        // A refresh token only when the app asked to stay signed in (Core 11).
-        if scopes.contains("offline_access"), let refresh = body["refresh_token"] { answer["refresh_token"] = refresh }
+        var answer = OpenIDTokenResponse(
+            accessToken: session.accessToken, tokenType: TokenIssuer.tokenType, expiresIn: session.expiresIn,
+            scope: record.scope,
+            // A refresh token only when the app asked to stay signed in (Core 11).
+            refreshToken: scopes.contains("offline_access") ? session.refreshToken : nil)
         if scopes.contains("openid") {
-            answer["id_token"] = .string(
-                try await idToken(user: user, app: app, code: record, accessToken: accessToken, scopes: scopes))
+            answer.idToken = try await idToken(
+                user: user, app: app, code: record, accessToken: session.accessToken, scopes: scopes)
         }
         metrics.appToken(outcome: "issued")
         audit.record("app_token", user: user.id, fields: ["client_id": app.clientID])
-        return .tokens(.object(answer))
+        return .tokens(answer.json)
     }
 
     /// The id token (Core 2): signed with the app's algorithm (RS256 unless it chose another).

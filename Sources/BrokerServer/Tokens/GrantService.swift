@@ -259,11 +259,11 @@ final class GrantService: ContextualService {
                 }
                 try await link(identity, to: user)
             }
-            let (body, sessionID) = try await tokens.startSessionReturningID(
+            let (response, sessionID) = try await tokens.startSessionReturningID(
                 user: user, clientID: TokenIssuer.cliClientID, scope: nil,
                 signedInWith: record.link?.provider ?? record.signedInWith)
             try await store.attachSession(toCode: hash, sessionID: sessionID)
-            return .tokens(body)
+            return .tokens(response.json)
         }
     }
 }

@@ -70,13 +70,13 @@ final class TokenIssuer: Sendable {
     ) async throws -> JSONValue {
         try await startSessionReturningID(
             user: user, clientID: clientID, scope: scope, signedInWith: signedInWith, emailVerified: emailVerified
-        ).body
+        ).response.json
     }
 
     /// ``startSession(user:clientID:scope:signedInWith:emailVerified:)`` that also returns the new session's id.
     func startSessionReturningID(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
-    ) async throws -> (body: JSONValue, sessionID: String) {
+    ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.token(byteCount: 16)
         let refreshToken = try SecureRandom.token(byteCount: 32)
@@ -109,7 +109,7 @@ final class TokenIssuer: Sendable {
             user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
             signedInWith: signedInWith, now: issuedAt)
         return (
-            sessionBody(user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith),
+            sessionResponse(user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith),
             sessionID
         )
     }
@@ -121,12 +121,23 @@ final class TokenIssuer: Sendable {
         user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
         signedInWith: ProviderID? = nil
     ) -> JSONValue {
+        sessionResponse(
+            user: user, accessToken: accessToken, refreshToken: refreshToken, expiresIn: expiresIn, scope: scope,
+            signedInWith: signedInWith
+        ).json
+    }
+
+    /// ``sessionBody(user:accessToken:refreshToken:expiresIn:scope:signedInWith:)`` as the wire document.
+    func sessionResponse(
+        user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
+        signedInWith: ProviderID? = nil
+    ) -> TokenResponse {
         TokenResponse(
             userID: user.id, provider: signedInWith ?? user.id.provider, accessToken: accessToken,
             // An account token is never bound (it is for the broker's own account endpoints, for minutes).
             tokenType: scope == Self.accountScope ? "Bearer" : Self.tokenType,
             expiresIn: expiresIn ?? configuration.accessTokenTTL, refreshToken: refreshToken, scope: scope
-        ).json
+        )
     }
 
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
