@@ -120,6 +120,17 @@ let package = Package(
             dependencies: ["BrokerCore", "BrokerSystem", "ProviderSupport"],
             swiftSettings: swiftSettings
         ),
+        // Opening the store a configuration names, where both stores are visible (SQLite always, PostgreSQL with
+        // the trait).
+        .target(
+            name: "BrokerStores",
+            dependencies: [
+                "BrokerConfiguration", "BrokerCore", "BrokerStore", "BrokerSystem",
+                .target(name: "BrokerPostgres", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). ProviderSupport holds
         // what they share: descriptors, typed endpoints, OAuth 2.0 plumbing and the discovery + JWKS cache.
         .target(
@@ -221,7 +232,7 @@ let package = Package(
             dependencies: [
                 "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
                 "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
-                .target(name: "BrokerPostgres", condition: .when(traits: ["PostgreSQL"])),
+                "BrokerStores",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -279,7 +290,7 @@ let package = Package(
         .testTarget(
             name: "BrokerStoreTests",
             dependencies: [
-                "BrokerPostgres", "BrokerStore", "BrokerCore", "BrokerTesting",
+                "BrokerPostgres", "BrokerStore", "BrokerStores", "BrokerConfiguration", "BrokerCore", "BrokerTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],

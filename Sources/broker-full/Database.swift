@@ -4,6 +4,7 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerServer
 import BrokerStore
+import BrokerStores
 import BrokerSystem
 
 #if canImport(FoundationEssentials)

@@ -5,6 +5,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerServer
 import BrokerStore
+import BrokerStores
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

@@ -4,6 +4,7 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerServer
+import BrokerStores
 import BrokerSystem
 import Logging
 import NIOCore

@@ -4,12 +4,9 @@ import BrokerCore
 import BrokerProviders
 import BrokerServer
 import BrokerStore
+import BrokerStores
 import BrokerSystem
 import Logging
-
-#if PostgreSQL
-    import BrokerPostgres
-#endif
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -53,67 +50,11 @@ struct ServerStoreOptions: ParsableArguments {
     }
 }
 
-/// Opens the store the configuration names: the data directory's SQLite file, `sqlite:PATH`, or PostgreSQL
-/// (password from `BROKER_DATABASE_PASSWORD`, else `server.database_password_file`, else the URL's, which is
-/// warned about). Pending migrations are applied.
-enum StoreOpener {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
-
+extension StoreOpener {
+    /// ``open(_:environment:logger:warn:)`` with the process's environment, warnings on stderr.
     static func open(_ configuration: ServerConfiguration, logger: Logger) async throws -> any Store {
-        guard let database = configuration.database else {
-            let directory = configuration.expandedDataDirectory
-            try PosixFile.ensurePrivateDirectory(directory)
-            return try SQLiteStore(path: directory + "/broker.sqlite3")
-        }
-        switch try DatabaseLocation.parse(database) {
-        case .sqlite(let path):
-            return try SQLiteStore(path: PosixFile.expandingTilde(path))
-        case .postgres(let location):
-            #if PostgreSQL
-                return try await openPostgres(location, configuration, logger: logger)
-            #else
-                _ = location
-                throw Failure(
-                    description:
-                        "this broker was built without PostgreSQL (the quick start's build, swift build "
-                        + "--disable-default-traits); scripts/install.sh and swift build have it")
-            #endif
-        }
-    }
-
-    #if PostgreSQL
-        static func openPostgres(
-            _ location: PostgresLocation, _ configuration: ServerConfiguration, logger: Logger
-        ) async throws
-            -> any Store
-        {
-            let environment = ProcessInfo.processInfo.environment
-            var password = environment["BROKER_DATABASE_PASSWORD"]
-            if password == nil, let file = configuration.databasePasswordFile {
-                let path = PosixFile.expandingTilde(file)
-                do {
-                    password = try PosixFile.readSecret(path: path)
-                } catch {
-                    throw Failure(description: "cannot read the database password file \(path): \(error.reason)")
-                }
-            }
-            if location.passwordInURL != nil {
-                Console.error(
-                    "warning: the database URL carries a password (it shows in shell history and process lists); "
-                        + "use BROKER_DATABASE_PASSWORD or server.database_password_file")
-            }
-            return try await PostgresStore.open(
-                location, password: password, poolSize: configuration.databasePoolSize,
-                deadline: .seconds(configuration.databaseTimeout), logger: logger)
-        }
-    #endif
-
-    /// A logger for the store's own messages from commands other than `serve` (errors only, to stderr).
-    static var quietLogger: Logger {
-        var logger = Logger(label: "broker") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = .error
-        return logger
+        try await open(
+            configuration, environment: ProcessInfo.processInfo.environment, logger: logger,
+            warn: { Console.error($0) })
     }
 }
