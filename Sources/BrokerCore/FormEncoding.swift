@@ -55,16 +55,56 @@ package enum FormEncoding {
         fields.map { percentEncode($0.0) + "=" + percentEncode($0.1) }.joined(separator: "&")
     }
 
-    /// Parses a form body or query string; `nil` if any escape is broken.
+    /// Parses a form body or query string; `nil` if any escape is broken or a name or value is not UTF-8.
     package static func decode(_ text: String) -> [(String, String)]? {
+        decode(bytes: text.utf8)
+    }
+
+    /// ``decode(_:)`` on the bytes as they arrived: one pass, each name and value percent-decoded into one
+    /// buffer and checked as UTF-8 once (empty pairs skipped; a pair without `=` has an empty value; only
+    /// the first `=` of a pair separates).
+    package static func decode<Bytes: Sequence<UInt8>>(bytes: Bytes) -> [(String, String)]? {
         var fields: [(String, String)] = []
-        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = percentDecode(parts[0]) else { return nil }
-            let value = parts.count > 1 ? percentDecode(parts[1]) : ""
-            guard let value else { return nil }
-            fields.append((name, value))
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(64)
+        var name: String?
+        var inPair = false
+        var iterator = bytes.makeIterator()
+        func endPair() -> Bool {
+            guard inPair else { return true }
+            guard let text = String(validating: buffer, as: UTF8.self) else { return false }
+            if let name {
+                fields.append((name, text))
+            } else {
+                fields.append((text, ""))
+            }
+            buffer.removeAll(keepingCapacity: true)
+            name = nil
+            inPair = false
+            return true
         }
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "&"):
+                guard endPair() else { return nil }
+                continue
+            case UInt8(ascii: "=") where name == nil:
+                guard let text = String(validating: buffer, as: UTF8.self) else { return nil }
+                name = text
+                buffer.removeAll(keepingCapacity: true)
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                buffer.append(high << 4 | low)
+            case UInt8(ascii: "+"):
+                buffer.append(UInt8(ascii: " "))
+            default:
+                buffer.append(byte)
+            }
+            inPair = true
+        }
+        guard endPair() else { return nil }
         return fields
     }
 }

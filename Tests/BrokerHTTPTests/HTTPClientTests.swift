@@ -258,6 +258,59 @@ struct FormEncodingTests {
         #expect(FormEncoding.decode("a=%ZZ") == nil)
         #expect(FormEncoding.decode("a=%C3") == nil)
     }
+
+    /// The one-pass decoder against the specification written plainly (split on `&`, empty pairs skipped, the
+    /// first `=` separates, each side percent-decoded and checked as UTF-8), on the edges of that rule.
+    @Test func theOnePassDecoderAgreesWithTheRuleWrittenPlainly() {
+        func plain(_ bytes: [UInt8]) -> [(String, String)]? {
+            var fields: [(String, String)] = []
+            for pair in bytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+                let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+                func decode(_ part: ArraySlice<UInt8>) -> String? {
+                    var out: [UInt8] = []
+                    var index = part.startIndex
+                    while index < part.endIndex {
+                        let byte = part[index]
+                        if byte == UInt8(ascii: "%") {
+                            func hex(_ byte: UInt8) -> UInt8? {
+                                switch byte {
+                                case 0x30...0x39: byte - 0x30
+                                case 0x41...0x46: byte - 0x41 + 10
+                                case 0x61...0x66: byte - 0x61 + 10
+                                default: nil
+                                }
+                            }
+                            guard index + 2 < part.endIndex, let high = hex(part[index + 1]),
+                                let low = hex(part[index + 2])
+                            else { return nil }
+                            out.append(high << 4 | low)
+                            index += 3
+                        } else {
+                            out.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+                            index += 1
+                        }
+                    }
+                    return String(validating: out, as: UTF8.self)
+                }
+                guard let name = decode(parts[0]) else { return nil }
+                guard let value = parts.count > 1 ? decode(parts[1]) : "" else { return nil }
+                fields.append((name, value))
+            }
+            return fields
+        }
+        let inputs: [[UInt8]] =
+            [
+                "", "&&", "=", "a", "a=", "=b", "a==b", "a=b&c=d", "&a=1&", "%26=%3D", "a+b=c+d", "a=%ZZ", "a=%C3",
+                "a=%C3%A9", "%", "%4", "a=%4", "a=%+1", "a=%-1", "é=ü", "a=1&&b=2", "a=%e2%98%83",
+            ].map { Array($0.utf8) } + [[0xFF], [UInt8(ascii: "a"), UInt8(ascii: "="), 0xC3], [0x3D, 0xFE]]
+        for input in inputs {
+            let expected = plain(input)
+            let decoded = FormEncoding.decode(bytes: input)
+            #expect(
+                decoded?.map { "\($0.0)=\($0.1)" } == expected?.map { "\($0.0)=\($0.1)" },
+                "\(input): \(String(describing: decoded)) against \(String(describing: expected))")
+        }
+    }
 }
 
 /// A counter tasks can share.

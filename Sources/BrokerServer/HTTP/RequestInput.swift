@@ -28,7 +28,7 @@ struct RequestInput: Sendable {
             case .failure(let error): throw APIError.invalidRequest("malformed JSON: \(error)")
             }
         case "application/x-www-form-urlencoded" where allowForm:
-            guard let text = String(validating: body, as: UTF8.self), let pairs = FormEncoding.decode(text) else {
+            guard let pairs = FormEncoding.decode(bytes: body) else {
                 throw APIError.invalidRequest("malformed form body (bad percent-encoding or not UTF-8)")
             }
             var fields: [String: JSONValue] = [:]
