@@ -194,7 +194,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerStore", "BrokerSystem",
+                "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerStore",
+                "BrokerSystem",
                 "ProviderSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -11,8 +11,10 @@ swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Package.sw
 
 # Quiet (errors only) here and in the test runs below: the build's progress lines alone come to 200 kB, and a
 # CI page keeps only the first 512 kB of a run's output, so a failure near the end would not be seen.
-echo "== swift build" >&2
-swift build --quiet
+# With the tests, and with SwiftPM's check that every target imports only the targets it declares (a target
+# that reaches another through a third's dependencies builds today and breaks when the third changes).
+echo "== swift build (the tests too; undeclared target imports are errors)" >&2
+swift build --quiet --build-tests --explicit-target-dependency-import-check error
 
 # The load suite saturates every core with scrypt for tens of seconds (and its database-outage test stops the
 # shared PostgreSQL cluster, its crash test kills brokers fifty times); on a 2-core CI machine it would starve
