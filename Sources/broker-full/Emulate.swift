@@ -40,7 +40,7 @@ extension Broker {
 
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0–65535") }
-            guard ["127.0.0.1", "::1", "localhost"].contains(host) else {
+            guard LoopbackHost.contains(host) else {
                 throw ValidationError("--host must be a loopback address: the emulators have test accounts only")
             }
         }
