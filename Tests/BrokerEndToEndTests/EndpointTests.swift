@@ -97,100 +97,25 @@ struct EndpointTests {
         #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
 
-    @Test(arguments: [
-        (#"{"email": "not-an-email", "password": "correct horse battery"}"#, "@"),
-        (#"{"email": "a@b", "password": "correct horse battery"}"#, "domain"),
-        (#"{"email": "a b@example.com", "password": "correct horse battery"}"#, "characters"),
-        (#"{"email": "x@example.com", "password": "short12"}"#, "at least 8"),
-        (#"{"email": "x@example.com", "password": "password1"}"#, "commonly used"),
-        (#"{"email": "x@example.com", "password": "iloveyou"}"#, "commonly used"),
-        (#"{"email": "x@example.com", "password": "x@example.com"}"#, "email"),
-        (#"{"email": "x@example.com"}"#, "\"password\" is required"),
-        (#"{"password": "correct horse battery"}"#, "\"email\" is required"),
-        (#"{"email": 42, "password": "correct horse battery"}"#, "must be a string"),
-        (#"{"email": "x@example.com", "password": "correct horse battery", "name": "a\u0007b"}"#, "control"),
-    ])
-    func registrationRefusesBadInput(body: String, says: String) async throws {
+    /// The checks written once for both layers (``EndpointContract``; in process: BrokerServerTests'
+    /// `EndpointContractTests`), here against the binary; what only a process shows is added.
+    @Test(arguments: EndpointContract.badRegistrations.indices)
+    func registrationRefusesBadInput(case index: Int) async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        let reply = try await server.post("/auth/register", body: Array(body.utf8), contentType: "application/json")
-        #expect(reply.status == 400)
-        #expect(reply.error == "invalid_request")
-        #expect(reply["error_description"]?.stringValue?.contains(says) == true, "\(reply.json ?? .null)")
+        try await EndpointContract.registrationRefusesBadInput(.process(server), case: index)
     }
 
     @Test func passwordLengthBounds() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        let long = String(repeating: "ab", count: 64) + "c"
-        let tooLong = try await server.register("long@example.com", long)
-        #expect(tooLong.status == 400 && tooLong["error_description"]?.stringValue?.contains("at most 128") == true)
-        let longest = try await server.register("long@example.com", String(long.dropLast()))
-        #expect(longest.status == 201)
-        let duplicate = try await server.register(" LONG@example.com", Self.password)
-        #expect(duplicate.status == 409 && duplicate.error == "account_exists")
+        try await EndpointContract.passwordLengthBounds(.process(server))
     }
 
     @Test func malformedRequestsGetClearErrorsAndChangeNothing() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        #expect(try await server.register("keep@example.com", Self.password).status == 201)
-
-        let truncated = try await server.post(
-            "/auth/login", body: Array(#"{"email": "keep@"#.utf8), contentType: "application/json")
-        #expect(truncated.status == 400 && truncated.error == "invalid_request")
-        #expect(truncated["error_description"]?.stringValue?.contains("malformed JSON") == true)
-
-        let duplicate = try await server.post(
-            "/auth/login",
-            body: Array(#"{"email": "a@example.com", "email": "b@example.com", "password": "x"}"#.utf8),
-            contentType: "application/json"
-        )
-        #expect(duplicate.status == 400 && duplicate["error_description"]?.stringValue?.contains("duplicate") == true)
-
-        let array = try await server.post("/auth/login", body: Array("[1, 2]".utf8), contentType: "application/json")
-        #expect(array.status == 400 && array["error_description"]?.stringValue?.contains("JSON object") == true)
-
-        let empty = try await server.post("/auth/register", body: [], contentType: "application/json")
-        #expect(empty.status == 400 && empty.error == "invalid_request")
-
-        let wrongType = try await server.post("/auth/login", body: Array("email=a".utf8), contentType: "text/plain")
-        #expect(wrongType.status == 415 && wrongType.error == "invalid_request")
-
-        let notUTF8 = try await server.post(
-            "/auth/login", body: [0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d], contentType: "application/json")
-        #expect(notUTF8.status == 400 && notUTF8.error == "invalid_request")
-
-        let deep = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
-        let deepReply = try await server.post("/auth/login", body: Array(deep.utf8), contentType: "application/json")
-        #expect(deepReply.status == 400 && deepReply["error_description"]?.stringValue?.contains("nesting") == true)
-
-        let big = try await server.post(
-            "/auth/register",
-            body: Array(#"{"email": "big@example.com", "password": ""#.utf8) + [UInt8](repeating: 0x61, count: 70_000)
-                + Array(#""}"#.utf8),
-            contentType: "application/json"
-        )
-        #expect(big.status == 413 && big.error == "payload_too_large")
-
-        let missing = try await server.get("/auth/nothing-here")
-        #expect(missing.status == 404 && missing.error == "not_found")
-        let wrongMethod = try await server.get("/auth/login")
-        #expect([404, 405].contains(wrongMethod.status) && wrongMethod.json?["error"] != nil)
-
-        let badForm = try await server.post(
-            "/auth/token",
-            body: Array("grant_type=refresh_token&refresh_token=%zz".utf8),
-            contentType: "application/x-www-form-urlencoded"
-        )
-        #expect(badForm.status == 400 && badForm["error_description"]?.stringValue?.contains("percent") == true)
-        let repeated = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("grant_type", "password")])
-        #expect(repeated.status == 400 && repeated["error_description"]?.stringValue?.contains("repeated") == true)
-
-        // Every error above left the account as it was, and the server answering.
-        #expect(try await server.get("/healthz").status == 200)
-        #expect(try await server.login("keep@example.com", Self.password).status == 200)
+        try await EndpointContract.malformedRequestsGetClearErrorsAndChangeNothing(.process(server))
         #expect(!server.stderr.contains("Fatal error"))
         #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
@@ -198,26 +123,7 @@ struct EndpointTests {
     @Test func tokenGrantErrors() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        let noGrant = try await server.form("/auth/token", [("refresh_token", "x")])
-        #expect(noGrant.status == 400 && noGrant.error == "invalid_request")
-        for grant in ["password", "implicit", "urn:ietf:params:oauth:grant-type:saml2-bearer"] {
-            let reply = try await server.form("/auth/token", [("grant_type", grant)])
-            #expect(reply.status == 400 && reply.error == "unsupported_grant_type", "\(grant)")
-        }
-        // The browser flow's and the CI grants exist, and say what they lack.
-        let code = try await server.form("/auth/token", [("grant_type", "authorization_code")])
-        #expect(code.status == 400 && code.error == "invalid_request")
-        let credentials = try await server.form("/auth/token", [("grant_type", "client_credentials")])
-        #expect(credentials.status == 401 && credentials.error == "invalid_client")
-        let exchange = try await server.form(
-            "/auth/token", [("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange")])
-        #expect(exchange.status == 400 && exchange.error == "invalid_request")
-        let noToken = try await server.form("/auth/token", [("grant_type", "refresh_token")])
-        #expect(noToken.status == 400 && noToken.error == "invalid_request")
-        for bad in ["garbage", String(repeating: "A", count: 43), String(repeating: "A", count: 5000), "a.b.c"] {
-            let reply = try await server.form("/auth/token", [("grant_type", "refresh_token"), ("refresh_token", bad)])
-            #expect(reply.status == 400 && reply.error == "invalid_grant", "\(bad.prefix(10))")
-        }
+        try await EndpointContract.tokenGrantErrors(.process(server))
     }
 }
 

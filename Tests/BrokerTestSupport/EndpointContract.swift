@@ -1,0 +1,133 @@
+import BrokerCore
+import Testing
+
+/// Endpoint checks written once and run on both layers through ``EndpointClient`` (issue 30): in process by
+/// BrokerServerTests' `EndpointContractTests`, against `broker serve` by BrokerEndToEndTests' `EndpointTests`.
+/// Each takes a fresh broker.
+package enum EndpointContract {
+    package static let password = "correct horse battery staple"
+
+    /// Registration's input rules: each body, and a word its refusal must say.
+    package static let badRegistrations: [(body: String, says: String)] = [
+        (#"{"email": "not-an-email", "password": "correct horse battery"}"#, "@"),
+        (#"{"email": "a@b", "password": "correct horse battery"}"#, "domain"),
+        (#"{"email": "a b@example.com", "password": "correct horse battery"}"#, "characters"),
+        (#"{"email": "x@example.com", "password": "short12"}"#, "at least 8"),
+        (#"{"email": "x@example.com", "password": "password1"}"#, "commonly used"),
+        (#"{"email": "x@example.com", "password": "iloveyou"}"#, "commonly used"),
+        (#"{"email": "x@example.com", "password": "x@example.com"}"#, "email"),
+        (#"{"email": "x@example.com"}"#, "\"password\" is required"),
+        (#"{"password": "correct horse battery"}"#, "\"email\" is required"),
+        (#"{"email": 42, "password": "correct horse battery"}"#, "must be a string"),
+        (#"{"email": "x@example.com", "password": "correct horse battery", "name": "a\u0007b"}"#, "control"),
+    ]
+
+    /// A bad registration (``badRegistrations``, by index; a fresh broker each: registrations per address are
+    /// limited) is 400 `invalid_request` saying what is wrong, and creates nothing.
+    package static func registrationRefusesBadInput(_ broker: EndpointClient, case index: Int) async throws {
+        let (body, says) = badRegistrations[index]
+        let reply = try await broker.post("/auth/register", body: Array(body.utf8), contentType: "application/json")
+        #expect(reply.status == 400 && reply.error == "invalid_request", "\(broker.layer): \(body)")
+        #expect(reply.errorDescription.contains(says), "\(broker.layer): \(body): \(reply.errorDescription)")
+        #expect(try await broker.login("x@example.com", "correct horse battery").status == 401, "nothing was created")
+    }
+
+    /// 8–128 characters; an address registers once, whatever its case and spaces.
+    package static func passwordLengthBounds(_ broker: EndpointClient) async throws {
+        let long = String(repeating: "ab", count: 64) + "c"
+        let tooLong = try await broker.register("long@example.com", long)
+        #expect(tooLong.status == 400 && tooLong.errorDescription.contains("at most 128"), "\(broker.layer)")
+        let longest = try await broker.register("long@example.com", String(long.dropLast()))
+        #expect(longest.status == 201, "\(broker.layer)")
+        let duplicate = try await broker.register(" LONG@example.com", password)
+        #expect(duplicate.status == 409 && duplicate.error == "account_exists", "\(broker.layer)")
+    }
+
+    /// Malformed bodies, types, sizes, paths and forms each get their own clear error, and change nothing.
+    package static func malformedRequestsGetClearErrorsAndChangeNothing(_ broker: EndpointClient) async throws {
+        let layer = broker.layer
+        #expect(try await broker.register("keep@example.com", password).status == 201, "\(layer)")
+
+        let truncated = try await broker.post(
+            "/auth/login", body: Array(#"{"email": "keep@"#.utf8), contentType: "application/json")
+        #expect(truncated.status == 400 && truncated.error == "invalid_request", "\(layer)")
+        #expect(truncated.errorDescription.contains("malformed JSON"), "\(layer)")
+
+        let duplicate = try await broker.post(
+            "/auth/login",
+            body: Array(#"{"email": "a@example.com", "email": "b@example.com", "password": "x"}"#.utf8),
+            contentType: "application/json")
+        #expect(duplicate.status == 400 && duplicate.errorDescription.contains("duplicate"), "\(layer)")
+
+        let array = try await broker.post("/auth/login", body: Array("[1, 2]".utf8), contentType: "application/json")
+        #expect(array.status == 400 && array.errorDescription.contains("JSON object"), "\(layer)")
+
+        let empty = try await broker.post("/auth/register", body: [], contentType: "application/json")
+        #expect(empty.status == 400 && empty.error == "invalid_request", "\(layer)")
+
+        let wrongType = try await broker.post("/auth/login", body: Array("email=a".utf8), contentType: "text/plain")
+        #expect(wrongType.status == 415 && wrongType.error == "invalid_request", "\(layer)")
+        let noType = try await broker.post(
+            "/auth/login", body: Array(#"{"email": "keep@example.com", "password": "x"}"#.utf8), contentType: nil)
+        #expect(noType.status == 415 && noType.error == "invalid_request", "\(layer)")
+
+        let notUTF8 = try await broker.post(
+            "/auth/login", body: [0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d], contentType: "application/json")
+        #expect(notUTF8.status == 400 && notUTF8.error == "invalid_request", "\(layer)")
+
+        let deep = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
+        let deepReply = try await broker.post("/auth/login", body: Array(deep.utf8), contentType: "application/json")
+        #expect(deepReply.status == 400 && deepReply.errorDescription.contains("nesting"), "\(layer)")
+
+        let big = try await broker.post(
+            "/auth/register",
+            body: Array(#"{"email": "big@example.com", "password": ""#.utf8) + [UInt8](repeating: 0x61, count: 70_000)
+                + Array(#""}"#.utf8),
+            contentType: "application/json")
+        #expect(big.status == 413 && big.error == "payload_too_large", "\(layer)")
+
+        let missing = try await broker.get("/auth/nothing-here")
+        #expect(missing.status == 404 && missing.error == "not_found", "\(layer)")
+        let wrongMethod = try await broker.get("/auth/login")
+        #expect([404, 405].contains(wrongMethod.status) && wrongMethod.error != nil, "\(layer)")
+
+        let badForm = try await broker.post(
+            "/auth/token", body: Array("grant_type=refresh_token&refresh_token=%zz".utf8),
+            contentType: "application/x-www-form-urlencoded")
+        #expect(badForm.status == 400 && badForm.errorDescription.contains("percent"), "\(layer)")
+        let repeated = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("grant_type", "password")])
+        #expect(repeated.status == 400 && repeated.errorDescription.contains("repeated"), "\(layer)")
+
+        // Every error above left the account as it was, and the broker answering.
+        #expect(try await broker.get("/healthz").status == 200, "\(layer)")
+        #expect(try await broker.login("keep@example.com", password).status == 200, "\(layer)")
+        #expect(try await broker.login("big@example.com", password).status == 401, "\(layer): nothing was created")
+    }
+
+    /// `/auth/token`'s refusals: a missing or unknown grant, each grant without what it needs, refresh tokens
+    /// that were never issued.
+    package static func tokenGrantErrors(_ broker: EndpointClient) async throws {
+        let layer = broker.layer
+        let noGrant = try await broker.form("/auth/token", [("refresh_token", "x")])
+        #expect(noGrant.status == 400 && noGrant.error == "invalid_request", "\(layer)")
+        for grant in ["password", "implicit", "urn:ietf:params:oauth:grant-type:saml2-bearer"] {
+            let reply = try await broker.form("/auth/token", [("grant_type", grant)])
+            #expect(reply.status == 400 && reply.error == "unsupported_grant_type", "\(layer): \(grant)")
+        }
+        // The browser flow's and the CI grants exist, and say what they lack.
+        let code = try await broker.form("/auth/token", [("grant_type", "authorization_code")])
+        #expect(code.status == 400 && code.error == "invalid_request", "\(layer)")
+        let credentials = try await broker.form("/auth/token", [("grant_type", "client_credentials")])
+        #expect(credentials.status == 401 && credentials.error == "invalid_client", "\(layer)")
+        let exchange = try await broker.form(
+            "/auth/token", [("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange")])
+        #expect(exchange.status == 400 && exchange.error == "invalid_request", "\(layer)")
+        let noToken = try await broker.form("/auth/token", [("grant_type", "refresh_token")])
+        #expect(noToken.status == 400 && noToken.error == "invalid_request", "\(layer)")
+        for bad in ["garbage", String(repeating: "A", count: 43), String(repeating: "A", count: 5000), "a.b.c"] {
+            let reply = try await broker.form("/auth/token", [("grant_type", "refresh_token"), ("refresh_token", bad)])
+            #expect(reply.status == 400 && reply.error == "invalid_grant", "\(layer): \(bad.prefix(10))")
+        }
+    }
+}
