@@ -2,13 +2,11 @@ import ArgumentParser
 import BrokerClient
 import BrokerCore
 import BrokerCredentials
-import BrokerCrypto
 import BrokerHTTP
 import BrokerProviders
 import BrokerSystem
 import Glibc
 import ProviderSupport
-import Synchronization
 
 extension Broker {
     /// `broker request`: one authenticated HTTP request with the cycle the classic clients were built around —

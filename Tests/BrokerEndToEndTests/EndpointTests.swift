@@ -16,31 +16,9 @@ struct EndpointTests {
         defer { server.stop() }
         #expect(server.stdout == "broker listening on \(server.url)\n", "exactly one ready line on stdout")
 
-        let discovery = try await server.get("/.well-known/openid-configuration")
-        #expect(discovery.status == 200)
-        #expect(discovery["issuer"]?.stringValue == server.url)
-        #expect(discovery["jwks_uri"]?.stringValue == server.url + "/.well-known/jwks.json")
-        #expect(discovery["token_endpoint"]?.stringValue == server.url + "/auth/token")
-        #expect(discovery["revocation_endpoint"]?.stringValue == server.url + "/auth/revoke")
-        #expect(discovery["grant_types_supported"]?.arrayValue?.contains("refresh_token") == true)
-        #expect(discovery["id_token_signing_alg_values_supported"] == .array(["RS256", "ES256"]))
-        #expect(discovery["access_token_signing_alg_values_supported"] == .array(["ES256"]))
-
-        // The access tokens' ES256 key, and the RSA key of apps' id tokens (OpenID Connect requires RS256).
-        let jwks = try await server.get("/.well-known/jwks.json")
-        let keys = try #require(jwks["keys"]?.arrayValue)
-        #expect(keys.count == 2)
-        #expect(keys[0]["alg"] == "ES256" && keys[0]["use"] == "sig" && keys[0]["kid"] != nil)
-        #expect(keys[1]["alg"] == "RS256" && keys[1]["kty"] == "RSA")
-        #expect(keys.allSatisfy { $0["d"] == nil && $0["p"] == nil }, "no private member is published")
-
-        let providers = try await server.get("/auth/providers")
-        #expect(
-            providers.json
-                == ["providers": .array([["id": "custom", "name": "Email and password", "flow": "password"]])]
-        )
-        let health = try await server.get("/healthz")
-        #expect(health.status == 200 && health.json == ["status": "ok"])
+        // The documents, as the in-process suite checks them (``EndpointContract``).
+        try await EndpointContract.discoveryJWKSProvidersAndHealth(
+            .process(server), issuer: server.url, passkeys: false)
         #expect(try await server.terminate() == 0, "SIGTERM ends it with 0")
     }
 

@@ -25,4 +25,12 @@ struct EndpointContractTests {
     @Test func tokenGrantErrors() async throws {
         try await InProcessBroker().test { try await EndpointContract.tokenGrantErrors(.inProcess($0)) }
     }
+
+    @Test func discoveryJWKSProvidersAndHealth() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test {
+            try await EndpointContract.discoveryJWKSProvidersAndHealth(
+                .inProcess($0), issuer: "http://broker.test", passkeys: true)
+        }
+    }
 }

@@ -130,4 +130,37 @@ package enum EndpointContract {
             #expect(reply.status == 400 && reply.error == "invalid_grant", "\(layer): \(bad.prefix(10))")
         }
     }
+
+    /// Discovery names `issuer`'s endpoints; the JWKS publishes the access tokens' ES256 key and the apps' RS256
+    /// id-token key, public members only; the providers list and health answer.
+    package static func discoveryJWKSProvidersAndHealth(
+        _ broker: EndpointClient, issuer: String, passkeys: Bool
+    ) async throws {
+        let layer = broker.layer
+        let discovery = try await broker.get("/.well-known/openid-configuration")
+        #expect(discovery.status == 200, "\(layer)")
+        #expect(discovery["issuer"]?.stringValue == issuer, "\(layer)")
+        #expect(discovery["jwks_uri"]?.stringValue == issuer + "/.well-known/jwks.json", "\(layer)")
+        #expect(discovery["token_endpoint"]?.stringValue == issuer + "/auth/token", "\(layer)")
+        #expect(discovery["revocation_endpoint"]?.stringValue == issuer + "/auth/revoke", "\(layer)")
+        #expect(discovery["grant_types_supported"]?.arrayValue?.contains("refresh_token") == true, "\(layer)")
+        #expect(discovery["id_token_signing_alg_values_supported"] == .array(["RS256", "ES256"]), "\(layer)")
+        #expect(discovery["access_token_signing_alg_values_supported"] == .array(["ES256"]), "\(layer)")
+
+        let jwks = try await broker.get("/.well-known/jwks.json")
+        let keys = try #require(jwks["keys"]?.arrayValue)
+        #expect(keys.count == 2, "\(layer)")
+        #expect(keys.first?["alg"] == "ES256" && keys.first?["use"] == "sig" && keys.first?["kid"] != nil, "\(layer)")
+        #expect(keys.last?["alg"] == "RS256" && keys.last?["kty"] == "RSA", "\(layer)")
+        #expect(keys.allSatisfy { $0["d"] == nil && $0["p"] == nil }, "\(layer): no private member is published")
+
+        // Custom accounts always; passkeys where the broker can offer them (an https issuer or a configured
+        // relying party: the in-process broker's configuration has one, a bare `broker serve` on http does not).
+        var expected: [JSONValue] = [["id": "custom", "name": "Email and password", "flow": "password"]]
+        if passkeys { expected.append(["id": "passkey", "name": "Passkey", "flow": "browser"]) }
+        let providers = try await broker.get("/auth/providers")
+        #expect(providers.json == ["providers": .array(expected)], "\(layer)")
+        let health = try await broker.get("/healthz")
+        #expect(health.status == 200 && health.json == ["status": "ok"], "\(layer)")
+    }
 }
