@@ -33,4 +33,10 @@ struct EndpointContractTests {
                 .inProcess($0), issuer: "http://broker.test", passkeys: true)
         }
     }
+
+    @Test func registerLoginAndMe() async throws {
+        try await InProcessBroker().test {
+            _ = try await EndpointContract.registerLoginAndMe(.inProcess($0), issuer: "http://broker.test")
+        }
+    }
 }

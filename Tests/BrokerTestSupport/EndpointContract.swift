@@ -1,4 +1,5 @@
 import BrokerCore
+import Foundation
 import Testing
 
 /// Endpoint checks written once and run on both layers through ``EndpointClient`` (issue 30): in process by
@@ -162,5 +163,54 @@ package enum EndpointContract {
         #expect(providers.json == ["providers": .array(expected)], "\(layer)")
         let health = try await broker.get("/healthz")
         #expect(health.status == 200 && health.json == ["status": "ok"], "\(layer)")
+    }
+
+    /// Registration's answer (a `custom:` UUID user id, the session fields, `no-store`), its access token (an
+    /// RFC 9068 ES256 JWT by the JWKS's first key with the contract's claims), `/auth/me`, and a login with the
+    /// address in another case. Returns the user id, access token and first refresh token for what a layer adds.
+    package static func registerLoginAndMe(_ broker: EndpointClient, issuer: String) async throws
+        -> (userID: String, access: String, refresh: String)
+    {
+        let layer = broker.layer
+        let registered = try await broker.register("  Ada@Example.COM ", password, name: "Ada Lovelace")
+        #expect(registered.status == 201, "\(layer)")
+        let userID = try #require(registered["user_id"]?.stringValue)
+        #expect(userID.hasPrefix("custom:"), "\(layer)")
+        #expect(UUID(uuidString: String(userID.dropFirst(7))) != nil && userID == userID.lowercased(), "\(layer)")
+        #expect(registered["provider"] == "custom" && registered["token_type"] == "Bearer", "\(layer)")
+        #expect(registered["expires_in"] == .int(3600), "\(layer)")
+        let refresh = try #require(registered["refresh_token"]?.stringValue)
+        #expect(refresh.count == 43, "\(layer): 256-bit refresh token, base64url")
+        #expect(registered.header("Cache-Control") == "no-store", "\(layer)")
+
+        let access = try #require(registered["access_token"]?.stringValue)
+        let header = try #require(jwtParts(access).header)
+        let claims = try #require(jwtParts(access).claims)
+        #expect(header["typ"] == "at+jwt" && header["alg"] == "ES256", "\(layer)")
+        let jwks = try await broker.get("/.well-known/jwks.json")
+        #expect(header["kid"] == jwks["keys"]?.arrayValue?.first?["kid"], "\(layer)")
+        #expect(claims["iss"]?.stringValue == issuer, "\(layer)")
+        #expect(claims["sub"]?.stringValue == userID, "\(layer)")
+        #expect(
+            claims["aud"] == "broker" && claims["idp"] == "custom" && claims["client_id"] == "broker-cli", "\(layer)")
+        #expect(claims["email"] == "ada@example.com" && claims["name"] == "Ada Lovelace", "\(layer)")
+        #expect(
+            claims["email_verified"] == false, "\(layer): a custom address is verified only through its mailed link")
+        let iat = try #require(claims["iat"]?.intValue)
+        #expect(claims["exp"]?.intValue == iat + 3600 && claims["nbf"]?.intValue == iat, "\(layer)")
+        #expect(claims["jti"]?.stringValue?.isEmpty == false, "\(layer)")
+
+        let me = try await broker.get("/auth/me", bearer: access)
+        #expect(me.status == 200, "\(layer)")
+        #expect(
+            me.json == [
+                "user_id": .string(userID), "provider": "custom", "email": "ada@example.com", "name": "Ada Lovelace",
+                "email_verified": false,
+            ], "\(layer)")
+
+        let login = try await broker.login("ADA@example.com", password)
+        #expect(login.status == 200 && login["user_id"]?.stringValue == userID, "\(layer)")
+        #expect(login["refresh_token"]?.stringValue != refresh, "\(layer)")
+        return (userID, access, refresh)
     }
 }
