@@ -9,7 +9,7 @@ import Foundation
 import Testing
 
 /// What survives a restart, key rotation, stored hashes, configuration and signals.
-@Suite("broker serve lifecycle", .timeLimit(.minutes(10)))
+@Suite("broker serve lifecycle", .hangBound)
 struct LifecycleTests {
     static let password = "correct horse battery staple"
 

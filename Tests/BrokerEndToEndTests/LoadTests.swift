@@ -10,7 +10,7 @@ import Testing
 ///
 /// Serialized, and sized so that each test saturates the (2-core CI) machine for seconds rather than half a
 /// minute: scrypt costs ~0.5 s of a core per hash, and other suites' servers register accounts meanwhile.
-@Suite("broker serve under concurrent load", .serialized, .timeLimit(.minutes(10)))
+@Suite("broker serve under concurrent load", .serialized, .hangBound)
 struct LoadTests {
     static let password = "correct horse battery staple"
 

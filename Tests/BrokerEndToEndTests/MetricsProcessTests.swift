@@ -24,7 +24,7 @@ struct MetricsProcessTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(10)))
+    @Test(.hangBound)
     func aRealPrometheusScrapesTheMetricsPortWithItsToken() async throws {
         let directory = try TemporaryDirectory.make(prefix: "broker-prometheus")
         let tokenFile = directory.appendingPathComponent("metrics-token")

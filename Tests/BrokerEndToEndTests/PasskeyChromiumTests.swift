@@ -11,7 +11,7 @@ import Testing
 /// passkey; a fresh `BROKER_HOME` signs in with `broker login --provider passkey` (no password typed); an
 /// app's `/auth/authorize` signs in with it; `broker passkey list` and `remove`. The broker runs at
 /// `http://localhost:PORT` (browsers refuse an IP address as a relying-party id).
-@Suite("passkeys in Chromium with a virtual authenticator", .timeLimit(.minutes(10)))
+@Suite("passkeys in Chromium with a virtual authenticator", .hangBound)
 struct PasskeyChromiumTests {
     /// The Chromium helper: a browser whose authenticator keeps its passkeys between pages.
     final class Browser: @unchecked Sendable {

@@ -56,7 +56,7 @@ struct ReadBatcherTests {
         while !condition() { await Task.yield() }
     }
 
-    @Test(.timeLimit(.minutes(10))) func aLoneReadIsSentAtOnceWithItsOwnKey() async throws {
+    @Test(.hangBound) func aLoneReadIsSentAtOnceWithItsOwnKey() async throws {
         let batcher = ReadBatcher<String, String>()
         let script = ScriptedFetch()
         async let value = batcher.read("a", fetch: script.fetch)
@@ -69,7 +69,7 @@ struct ReadBatcherTests {
         #expect(batcher.counts == (2, 2))
     }
 
-    @Test(.timeLimit(.minutes(10))) func readsThatArriveWhileTheLaneIsBusyShareTheNextQuery() async throws {
+    @Test(.hangBound) func readsThatArriveWhileTheLaneIsBusyShareTheNextQuery() async throws {
         let batcher = ReadBatcher<String, String>(lanes: 1)
         let script = ScriptedFetch()
         var batches = script.started.makeAsyncIterator()
@@ -96,7 +96,7 @@ struct ReadBatcherTests {
         #expect(batcher.queuedCount == 0)
     }
 
-    @Test(.timeLimit(.minutes(10))) func aBatchHoldsAtMostMaxBatchReads() async throws {
+    @Test(.hangBound) func aBatchHoldsAtMostMaxBatchReads() async throws {
         let batcher = ReadBatcher<String, String>(lanes: 1, maxBatch: 2)
         let script = ScriptedFetch()
         var batches = script.started.makeAsyncIterator()
@@ -120,7 +120,7 @@ struct ReadBatcherTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(10))) func aFailedBatchFailsEachOfItsReadsAndTheNextBatchIsServed() async throws {
+    @Test(.hangBound) func aFailedBatchFailsEachOfItsReadsAndTheNextBatchIsServed() async throws {
         let batcher = ReadBatcher<String, String>(lanes: 1)
         let script = ScriptedFetch()
         var batches = script.started.makeAsyncIterator()
@@ -140,7 +140,7 @@ struct ReadBatcherTests {
         #expect(try await batcher.read("after", fetch: script.fetch) == "value of after")
     }
 
-    @Test(.timeLimit(.minutes(10))) func aQueuedReadThatIsCancelledLeavesTheQueueAndIsNeverSent() async throws {
+    @Test(.hangBound) func aQueuedReadThatIsCancelledLeavesTheQueueAndIsNeverSent() async throws {
         let batcher = ReadBatcher<String, String>(lanes: 1)
         let script = ScriptedFetch()
         var batches = script.started.makeAsyncIterator()
@@ -169,7 +169,7 @@ struct ReadBatcherTests {
         #expect(batcher.counts.batches == 2)
     }
 
-    @Test(.timeLimit(.minutes(10))) func eachFreeLaneStartsABatchAtOnce() async throws {
+    @Test(.hangBound) func eachFreeLaneStartsABatchAtOnce() async throws {
         let batcher = ReadBatcher<String, String>(lanes: 2)
         let script = ScriptedFetch()
         var batches = script.started.makeAsyncIterator()
@@ -186,8 +186,7 @@ struct ReadBatcherTests {
         #expect(batcher.counts == (3, 3))
     }
 
-    @Test(.timeLimit(.minutes(10))) func aReadIsAnsweredAtItsDeadlineWhetherSentOrQueuedBehindAStuckBatch() async throws
-    {
+    @Test(.hangBound) func aReadIsAnsweredAtItsDeadlineWhetherSentOrQueuedBehindAStuckBatch() async throws {
         let watch = DeadlineWatch(tick: .milliseconds(5))
         let batcher = ReadBatcher<String, String>(
             lanes: 1, deadline: .init(duration: .milliseconds(30), watch: watch) { TestSupportError("too late") })
@@ -209,7 +208,7 @@ struct ReadBatcherTests {
         #expect(batcher.counts == (2, 2), "the expired read was never sent")
     }
 
-    @Test(.timeLimit(.minutes(10))) func aReadAnsweredInTimeTakesItsDeadlineOffTheWatch() async throws {
+    @Test(.hangBound) func aReadAnsweredInTimeTakesItsDeadlineOffTheWatch() async throws {
         let watch = DeadlineWatch(tick: .milliseconds(5))
         let batcher = ReadBatcher<String, String>(
             deadline: .init(duration: .seconds(600), watch: watch) { TestSupportError("too late") })
