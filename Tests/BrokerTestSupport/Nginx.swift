@@ -79,11 +79,12 @@ package final class NginxProcess: @unchecked Sendable {
     deinit { stop() }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; the caller retries if someone takes it meanwhile).
+/// A free TCP port for a program the test starts to listen on (bound and released), below the kernel's
+/// ephemeral range (32768–60999): a port the kernel handed out for binding to port 0 is also the next local port
+/// of some outgoing connection, and on a busy run one took it between the release and the program's own bind
+/// ("Address already in use"). Ports in 20000–32767 are taken only by someone who chose them.
 package func freeLoopbackPort() throws -> Int {
-    let (descriptor, port) = try loopbackSocket()
-    close(descriptor)
-    return port
+    try freePort(in: 20_000..<32_768)
 }
 
 /// A free TCP port in `range` on every address (bound on 0.0.0.0 and released): for programs that take only
