@@ -129,11 +129,14 @@ extension LoadTests {
 
         // The store's invariants: no session was revoked (no rotation was lost and then seen as a replay), and
         // every session has exactly one live refresh token.
-        let sessions = try await PostgresReader.rows(shared.url, "sessions")
+        // Both tables over one connection, as they stand once the load has stopped.
+        let (sessions, refreshTokens) = try await PostgresReader.with(shared.url) { store in
+            (try await StoreTables.rows(store, "sessions"), try await StoreTables.rows(store, "refresh_tokens"))
+        }
         #expect(!sessions.isEmpty)
         #expect(sessions.filter { $0["revoked_at"] != .null }.isEmpty, "no session was revoked")
         var live: [StoreValue: Int] = [:]
-        for token in try await PostgresReader.rows(shared.url, "refresh_tokens") where token["used_at"] == .null {
+        for token in refreshTokens where token["used_at"] == .null {
             live[token["session_id"] ?? .null, default: 0] += 1
         }
         let uneven = sessions.filter { live[$0["id"] ?? .null] != 1 }

@@ -34,11 +34,6 @@ enum PostgresReader {
     static func count(_ url: String, _ table: String) async throws -> Int {
         try await with(url) { try await $0.count(try StoreTables.named(table)) }
     }
-
-    /// Every row of `table` as column name → value.
-    static func rows(_ url: String, _ table: String) async throws -> [[String: StoreValue]] {
-        try await with(url) { store in try await StoreTables.rows(store, table) }
-    }
 }
 
 enum StoreTables {

@@ -170,19 +170,6 @@ package final class BrokerProcess: @unchecked Sendable {
         }
     }
 
-    /// Retries a request answered 429 because the hashing pool was full (not because of throttling).
-    package func retryingBusy(_ body: () async throws -> Reply) async throws -> Reply {
-        for _ in 0..<200 {
-            let reply = try await body()
-            guard reply.status == 429, reply["error_description"]?.stringValue?.contains("busy") == true else {
-                return reply
-            }
-            let wait = Double(reply.header("Retry-After") ?? "1") ?? 1
-            try await Task.sleep(for: .milliseconds(Int(wait * 200) + Int.random(in: 0...200)))
-        }
-        throw ServerTestError("the hashing pool stayed busy")
-    }
-
     package func me(_ accessToken: String) async throws -> Reply {
         try await get("/auth/me", headers: [(name: "Authorization", value: "Bearer \(accessToken)")])
     }
@@ -225,4 +212,29 @@ package func eventually(
         guard ContinuousClock.now < deadline else { return false }
         try await Task.sleep(for: interval)
     }
+}
+
+/// What ``retryingBusy(_:)`` reads of an answer, whichever client got it.
+package protocol BusyAwareReply: Sendable {
+    var status: Int { get }
+    subscript(key: String) -> JSONValue? { get }
+    func header(_ name: String) -> String?
+}
+
+extension BrokerProcess.Reply: BusyAwareReply {}
+extension EndpointReply: BusyAwareReply {}
+
+/// Sends again while the broker answers 429 because its hashing pool is full (not because of a throttle): a
+/// process hashes with real scrypt on cores the whole suite shares. It waits as the broker's `Retry-After` asks
+/// (scaled down, with jitter): a real server's back-off, not a window of the code under test.
+package func retryingBusy<Reply: BusyAwareReply>(_ body: () async throws -> Reply) async throws -> Reply {
+    for _ in 0..<200 {
+        let reply = try await body()
+        guard reply.status == 429, reply["error_description"]?.stringValue?.contains("busy") == true else {
+            return reply
+        }
+        let wait = Double(reply.header("Retry-After") ?? "1") ?? 1
+        try await Task.sleep(for: .milliseconds(Int(wait * 200) + Int.random(in: 0...200)))
+    }
+    throw ServerTestError("the hashing pool stayed busy")
 }

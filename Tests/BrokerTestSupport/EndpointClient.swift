@@ -71,8 +71,7 @@ package struct EndpointClient: Sendable {
             path, body: Array(FormEncoding.encode(fields).utf8), contentType: "application/x-www-form-urlencoded")
     }
 
-    /// Registers an account, again while the hashing pool says it is busy (429 with "busy": a process's real
-    /// scrypt on cores the whole suite shares).
+    /// Registers an account, again while the hashing pool says it is busy (``retryingBusy(_:)``).
     package func register(_ email: String, _ password: String, name: String? = nil) async throws -> EndpointReply {
         var body: [String: JSONValue] = ["email": .string(email), "password": .string(password)]
         if let name { body["name"] = .string(name) }
@@ -83,17 +82,6 @@ package struct EndpointClient: Sendable {
         try await retryingBusy {
             try await post("/auth/login", json: ["email": .string(email), "password": .string(password)])
         }
-    }
-
-    private func retryingBusy(_ body: () async throws -> EndpointReply) async throws -> EndpointReply {
-        for _ in 0..<200 {
-            let reply = try await body()
-            guard reply.status == 429, reply["error_description"]?.stringValue?.contains("busy") == true else {
-                return reply
-            }
-            try await Task.sleep(for: .milliseconds(200 + Int.random(in: 0...200)))
-        }
-        throw ServerTestError("the hashing pool stayed busy")
     }
 }
 
