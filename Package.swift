@@ -216,8 +216,15 @@ let package = Package(
                 .embedInCode("Mail/Templates/exists.txt"), .embedInCode("Mail/Templates/exists.html"),
                 .embedInCode("Mail/Templates/recover.txt"), .embedInCode("Mail/Templates/recover.html"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            // The common-password list (Accounts/common-passwords.txt) becomes a string constant at build time.
+            plugins: ["EmbedText"]
         ),
+
+        // Text data compiled into a target as a string constant (the common-password list): the data stays a
+        // text file in the repository, the binary still carries it.
+        .executableTarget(name: "embed-text", path: "Plugins/embed-text", swiftSettings: swiftSettings),
+        .plugin(name: "EmbedText", capability: .buildTool(), dependencies: ["embed-text"]),
 
         // The command people run: a warm `broker token` answered by a fully static executable
         // (no Foundation, no libcurl: a few milliseconds), everything else exec'd into `broker-full`.

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 echo "== swift format lint" >&2
-swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Package.swift
+swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Plugins Package.swift
 
 # Quiet (errors only) here and in the test runs below: the build's progress lines alone come to 200 kB, and a
 # CI page keeps only the first 512 kB of a run's output, so a failure near the end would not be seen.

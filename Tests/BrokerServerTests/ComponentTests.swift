@@ -239,6 +239,18 @@ struct ComponentTests {
         #expect(AccountRules.passwordProblem(String(repeating: "xy", count: 64) + "z", email: "a@example.com") != nil)
     }
 
+    /// The list compiled in by the EmbedText plugin is the repository's text file, every line of it: nothing
+    /// lost to escaping, indentation or a final line.
+    @Test func theCompiledInPasswordListIsTheTextFile() throws {
+        let file = TestPaths.repositoryRoot.appending(path: "Sources/BrokerServer/Accounts/common-passwords.txt")
+        let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.count > 10_000)
+        #expect(CommonPasswords.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) == lines)
+        for password in [lines[0], lines[lines.count / 2], lines[lines.count - 1]] {
+            #expect(AccountRules.passwordProblem(password, email: "a@example.com") != nil, "\(password)")
+        }
+    }
+
     /// A vault on a fresh SQLite store under a fixed master key.
     static func vault(master: [UInt8] = Array(repeating: 7, count: 32)) throws -> KeyVault {
         let directory = try BrokerProcess.temporaryDirectory().path
