@@ -67,8 +67,13 @@ let package = Package(
         .target(name: "CSpawn", path: "Sources/CSpawn"),
         // POSIX files: private directories, atomic writes, flock; child processes.
         .target(name: "BrokerSystem", dependencies: ["CSpawn"], swiftSettings: swiftSettings),
+        // HTTP request and response values and the HTTPTransport protocol: a leaf, so that provider modules and
+        // whatever checks their configuration see them without linking libcurl.
+        .target(name: "BrokerHTTPTypes", dependencies: ["BrokerCore"], swiftSettings: swiftSettings),
+        // libcurl's client and SMTP (re-exports BrokerHTTPTypes).
         .target(
-            name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore", "BrokerSystem"], swiftSettings: swiftSettings),
+            name: "BrokerHTTP", dependencies: ["CCurl", "BrokerCore", "BrokerHTTPTypes", "BrokerSystem"],
+            swiftSettings: swiftSettings),
         // The client's settings and its credential store: no Foundation, no libcurl, so that the launcher
         // can read a cached token with the very code the full CLI uses.
         .target(
@@ -117,7 +122,7 @@ let package = Package(
         // loader builds, and is fuzzed (Fuzz/config), without the HTTP and database stacks.
         .target(
             name: "BrokerConfiguration",
-            dependencies: ["BrokerCore", "BrokerSystem", "ProviderSupport"],
+            dependencies: ["BrokerCore", "BrokerSystem", "ProviderSchemaSupport"],
             swiftSettings: swiftSettings
         ),
         // Opening the store a configuration names, where both stores are visible (SQLite always, PostgreSQL with
@@ -131,51 +136,99 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). ProviderSupport holds
-        // what they share: descriptors, typed endpoints, OAuth 2.0 plumbing and the discovery + JWKS cache.
+        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). Each provider is a
+        // folder with two targets: its schema (Schema/: the keys its configuration section accepts, their
+        // defaults and checks — no HTTP stack, no cryptography, so the configuration loader and its fuzz harness
+        // link neither libcurl nor OpenSSL) and its module. ProviderSchemaSupport holds what schemas share
+        // (ProviderSchema, ProviderSection, the endpoint rule); ProviderSupport what modules share (descriptors:
+        // a schema and a factory, OAuth 2.0 plumbing, the discovery + JWKS cache).
+        .target(
+            name: "ProviderSchemaSupport",
+            dependencies: ["BrokerCore"],
+            path: "Providers/ProviderSchemaSupport",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "ProviderSupport",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", .product(name: "Logging", package: "swift-log"),
+                "BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSchemaSupport",
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Providers/ProviderSupport",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "OpenIDConnect",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSupport"],
             path: "Providers/OpenIDConnect",
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "GoogleSchema",
+            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
+            path: "Providers/Google/Schema",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "Google",
-            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport"],
+            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport", "GoogleSchema"],
             path: "Providers/Google",
+            exclude: ["Schema"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "MicrosoftAccountSchema",
+            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
+            path: "Providers/MicrosoftAccount/Schema",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "MicrosoftAccount",
-            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport"],
+            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport", "MicrosoftAccountSchema"],
             path: "Providers/MicrosoftAccount",
+            exclude: ["Schema"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "FacebookSchema",
+            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
+            path: "Providers/Facebook/Schema",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Facebook",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSupport", "FacebookSchema"],
             path: "Providers/Facebook",
+            exclude: ["Schema"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TwitterSchema",
+            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
+            path: "Providers/Twitter/Schema",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "Twitter",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTP", "ProviderSupport"],
+            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSupport", "TwitterSchema"],
             path: "Providers/Twitter",
+            exclude: ["Schema"],
             swiftSettings: swiftSettings
         ),
-        // The list of providers this build offers (one line per provider).
+        // The list of providers this build offers (one line per provider), and the list of their schemas.
         .target(
             name: "BrokerProviders",
             dependencies: ["Facebook", "Google", "MicrosoftAccount", "ProviderSupport", "Twitter"],
             path: "Providers/Catalog",
+            exclude: ["Schemas"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "BrokerProviderSchemas",
+            dependencies: [
+                "FacebookSchema", "GoogleSchema", "MicrosoftAccountSchema", "ProviderSchemaSupport", "TwitterSchema",
+            ],
+            path: "Providers/Catalog/Schemas",
             swiftSettings: swiftSettings
         ),
         // Protocol-faithful provider emulators (`broker emulate`).
@@ -239,6 +292,7 @@ let package = Package(
             name: "broker-full",
             dependencies: [
                 "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
+                "BrokerProviderSchemas",
                 "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
                 "BrokerStores",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -313,7 +367,7 @@ let package = Package(
                 "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "ProviderSupport",
+                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -338,7 +392,7 @@ let package = Package(
                 "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "ProviderSupport",
+                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -358,7 +412,7 @@ let package = Package(
                 "BrokerCore",
                 "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
                 "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "ProviderSupport",
+                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -379,6 +433,7 @@ let package = Package(
             name: "BrokerCLITests",
             dependencies: [
                 "BrokerClient", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
+                "BrokerProviderSchemas",
                 "BrokerSystem",
                 "BrokerTesting", "ProviderSupport",
             ],
@@ -402,7 +457,7 @@ if Context.environment["BROKER_FUZZ"] == "1" {
         ("phc", ["BrokerCore", "BrokerCrypto"]),
         ("oauth1", ["BrokerCore", "ProviderSupport", "Twitter"]),
         ("loopback", ["BrokerClient"]),
-        ("config", ["BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerProviders"]),
+        ("config", ["BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerProviderSchemas"]),
         ("cache", ["BrokerCore", "BrokerCredentials"]),
         ("webauthn", ["BrokerCore", "BrokerCrypto"]),
         ("dbus", ["BrokerKeyring"]),

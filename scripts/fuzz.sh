@@ -31,6 +31,12 @@ for harness in "${harnesses[@]}"; do
   swift build --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer,address --sanitize=fuzzer --sanitize=address \
     --product "fuzz-$harness" 2>&1 | grep -Ev "ld.gold: warning: Cannot export local symbol|^\[[0-9]+/[0-9]+\]" || true
   [ -x "$scratch/debug/fuzz-$harness" ] || { echo "fuzz.sh: fuzz-$harness did not build" >&2; exit 1; }
+  # The configuration loader checks provider sections against schemas alone: it links neither libcurl nor
+  # OpenSSL (Package.swift, ProviderSchemaSupport). A dependency that drags them back in fails here.
+  if [ "$harness" = config ] && ldd "$scratch/debug/fuzz-config" | grep -E 'libcurl|libssl|libcrypto\.' >&2; then
+    echo "fuzz.sh: fuzz-config links libcurl or OpenSSL (above); the configuration loader must not" >&2
+    exit 1
+  fi
 done
 
 run() {

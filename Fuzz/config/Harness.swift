@@ -1,7 +1,7 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerCredentials
-import BrokerProviders
+import BrokerProviderSchemas
 import FuzzSupport
 
 /// The config loaders: `broker serve --config` (odd first byte), the CLI's `config.json` (first byte 0 mod 4)
@@ -16,7 +16,7 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     if mode & 1 == 1 {
         guard
             let configuration = try? ServerConfiguration.load(
-                catalog: BrokerProviders.all, file: (rest, "fuzz.json"), environment: [:])
+                catalog: BrokerProviderSchemas.all, file: (rest, "fuzz.json"), environment: [:])
         else { return 0 }
         require((try? configuration.validate(source: "again")) != nil, "a loaded configuration does not validate")
         return 0

@@ -1,6 +1,7 @@
 package import BrokerCore
 import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
+import FacebookSchema
 package import ProviderSupport
 
 /// Facebook Login: the OAuth 2.0 dialog on the versioned Graph URL, the code exchange at
@@ -11,32 +12,14 @@ package import ProviderSupport
 /// its verifier, so that a code is bound to the sign-in that asked for it: a victim's unused code pasted into
 /// someone else's sign-in fails at Facebook.
 package enum Facebook {
-    package static let id: ProviderID = "facebook"
-    package static let defaultGraphVersion = "v19.0"
+    package static let id = FacebookSchema.id
+    package static let defaultGraphVersion = FacebookSchema.defaultGraphVersion
 
-    static func dialog(_ version: String) -> String { "https://www.facebook.com/\(version)/dialog/oauth" }
-    static func graph(_ version: String, _ path: String) -> String { "https://graph.facebook.com/\(version)/\(path)" }
-
-    /// A Graph API version: `v` then digits, a dot, digits (`v19.0`).
-    static func isGraphVersion(_ text: String) -> Bool {
-        let parts = text.dropFirst().split(separator: ".", omittingEmptySubsequences: false)
-        return text.hasPrefix("v") && parts.count == 2 && parts.allSatisfy(\.isASCIIDigits)
-            && text.utf8.count <= 8
-    }
+    static func dialog(_ version: String) -> String { FacebookSchema.dialog(version) }
+    static func graph(_ version: String, _ path: String) -> String { FacebookSchema.graph(version, path) }
 
     package static let descriptor = ProviderDescriptor(
-        id: id,
-        displayName: "Facebook",
-        keys: [
-            ProviderConfigKey("client_id", .text),
-            ProviderConfigKey("client_secret", .secret),
-            ProviderConfigKey(
-                "graph_version", .pattern("a Graph API version such as v19.0", isGraphVersion),
-                default: defaultGraphVersion),
-            ProviderConfigKey("authorization_endpoint", .endpoint, default: dialog(defaultGraphVersion)),
-            ProviderConfigKey("token_endpoint", .endpoint, default: graph(defaultGraphVersion, "oauth/access_token")),
-            ProviderConfigKey("userinfo_endpoint", .endpoint, default: graph(defaultGraphVersion, "me")),
-        ],
+        schema: FacebookSchema.schema,
         make: { section, context throws(ProviderError) in try FacebookProvider(section, http: context.http) }
     )
 }

@@ -1,27 +1,20 @@
 package import BrokerCore
+import GoogleSchema
 package import OpenIDConnect
 package import ProviderSupport
 
 /// Google: OpenID Connect with issuer `https://accounts.google.com`. Google's ID tokens carry either
 /// `https://accounts.google.com` or `accounts.google.com` as `iss`, both accepted for the default issuer;
 /// `aud` must be our client id, `azp` is checked when present, and an email counts only with
-/// `email_verified`. Production endpoints: Config/providers/google.json (kept equal to ``defaults``).
+/// `email_verified`. Production endpoints: Config/providers/google.json (kept equal to ``defaults``); what the
+/// configuration accepts: ``GoogleSchema``.
 package enum Google {
-    package static let id: ProviderID = "google"
-    package static let defaultIssuer = "https://accounts.google.com"
-    package static let defaults: [String: String] = [
-        "issuer": defaultIssuer,
-        "authorization_endpoint": "https://accounts.google.com/o/oauth2/v2/auth",
-        "token_endpoint": "https://oauth2.googleapis.com/token",
-        "jwks_uri": "https://www.googleapis.com/oauth2/v3/certs",
-        "userinfo_endpoint": "https://openidconnect.googleapis.com/v1/userinfo",
-    ]
+    package static let id = GoogleSchema.id
+    package static let defaultIssuer = GoogleSchema.defaultIssuer
+    package static let defaults = GoogleSchema.defaults
 
     package static let descriptor = ProviderDescriptor(
-        id: id,
-        displayName: "Google",
-        keys: [ProviderConfigKey("client_id", .text), ProviderConfigKey("client_secret", .secret)]
-            + defaults.sorted { $0.key < $1.key }.map { ProviderConfigKey($0.key, .endpoint, default: $0.value) },
+        schema: GoogleSchema.schema,
         make: { section, context throws(ProviderError) in
             OpenIDConnectProvider(
                 configuration: try configuration(section), directory: context.directory, http: context.http,

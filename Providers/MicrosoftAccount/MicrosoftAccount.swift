@@ -1,4 +1,5 @@
 package import BrokerCore
+import MicrosoftAccountSchema
 package import OpenIDConnect
 package import ProviderSupport
 
@@ -14,24 +15,12 @@ package import ProviderSupport
 /// exact issuer, whose discovery gives the endpoints. Users are keyed on `tid` + `oid` (falling back to `sub`), never on `email` or
 /// `preferred_username`, which tenants control.
 package enum MicrosoftAccount {
-    package static let id: ProviderID = "microsoftaccount"
+    package static let id = MicrosoftAccountSchema.id
     package static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
-    static let host = "https://login.microsoftonline.com"
+    static let host = MicrosoftAccountSchema.host
 
     package static let descriptor = ProviderDescriptor(
-        id: id,
-        displayName: "Microsoft account",
-        keys: [
-            ProviderConfigKey("client_id", .text),
-            ProviderConfigKey("client_secret", .secret),
-            ProviderConfigKey(
-                "tenant", .pattern("consumers, common, organizations or a tenant id", isTenant), default: "consumers"),
-            ProviderConfigKey("issuer", .endpoint, default: "\(host)/{tenantid}/v2.0"),
-            ProviderConfigKey("authorization_endpoint", .endpoint),
-            ProviderConfigKey("token_endpoint", .endpoint),
-            ProviderConfigKey("jwks_uri", .endpoint),
-            ProviderConfigKey("userinfo_endpoint", .endpoint),
-        ],
+        schema: MicrosoftAccountSchema.schema,
         make: { section, context throws(ProviderError) in
             OpenIDConnectProvider(
                 configuration: try configuration(section), directory: context.directory, http: context.http,
@@ -39,9 +28,7 @@ package enum MicrosoftAccount {
         }
     )
 
-    static func isTenant(_ text: String) -> Bool {
-        ["consumers", "common", "organizations"].contains(text) || isTenantID(text)
-    }
+    static func isTenant(_ text: String) -> Bool { MicrosoftAccountSchema.isTenant(text) }
 
     package static func configuration(_ section: ProviderSection) throws(ProviderError) -> OpenIDConnectConfiguration {
         let (clientID, secret) = try section.credentials("client_id", "client_secret")
@@ -95,11 +82,7 @@ package enum MicrosoftAccount {
         }
     }
 
-    /// A GUID in its 8-4-4-4-12 hex form.
-    static func isTenantID(_ text: String) -> Bool {
-        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
-        return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
-    }
+    static func isTenantID(_ text: String) -> Bool { MicrosoftAccountSchema.isTenantID(text) }
 }
 
 extension String {

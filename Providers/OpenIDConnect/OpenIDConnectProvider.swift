@@ -1,6 +1,6 @@
 package import BrokerCore
 import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
 package import ProviderSupport
 
 /// How the client authenticates at the token endpoint (OIDC Core §9).

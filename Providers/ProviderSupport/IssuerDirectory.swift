@@ -1,6 +1,6 @@
 package import BrokerCore
 package import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
 package import Logging
 import Synchronization
 

@@ -1,6 +1,6 @@
 package import BrokerCore
 import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
 
 /// Plumbing shared by the plain OAuth 2.0 modules (Facebook, Twitter/X): form posts and JSON GETs with
 /// bounded sizes (the time limit is the transport's: `server.http_timeout`), and the provider's error bodies turned into ``ProviderError``.

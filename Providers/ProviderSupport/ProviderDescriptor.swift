@@ -1,164 +1,28 @@
 package import BrokerCore
-package import BrokerHTTP
+package import BrokerHTTPTypes
+package import ProviderSchemaSupport
 
-/// What a provider module tells the broker about itself: its id and name, how people sign in with it, the
-/// configuration keys it accepts (with their production defaults, kept equal to
-/// `Config/providers/<id>.json`), and a factory for the module.
+/// A provider module as the broker uses it: its schema (what its configuration section accepts, checked by
+/// the configuration loader) and a factory building the module from its checked section.
 ///
-/// The executable hands the broker one list of descriptors (`BrokerProviders.all`); the broker iterates it
-/// and never names a provider. Adding a provider is a folder under `Providers/` with a descriptor, its
-/// `Config/providers/<id>.json`, a target in Package.swift, and one line in that list.
+/// The executable hands the broker one list of descriptors (`BrokerProviders.all`) and the configuration the
+/// matching list of schemas (`BrokerProviderSchemas.all`); the broker iterates them and never names a
+/// provider. Adding a provider is a folder under `Providers/` with its schema (`Schema/`, a target of its own)
+/// and its module, its `Config/providers/<id>.json`, two targets in Package.swift, and one line in each list.
 package struct ProviderDescriptor: Sendable {
-    /// How a person signs in with the provider.
-    package enum Flow: String, Sendable {
-        /// A browser redirect to the provider and back (`/auth/{id}/start` and `/callback`).
-        case browser
-        /// Email and password at the broker.
-        case password
-    }
-
-    package var id: ProviderID
-    /// The name shown to people (`/auth/providers`, the CLI's choice).
-    package var displayName: String
-    package var flow: Flow
-    /// Every key the provider's configuration section may hold; any other key is refused at start.
-    package var keys: [ProviderConfigKey]
-    /// Rules between keys (one key requires another); an answer names the key and what is wrong.
-    package var check: @Sendable (ProviderSection) -> (key: String, problem: String)?
+    package var schema: ProviderSchema
     /// Builds the module from its (checked) section.
     package var make: @Sendable (ProviderSection, ProviderContext) throws(ProviderError) -> any IdentityProvider
 
     package init(
-        id: ProviderID,
-        displayName: String,
-        flow: Flow = .browser,
-        keys: [ProviderConfigKey],
-        check: @escaping @Sendable (ProviderSection) -> (key: String, problem: String)? = { _ in nil },
+        schema: ProviderSchema,
         make: @escaping @Sendable (ProviderSection, ProviderContext) throws(ProviderError) -> any IdentityProvider
     ) {
-        self.id = id
-        self.displayName = displayName
-        self.flow = flow
-        self.keys = keys
-        self.check = check
+        self.schema = schema
         self.make = make
     }
 
-    /// The key named `name`, if the provider accepts it.
-    package func key(_ name: String) -> ProviderConfigKey? { keys.first { $0.name == name } }
-
-    /// The production defaults of the keys that have one (what `Config/providers/<id>.json` holds).
-    package var defaults: [String: String] {
-        keys.reduce(into: [:]) { result, key in
-            if let value = key.defaultValue { result[key.name] = value }
-        }
-    }
-}
-
-/// One key a provider's configuration section accepts.
-package struct ProviderConfigKey: Sendable, Hashable {
-    package enum Kind: Sendable, Hashable {
-        /// Any non-empty text (ids, tenants).
-        case text
-        /// A credential: non-empty text, never logged.
-        case secret
-        /// A URL the module fetches or sends the browser to: `https`, or `http` on a loopback host.
-        case endpoint
-        /// One of a fixed set of words.
-        case choice([String])
-        /// `true` or `false`.
-        case flag
-        /// Text matching a rule; the string describes it ("v19.0-style version").
-        case pattern(String, @Sendable (String) -> Bool)
-
-        package static func == (lhs: Kind, rhs: Kind) -> Bool {
-            switch (lhs, rhs) {
-            case (.text, .text), (.secret, .secret), (.endpoint, .endpoint), (.flag, .flag): true
-            case (.choice(let a), .choice(let b)): a == b
-            case (.pattern(let a, _), .pattern(let b, _)): a == b
-            default: false
-            }
-        }
-
-        package func hash(into hasher: inout Hasher) {
-            switch self {
-            case .text: hasher.combine(0)
-            case .secret: hasher.combine(1)
-            case .endpoint: hasher.combine(2)
-            case .choice(let words): hasher.combine(words)
-            case .flag: hasher.combine(4)
-            case .pattern(let rule, _): hasher.combine(rule)
-            }
-        }
-    }
-
-    package var name: String
-    package var kind: Kind
-    /// The production value used when the section does not set the key.
-    package var defaultValue: String?
-
-    package init(_ name: String, _ kind: Kind, default defaultValue: String? = nil) {
-        self.name = name
-        self.kind = kind
-        self.defaultValue = defaultValue
-    }
-
-    /// Why `value` is not acceptable for this key, or `nil`.
-    package func problem(with value: JSONValue) -> String? {
-        if case .flag = kind {
-            guard case .bool = value else { return "must be true or false" }
-            return nil
-        }
-        guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
-        switch kind {
-        case .endpoint: return Endpoint.problem(text)
-        case .choice(let words):
-            guard words.contains(text) else { return "must be " + words.map { "\"\($0)\"" }.joined(separator: " or ") }
-            return nil
-        case .pattern(let rule, let matches):
-            return matches(text) ? nil : "must be \(rule)"
-        default: return nil
-        }
-    }
-}
-
-/// A provider's configuration section as the broker checked it, with typed reads.
-package struct ProviderSection: Sendable {
-    package let id: ProviderID
-    package let values: [String: JSONValue]
-
-    package init(id: ProviderID, values: [String: JSONValue]) {
-        self.id = id
-        self.values = values
-    }
-
-    /// The key's text, if set.
-    package func text(_ key: String) -> String? {
-        guard let value = values[key]?.stringValue, !value.isEmpty else { return nil }
-        return value
-    }
-
-    /// Two keys that must both be set (an id and its secret), with the contract's message.
-    package func credentials(_ idKey: String, _ secretKey: String, label: String? = nil) throws(ProviderError)
-        -> (id: String, secret: Secret)
-    {
-        guard let id = text(idKey), let secret = text(secretKey) else {
-            throw .invalidResponse("providers.\(label ?? id.rawValue) needs \(idKey) and \(secretKey)")
-        }
-        return (id, Secret(secret))
-    }
-
-    /// An endpoint: the section's override, else `fallback` (the production default); checked again here so
-    /// that a module never holds a URL that breaks the endpoint rule.
-    package func endpoint(_ key: String, default fallback: String) throws(ProviderError) -> EndpointURL {
-        try EndpointURL(text(key) ?? fallback, name: "providers.\(id).\(key)")
-    }
-
-    /// An endpoint override, if the section sets one.
-    package func endpointIfSet(_ key: String) throws(ProviderError) -> EndpointURL? {
-        guard let value = text(key) else { return nil }
-        return try EndpointURL(value, name: "providers.\(id).\(key)")
-    }
+    package var id: ProviderID { schema.id }
 }
 
 /// What a module may use besides its section: the outbound HTTP transport, the clock, and the shared
@@ -173,23 +37,4 @@ package struct ProviderContext: Sendable {
         self.clock = clock
         self.directory = directory
     }
-}
-
-/// A URL that passed the endpoint rule (``Endpoint/problem(_:)``): what provider modules hold instead of
-/// strings looked up by name.
-package struct EndpointURL: Sendable, Hashable, CustomStringConvertible {
-    package let url: String
-
-    /// - Throws: a configuration error naming `name` when `url` breaks the rule.
-    package init(_ url: String, name: String) throws(ProviderError) {
-        if let problem = Endpoint.problem(url) { throw .invalidResponse("\(name) \(problem)") }
-        self.url = url
-    }
-
-    /// The URL with `fields` as its query (added to a query it already has).
-    package func with(query fields: [(String, String)]) -> String {
-        url + (url.contains("?") ? "&" : "?") + FormEncoding.encode(fields)
-    }
-
-    package var description: String { url }
 }

@@ -1,35 +1,15 @@
 package import BrokerCore
 import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
 package import ProviderSupport
+import TwitterSchema
 
 /// Twitter / X: OAuth 2.0 (the default) or, with `"mode": "oauth1"`, OAuth 1.0a.
 package enum Twitter {
-    package static let id: ProviderID = "twitter"
+    package static let id = TwitterSchema.id
 
     package static let descriptor = ProviderDescriptor(
-        id: id,
-        displayName: "Twitter / X",
-        keys: [
-            ProviderConfigKey("mode", .choice(["oauth2", "oauth1"]), default: "oauth2"),
-            ProviderConfigKey("client_id", .text),
-            ProviderConfigKey("client_secret", .secret),
-            ProviderConfigKey("consumer_key", .text),
-            ProviderConfigKey("consumer_secret", .secret),
-        ]
-            + TwitterProvider.defaults.sorted { $0.key < $1.key }.map {
-                ProviderConfigKey($0.key, .endpoint, default: $0.value)
-            }
-            + TwitterOAuth1Provider.defaults.sorted { $0.key < $1.key }.map {
-                ProviderConfigKey($0.key, .endpoint, default: $0.value)
-            },
-        check: { section in
-            guard section.text("mode") == "oauth1" else { return nil }
-            for key in ["consumer_key", "consumer_secret"] where section.text(key) == nil {
-                return (key, "is required with \"mode\": \"oauth1\"")
-            }
-            return nil
-        },
+        schema: TwitterSchema.schema,
         make: { section, context throws(ProviderError) in
             if section.text("mode") == "oauth1" {
                 return try TwitterOAuth1Provider(section, http: context.http, clock: context.clock)
@@ -43,11 +23,7 @@ package enum Twitter {
 /// endpoint; scopes `users.read tweet.read`), then `GET /2/users/me`. The subject is the numeric user id;
 /// X shares no email through this API.
 package final class TwitterProvider: IdentityProvider {
-    package static let defaults: [String: String] = [
-        "authorization_endpoint": "https://x.com/i/oauth2/authorize",
-        "token_endpoint": "https://api.x.com/2/oauth2/token",
-        "userinfo_endpoint": "https://api.x.com/2/users/me",
-    ]
+    package static let defaults = TwitterSchema.oauth2Defaults
 
     let clientID: String
     let clientSecret: Secret

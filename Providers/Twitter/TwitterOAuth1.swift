@@ -1,7 +1,8 @@
 package import BrokerCore
 import BrokerCrypto
-package import BrokerHTTP
+package import BrokerHTTPTypes
 package import ProviderSupport
+import TwitterSchema
 
 /// Twitter / X with `"mode": "oauth1"`: the OAuth 1.0a three-legged flow, every request signed with
 /// HMAC-SHA1 per RFC 5849. `request_token` (with `oauth_callback`, answered with
@@ -10,12 +11,7 @@ package import ProviderSupport
 /// broker's sealed cookie (``AuthorizationStart/carry``), and the `oauth_token` coming back must be the
 /// request token issued for this sign-in.
 package final class TwitterOAuth1Provider: IdentityProvider {
-    package static let defaults: [String: String] = [
-        "request_token_endpoint": "https://api.x.com/oauth/request_token",
-        "authorize_endpoint": "https://api.x.com/oauth/authorize",
-        "access_token_endpoint": "https://api.x.com/oauth/access_token",
-        "verify_credentials_endpoint": "https://api.x.com/1.1/account/verify_credentials.json",
-    ]
+    package static let defaults = TwitterSchema.oauth1Defaults
 
     let consumerKey: String
     let consumerSecret: Secret

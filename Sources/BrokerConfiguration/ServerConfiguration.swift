@@ -1,6 +1,6 @@
 package import BrokerCore
 import BrokerSystem
-package import ProviderSupport
+package import ProviderSchemaSupport
 
 /// `broker serve`'s settings: defaults, then the JSON file, then `BROKER_…` environment variables; the
 /// command's flags are applied last by the caller.
@@ -91,10 +91,11 @@ package struct ServerConfiguration: Sendable {
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
     package var customEnabled = true
-    /// The provider modules this build offers (the executable's list); sections for others are refused.
-    package var catalog: [ProviderDescriptor] = []
+    /// The schemas of the provider modules this build offers (the executable's list); sections for others are
+    /// refused.
+    package var catalog: [ProviderSchema] = []
 
-    package init(catalog: [ProviderDescriptor] = []) {
+    package init(catalog: [ProviderSchema] = []) {
         self.catalog = catalog
     }
 
@@ -106,8 +107,8 @@ package struct ServerConfiguration: Sendable {
         catalog.map(\.id).filter { providers[$0] != nil } + (customEnabled ? [.custom] : [])
     }
 
-    /// The descriptor of a provider this build offers.
-    package func descriptor(_ id: ProviderID) -> ProviderDescriptor? { catalog.first { $0.id == id } }
+    /// The schema of a provider this build offers.
+    package func schema(_ id: ProviderID) -> ProviderSchema? { catalog.first { $0.id == id } }
 
     /// Every provider id a configuration may name: the catalog's and `custom`.
     var knownProviders: [ProviderID] { catalog.map(\.id) + [.custom] }
@@ -172,7 +173,7 @@ extension ServerConfiguration {
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
     package static func load(
-        catalog: [ProviderDescriptor], path: String?, environment: [String: String]
+        catalog: [ProviderSchema], path: String?, environment: [String: String]
     ) throws(ConfigurationError) -> ServerConfiguration {
         guard let path else { return try load(catalog: catalog, file: nil, environment: environment) }
         let bytes: [UInt8]
@@ -187,7 +188,7 @@ extension ServerConfiguration {
     /// Reads a config file's `bytes` (named `source` in errors) over the defaults, then the environment over
     /// both, and validates the whole. Pure, so that it can be fuzzed (`Fuzz/config`).
     package static func load(
-        catalog: [ProviderDescriptor], file: (bytes: [UInt8], source: String)?, environment: [String: String]
+        catalog: [ProviderSchema], file: (bytes: [UInt8], source: String)?, environment: [String: String]
     ) throws(ConfigurationError) -> ServerConfiguration {
         var configuration = ServerConfiguration(catalog: catalog)
         if let file {
@@ -462,8 +463,8 @@ extension ServerConfiguration {
                 throw ConfigurationError(source: source, key: name, problem: "must be true or false")
             }
         } else {
-            guard let descriptor = descriptor(provider), let accepted = descriptor.key(key) else {
-                let known = descriptor(provider)?.keys.map(\.name).sorted().joined(separator: ", ") ?? ""
+            guard let schema = schema(provider), let accepted = schema.key(key) else {
+                let known = schema(provider)?.keys.map(\.name).sorted().joined(separator: ", ") ?? ""
                 throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
             }
             if let problem = accepted.problem(with: value) {
@@ -528,8 +529,8 @@ extension ServerConfiguration {
                 problem: "needs a mail section: without mail no address can be verified")
         }
         for id in enabledProviders where id != .custom {
-            guard let descriptor = descriptor(id) else { continue }
-            if let (key, problem) = descriptor.check(ProviderSection(id: id, values: providers[id] ?? [:])) {
+            guard let schema = schema(id) else { continue }
+            if let (key, problem) = schema.check(ProviderSection(id: id, values: providers[id] ?? [:])) {
                 throw ConfigurationError(source: source, key: "providers.\(id).\(key)", problem: problem)
             }
         }

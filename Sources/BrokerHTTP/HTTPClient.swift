@@ -89,3 +89,5 @@ private final class HandleBox: @unchecked Sendable {
 
     deinit { close() }
 }
+
+extension HTTPClient: HTTPTransport {}

@@ -5,7 +5,7 @@ package import BrokerHTTP
 package import BrokerStore
 import Glibc
 package import Logging
-import ProviderSupport
+package import ProviderSupport
 import Synchronization
 
 /// A response body with its status and headers, before it meets HTTP.
@@ -66,9 +66,12 @@ package final class BrokerService: ContextualService {
     ///   - signingKey: a key given with `--signing-key` (the only key), else the store's key ring.
     ///   - master: the key that seals the store's keys (``MasterKey/load(configuration:environment:store:)``).
     ///   - clock: seconds since the epoch; injected so that tests control expiry and back-off.
+    ///   - providers: the provider modules this build offers (the executable's `BrokerProviders.all`); those the
+    ///     configuration enables are built.
     ///   - http: the outbound transport of provider modules and the token exchange (scripted in tests).
     package static func open(
         configuration: ServerConfiguration,
+        providers: [ProviderDescriptor],
         store: any Store,
         signingKey: AsymmetricKey? = nil,
         master: MasterKey,
@@ -95,7 +98,8 @@ package final class BrokerService: ContextualService {
             source: signingKey.map { .external($0) } ?? .vault(vault),
             idTokens: (idTokens.keys, idTokens.stamp, vault), retention: retention, now: now)
         return try BrokerService(
-            configuration: configuration, store: store, keys: keys, logger: logger, hasher: hasher,
+            configuration: configuration, providers: providers, store: store, keys: keys, logger: logger,
+            hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
             flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics,
             audit: audit, mailPassword: mailPassword, mailBackoff: mailBackoff)
@@ -103,6 +107,7 @@ package final class BrokerService: ContextualService {
 
     private init(
         configuration: ServerConfiguration,
+        providers: [ProviderDescriptor],
         store: any Store,
         keys: KeyManager,
         logger: Logger,
@@ -147,7 +152,7 @@ package final class BrokerService: ContextualService {
         signIn = SignInService(
             context: context,
             identityProviders: try SignInService.makeProviders(
-                configuration,
+                configuration, from: providers,
                 context: ProviderContext(
                     http: outbound, clock: clock,
                     directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600))),
@@ -349,10 +354,10 @@ package final class BrokerService: ContextualService {
         var list: [ProvidersResponse.Entry] = configuration.enabledProviders.filter {
             $0 == .custom || signIn.identityProviders[$0] != nil
         }.map { id in
-            let descriptor = configuration.descriptor(id)
+            let schema = configuration.schema(id)
             return ProvidersResponse.Entry(
-                id: id.rawValue, name: descriptor?.displayName ?? "Email and password",
-                flow: (descriptor?.flow ?? .password).rawValue)
+                id: id.rawValue, name: schema?.displayName ?? "Email and password",
+                flow: (schema?.flow ?? .password).rawValue)
         }
         // A passkey signs in through the broker's own page (the CLI's loopback flow): listed when passkeys are on.
         if passkeys.enabled { list.append(ProvidersResponse.Entry(id: "passkey", name: "Passkey", flow: "browser")) }

@@ -2,7 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerConfiguration
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import BrokerServer
 import BrokerStore
 import Glibc

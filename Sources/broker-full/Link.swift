@@ -1,7 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import ProviderSupport
 
 extension Broker {
@@ -38,13 +38,7 @@ extension Broker {
         var timeout = 300
 
         func validate() throws {
-            if provider == ProviderID.passkey.rawValue {
-                throw ValidationError("passkeys are added with broker passkey add")
-            }
-            guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
-                let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
-                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
-            }
+            _ = try Login.wayInToChange(provider)
             guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
             if device && provider == "custom" {
                 throw ValidationError("custom is linked with an email and password here, not with --device")
@@ -54,9 +48,7 @@ extension Broker {
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            guard let chosen = ProviderID(rawValue: provider) else {
-                throw CommandFailure("unknown provider id \"\(provider)\"", status: .usage)
-            }
+            let chosen = try Login.wayInToChange(provider)
             // Adding a way in needs an account token, which only the session's refresh token gets (the broker
             // refuses an API access token here).
             let (accountToken, session) = try await Broker.Token.accountToken(settings)
@@ -64,7 +56,7 @@ extension Broker {
                 return try await linkPassword(
                     session: session, accountToken: accountToken, settings: settings, api: api)
             }
-            let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+            let name = BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
             if device {
                 return try await linkOnAnotherDevice(
                     chosen, name: name, session: session, accountToken: accountToken, settings: settings)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import Glibc
 import ProviderSupport
 
@@ -62,7 +62,7 @@ extension Broker {
             guard chosen == .custom else {
                 let name =
                     chosen == .passkey
-                    ? "a passkey" : BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                    ? "a passkey" : BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
                 return try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
                     timeout: Double(timeout)
@@ -110,7 +110,20 @@ extension Broker {
 
         /// The providers this build knows: the catalog's, `custom`, and `passkey` (a passkey on the broker's own
         /// page, through the same loopback flow as a browser provider).
-        static var knownProviders: [ProviderID] { BrokerProviders.all.map(\.id) + [.custom, .passkey] }
+        static var knownProviders: [ProviderID] { BrokerProviderSchemas.all.map(\.id) + [.custom, .passkey] }
+
+        /// `broker link`'s and `broker unlink`'s `--provider`: a provider this build knows, not `passkey` (added
+        /// and removed with `broker passkey`).
+        static func wayInToChange(_ provider: String) throws(ValidationError) -> ProviderID {
+            if provider == ProviderID.passkey.rawValue {
+                throw ValidationError("passkeys are added with broker passkey add")
+            }
+            guard let id = knownProviders.first(where: { $0.rawValue == provider }) else {
+                let known = knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
+            }
+            return id
+        }
 
         func chooseProvider(api: BrokerAPI) async throws -> ProviderID {
             if let provider, let id = ProviderID(rawValue: provider) { return id }

@@ -3,7 +3,7 @@ import BrokerClient
 import BrokerCore
 import BrokerCredentials
 import BrokerHTTP
-import BrokerProviders
+import BrokerProviderSchemas
 import BrokerSystem
 import Glibc
 import ProviderSupport
@@ -173,7 +173,7 @@ extension Broker {
                 let credentials = try Credentials.gather(email: nil, passwordStdin: false, confirm: false)
                 try await Broker.Login.passwordSignIn(credentials, settings: settings, api: api)
             } else {
-                let name = BrokerProviders.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                let name = BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
                 try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: false, timeout: 300
                 ).run()

@@ -3,6 +3,7 @@ import BrokerClient
 import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
+import BrokerProviders
 import BrokerServer
 import BrokerStores
 import BrokerSystem
@@ -145,6 +146,7 @@ extension Broker {
                     store: brokerStore)
                 service = try await BrokerService.open(
                     configuration: configuration,
+                    providers: BrokerProviders.all,
                     store: brokerStore,
                     signingKey: signingKey,
                     master: master,

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BrokerConfiguration
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import BrokerServer
 import BrokerStore
 import BrokerStores
@@ -39,7 +39,7 @@ struct ServerStoreOptions: ParsableArguments {
     /// The configuration file, then `BROKER_SERVER_…`/`BROKER_PROVIDERS_…`, then these flags.
     func loadConfiguration() throws(ConfigurationError) -> ServerConfiguration {
         var configuration = try ServerConfiguration.load(
-            catalog: BrokerProviders.all,
+            catalog: BrokerProviderSchemas.all,
             path: config,
             environment: ProcessInfo.processInfo.environment
         )

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import Glibc
 import ProviderSupport
 

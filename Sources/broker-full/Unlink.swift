@@ -1,7 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import ProviderSupport
 
 extension Broker {
@@ -21,21 +21,13 @@ extension Broker {
         var provider: String
 
         func validate() throws {
-            if provider == ProviderID.passkey.rawValue {
-                throw ValidationError("passkeys are added with broker passkey add")
-            }
-            guard Login.knownProviders.contains(where: { $0.rawValue == provider }) else {
-                let known = Login.knownProviders.map(\.rawValue).joined(separator: ", ")
-                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
-            }
+            _ = try Login.wayInToChange(provider)
         }
 
         func run() async throws {
             let settings = try client.settings()
             let api = settings.api
-            guard let chosen = ProviderID(rawValue: provider) else {
-                throw CommandFailure("unknown provider id \"\(provider)\"", status: .usage)
-            }
+            let chosen = try Login.wayInToChange(provider)
             let (accountToken, session) = try await Broker.Token.accountToken(settings)
             let answer: JSONValue
             do {

@@ -2,7 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerConfiguration
 import BrokerCore
-import BrokerProviders
+import BrokerProviderSchemas
 import BrokerServer
 import BrokerStore
 import Glibc
@@ -47,7 +47,7 @@ extension Broker {
             var json = false
 
             func run() async throws {
-                let known = BrokerProviders.all.map(\.id) + [.custom]
+                let known = BrokerProviderSchemas.all.map(\.id) + [.custom]
                 let filter = try provider.map { name in
                     guard let id = ProviderID(rawValue: name), known.contains(id) else {
                         let names = known.map(\.rawValue).joined(separator: ", ")

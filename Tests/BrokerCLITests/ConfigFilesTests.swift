@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerProviderSchemas
 import BrokerProviders
 import BrokerTesting
 import Foundation
@@ -50,5 +51,17 @@ struct ConfigFilesTests {
         let listed = Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
         let known: Set<String> = Set(BrokerProviders.all.map { $0.id.rawValue }).union([ProviderID.custom.rawValue])
         #expect(listed == known)
+    }
+
+    /// The configuration is checked against the schema list, the modules are built from the descriptor list: the
+    /// two name the same providers in the same order, each descriptor carrying its provider's schema (the same
+    /// name, flow and keys with their defaults and kinds).
+    @Test func theSchemaListIsTheModulesSchemas() {
+        #expect(BrokerProviderSchemas.all.map(\.id) == BrokerProviders.all.map(\.id))
+        for (schema, descriptor) in zip(BrokerProviderSchemas.all, BrokerProviders.all) {
+            #expect(schema.displayName == descriptor.schema.displayName)
+            #expect(schema.flow == descriptor.schema.flow)
+            #expect(schema.keys == descriptor.schema.keys, "\(schema.id)")
+        }
     }
 }

@@ -107,7 +107,7 @@ struct ProviderDefaultsTests {
 
     @Test func facebookTwitterMicrosoft() throws {
         let facebook = try Self.json("facebook")
-        for (key, value) in Facebook.descriptor.defaults {
+        for (key, value) in Facebook.descriptor.schema.defaults {
             #expect(facebook[key]?.stringValue == value, "facebook \(key)")
         }
         let twitter = try Self.json("twitter")

@@ -1,5 +1,6 @@
 import BrokerConfiguration
 import BrokerCore
+import BrokerProviderSchemas
 import BrokerProviders
 import BrokerTestSupport
 import BrokerTesting
@@ -19,13 +20,15 @@ struct ConfigurationTests {
 
     @Test func theExampleConfigLoads() throws {
         let path = BrokerProcess.repositoryRoot.appendingPathComponent("Config/broker.example.json").path
-        let configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
+        let configuration = try ServerConfiguration.load(
+            catalog: BrokerProviderSchemas.all, path: path, environment: [:])
         #expect(configuration.port == 8787 && configuration.audience == "broker")
         #expect(configuration.enabledProviders == ["google", "facebook", "microsoftaccount", "twitter", .custom])
     }
 
     @Test func defaultsWithoutAFile() throws {
-        let configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: nil, environment: [:])
+        let configuration = try ServerConfiguration.load(
+            catalog: BrokerProviderSchemas.all, path: nil, environment: [:])
         #expect(configuration.host == "127.0.0.1" && configuration.port == 8787)
         #expect(configuration.accessTokenTTL == 3600 && configuration.refreshTokenTTL == 2_592_000)
         #expect(configuration.mintMaxTTL == 3600 && configuration.loginThrottle)
@@ -35,18 +38,19 @@ struct ConfigurationTests {
     @Test func providersKeyListsWhatIsEnabled() throws {
         let path = try Self.write(#"{"providers": {"google": {"client_id": "x", "client_secret": "y"}}}"#)
         #expect(
-            try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:]).enabledProviders
+            try ServerConfiguration.load(catalog: BrokerProviderSchemas.all, path: path, environment: [:])
+                .enabledProviders
                 == ["google"])
         let withCustom = try Self.write(#"{"providers": {"custom": {"enabled": true}}}"#)
         #expect(
-            try ServerConfiguration.load(catalog: BrokerProviders.all, path: withCustom, environment: [:])
+            try ServerConfiguration.load(catalog: BrokerProviderSchemas.all, path: withCustom, environment: [:])
                 .enabledProviders == [.custom])
     }
 
     @Test func environmentOverridesTheFile() throws {
         let path = try Self.write(#"{"server": {"port": 9000, "audience": "a"}}"#)
         let configuration = try ServerConfiguration.load(
-            catalog: BrokerProviders.all,
+            catalog: BrokerProviderSchemas.all,
             path: path,
             environment: [
                 "BROKER_SERVER_PORT": "9100", "BROKER_SERVER_LOGIN_THROTTLE": "false",
@@ -102,7 +106,7 @@ struct ConfigurationTests {
     func badFilesNameTheFileAndTheKey(text: String, key: String?, says: String) throws {
         let path = try Self.write(text)
         let error = try #require(throws: ConfigurationError.self) {
-            try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
+            try ServerConfiguration.load(catalog: BrokerProviderSchemas.all, path: path, environment: [:])
         }
         #expect(error.source == path)
         #expect(error.key == key)
@@ -112,12 +116,12 @@ struct ConfigurationTests {
     @Test func badEnvironmentNamesTheVariable() throws {
         let error = try #require(throws: ConfigurationError.self) {
             try ServerConfiguration.load(
-                catalog: BrokerProviders.all, path: nil, environment: ["BROKER_SERVER_PORT": "eighty"])
+                catalog: BrokerProviderSchemas.all, path: nil, environment: ["BROKER_SERVER_PORT": "eighty"])
         }
         #expect(error.key == "BROKER_SERVER_PORT" && error.description.contains("integer"))
         let unknown = try #require(throws: ConfigurationError.self) {
             try ServerConfiguration.load(
-                catalog: BrokerProviders.all, path: nil, environment: ["BROKER_SERVER_PROT": "1"])
+                catalog: BrokerProviderSchemas.all, path: nil, environment: ["BROKER_SERVER_PROT": "1"])
         }
         #expect(unknown.key == "BROKER_SERVER_PROT")
     }

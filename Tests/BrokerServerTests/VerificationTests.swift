@@ -1,5 +1,6 @@
 import BrokerConfiguration
 import BrokerCore
+import BrokerProviderSchemas
 import BrokerProviders
 import BrokerTestSupport
 import BrokerTesting
@@ -122,7 +123,7 @@ struct VerificationTests {
         }
         #expect(throws: ConfigurationError.self) {
             _ = try ServerConfiguration.load(
-                catalog: BrokerProviders.all,
+                catalog: BrokerProviderSchemas.all,
                 file: (Array(#"{"server": {"require_verified_email": true}}"#.utf8), "t.json"),
                 environment: [:])
         }

@@ -2,6 +2,7 @@ import BrokerConfiguration
 package import BrokerCore
 package import BrokerCrypto
 import BrokerHTTP
+import BrokerProviderSchemas
 import BrokerProviders
 package import BrokerStore
 package import BrokerTesting
@@ -49,7 +50,8 @@ package struct InProcessBroker {
             try Data(config.utf8).write(to: file)
             path = file.path
         }
-        var configuration = try ServerConfiguration.load(catalog: BrokerProviders.all, path: path, environment: [:])
+        var configuration = try ServerConfiguration.load(
+            catalog: BrokerProviderSchemas.all, path: path, environment: [:])
         configuration.dataDirectory = directory.appendingPathComponent("data").path
         // nil: none configured, the issuer follows the bound port (`serverStarted`) as with `--port 0`.
         configuration.issuer = configuration.issuer ?? issuer
@@ -65,6 +67,7 @@ package struct InProcessBroker {
         }
         service = try await BrokerService.open(
             configuration: configuration,
+            providers: BrokerProviders.all,
             store: store,
             master: master,
             logger: Logger.test(),

@@ -111,7 +111,7 @@ final class VerificationService: ContextualService {
     /// pages a mailed link opens (RT2-5): whoever holds the address sees whose account it is part of.
     func otherWaysIn(_ user: UserID) async throws -> [String] {
         try await store.identities(user: user).map {
-            tokens.configuration.descriptor($0.identity.provider)?.displayName ?? $0.identity.provider.rawValue
+            tokens.configuration.schema($0.identity.provider)?.displayName ?? $0.identity.provider.rawValue
         }
     }
 

@@ -53,17 +53,25 @@ final class SignInService: ContextualService {
 
     /// The name people know a provider by (its descriptor's), for messages.
     func displayName(_ provider: ProviderID) -> String {
-        configuration.descriptor(provider)?.displayName ?? provider.rawValue
+        configuration.schema(provider)?.displayName ?? provider.rawValue
     }
 
-    /// Builds the provider modules this broker's configuration enables, from the catalog's descriptors.
+    /// Builds the provider modules this broker's configuration enables, from the build's descriptors.
+    ///
+    /// - Throws: a ``ConfigurationError`` when a module refuses its section, or when the configuration enables a
+    ///   provider whose schema it was checked against but `descriptors` has no module for (two lists out of step).
     static func makeProviders(
         _ configuration: ServerConfiguration,
+        from descriptors: [ProviderDescriptor],
         context: ProviderContext
     ) throws -> [ProviderID: any IdentityProvider] {
         var modules: [ProviderID: any IdentityProvider] = [:]
-        for descriptor in configuration.catalog {
-            guard let section = configuration.providers[descriptor.id] else { continue }
+        for id in configuration.enabledProviders where id != .custom {
+            guard let descriptor = descriptors.first(where: { $0.id == id }), let section = configuration.providers[id]
+            else {
+                throw ConfigurationError(
+                    source: "providers.\(id)", key: nil, problem: "this build has no module for the provider")
+            }
             do throws(ProviderError) {
                 modules[descriptor.id] = try descriptor.make(
                     ProviderSection(id: descriptor.id, values: section), context)

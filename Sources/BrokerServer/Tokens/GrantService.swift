@@ -272,7 +272,7 @@ extension GrantService {
     /// Attaches the provider account a `broker link` sign-in vouched for, now that the CLI that asked for the
     /// link has shown its verifier.
     func link(_ identity: IdentityRecord, to user: UserRecord) async throws {
-        let name = tokens.configuration.descriptor(identity.provider)?.displayName ?? identity.provider.rawValue
+        let name = tokens.configuration.schema(identity.provider)?.displayName ?? identity.provider.rawValue
         let outcome = try await store.linkIdentity(identity, to: user.id, now: now)
         metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
         switch outcome {

@@ -1,4 +1,4 @@
-/// What sends an outbound HTTP request: ``HTTPClient`` (libcurl) in production, scripted answers in tests.
+/// What sends an outbound HTTP request: BrokerHTTP's `HTTPClient` (libcurl) in production, scripted answers in tests.
 ///
 /// Provider modules, the token exchange's discovery and JWKS cache, and the CLI's broker API take a transport
 /// rather than the libcurl client, so each can be exercised against canned exchanges as well as real servers.
@@ -8,8 +8,6 @@ package protocol HTTPTransport: Sendable {
     /// - Throws: ``HTTPClientError`` for transport failures (never for a 4xx or 5xx answer).
     func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse
 }
-
-extension HTTPClient: HTTPTransport {}
 
 /// A transport that gives every request one time limit: the broker's `server.http_timeout` for the calls it
 /// makes to sign-in providers and to trusted issuers (discovery, keys, code and token exchanges), so a slow
