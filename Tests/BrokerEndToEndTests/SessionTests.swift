@@ -8,81 +8,24 @@ import BrokerTesting
 import Foundation
 import Testing
 
-/// Refresh rotation, reuse detection, revocation and `/auth/me`'s refusals, on the real server.
+/// Refresh rotation, reuse detection and revocation (``EndpointContract``) and `/auth/me`'s refusals, on the real
+/// server.
 @Suite("sessions and access tokens", .hangBound)
 struct SessionTests {
     static let password = "correct horse battery staple"
 
+    /// Rotation and reuse as the in-process suite checks them (``EndpointContract``), and the reuse in the log.
     @Test func refreshRotatesAndReuseRevokesTheWholeSession() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        let first = try await server.register("rot@example.com", Self.password)
-        let refresh1 = try #require(first["refresh_token"]?.stringValue)
-        let access1 = try #require(first["access_token"]?.stringValue)
-
-        // Form body (RFC 6749) and JSON body both work.
-        let second = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh1)])
-        #expect(second.status == 200)
-        #expect(second.header("Cache-Control") == "no-store")
-        let refresh2 = try #require(second["refresh_token"]?.stringValue)
-        #expect(refresh2 != refresh1 && second["user_id"] == first["user_id"])
-        let third = try await server.post(
-            "/auth/token", json: ["grant_type": "refresh_token", "refresh_token": .string(refresh2)])
-        #expect(third.status == 200)
-        let refresh3 = try #require(third["refresh_token"]?.stringValue)
-        let access3 = try #require(third["access_token"]?.stringValue)
-        #expect(try await server.me(access3).status == 200)
-
-        // Replaying a spent token: refused, and the whole family goes with it — no grace window.
-        let replay = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh1)])
-        #expect(replay.status == 400 && replay.error == "invalid_grant")
-        #expect(replay["error_description"]?.stringValue?.contains("already used") == true)
-        let current = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh3)])
-        #expect(current.status == 400 && current.error == "invalid_grant")
-        #expect(current["error_description"]?.stringValue?.contains("revoked") == true)
-        for access in [access1, access3] {
-            let me = try await server.me(access)
-            #expect(me.status == 401 && me.error == "invalid_token")
-        }
-        // Another session of the same account is untouched.
-        let other = try await server.login("rot@example.com", Self.password)
-        #expect(try await server.me(try #require(other["access_token"]?.stringValue)).status == 200)
+        try await EndpointContract.refreshRotationAndReuse(.process(server))
         #expect(server.stderr.contains("refresh token reused"))
     }
 
     @Test func revocationEndsTheSession() async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
-        let session = try await server.register("rev@example.com", Self.password)
-        let refresh = try #require(session["refresh_token"]?.stringValue)
-        let access = try #require(session["access_token"]?.stringValue)
-        let revoked = try await server.form("/auth/revoke", [("token", refresh), ("token_type_hint", "refresh_token")])
-        #expect(revoked.status == 200)
-        let again = try await server.form("/auth/revoke", [("token", refresh)])
-        #expect(again.status == 200, "revoking twice is fine (RFC 7009 §2.2)")
-        let unknown = try await server.post("/auth/revoke", json: ["token": "never-issued-token"])
-        #expect(unknown.status == 200)
-        let missing = try await server.form("/auth/revoke", [("token_type_hint", "refresh_token")])
-        #expect(missing.status == 400 && missing.error == "invalid_request")
-
-        let refreshAfter = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh)])
-        #expect(refreshAfter.error == "invalid_grant")
-        let me = try await server.me(access)
-        #expect(me.status == 401 && me.header("WWW-Authenticate") == "Bearer error=\"invalid_token\"")
-
-        // An access token can be revoked too; it ends its session.
-        let second = try await server.login("rev@example.com", Self.password)
-        let access2 = try #require(second["access_token"]?.stringValue)
-        #expect(try await server.form("/auth/revoke", [("token", access2)]).status == 200)
-        #expect(try await server.me(access2).status == 401)
-        let refresh2 = try #require(second["refresh_token"]?.stringValue)
-        let after = try await server.form(
-            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh2)])
-        #expect(after.error == "invalid_grant")
+        try await EndpointContract.revocationEndsTheSession(.process(server))
     }
 
     @Test func meRefusesEveryBadToken() async throws {

@@ -39,4 +39,12 @@ struct EndpointContractTests {
             _ = try await EndpointContract.registerLoginAndMe(.inProcess($0), issuer: "http://broker.test")
         }
     }
+
+    @Test func refreshRotationAndReuse() async throws {
+        try await InProcessBroker().test { try await EndpointContract.refreshRotationAndReuse(.inProcess($0)) }
+    }
+
+    @Test func revocationEndsTheSession() async throws {
+        try await InProcessBroker().test { try await EndpointContract.revocationEndsTheSession(.inProcess($0)) }
+    }
 }

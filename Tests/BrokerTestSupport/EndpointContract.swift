@@ -213,4 +213,79 @@ package enum EndpointContract {
         #expect(login["refresh_token"]?.stringValue != refresh, "\(layer)")
         return (userID, access, refresh)
     }
+
+    /// Refresh rotation (a form body and a JSON body, RFC 6749 §6), and reuse: replaying a spent refresh token is
+    /// refused and revokes its whole session — the live successor and every access token of it, no grace window —
+    /// while another session of the same account is untouched. A second registration of the address is 409.
+    package static func refreshRotationAndReuse(_ broker: EndpointClient) async throws {
+        let layer = broker.layer
+        let first = try await broker.register("rot@example.com", password)
+        #expect(first.status == 201, "\(layer)")
+        #expect(try await broker.register("ROT@example.com ", password).status == 409, "\(layer)")
+        let refresh1 = try #require(first["refresh_token"]?.stringValue)
+        let access1 = try #require(first["access_token"]?.stringValue)
+
+        let second = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh1)])
+        #expect(second.status == 200 && second.header("Cache-Control") == "no-store", "\(layer)")
+        let refresh2 = try #require(second["refresh_token"]?.stringValue)
+        #expect(refresh2 != refresh1 && second["user_id"] == first["user_id"], "\(layer)")
+        let third = try await broker.post(
+            "/auth/token", json: ["grant_type": "refresh_token", "refresh_token": .string(refresh2)])
+        #expect(third.status == 200, "\(layer)")
+        let refresh3 = try #require(third["refresh_token"]?.stringValue)
+        let access3 = try #require(third["access_token"]?.stringValue)
+        #expect(try await broker.get("/auth/me", bearer: access3).status == 200, "\(layer)")
+
+        let replay = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh1)])
+        #expect(replay.status == 400 && replay.error == "invalid_grant", "\(layer)")
+        #expect(replay.errorDescription.contains("already used"), "\(layer)")
+        let current = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh3)])
+        #expect(current.status == 400 && current.error == "invalid_grant", "\(layer)")
+        #expect(current.errorDescription.contains("revoked"), "\(layer)")
+        for access in [access1, access3] {
+            let me = try await broker.get("/auth/me", bearer: access)
+            #expect(me.status == 401 && me.error == "invalid_token", "\(layer)")
+        }
+        let other = try await broker.login("rot@example.com", password)
+        #expect(
+            try await broker.get("/auth/me", bearer: try #require(other["access_token"]?.stringValue)).status == 200,
+            "\(layer): another session of the account is untouched")
+    }
+
+    /// Revocation (RFC 7009): by refresh token (with or without a hint, twice, JSON or form), by access token;
+    /// unknown tokens are 200, a request without a token 400. A revoked session neither refreshes nor reaches
+    /// `/auth/me`.
+    package static func revocationEndsTheSession(_ broker: EndpointClient) async throws {
+        let layer = broker.layer
+        let session = try await broker.register("rev@example.com", password)
+        let refresh = try #require(session["refresh_token"]?.stringValue)
+        let access = try #require(session["access_token"]?.stringValue)
+        let revoked = try await broker.form("/auth/revoke", [("token", refresh), ("token_type_hint", "refresh_token")])
+        #expect(revoked.status == 200, "\(layer)")
+        #expect(
+            try await broker.form("/auth/revoke", [("token", refresh)]).status == 200,
+            "\(layer): revoking twice is fine (RFC 7009 §2.2)")
+        #expect(try await broker.post("/auth/revoke", json: ["token": "never-issued-token"]).status == 200, "\(layer)")
+        let missing = try await broker.form("/auth/revoke", [("token_type_hint", "refresh_token")])
+        #expect(missing.status == 400 && missing.error == "invalid_request", "\(layer)")
+
+        let refreshAfter = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh)])
+        #expect(refreshAfter.error == "invalid_grant", "\(layer)")
+        let me = try await broker.get("/auth/me", bearer: access)
+        #expect(me.status == 401 && me.header("WWW-Authenticate") == "Bearer error=\"invalid_token\"", "\(layer)")
+
+        // An access token can be revoked too; it ends its session.
+        let second = try await broker.login("rev@example.com", password)
+        let access2 = try #require(second["access_token"]?.stringValue)
+        #expect(try await broker.form("/auth/revoke", [("token", access2)]).status == 200, "\(layer)")
+        #expect(try await broker.get("/auth/me", bearer: access2).status == 401, "\(layer)")
+        let refresh2 = try #require(second["refresh_token"]?.stringValue)
+        let after = try await broker.form(
+            "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", refresh2)])
+        #expect(after.error == "invalid_grant", "\(layer)")
+    }
 }
