@@ -437,4 +437,46 @@ struct VisibleTextTests {
         #expect(!line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(line)")
         #expect(line.contains("\\u{1B}") && line.contains("\\u{A}"))
     }
+
+    /// The logger's own metadata is kept as set and made visible when a line is written: a value whose text
+    /// changes after it was set (a `.stringConvertible`) is escaped as it reads then; the line's metadata wins
+    /// over the logger's for one key; a logger whose lines are all below its level escapes nothing.
+    @Test func theLoggersMetadataIsMadeVisibleWhenALineIsWritten() {
+        final class Changing: CustomStringConvertible, @unchecked Sendable {
+            var text = "plain"
+            var reads = 0
+            var description: String {
+                reads += 1
+                return text
+            }
+        }
+        /// Keeps each written line's metadata as the wrapped handler receives it.
+        struct MetadataHandler: LogHandler {
+            let capture: Capture
+            var logLevel: Logger.Level = .trace
+            var metadata: Logger.Metadata = [:]
+            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+                get { metadata[key] }
+                set { metadata[key] = newValue }
+            }
+            func log(event: LogEvent) {
+                let all = metadata.merging(event.metadata ?? [:]) { $1 }
+                capture.lines.append(
+                    all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            }
+        }
+        let capture = Capture()
+        let value = Changing()
+        var logger = Logger(label: "test") { _ in VisibleLogHandler(MetadataHandler(capture: capture)) }
+        logger.logLevel = .info
+        logger[metadataKey: "request"] = .stringConvertible(value)
+        logger[metadataKey: "peer"] = "logger's"
+        logger.debug("below the level")
+        #expect(value.reads == 0 && capture.lines.isEmpty, "nothing is escaped for a line not written")
+        value.text = "forged\nline \u{1B}[2J"
+        logger.info("written", metadata: ["peer": "the line's"])
+        let line = capture.lines.joined()
+        #expect(line == #"peer=the line's request=forged\u{A}line \u{1B}[2J"#, "\(line)")
+        #expect(logger[metadataKey: "peer"] == "logger's", "the logger's metadata reads back as set")
+    }
 }
