@@ -312,7 +312,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "broker-bench",
-            dependencies: ["BrokerCrypto"],
+            dependencies: [
+                "BrokerCore", "BrokerCrypto", "BrokerServer", "BrokerStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Benchmarks/Sources/broker-bench",
             swiftSettings: swiftSettings
         ),

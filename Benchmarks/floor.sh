@@ -3,11 +3,14 @@
 # — against Debian's nginx serving the very same bytes as a static file, in one run, with the CPU each server
 # spent per request (its user + system time from /proc over the requests answered); and the mint and
 # `/auth/me` against the constant document plus one ES256 signature or verification (`openssl speed` on one
-# core, same run), for goal 2. Writes the "The HTTP floor" section of BENCHMARKS.md.
+# core, same run), for goal 2; and refresh grants on SQLite and on PostgreSQL against the constant document
+# plus one signature plus the store's own time. Writes the "The HTTP floor" section of BENCHMARKS.md.
 #   Benchmarks/floor.sh [seconds-per-measurement]     (default 10)
 #   SCRATCH=.build-bench Benchmarks/floor.sh
+# The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 DURATION=${1:-10}
 SCRATCH=${SCRATCH:-.build}
 WORK=$(mktemp -d)
@@ -15,13 +18,16 @@ cleanup() {
   kill "$(cat "$WORK/pid" 2>/dev/null)" 2>/dev/null || true
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   kill "$(cat "$WORK/hummingbird.pid" 2>/dev/null)" 2>/dev/null || true
+  kill "$(cat "$WORK/pg.pid" 2>/dev/null)" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+export BROKER_DATABASE_PASSWORD=$BROKER_TEST_POSTGRES_PASSWORD PGPASSWORD=$BROKER_TEST_POSTGRES_PASSWORD
 
 swift build -c release --scratch-path "$SCRATCH" --product broker-full >&2
 swift build -c release --scratch-path "$SCRATCH" --product broker >&2
 swift build -c release --scratch-path "$SCRATCH" --product hummingbird-floor >&2
+swift build -c release --scratch-path "$SCRATCH" --product broker-bench >&2
 BIN=$PWD/$SCRATCH/release/broker
 cat >"$WORK/broker.json" <<JSON
 {"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}
@@ -65,8 +71,9 @@ HB_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
 echo $! >"$WORK/hummingbird.pid"
 for _ in $(seq 100); do grep -q listening "$WORK/hb.out" 2>/dev/null && break; sleep 0.1; done
 
-post() { curl -sf -H 'Content-Type: application/json' -d "$2" "$URL$1"; }
-ACCESS=$(post /auth/register '{"email": "bench@example.com", "password": "correct horse battery staple"}' |
+# post URL PATH JSON
+post() { curl -sf -H 'Content-Type: application/json' -d "$3" "$1$2"; }
+ACCESS=$(post "$URL" /auth/register '{"email": "bench@example.com", "password": "correct horse battery staple"}' |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 SECRET=$("$BIN" client add bench --scope deploy --data-dir "$WORK/data" --json 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])')
@@ -93,14 +100,58 @@ measure hummingbird "$(cat "$WORK/hummingbird.pid")" -- "http://127.0.0.1:$HB_PO
 measure jwks "$BROKER_PID" -- "$URL/.well-known/jwks.json"
 measure me "$BROKER_PID" -- -H "Authorization: Bearer $ACCESS" "$URL/auth/me"
 measure mint "$BROKER_PID" -- -s Benchmarks/wrk/mint.lua "$URL"
+
+# Refresh grants. Each connection spends its own chain (Benchmarks/wrk/refresh.lua): 8 per wrk thread plus two
+# spare, from logins.
+chains() {
+  : >"$2"
+  for _ in $(seq 20); do
+    post "$1" /auth/login '{"email": "bench@example.com", "password": "correct horse battery staple"}' |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["refresh_token"])' >>"$2"
+  done
+}
+export TOKENS_PER_THREAD=10
+chains "$URL" "$WORK/tokens-sqlite"
+export REFRESH_TOKENS="$WORK/tokens-sqlite"
+measure refresh_sqlite "$BROKER_PID" -- -s Benchmarks/wrk/refresh.lua "$URL"
+# SQLite's own CPU for a refresh grant's store call, alone in a process on one core (broker-bench: one rotation
+# at a time on a WAL file, every thread's CPU counted).
+"$PWD/$SCRATCH/release/broker-bench" 2 | awk '/^sqlite_rotate_refresh_token/ {print "store_sqlite", $2}' >>"$WORK/results"
+
+# The same on PostgreSQL: a broker on a database of the throw-away cluster; the CPU of every process of the
+# cluster is the store's own time, and counts in the grant's cost beside the broker's.
+psql -qAtX "$BROKER_TEST_POSTGRES" -c "CREATE DATABASE broker_floor"
+head -c 32 /dev/urandom | base64 >"$WORK/master.key"
+chmod 600 "$WORK/master.key"
+"$BIN" serve --config "$WORK/broker.json" --port 0 --database "${BROKER_TEST_POSTGRES%/*}/broker_floor" \
+  --master-key-file "$WORK/master.key" --log-level error >"$WORK/pg.out" 2>"$WORK/pg.err" &
+echo $! >"$WORK/pg.pid"
+for _ in $(seq 300); do grep -q listening "$WORK/pg.out" 2>/dev/null && break; sleep 0.1; done
+PG_URL=$(sed 's/broker listening on //' "$WORK/pg.out")
+post "$PG_URL" /auth/register '{"email": "bench@example.com", "password": "correct horse battery staple"}' >/dev/null
+chains "$PG_URL" "$WORK/tokens-pg"
+# CPU ticks of every process of the cluster: user + system, and the postmaster's reaped children's.
+cluster_ticks() {
+  for pid in $(pgrep -x postgres); do awk '{print $14 + $15 + $16 + $17}' "/proc/$pid/stat" 2>/dev/null; done |
+    awk '{s += $1} END {print s}'
+}
+before_db=$(cluster_ticks)
+export REFRESH_TOKENS="$WORK/tokens-pg"
+measure refresh_pg "$(cat "$WORK/pg.pid")" -- -s Benchmarks/wrk/refresh.lua "$PG_URL"
+after_db=$(cluster_ticks)
+echo "database_pg 0 $((after_db - before_db))" >>"$WORK/results"
 SPEED=$(openssl speed -seconds 3 ecdsap256 2>/dev/null | awk '/256 bits ecdsa \(nistp256\)/ {print $(NF-1) " " $NF}')
 
 python3 - "$WORK/results" "$SPEED" "$DURATION" "$(getconf CLK_TCK)" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
 import datetime, subprocess, sys
 rows = {}
+store = {}
 for line in open(sys.argv[1]):
-    name, requests, ticks = line.split()
-    rows[name] = (int(requests), int(ticks))
+    fields = line.split()
+    if fields[0] == "store_sqlite":
+        store["sqlite"] = 1e6 / float(fields[1])
+        continue
+    rows[fields[0]] = (int(fields[1]), int(fields[2]))
 sign, verify = (float(x) for x in sys.argv[2].split())
 duration, hz = float(sys.argv[3]), int(sys.argv[4])
 def rate(name): return rows[name][0] / duration
@@ -110,6 +161,10 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip().replace("nginx version: ", "")
 floor_mint = cpu_us("jwks") + sign_us
 floor_me = cpu_us("jwks") + verify_us
+database_us = rows["database_pg"][1] / hz / rows["refresh_pg"][0] * 1e6
+floor_sqlite = cpu_us("jwks") + sign_us + store["sqlite"]
+floor_pg = cpu_us("jwks") + sign_us + database_us
+actual_pg = cpu_us("refresh_pg") + database_us
 print(f"""## The HTTP floor: the constant document against nginx (wrk, CPU per request from /proc)
 
 Command: `Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores; CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, same run).
@@ -121,10 +176,15 @@ Command: `Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu},
 | broker `GET /.well-known/jwks.json` | {rate("jwks"):,.0f} | {cpu_us("jwks"):.0f} µs | nginx's req/s | **{rate("jwks") / rate("nginx"):.2f}x** | ≥ 0.7x |
 | broker `client_credentials` mint | {rate("mint"):,.0f} | {cpu_us("mint"):.0f} µs | the constant document + one signature: {floor_mint:.0f} µs | **{floor_mint / cpu_us("mint"):.2f}** | ≥ 0.8 |
 | broker `GET /auth/me` | {rate("me"):,.0f} | {cpu_us("me"):.0f} µs | the constant document + one verification: {floor_me:.0f} µs | **{floor_me / cpu_us("me"):.2f}** | ≥ 0.85 |
+| broker refresh grant, SQLite | {rate("refresh_sqlite"):,.0f} | {cpu_us("refresh_sqlite"):.0f} µs | the constant document + one signature + the store's own time ({store["sqlite"]:.0f} µs): {floor_sqlite:.0f} µs | **{floor_sqlite / cpu_us("refresh_sqlite"):.2f}** | — |
+| broker refresh grant, PostgreSQL | {rate("refresh_pg"):,.0f} | {cpu_us("refresh_pg"):.0f} µs + the database's {database_us:.0f} µs | the constant document + one signature + the database's CPU: {floor_pg:.0f} µs | **{floor_pg / actual_pg:.2f}** | — |
 
 The mint and `/auth/me` rows are floor ÷ actual CPU per request: 1.0 would be no work beyond the HTTP path
 and the one cryptographic operation the request cannot avoid. The Hummingbird row is the framework with nothing
 of ours on the same event loops: the broker's constant document costs {cpu_us("jwks") - cpu_us("hummingbird"):.0f} µs
 more than it (the request id, the log line's decision, the metrics, the DPoP middleware, the route table).
+The refresh rows: SQLite's own time is the CPU of the grant's one store call (spend the token, store its
+successor) alone in a process, one at a time (`broker-bench`, same run); PostgreSQL's is the CPU of every process
+of the cluster per grant, which the grant's cost then includes (broker + database).
 """, end="")
 PY
