@@ -35,8 +35,7 @@ if [ "$(id -u)" = 0 ]; then chown postgres "$dir/pwfile"; fi
 as_owner "$bin/initdb" -D "$dir/data" -U postgres --pwfile="$dir/pwfile" -E UTF8 --locale=C.UTF-8 \
   --auth-local=trust --auth-host=scram-sha-256 >/dev/null
 rm -f "$dir/pwfile"
-# max_connections: every store keeps its whole pool open, and the suites hold many stores at once.
-options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=1000 -c fsync=off -c synchronous_commit=off"
+options="-c listen_addresses=127.0.0.1 -p $port -k $dir -c max_connections=400 -c fsync=off -c synchronous_commit=off"
 as_owner "$bin/pg_ctl" -D "$dir/data" -o "$options" -l "$dir/server.log" -w -t 60 start >/dev/null
 
 export BROKER_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/postgres"

@@ -43,7 +43,7 @@ package final class PostgresStore: Store {
     /// brokers starting at once migrate once).
     /// - Parameters:
     ///   - password: from `BROKER_DATABASE_PASSWORD` or `server.database_password_file`; the URL's if `nil`.
-    ///   - poolSize: the connections this broker keeps open (opened at start, reopened when lost).
+    ///   - poolSize: the most connections this broker opens.
     ///   - migrate: `false` to refuse a database that is not at this binary's version instead of migrating it.
     package static func open(
         _ location: PostgresLocation,
@@ -106,11 +106,9 @@ package final class PostgresStore: Store {
             host: location.host, port: location.port, username: location.user,
             password: password ?? location.passwordInURL, database: location.database, tls: tls)
         configuration.options.maximumConnections = max(1, poolSize)
-        // The pool is kept whole: a connection above the minimum is handed an idle-timeout timer each time it is
-        // returned — a sleeping task scheduled and cancelled per query, 17% of a refresh grant's CPU in the broker
-        // (issue 35). The pool's own keep-alive stays: it finds a connection a firewall dropped while idle.
-        configuration.options.minimumConnections = max(1, poolSize)
+        configuration.options.minimumConnections = 0
         configuration.options.connectTimeout = deadline
+        configuration.options.connectionIdleTimeout = .seconds(60)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         clientConfiguration = configuration
         self.client = client

@@ -30,9 +30,8 @@ enum StoreUnderTest: String, CaseIterable, CustomTestStringConvertible, Sendable
         }
     }
 
-    /// A PostgreSQL store on `url`, with the test cluster's password. A store keeps its whole pool open, and the
-    /// contract suites hold a store per test at once: three connections each unless a test asks for more.
-    static func openPostgres(_ url: String, poolSize: Int = 3) async throws -> PostgresStore {
+    /// A PostgreSQL store on `url`, with the test cluster's password.
+    static func openPostgres(_ url: String, poolSize: Int = 10) async throws -> PostgresStore {
         guard case .postgres(let location) = try DatabaseLocation.parse(url) else {
             throw TestSupportError("not a PostgreSQL URL: \(url)")
         }
