@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Instructions per request (issue "Close to the floor", goal 3): the broker's release binary run under
+# `valgrind --tool=callgrind`, the same requests sent one after another on one keep-alive connection
+# (Benchmarks/callgrind/drive.py), the process's instructions counted between a zero and a dump of callgrind's
+# counters. valgrind runs the program's threads one at a time on its own CPU, so the count does not move with
+# the machine's load or speed: a change that costs instructions shows on any machine. nginx and Hummingbird alone
+# serve the same bytes as the constant document, under callgrind the same way, as its floors. Writes the
+# "Instructions per request" section of BENCHMARKS.md.
+#   Benchmarks/callgrind.sh [requests-per-round] [rounds]     (default 300 and 3)
+#   SCRATCH=.build-bench Benchmarks/callgrind.sh
+#   KEEP=/tmp/dumps Benchmarks/callgrind.sh     (keeps callgrind's dumps for callgrind_annotate)
+# The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
+COUNT=${1:-300}
+ROUNDS=${2:-3}
+SCRATCH=${SCRATCH:-.build}
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$WORK"/*.cg.* "$KEEP"/ 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+export BROKER_DATABASE_PASSWORD=$BROKER_TEST_POSTGRES_PASSWORD PGPASSWORD=$BROKER_TEST_POSTGRES_PASSWORD
+command -v valgrind >/dev/null || { echo "callgrind.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+
+swift build -c release --scratch-path "$SCRATCH" --product broker-full >&2
+swift build -c release --scratch-path "$SCRATCH" --product hummingbird-floor >&2
+# Debian 12's valgrind cannot read the DWARF 5 the Swift toolchain writes; the copies keep their symbols (so
+# callgrind_annotate names functions) without the debug sections.
+strip --strip-debug -o "$WORK/broker-full" "$SCRATCH/release/broker-full"
+strip --strip-debug -o "$WORK/hummingbird-floor" "$SCRATCH/release/hummingbird-floor"
+cc -O2 -shared -fPIC -o "$WORK/sigsuspend.so" Benchmarks/callgrind/sigsuspend.c
+DRIVE="python3 Benchmarks/callgrind/drive.py"
+
+# under NAME COMMAND…: starts COMMAND under callgrind, its counters dumped to $WORK/NAME.cg.N; prints its pid.
+under() {
+  local name=$1
+  shift
+  LD_PRELOAD=$WORK/sigsuspend.so valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$WORK/$name.cg" \
+    "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  echo $!
+}
+# listening NAME: waits for "listening on …" in NAME's output (Hummingbird alone logs it on stderr) and prints
+# what follows.
+listening() {
+  for _ in $(seq 1200); do
+    if cat "$WORK/$1.out" "$WORK/$1.err" 2>/dev/null | grep -q "listening on "; then
+      cat "$WORK/$1.out" "$WORK/$1.err" | sed -n 's/.*listening on //p' | head -1
+      return
+    fi
+    sleep 0.1
+  done
+  echo "callgrind.sh: $1 did not start" >&2
+  cat "$WORK/$1.err" >&2
+  exit 1
+}
+# measure ROW NAME PID URL KIND: ROUNDS rounds of COUNT requests, each after a warm-up of 30, between a zero
+# and a dump of PID's counters; appends "ROW instructions-per-request…" to the results.
+measure() {
+  local row=$1 name=$2 pid=$3 url=$4 kind=$5 line=$1 dumps
+  for _ in $(seq "$ROUNDS"); do
+    $DRIVE "$url" "$kind" 30
+    callgrind_control --zero "$pid" >/dev/null 2>&1
+    $DRIVE "$url" "$kind" "$COUNT"
+    callgrind_control --dump="$row" "$pid" >/dev/null 2>&1
+    dumps=$(find "$WORK" -maxdepth 1 -name "$name.cg.*" | wc -l)
+    line="$line $(awk -v n="$COUNT" '/^summary:/ {printf "%.0f", $2 / n}' "$WORK/$name.cg.$dumps")"
+  done
+  echo "$line" >>"$WORK/results"
+}
+post() { curl -sf -H 'Content-Type: application/json' -d "$3" "$1$2"; }
+ACCOUNT='{"email": "bench@example.com", "password": "correct horse battery staple"}'
+
+# The broker on SQLite (its embedded defaults; no login throttle, so the set-up's logins are not refused).
+cat >"$WORK/broker.json" <<JSON
+{"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}
+JSON
+PID=$(under sqlite "$WORK/broker-full" serve --config "$WORK/broker.json" --port 0 --data-dir "$WORK/data" \
+  --log-level error)
+PIDS+=("$PID")
+URL=$(listening sqlite)
+export ACCESS MINT_BASIC REFRESH_TOKEN_FILE
+ACCESS=$(post "$URL" /auth/register "$ACCOUNT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+SECRET=$("$WORK/broker-full" client add bench --scope deploy --data-dir "$WORK/data" --json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["client_secret"])')
+MINT_BASIC=$(printf 'bench:%s' "$SECRET" | base64 -w0)
+REFRESH_TOKEN_FILE=$WORK/refresh-sqlite
+post "$URL" /auth/login "$ACCOUNT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["refresh_token"])' \
+  >"$REFRESH_TOKEN_FILE"
+measure jwks sqlite "$PID" "$URL" jwks
+measure me sqlite "$PID" "$URL" me
+measure mint sqlite "$PID" "$URL" mint
+measure refresh_sqlite sqlite "$PID" "$URL" refresh
+mkdir -p "$WORK/www/.well-known"
+curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
+kill "$PID"
+
+# The same on PostgreSQL (the broker's instructions only; the database's are not counted).
+psql -qAtX "$BROKER_TEST_POSTGRES" -c "CREATE DATABASE broker_callgrind"
+head -c 32 /dev/urandom | base64 >"$WORK/master.key"
+chmod 600 "$WORK/master.key"
+PID=$(under pg "$WORK/broker-full" serve --config "$WORK/broker.json" --port 0 \
+  --database "${BROKER_TEST_POSTGRES%/*}/broker_callgrind" --master-key-file "$WORK/master.key" --log-level error)
+PIDS+=("$PID")
+URL=$(listening pg)
+REFRESH_TOKEN_FILE=$WORK/refresh-pg
+post "$URL" /auth/register "$ACCOUNT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["refresh_token"])' \
+  >"$REFRESH_TOKEN_FILE"
+measure refresh_pg pg "$PID" "$URL" refresh
+kill "$PID"
+
+# The floors: Hummingbird with nothing of ours, and nginx (one process, no access log), the same bytes.
+HB_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PID=$(under hummingbird "$WORK/hummingbird-floor" "$HB_PORT" "$WORK/www/.well-known/jwks.json")
+PIDS+=("$PID")
+listening hummingbird >/dev/null
+measure hummingbird hummingbird "$PID" "http://127.0.0.1:$HB_PORT" jwks
+kill "$PID"
+chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"
+NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx.conf" <<CONF
+daemon off;
+master_process off;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
+  uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
+  types { application/json json; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    root $WORK/www;
+    location / { add_header Cache-Control "public, max-age=300"; }
+  }
+}
+CONF
+PID=$(under nginx nginx -c "$WORK/nginx.conf")
+PIDS+=("$PID")
+for _ in $(seq 600); do curl -sf "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.json" >/dev/null && break; sleep 0.1; done
+measure nginx nginx "$PID" "http://127.0.0.1:$NGINX_PORT" jwks
+kill "$PID"
+
+python3 - "$WORK/results" "$COUNT" "$ROUNDS" <<'PY' | python3 Benchmarks/write_section.py "## Instructions per request"
+import datetime, statistics, subprocess, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, *counts = line.split()
+    rows[name] = [int(c) for c in counts]
+count, rounds = sys.argv[2], sys.argv[3]
+valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
+def median(name): return statistics.median(rows[name])
+def spread(name): return f"{min(rows[name]):,}–{max(rows[name]):,}"
+jwks = median("jwks")
+def row(label, name, against=None):
+    beyond = f"{median(name) - jwks:+,.0f}" if against == "jwks" else "—"
+    return f"| {label} | **{median(name):,.0f}** | {spread(name)} | {beyond} |"
+print(f"""## Instructions per request (callgrind)
+
+Command: `Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above.
+
+| request | instructions per request | rounds | beyond the constant document |
+|---|---:|---:|---:|
+| nginx, the same 216-byte file (one process) | **{median("nginx"):,.0f}** | {spread("nginx")} | — |
+| Hummingbird alone, the same bytes (`hummingbird-floor`) | **{median("hummingbird"):,.0f}** | {spread("hummingbird")} | — |
+{row("broker `GET /.well-known/jwks.json`", "jwks")}
+{row("broker `GET /auth/me` (one ES256 verification)", "me", "jwks")}
+{row("broker `client_credentials` mint (one ES256 signature)", "mint", "jwks")}
+{row("broker refresh grant, SQLite", "refresh_sqlite", "jwks")}
+{row("broker refresh grant, PostgreSQL (the broker's instructions; the database's not counted)", "refresh_pg", "jwks")}
+
+The constant document against its floors: {jwks / median("hummingbird"):.2f}x Hummingbird's instructions, {jwks / median("nginx"):.1f}x nginx's.
+Callgrind counts the instructions of the process itself, not the kernel's socket work for it, which is most of
+nginx's cost per request. To see where a request's instructions go, keep the dumps (`KEEP=/tmp/dumps
+Benchmarks/callgrind.sh`) and read one with `callgrind_annotate --inclusive=yes`.
+""", end="")
+PY

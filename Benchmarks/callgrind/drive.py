@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Sends COUNT requests of one kind, one after another on one keep-alive connection, and checks each answer.
+
+  drive.py URL KIND COUNT      KIND: jwks | me | mint | refresh
+
+me reads the access token from $ACCESS; mint the client's "base64(id:secret)" from $MINT_BASIC; refresh spends
+the refresh token in the file $REFRESH_TOKEN_FILE and writes back the one the last grant returned, so the next
+call continues the chain. Exits non-zero at the first answer that is not a 200 with what the kind expects.
+"""
+import http.client
+import json
+import os
+import sys
+import urllib.parse
+
+url, kind, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+parts = urllib.parse.urlparse(url)
+connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+form = {"Content-Type": "application/x-www-form-urlencoded"}
+token = open(os.environ["REFRESH_TOKEN_FILE"]).read().strip() if kind == "refresh" else None
+
+
+def send(method, path, headers, body=None):
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    data = response.read()
+    if response.status != 200:
+        sys.exit(f"drive.py: {kind}: HTTP {response.status}: {data[:200]!r}")
+    return data
+
+
+for _ in range(count):
+    if kind == "jwks":
+        send("GET", "/.well-known/jwks.json", {})
+    elif kind == "me":
+        send("GET", "/auth/me", {"Authorization": "Bearer " + os.environ["ACCESS"]})
+    elif kind == "mint":
+        headers = dict(form, Authorization="Basic " + os.environ["MINT_BASIC"])
+        json.loads(send("POST", "/auth/token", headers, "grant_type=client_credentials&ttl=300"))["access_token"]
+    elif kind == "refresh":
+        body = "grant_type=refresh_token&refresh_token=" + token
+        token = json.loads(send("POST", "/auth/token", form, body))["refresh_token"]
+    else:
+        sys.exit(f"drive.py: unknown kind {kind}")
+if token is not None:
+    with open(os.environ["REFRESH_TOKEN_FILE"], "w") as file:
+        file.write(token + "\n")
