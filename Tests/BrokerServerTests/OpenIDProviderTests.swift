@@ -806,31 +806,46 @@ struct OpenIDProviderTests {
     }
 
     /// The sender's wait between passes really waits, every time (a wait that returned at once after the first
-    /// timeout made the sender a busy loop on the store), and a kick ends it early. The waits are recorded, not
-    /// slept.
-    @Test func theLogoutSendersWaitWaitsEveryTimeAndAKickEndsIt() async throws {
+    /// timeout made the sender a busy loop on the store), and a kick ends it early: one queued before the wait,
+    /// or one that comes while the sender sleeps. The waits are recorded; a wait meant to be ended by a kick
+    /// sleeps until it is cancelled, so only the kick can end it.
+    @Test(.timeLimit(.minutes(1))) func theLogoutSendersWaitWaitsEveryTimeAndAKickEndsIt() async throws {
         let broker = try await InProcessBroker()
         let waits = Mutex<[Duration]>([])
+        let blocking = Mutex(false)
+        let (started, startedContinuation) = AsyncStream<Duration>.makeStream()
         let service = broker.service
         let sender = BackchannelLogout(
             context: service.backchannel.context, http: { [transport = broker.transport] in transport },
-            pause: { slice in waits.withLock { $0.append(slice) } })
+            pause: { slice in
+                waits.withLock { $0.append(slice) }
+                startedContinuation.yield(slice)
+                if blocking.withLock({ $0 }) { try? await Task.sleep(for: .seconds(3600)) }
+            })
         for round in 0..<3 {
             waits.withLock { $0.removeAll() }
             await sender.waitForWork(upTo: .seconds(1))
-            let recorded = waits.withLock { $0 }
-            #expect(recorded.reduce(.zero, +) == .seconds(1), "round \(round) waited its whole time")
-            #expect(recorded.allSatisfy { $0 <= BackchannelLogout.step }, "round \(round) looked at the flag often")
+            #expect(waits.withLock { $0 } == [.seconds(1)], "round \(round) waited its whole time")
         }
+        blocking.withLock { $0 = true }
         waits.withLock { $0.removeAll() }
         sender.kick()
         await sender.waitForWork(upTo: .seconds(600))
-        #expect(waits.withLock { $0 }.isEmpty, "a kick ends the wait before any pause")
+        #expect(waits.withLock { $0 }.isEmpty, "a kick queued before the wait ends it before any pause")
+
+        var starts = started.makeAsyncIterator()
+        for _ in 0..<3 { _ = await starts.next() }  // the three rounds' pauses
+        // A child task, so that the time limit's cancellation ends it if the kick does not.
+        async let waiting: Void = sender.waitForWork(upTo: .seconds(600))
+        #expect(await starts.next() == .seconds(600), "the sender sleeps")
         sender.kick()
-        await sender.waitForWork(upTo: .seconds(600))
+        await waiting  // only the kick can end it (the pause sleeps until cancelled)
+        #expect(!Task.isCancelled, "the kick ended the wait, not the time limit")
+
+        blocking.withLock { $0 = false }
         waits.withLock { $0.removeAll() }
         await sender.waitForWork(upTo: .milliseconds(120))
-        #expect(
-            waits.withLock { $0 } == [.milliseconds(50), .milliseconds(50), .milliseconds(20)], "one kick, one wake")
+        #expect(waits.withLock { $0 } == [.milliseconds(120)], "one kick, one wake")
+        startedContinuation.finish()
     }
 }

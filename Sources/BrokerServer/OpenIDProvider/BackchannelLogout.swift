@@ -16,7 +16,8 @@ import Synchronization
 final class BackchannelLogout: ContextualService {
     let context: ServiceContext
     let http: @Sendable () -> any HTTPTransport
-    /// How the sender waits between looks at its flag (a real sleep; tests record the waits instead).
+    /// How the sender waits between passes when nothing wakes it (a real, cancellable sleep; tests record the
+    /// waits instead).
     let pause: @Sendable (Duration) async -> Void
 
     /// The member of `events` that makes a JWT a logout token (§2.4).
@@ -27,8 +28,13 @@ final class BackchannelLogout: ContextualService {
     static let timeout: Duration = .seconds(5)
     /// Deliveries claimed (and sent concurrently) per pass.
     static let batch = 32
-    /// Set when this broker ends a session, so the sender looks at once rather than at its next second.
-    private let kicked = Atomic<Bool>(false)
+
+    /// A kick not yet seen by a wait, or the wait it should end at once.
+    private struct Wake {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let wake = Mutex(Wake())
 
     init(
         context: ServiceContext, http: @escaping @Sendable () -> any HTTPTransport,
@@ -39,23 +45,59 @@ final class BackchannelLogout: ContextualService {
         self.http = http
     }
 
-    /// Tells the sender that deliveries were queued.
-    func kick() { kicked.store(true, ordering: .relaxed) }
+    /// Tells the sender that deliveries were queued: a wait under way ends now, or the next one does not begin.
+    func kick() {
+        let waiter = wake.withLock { wake in
+            guard let waiter = wake.waiter else {
+                wake.pending = true
+                return CheckedContinuation<Void, Never>?.none
+            }
+            wake.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
 
-    /// How often the wait looks at the flag.
-    static let step: Duration = .milliseconds(50)
-
-    /// Returns when ``kick()`` was called (looked at every ``step``: an in-memory flag, no store access) or after
-    /// `limit`, whichever comes first. (An `AsyncStream` raced against a sleep would not do: cancelling its
-    /// waiting iterator terminates the stream, and every later wait would return at once — a busy loop on the
-    /// store.)
+    /// Returns when ``kick()`` is called (or was, since the last wait) or after `limit`, whichever comes first.
+    /// Nothing runs meanwhile: the sender sleeps until one of the two happens, with no timer looking at a flag.
+    /// One wait at a time (the sender's loop); the kick is a continuation resumed once, and the sleep is
+    /// cancelled when the kick wins (an `AsyncStream` would not do: cancelling its waiting iterator terminates
+    /// the stream, and every later wait would return at once — a busy loop on the store).
     func waitForWork(upTo limit: Duration) async {
-        var waited: Duration = .zero
-        while waited < limit && !Task.isCancelled {
-            if kicked.exchange(false, ordering: .relaxed) { return }
-            let slice = min(Self.step, limit - waited)
-            await pause(slice)
-            waited += slice
+        let kicked = wake.withLock { wake in
+            defer { wake.pending = false }
+            return wake.pending
+        }
+        if kicked || Task.isCancelled { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.pause(limit) }
+            group.addTask { await self.nextKick() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Returns at the next kick, or when the task is cancelled.
+    private func nextKick() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = wake.withLock { wake in
+                    // A cancellation that came before the continuation was stored found nothing to resume.
+                    if wake.pending || Task.isCancelled {
+                        wake.pending = false
+                        return true
+                    }
+                    wake.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = wake.withLock { wake in
+                defer { wake.waiter = nil }
+                return wake.waiter
+            }
+            waiter?.resume()
         }
     }
 
