@@ -30,6 +30,8 @@ final class KeyManager: Sendable {
         let idTokenSigner: JWTSigner?
         /// The id-token keys, the signing one first, and the stored secret they were read from.
         let idTokenKeys: [AsymmetricKey]
+        /// Their key ids (RFC 7638 thumbprints), worked out once per set of keys rather than at every refresh.
+        let idTokenKIDs: [String]
         let idTokenStamp: String
 
         /// The signer of an id token with `algorithm` (an app's `--id-token-alg`): RS256 from the id-token key,
@@ -98,12 +100,13 @@ final class KeyManager: Sendable {
             }
         }
         var idTokenKeys = old.idTokenKeys
+        var idTokenKIDs = old.idTokenKIDs
         var idTokenStamp = old.idTokenStamp
         if let idTokenVault, let rotated = try await idTokenVault.idTokenKeysIfChanged(since: old.idTokenStamp) {
             (idTokenKeys, idTokenStamp) = rotated
+            idTokenKIDs = try idTokenKeys.map { try $0.thumbprint() }
         }
-        let published =
-            ring.published(now: now, retention: retention).map(\.kid) + (try idTokenKeys.map { try $0.thumbprint() })
+        let published = ring.published(now: now, retention: retention).map(\.kid) + idTokenKIDs
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
         if changed || fingerprint != old.fingerprint {
             let updated = try Self.makeState(
@@ -120,10 +123,12 @@ final class KeyManager: Sendable {
     ) throws -> State {
         var published = ring.published(now: now, retention: retention)
         var idTokenSigner: JWTSigner?
+        var idTokenKIDs: [String] = []
         for (index, key) in idTokenKeys.enumerated() {
             let kid = try key.thumbprint()
             if index == 0 { idTokenSigner = try JWTSigner(key: key, kid: kid) }
             published.append(SigningKeyEntry(kid: kid, key: key, createdAt: 0, retiredAt: nil))
+            idTokenKIDs.append(kid)
         }
         var keySet = JWTKeySet()
         var jwks: [JSONValue] = []
@@ -148,6 +153,7 @@ final class KeyManager: Sendable {
             fingerprint: fingerprint,
             idTokenSigner: idTokenSigner,
             idTokenKeys: idTokenKeys,
+            idTokenKIDs: idTokenKIDs,
             idTokenStamp: idTokenStamp
         )
     }
