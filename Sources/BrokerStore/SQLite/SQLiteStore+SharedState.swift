@@ -5,11 +5,12 @@ import GRDB
 /// Shared state, on SQLite: one facet of the store, in the same order in both dialects.
 extension SQLiteStore {
     package func signingKeys() async throws -> [StoredSigningKey] {
+        // Read every second by each broker (a key rotated by another is picked up): a cached statement.
         try await read { db in
             try Row.fetchAll(
-                db,
-                sql: "SELECT kid, algorithm, sealed_key, created_at, retired_at FROM signing_keys "
-                    + "ORDER BY created_at DESC, kid"
+                db.cachedStatement(
+                    sql: "SELECT kid, algorithm, sealed_key, created_at, retired_at FROM signing_keys "
+                        + "ORDER BY created_at DESC, kid")
             ).map {
                 StoredSigningKey(
                     kid: $0["kid"], algorithm: $0["algorithm"], sealedKey: $0["sealed_key"],
@@ -65,7 +66,8 @@ extension SQLiteStore {
 
     package func secretKey(name: String) async throws -> String? {
         try await read { db in
-            try String.fetchOne(db, sql: "SELECT sealed_key FROM secret_keys WHERE name = ?", arguments: [name])
+            try String.fetchOne(
+                db.cachedStatement(sql: "SELECT sealed_key FROM secret_keys WHERE name = ?"), arguments: [name])
         }
     }
 
