@@ -9,6 +9,7 @@
 #   Benchmarks/callgrind.sh [requests-per-round] [rounds]     (default 300 and 3)
 #   SCRATCH=.build-bench Benchmarks/callgrind.sh
 #   KEEP=/tmp/dumps Benchmarks/callgrind.sh     (keeps callgrind's dumps for callgrind_annotate)
+#   BUSY=2 Benchmarks/callgrind.sh              (two busy loops beside it the whole time: the counts stay)
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+for _ in $(seq "${BUSY:-0}"); do
+  sh -c 'while :; do :; done' &
+  PIDS+=("$!")
+done
 export BROKER_DATABASE_PASSWORD=$BROKER_TEST_POSTGRES_PASSWORD PGPASSWORD=$BROKER_TEST_POSTGRES_PASSWORD
 command -v valgrind >/dev/null || { echo "callgrind.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 
@@ -95,6 +100,13 @@ measure jwks sqlite "$PID" "$URL" jwks
 measure me sqlite "$PID" "$URL" me
 measure mint sqlite "$PID" "$URL" mint
 measure refresh_sqlite sqlite "$PID" "$URL" refresh
+# The same broker with nothing to do for 10 s: its own timers and each second's looks at the store (key ring,
+# back-channel logout queue), which every request's count above carries a little of.
+callgrind_control --zero "$PID" >/dev/null 2>&1
+sleep 10
+callgrind_control --dump=idle "$PID" >/dev/null 2>&1
+echo "idle $(awk '/^summary:/ {printf "%.0f", $2 / 10}' "$WORK/sqlite.cg.$(find "$WORK" -maxdepth 1 -name 'sqlite.cg.*' | wc -l)")" \
+  >>"$WORK/results"
 mkdir -p "$WORK/www/.well-known"
 curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
 kill "$PID"
@@ -147,13 +159,13 @@ for _ in $(seq 600); do curl -sf "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.
 measure nginx nginx "$PID" "http://127.0.0.1:$NGINX_PORT" jwks
 kill "$PID"
 
-python3 - "$WORK/results" "$COUNT" "$ROUNDS" <<'PY' | python3 Benchmarks/write_section.py "## Instructions per request"
+python3 - "$WORK/results" "$COUNT" "$ROUNDS" "${BUSY:-0}" <<'PY' | python3 Benchmarks/write_section.py "## Instructions per request"
 import datetime, statistics, subprocess, sys
 rows = {}
 for line in open(sys.argv[1]):
     name, *counts = line.split()
     rows[name] = [int(c) for c in counts]
-count, rounds = sys.argv[2], sys.argv[3]
+count, rounds, busy = sys.argv[2], sys.argv[3], int(sys.argv[4])
 valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
 def median(name): return statistics.median(rows[name])
 def spread(name): return f"{min(rows[name]):,}–{max(rows[name]):,}"
@@ -163,7 +175,7 @@ def row(label, name, against=None):
     return f"| {label} | **{median(name):,.0f}** | {spread(name)} | {beyond} |"
 print(f"""## Instructions per request (callgrind)
 
-Command: `Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above.
+Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above.
 
 | request | instructions per request | rounds | beyond the constant document |
 |---|---:|---:|---:|
@@ -174,6 +186,10 @@ Command: `Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()},
 {row("broker `client_credentials` mint (one ES256 signature)", "mint", "jwks")}
 {row("broker refresh grant, SQLite", "refresh_sqlite", "jwks")}
 {row("broker refresh grant, PostgreSQL (the broker's instructions; the database's not counted)", "refresh_pg", "jwks")}
+
+With nothing to do, the SQLite broker runs {rows["idle"][0]:,} instructions per second (its timers, and each second's
+look at the key ring and the back-channel logout queue); under valgrind a request takes milliseconds, so each
+count above carries a little of it.
 
 The constant document against its floors: {jwks / median("hummingbird"):.2f}x Hummingbird's instructions, {jwks / median("nginx"):.1f}x nginx's.
 Callgrind counts the instructions of the process itself, not the kernel's socket work for it, which is most of
