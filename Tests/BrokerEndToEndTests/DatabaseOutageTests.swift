@@ -78,7 +78,14 @@ extension LoadTests {
             for server in [a, b] {
                 var last = 0
                 for _ in 0..<1200 {
-                    last = try await server.get("/healthz").status
+                    do {
+                        last = try await server.get("/healthz").status
+                    } catch {
+                        // A broker that stopped answering: what it said on its way out is the diagnosis.
+                        Issue.record(
+                            "/healthz of \(server.url): \(error); \(Self.lastWords(server.stderr))")
+                        throw error
+                    }
                     if last == status { break }
                     try await Task.sleep(for: .milliseconds(100))
                 }
@@ -148,6 +155,18 @@ extension LoadTests {
                 "/auth/token", [("grant_type", "refresh_token"), ("refresh_token", token)])
             #expect(next.status == 200, "chain \(index): \(String(describing: next.json))")
         }
-        #expect(a.process.isRunning && b.process.isRunning, "neither broker exited")
+        #expect(a.process.isRunning, "broker a did not exit: \(Self.lastWords(a.stderr))")
+        #expect(b.process.isRunning, "broker b did not exit: \(Self.lastWords(b.stderr))")
+    }
+
+    /// What a broker's stderr says about its end: from a crash report's first line (Swift's backtracer writes
+    /// the reason there and then every thread), else its last lines.
+    static func lastWords(_ stderr: String) -> String {
+        for marker in ["Fatal error", "💣", "Program crashed"] {
+            if let start = stderr.range(of: marker)?.lowerBound {
+                return "its stderr from the crash: " + String(stderr[start...].prefix(6000))
+            }
+        }
+        return "its stderr ends: " + String(stderr.suffix(4000))
     }
 }
