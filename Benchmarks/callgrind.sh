@@ -8,7 +8,7 @@
 # "Instructions per request" section of BENCHMARKS.md.
 #   Benchmarks/callgrind.sh [requests-per-round] [rounds]     (default 300 and 3)
 #   SCRATCH=.build-bench Benchmarks/callgrind.sh
-#   KEEP=/tmp/dumps Benchmarks/callgrind.sh     (keeps callgrind's dumps for callgrind_annotate)
+#   KEEP=/tmp/dumps Benchmarks/callgrind.sh     (keeps callgrind's dumps: read them with callgrind/top.py)
 #   BUSY=2 Benchmarks/callgrind.sh              (two busy loops beside it the whole time: the counts stay)
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
@@ -194,6 +194,7 @@ count above carries a little of it.
 The constant document against its floors: {jwks / median("hummingbird"):.2f}x Hummingbird's instructions, {jwks / median("nginx"):.1f}x nginx's.
 Callgrind counts the instructions of the process itself, not the kernel's socket work for it, which is most of
 nginx's cost per request. To see where a request's instructions go, keep the dumps (`KEEP=/tmp/dumps
-Benchmarks/callgrind.sh`) and read one with `callgrind_annotate --inclusive=yes`.
+Benchmarks/callgrind.sh`) and read one with `Benchmarks/callgrind/top.py DUMP --requests {count}` (`--inclusive`,
+`--callers REGEX`; Debian 12's callgrind_annotate puts a dump taken mid-run all on `clone`).
 """, end="")
 PY
