@@ -39,7 +39,8 @@ extension SQLiteStore {
     ) async throws -> RotationOutcome {
         // Cached statements: the hot path's SQL is compiled once per connection, not on every rotation (GRDB
         // compiles a plain `sql:` string each time, with an authorizer callback per column it reads).
-        try await write { db in
+        let hashHex = hash.hex
+        return try await write { db -> RotationOutcome in
             guard
                 let row = try Row.fetchOne(
                     db.cachedStatement(
@@ -52,7 +53,7 @@ extension SQLiteStore {
                             JOIN users u ON u.id = s.user_id LEFT JOIN password_accounts a ON a.user_id = u.id
                             WHERE t.hash = ?
                             """),
-                    arguments: [hash.hex]
+                    arguments: [hashHex]
                 ),
                 let session = Self.session(row)
             else { return .unknown }
@@ -72,7 +73,7 @@ extension SQLiteStore {
             case .rotate: break
             }
             try db.cachedStatement(sql: "UPDATE refresh_tokens SET used_at = ? WHERE hash = ? AND used_at IS NULL")
-                .execute(arguments: [now, hash.hex])
+                .execute(arguments: [now, hashHex])
             // SQLite serialises writers, so this cannot race; the check keeps the invariant explicit.
             guard db.changesCount == 1 else { return .reused(sessionID: session.id) }
             try db.cachedStatement(
