@@ -35,7 +35,7 @@ command -v valgrind >/dev/null || { echo "callgrind.sh: needs valgrind (apt-get 
 swift build -c release --scratch-path "$SCRATCH" --product broker-full >&2
 swift build -c release --scratch-path "$SCRATCH" --product hummingbird-floor >&2
 # Debian 12's valgrind cannot read the DWARF 5 the Swift toolchain writes; the copies keep their symbols (so
-# callgrind_annotate names functions) without the debug sections.
+# the dumps name functions) without the debug sections.
 strip --strip-debug -o "$WORK/broker-full" "$SCRATCH/release/broker-full"
 strip --strip-debug -o "$WORK/hummingbird-floor" "$SCRATCH/release/hummingbird-floor"
 cc -O2 -shared -fPIC -o "$WORK/sigsuspend.so" Benchmarks/callgrind/sigsuspend.c
