@@ -820,7 +820,12 @@ struct OpenIDProviderTests {
             pause: { slice in
                 waits.withLock { $0.append(slice) }
                 startedContinuation.yield(slice)
-                if blocking.withLock({ $0 }) { try? await Task.sleep(for: .seconds(3600)) }
+                if blocking.withLock({ $0 }) {
+                    // Until cancelled, and no timer: a stream nothing is sent on ends when its task is cancelled.
+                    let (never, continuation) = AsyncStream<Void>.makeStream()
+                    for await _ in never {}
+                    continuation.finish()
+                }
             })
         for round in 0..<3 {
             waits.withLock { $0.removeAll() }
