@@ -13,6 +13,7 @@
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/nginx-static.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 COUNT=${1:-300}
 ROUNDS=${2:-3}
@@ -134,25 +135,7 @@ measure hummingbird hummingbird "$PID" "http://127.0.0.1:$HB_PORT" jwks
 kill "$PID"
 chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"
 NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$WORK/nginx"
-cat >"$WORK/nginx.conf" <<CONF
-daemon off;
-master_process off;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
-  uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
-  types { application/json json; }
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    root $WORK/www;
-    location / { add_header Cache-Control "public, max-age=300"; }
-  }
-}
-CONF
+static_nginx_conf "$WORK" "$NGINX_PORT" "$(printf 'daemon off;\nmaster_process off;')" >"$WORK/nginx.conf"
 PID=$(under nginx nginx -c "$WORK/nginx.conf")
 PIDS+=("$PID")
 for _ in $(seq 600); do curl -sf "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.json" >/dev/null && break; sleep 0.1; done

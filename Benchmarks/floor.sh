@@ -10,6 +10,7 @@
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/nginx-static.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 DURATION=${1:-10}
 SCRATCH=${SCRATCH:-.build}
@@ -39,27 +40,11 @@ URL=$(sed 's/broker listening on //' "$WORK/out")
 BROKER_PID=$(cat "$WORK/pid")
 
 # The same bytes, from nginx: two workers (the broker's event loops are one per core), no access log.
-mkdir -p "$WORK/www/.well-known" "$WORK/nginx"
+mkdir -p "$WORK/www/.well-known"
 curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
 chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"  # nginx's workers are not root
 NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$WORK/nginx.conf" <<CONF
-worker_processes $(nproc);
-pid $WORK/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
-  uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
-  types { application/json json; }
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    root $WORK/www;
-    location / { add_header Cache-Control "public, max-age=300"; }
-  }
-}
-CONF
+static_nginx_conf "$WORK" "$NGINX_PORT" "worker_processes $(nproc);" >"$WORK/nginx.conf"
 nginx -c "$WORK/nginx.conf"
 for _ in $(seq 100); do [ -s "$WORK/nginx.pid" ] && break; sleep 0.1; done
 NGINX_PIDS="$(cat "$WORK/nginx.pid") $(pgrep -P "$(cat "$WORK/nginx.pid")" | tr '\n' ' ')"
