@@ -75,11 +75,12 @@ final class KeyManager: Sendable {
             ring = try await vault.ring(now: now)
             fingerprint = KeyVault.fingerprint(try await vault.store.signingKeys())
         }
+        let idTokenKeys = idTokens?.keys ?? []
         return KeyManager(
             source: source, idTokenVault: idTokens?.vault, retention: retention,
             state: try makeState(
-                ring: ring, idTokenKeys: idTokens?.keys ?? [], idTokenStamp: idTokens?.stamp ?? "", now: now,
-                retention: retention, fingerprint: fingerprint))
+                ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: try idTokenKeys.map { try $0.thumbprint() },
+                idTokenStamp: idTokens?.stamp ?? "", now: now, retention: retention, fingerprint: fingerprint))
     }
 
     var current: State { state.withLock { $0 } }
@@ -110,25 +111,25 @@ final class KeyManager: Sendable {
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
         if changed || fingerprint != old.fingerprint {
             let updated = try Self.makeState(
-                ring: ring, idTokenKeys: idTokenKeys, idTokenStamp: idTokenStamp, now: now, retention: retention,
-                fingerprint: fingerprint)
+                ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: idTokenKIDs, idTokenStamp: idTokenStamp, now: now,
+                retention: retention, fingerprint: fingerprint)
             state.withLock { $0 = updated }
         }
         return changed
     }
 
+    /// - Parameter idTokenKIDs: the thumbprints of `idTokenKeys`, in the same order (taken once, by the caller
+    ///   that read the keys).
     private static func makeState(
-        ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenStamp: String, now: Int64, retention: Int64,
-        fingerprint: [String]
+        ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String, now: Int64,
+        retention: Int64, fingerprint: [String]
     ) throws -> State {
+        precondition(idTokenKeys.count == idTokenKIDs.count, "one key id per id-token key")
         var published = ring.published(now: now, retention: retention)
         var idTokenSigner: JWTSigner?
-        var idTokenKIDs: [String] = []
-        for (index, key) in idTokenKeys.enumerated() {
-            let kid = try key.thumbprint()
+        for (index, (key, kid)) in zip(idTokenKeys, idTokenKIDs).enumerated() {
             if index == 0 { idTokenSigner = try JWTSigner(key: key, kid: kid) }
             published.append(SigningKeyEntry(kid: kid, key: key, createdAt: 0, retiredAt: nil))
-            idTokenKIDs.append(kid)
         }
         var keySet = JWTKeySet()
         var jwks: [JSONValue] = []
