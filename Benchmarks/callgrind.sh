@@ -64,17 +64,18 @@ listening() {
   cat "$WORK/$1.err" >&2
   exit 1
 }
+# newest_dump NAME: the path of NAME's last dump (callgrind numbers them NAME.cg.1, .2, … in order).
+newest_dump() { echo "$WORK/$1.cg.$(find "$WORK" -maxdepth 1 -name "$1.cg.*" | wc -l)"; }
 # measure ROW NAME PID URL KIND: ROUNDS rounds of COUNT requests, each after a warm-up of 30, between a zero
 # and a dump of PID's counters; appends "ROW instructions-per-request…" to the results.
 measure() {
-  local row=$1 name=$2 pid=$3 url=$4 kind=$5 line=$1 dumps
+  local row=$1 name=$2 pid=$3 url=$4 kind=$5 line=$1
   for _ in $(seq "$ROUNDS"); do
     $DRIVE "$url" "$kind" 30
     callgrind_control --zero "$pid" >/dev/null 2>&1
     $DRIVE "$url" "$kind" "$COUNT"
     callgrind_control --dump="$row" "$pid" >/dev/null 2>&1
-    dumps=$(find "$WORK" -maxdepth 1 -name "$name.cg.*" | wc -l)
-    line="$line $(awk -v n="$COUNT" '/^summary:/ {printf "%.0f", $2 / n}' "$WORK/$name.cg.$dumps")"
+    line="$line $(awk -v n="$COUNT" '/^summary:/ {printf "%.0f", $2 / n}' "$(newest_dump "$name")")"
   done
   echo "$line" >>"$WORK/results"
 }
@@ -106,8 +107,7 @@ measure refresh_sqlite sqlite "$PID" "$URL" refresh
 callgrind_control --zero "$PID" >/dev/null 2>&1
 sleep 10
 callgrind_control --dump=idle "$PID" >/dev/null 2>&1
-echo "idle $(awk '/^summary:/ {printf "%.0f", $2 / 10}' "$WORK/sqlite.cg.$(find "$WORK" -maxdepth 1 -name 'sqlite.cg.*' | wc -l)")" \
-  >>"$WORK/results"
+echo "idle $(awk '/^summary:/ {printf "%.0f", $2 / 10}' "$(newest_dump sqlite)")" >>"$WORK/results"
 mkdir -p "$WORK/www/.well-known"
 curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
 kill "$PID"
@@ -127,14 +127,14 @@ measure refresh_pg pg "$PID" "$URL" refresh
 kill "$PID"
 
 # The floors: Hummingbird with nothing of ours, and nginx (one process, no access log), the same bytes.
-HB_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+HB_PORT=$(free_port)
 PID=$(under hummingbird "$WORK/hummingbird-floor" "$HB_PORT" "$WORK/www/.well-known/jwks.json")
 PIDS+=("$PID")
 listening hummingbird >/dev/null
 measure hummingbird hummingbird "$PID" "http://127.0.0.1:$HB_PORT" jwks
 kill "$PID"
 chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"
-NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+NGINX_PORT=$(free_port)
 static_nginx_conf "$WORK" "$NGINX_PORT" "$(printf 'daemon off;\nmaster_process off;')" >"$WORK/nginx.conf"
 PID=$(under nginx nginx -c "$WORK/nginx.conf")
 PIDS+=("$PID")

@@ -43,7 +43,7 @@ BROKER_PID=$(cat "$WORK/pid")
 mkdir -p "$WORK/www/.well-known"
 curl -sf "$URL/.well-known/jwks.json" >"$WORK/www/.well-known/jwks.json"
 chmod 755 "$WORK" && chmod -R a+rX "$WORK/www"  # nginx's workers are not root
-NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+NGINX_PORT=$(free_port)
 static_nginx_conf "$WORK" "$NGINX_PORT" "worker_processes $(nproc);" >"$WORK/nginx.conf"
 nginx -c "$WORK/nginx.conf"
 for _ in $(seq 100); do [ -s "$WORK/nginx.pid" ] && break; sleep 0.1; done
@@ -51,7 +51,7 @@ NGINX_PIDS="$(cat "$WORK/nginx.pid") $(pgrep -P "$(cat "$WORK/nginx.pid")" | tr 
 
 # The same bytes from Hummingbird with nothing of ours (Benchmarks/Sources/hummingbird-floor): the framework's
 # own floor, so the table shows how much of the broker's constant document is the broker.
-HB_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+HB_PORT=$(free_port)
 "$PWD/$SCRATCH/release/hummingbird-floor" "$HB_PORT" "$WORK/www/.well-known/jwks.json" >"$WORK/hb.out" 2>&1 &
 echo $! >"$WORK/hummingbird.pid"
 for _ in $(seq 100); do grep -q listening "$WORK/hb.out" 2>/dev/null && break; sleep 0.1; done
