@@ -38,7 +38,7 @@ package enum FormEncoding {
                 out.append(byte)
             }
         }
-        return String(validating: out, as: UTF8.self)
+        return UTF8Text.validated(out)
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -72,7 +72,7 @@ package enum FormEncoding {
         var iterator = bytes.makeIterator()
         func endPair() -> Bool {
             guard inPair else { return true }
-            guard let text = String(validating: buffer, as: UTF8.self) else { return false }
+            guard let text = UTF8Text.validated(buffer) else { return false }
             if let name {
                 fields.append((name, text))
             } else {
@@ -89,7 +89,7 @@ package enum FormEncoding {
                 guard endPair() else { return nil }
                 continue
             case UInt8(ascii: "=") where name == nil:
-                guard let text = String(validating: buffer, as: UTF8.self) else { return nil }
+                guard let text = UTF8Text.validated(buffer) else { return nil }
                 name = text
                 buffer.removeAll(keepingCapacity: true)
             case UInt8(ascii: "%"):

@@ -13,7 +13,7 @@ package enum HTTPBasic {
     /// base64 of UTF-8 text with a `:` and valid percent-escapes on both sides.
     package static func credentials(fromToken token: String) -> (id: String, secret: String)? {
         guard let decoded = Base64URL.decodeStandard(token),
-            let text = String(validating: decoded, as: UTF8.self),
+            let text = UTF8Text.validated(decoded),
             let colon = text.firstIndex(of: ":"),
             let id = FormEncoding.percentDecode(text[..<colon]),
             let secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
