@@ -40,18 +40,45 @@ extension JSONValue {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            let keys = members.keys.sorted(by: { $0.utf16.lexicographicallyPrecedes($1.utf16) })
-            for (index, key) in keys.enumerated() {
+            // The members themselves are sorted, so no value is looked up again by its key.
+            let sorted = members.sorted { JSONValue.utf16Precedes($0.key, $1.key) }
+            for (index, member) in sorted.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(key, into: &out)
+                JSONValue.writeString(member.key, into: &out)
                 out.append(UInt8(ascii: ":"))
-                members[key]?.write(into: &out)
+                member.value.write(into: &out)
             }
             out.append(UInt8(ascii: "}"))
         }
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Whether `a` sorts before `b` in UTF-16 code unit order (the order of JWS and RFC 7638 examples), read
+    /// from the strings' UTF-8 without walking their UTF-16 views.
+    ///
+    /// UTF-8 byte order is code point order, and so is UTF-16's except for one pair of ranges: a character
+    /// above U+FFFF (UTF-8 lead byte F0–F4) is a surrogate pair from 0xD800 in UTF-16, so it sorts before
+    /// U+E000–U+FFFF (lead bytes EE, EF). Up to the first differing byte both strings hold the same
+    /// characters, so that byte is either a lead byte of both or a continuation byte of two characters with
+    /// the same lead byte, whose orders agree.
+    package static func utf16Precedes(_ a: String, _ b: String) -> Bool {
+        var a = a
+        var b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let common = min(x.count, y.count)
+                var index = 0
+                while index < common, x[index] == y[index] { index += 1 }
+                guard index < common else { return x.count < y.count }
+                let p = x[index]
+                let q = y[index]
+                if p >= 0xF0, q == 0xEE || q == 0xEF { return true }
+                if q >= 0xF0, p == 0xEE || p == 0xEF { return false }
+                return p < q
+            }
+        }
+    }
 
     private static func writeString(_ value: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))

@@ -64,3 +64,37 @@ struct JSONParserTests {
         #expect(JSONValue.string("\"x\\").serialized() == #""\"x\\""#)
     }
 }
+
+@Suite("JSON serialization: member order")
+struct JSONMemberOrderTests {
+    /// The reference: Swift's own UTF-16 view, compared code unit by code unit.
+    static func reference(_ a: String, _ b: String) -> Bool { a.utf16.lexicographicallyPrecedes(b.utf16) }
+
+    @Test("UTF-16 code unit order, read from UTF-8: the same answer as the UTF-16 views on every pair")
+    func utf16OrderFromUTF8() {
+        // ASCII, Latin-1, CJK, the last BMP characters (U+E000–U+FFFF, where UTF-8 and UTF-16 orders differ from
+        // each other), characters above U+FFFF, prefixes of each other, and the empty string.
+        let alphabet: [String] = [
+            "", "a", "b", "A", "é", "ÿ", "中", "\u{E000}", "\u{FFFD}", "\u{FFFF}", "😀", "\u{10000}", "\u{10FFFF}", "ab",
+            "a😀", "a\u{FFFD}",
+        ]
+        var words = alphabet
+        for first in alphabet { for second in alphabet { words.append(first + second) } }
+        var differsFromUTF8Order = 0
+        for a in words {
+            for b in words {
+                #expect(
+                    JSONValue.utf16Precedes(a, b) == Self.reference(a, b),
+                    "\(a.unicodeScalars.map(\.value)) vs \(b.unicodeScalars.map(\.value))")
+                if Self.reference(a, b) != a.utf8.lexicographicallyPrecedes(b.utf8) { differsFromUTF8Order += 1 }
+            }
+        }
+        // The pairs where plain UTF-8 order would be wrong are among them.
+        #expect(differsFromUTF8Order > 100)
+    }
+
+    @Test func membersAreWrittenInUTF16Order() {
+        let document = JSONValue.object(["\u{FFFD}": 1, "😀": 2, "b": 3, "a": .object(["z": 1, "y": 2]), "": 0])
+        #expect(document.serialized() == "{\"\":0,\"a\":{\"y\":2,\"z\":1},\"b\":3,\"😀\":2,\"\u{FFFD}\":1}")
+    }
+}
