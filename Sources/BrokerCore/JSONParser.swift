@@ -80,6 +80,9 @@ struct JSONParser {
             index += 1
             return .object(members)
         }
+        // Room for a token's header or claims at once: growing from empty re-hashed every member at each doubling
+        // (~7,000 instructions of a `GET /auth/me` under callgrind).
+        members.reserveCapacity(8)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
