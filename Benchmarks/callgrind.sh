@@ -158,7 +158,7 @@ def row(label, name, against=None):
     return f"| {label} | **{median(name):,.0f}** | {spread(name)} | {beyond} |"
 print(f"""## Instructions per request (callgrind)
 
-Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above.
+Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above. They do depend on the processor (OpenSSL and glibc choose their code by its features), so compare counts taken on one machine.
 
 | request | instructions per request | rounds | beyond the constant document |
 |---|---:|---:|---:|
