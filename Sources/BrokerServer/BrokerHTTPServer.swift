@@ -4,7 +4,7 @@ import BrokerCrypto
 import BrokerStore
 import HTTPTypes
 import Hummingbird
-import HummingbirdCore
+package import HummingbirdCore
 package import Logging
 import NIOCore
 import NIOHTTP1
@@ -44,6 +44,35 @@ package enum BrokerHTTPServer {
         return router
     }
 
+    /// The main port's HTTP/1.1 server. Each connection's pipeline: HTTP decoding, its place under the cap and its
+    /// request deadline (``ConnectionGuardHandler``), the constant documents answered on the event loop
+    /// (``ConstantDocumentHandler``), then the router.
+    ///
+    /// - Parameter cap: the connections served at once (``ConnectionLimits/effectiveMaxConnections(descriptorLimit:)``).
+    package static func mainServer(service: BrokerService, limits: ConnectionLimits, cap: Int, logger: Logger)
+        -> HTTPServerBuilder
+    {
+        let counter = ConnectionCounter(limit: cap, perNetwork: limits.perAddress)
+        let documents = ConstantDocuments(
+            documents: DiscoveryRoutes.documents(service), logger: logger, metrics: service.metrics)
+        return HTTPServerBuilder.http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: connectionHandlers(
+                    counter: counter, limits: limits, documents: documents, logger: logger)
+            )
+        )
+    }
+
+    /// A new connection's own handlers, in order: the guard first, so that it sees every request and answer.
+    static func connectionHandlers(
+        counter: ConnectionCounter, limits: ConnectionLimits, documents: ConstantDocuments, logger: Logger
+    ) -> [any RemovableChannelHandler] {
+        [
+            ConnectionGuardHandler(counter: counter, limits: limits, logger: logger),
+            ConstantDocumentHandler(documents: documents),
+        ]
+    }
+
     /// Runs the broker until SIGTERM or SIGINT, then stops accepting, finishes requests in flight and returns.
     ///
     /// - Parameters:
@@ -71,14 +100,7 @@ package enum BrokerHTTPServer {
                 metadata: ["configured": "\(limits.maxConnections)", "in_force": "\(cap)", "nofile": "\(nofile)"]
             )
         }
-        let counter = ConnectionCounter(limit: cap, perNetwork: limits.perAddress)
-        let server = HTTPServerBuilder.http1(
-            configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: [
-                    ConnectionGuardHandler(counter: counter, limits: limits, logger: logger)
-                ]
-            )
-        )
+        let server = mainServer(service: service, limits: limits, cap: cap, logger: logger)
         var app = Application(
             router: router,
             server: server,

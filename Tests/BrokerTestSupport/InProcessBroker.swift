@@ -10,7 +10,7 @@ package import Foundation
 package import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-import Logging
+package import Logging
 import NIOCore
 import Testing
 
@@ -93,10 +93,16 @@ package struct InProcessBroker {
 
     /// Runs `body` with the application listening on a real port on this machine, for other processes (the
     /// CLI, a resource server) to reach at the URL it is given; the in-memory-style client comes along.
-    package func live(_ body: @escaping @Sendable (Client, String) async throws -> Void) async throws {
+    ///
+    /// It is `broker serve`'s own HTTP server (``BrokerHTTPServer/mainServer(service:limits:cap:logger:)``: the
+    /// connection guard and the constant documents answered beneath the router), logging to `logger`.
+    package func live(
+        logger: Logger = Logger.test(), _ body: @escaping @Sendable (Client, String) async throws -> Void
+    ) async throws {
+        let limits = ConnectionLimits(maxConnections: 256, requestTimeout: 60)
         let app = Application(
-            router: BrokerHTTPServer.router(
-                service: service, logger: Logger.test(), metrics: MetricsEndpoint()),
+            router: BrokerHTTPServer.router(service: service, logger: logger, metrics: MetricsEndpoint()),
+            server: BrokerHTTPServer.mainServer(service: service, limits: limits, cap: 256, logger: logger),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: Logger.test("Hummingbird"))
         try await app.test(.live) { client in
             let port = try #require(client.port)

@@ -70,18 +70,10 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         response.headers[RequestID.field] = context.requestID
         // The route template, never the path: `/auth/:provider/start`, or `unmatched` for a 404 of the router.
         let route = context.endpointPath.flatMap { $0 == "NotFound" ? nil : $0 } ?? "unmatched"
-        metrics?.request(route: route, method: request.method.rawValue, status: response.status.code, duration: elapsed)
-        logger.info(
-            "request",
-            metadata: [
-                "request_id": "\(context.requestID)",
-                "http.method": "\(request.method.rawValue)",
-                "http.path": "\(request.uri.path.prefix(200))",
-                "http.status": "\(response.status.code)",
-                "duration_ms":
-                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
-            ]
-        )
+        RequestRecord(
+            requestID: context.requestID, method: request.method.rawValue, path: request.uri.path, route: route,
+            status: response.status.code
+        ).finish(logger: logger, metrics: metrics, elapsed: elapsed)
         return response
     }
 
@@ -93,5 +85,32 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
         case 400..<500: APIError(status: status.code, code: .invalidRequest, detail: status.reasonPhrase)
         default: APIError.serverError
         }
+    }
+}
+
+/// What every answered request leaves behind: its metrics under its route template and its log line (without
+/// query, headers or body). One place, for the router's way (``ErrorAndLogMiddleware``) and the constant
+/// documents' (``ConstantDocumentHandler``).
+struct RequestRecord {
+    let requestID: String
+    let method: String
+    let path: String
+    /// The route template, never the path (bounded labels).
+    let route: String
+    let status: Int
+
+    func finish(logger: Logger, metrics: BrokerMetrics?, elapsed: Duration) {
+        metrics?.request(route: route, method: method, status: status, duration: elapsed)
+        logger.info(
+            "request",
+            metadata: [
+                "request_id": "\(requestID)",
+                "http.method": "\(method)",
+                "http.path": "\(path.prefix(200))",
+                "http.status": "\(status)",
+                "duration_ms":
+                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+            ]
+        )
     }
 }

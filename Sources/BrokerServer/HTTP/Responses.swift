@@ -10,6 +10,15 @@ extension BrokerHTTPServer {
     }
 
     static func response(_ api: APIResponse) -> Response {
+        let parts = responseParts(api)
+        return Response(status: parts.status, headers: parts.headers, body: ResponseBody(byteBuffer: parts.body))
+    }
+
+    /// An answer's status, header fields and body bytes: the router's ``response(_:)`` and
+    /// ``ConstantDocumentHandler`` both send these (the latter with `Content-Length` added as Hummingbird adds it).
+    static func responseParts(_ api: APIResponse) -> (
+        status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer
+    ) {
         var headers = HTTPFields()
         if api.html == nil { headers[.contentType] = "application/json" }
         for (name, value) in api.headers {
@@ -23,11 +32,7 @@ extension BrokerHTTPServer {
             made.append(UInt8(ascii: "\n"))
             bytes = made
         }
-        return Response(
-            status: HTTPResponse.Status(code: api.status),
-            headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
-        )
+        return (HTTPResponse.Status(code: api.status), headers, ByteBuffer(bytes: bytes))
     }
 
     /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.

@@ -1,0 +1,181 @@
+import Glibc
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// The documents a `GET` answers the same way for every caller — the signing keys and the discovery document —
+/// each named once, for the router and for ``ConstantDocumentHandler`` alike, so the two cannot drift apart.
+struct ConstantDocuments: Sendable {
+    struct Document: Sendable {
+        /// The route, as the router has it: the label of the request metrics too.
+        let path: String
+        /// Worked out at each request (the key set changes when a key rotates).
+        let answer: @Sendable () -> APIResponse
+    }
+
+    let documents: [Document]
+    /// The request log's logger and metrics (``ErrorAndLogMiddleware``'s).
+    let logger: Logger
+    let metrics: BrokerMetrics?
+
+    func document(_ path: String) -> Document? {
+        for document in documents where document.path == path { return document }
+        return nil
+    }
+}
+
+/// Answers `GET` of a ``ConstantDocuments`` path on the connection's event loop, beneath the router (issue 35,
+/// goal 1): such a request needs nothing of a task, the router or a middleware's `await`, and through them it
+/// cost three times what the HTTP exchange itself does.
+///
+/// What the router's way gives every request, this gives too, through the same code: the same head and body
+/// (``BrokerHTTPServer/responseParts(_:)``), `X-Request-Id` (taken or made), the request's log line and its
+/// metrics (``RequestRecord``). It sits after ``ConnectionGuardHandler``, so the connection cap and the request
+/// deadline see its requests and answers like any other.
+///
+/// Anything it is not sure of goes the router's way, untouched:
+/// - a method other than `GET`, a path with a query or not exactly the document's, `Connection` other than
+///   `keep-alive` (the router's way closes the connection after a `close`);
+/// - a request with a body or trailers (the head is held until its end shows there is none; if a body comes,
+///   the head goes on ahead of it);
+/// - any request while one that went the router's way is unanswered, so answers keep the requests' order when a
+///   client pipelines them;
+/// - everything once the server has asked the connection to wind down (the router's way closes it).
+final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let documents: ConstantDocuments
+    /// Requests passed to the router whose answer has not ended yet.
+    private var unanswered = 0
+    /// A `GET` of a document whose end has not come yet: held back, to be answered here if it has no body.
+    private var held: (head: HTTPRequest, document: ConstantDocuments.Document, started: ContinuousClock.Instant)?
+    private var quiescing = false
+    /// `Date`, as Hummingbird sends it on the router's answers: made once a second.
+    private var date = (second: -1, text: "")
+
+    init(documents: ConstantDocuments) {
+        self.documents = documents
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        switch part {
+        case .head(let head):
+            if unanswered == 0, !quiescing, let document = servable(head) {
+                held = (head, document, .now)
+                return
+            }
+            unanswered += 1
+            context.fireChannelRead(data)
+        case .body:
+            if let held {
+                // A body after all: the router's way, head first.
+                self.held = nil
+                unanswered += 1
+                context.fireChannelRead(wrapInboundOut(.head(held.head)))
+            }
+            context.fireChannelRead(data)
+        case .end(let trailers):
+            if let held {
+                self.held = nil
+                if trailers == nil {
+                    answer(context: context, held.head, held.document, started: held.started)
+                    return
+                }
+                unanswered += 1
+                context.fireChannelRead(wrapInboundOut(.head(held.head)))
+            }
+            context.fireChannelRead(data)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // The router's answers only: this handler's own writes start at its context and do not come through here.
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent { quiescing = true }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        held = nil
+        context.fireChannelInactive()
+    }
+
+    /// The document `head` asks for, when this handler may answer it.
+    private func servable(_ head: HTTPRequest) -> ConstantDocuments.Document? {
+        guard head.method == .get, let path = head.path, let document = documents.document(path) else { return nil }
+        if let connection = head.headerFields[.connection], !ASCIIToken.equal(connection, "keep-alive") {
+            return nil
+        }
+        return document
+    }
+
+    private func answer(
+        context: ChannelHandlerContext, _ request: HTTPRequest, _ document: ConstantDocuments.Document,
+        started: ContinuousClock.Instant
+    ) {
+        let requestID = RequestID.accepting(request.headerFields[RequestID.field]) ?? RequestID.make()
+        let parts = BrokerHTTPServer.responseParts(document.answer())
+        var head = HTTPResponse(status: parts.status, headerFields: parts.headers)
+        if head.headerFields[.contentLength] == nil {
+            head.headerFields[.contentLength] = String(parts.body.readableBytes)
+        }
+        head.headerFields[RequestID.field] = requestID
+        let now = time(nil)
+        if now != date.second { date = (now, HTTPDate.text(secondsSince1970: now)) }
+        head.headerFields[.date] = date.text
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(parts.body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        RequestRecord(
+            requestID: requestID, method: request.method.rawValue, path: document.path, route: document.path,
+            status: parts.status.code
+        ).finish(logger: documents.logger, metrics: documents.metrics, elapsed: .now - started)
+    }
+}
+
+/// Case-insensitive comparison of an ASCII header token.
+enum ASCIIToken {
+    static func equal(_ value: String, _ token: String) -> Bool {
+        let a = value.utf8
+        let b = token.utf8
+        guard a.count == b.count else { return false }
+        return zip(a, b).allSatisfy { x, y in
+            let lower = (0x41...0x5A).contains(x) ? x | 0x20 : x
+            return lower == y
+        }
+    }
+}
+
+/// The `Date` field's format (RFC 9110 §5.6.7, IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+enum HTTPDate {
+    private static let days = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    static func text(secondsSince1970 seconds: Int) -> String {
+        let dayNumber = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let ofDay = seconds - dayNumber * 86_400
+        // Days to a proleptic Gregorian date (Howard Hinnant's civil_from_days).
+        let shifted = dayNumber + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let weekday = days[((dayNumber % 7) + 7) % 7]
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let clock = "\(two(ofDay / 3600)):\(two(ofDay / 60 % 60)):\(two(ofDay % 60))"
+        return "\(weekday), \(two(day)) \(months[month - 1]) \(year) \(clock) GMT"
+    }
+}

@@ -1,0 +1,351 @@
+import BrokerCore
+import BrokerTestSupport
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
+import Testing
+
+@testable import BrokerServer
+
+/// The signing keys and the discovery document answered on the event loop, beneath the router (issue 35,
+/// goal 1): the same bytes, request id, log line and metrics as the router's way; the connection guard sees
+/// those requests; anything the handler is not sure of goes to the router, in the order the client sent it.
+@Suite("Constant documents beneath the router")
+struct ConstantDocumentTests {
+    static let document: [UInt8] = Array(#"{"keys":[]}"#.utf8) + [0x0A]
+
+    /// A connection's pipeline after HTTP decoding, as `broker serve` builds it: the guard, then the handler.
+    /// The embedded loop's clock moves only when a test moves it.
+    static func pipeline(
+        limit: Int = 8, requestTimeout: Int64 = 30, logger: Logger = Logger.test(),
+        metrics: BrokerMetrics? = nil
+    ) throws -> EmbeddedChannel {
+        let documents = ConstantDocuments(
+            documents: [
+                .init(path: "/doc") {
+                    APIResponse(
+                        status: 200, body: .object(["keys": .array([])]),
+                        headers: [("Cache-Control", "public, max-age=60")], serialized: document)
+                }
+            ],
+            logger: logger, metrics: metrics)
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers(
+            BrokerHTTPServer.connectionHandlers(
+                counter: ConnectionCounter(limit: limit),
+                limits: ConnectionLimits(maxConnections: limit, requestTimeout: requestTimeout),
+                documents: documents, logger: logger))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    static func get(_ path: String, _ fields: HTTPFields = [:], method: HTTPRequest.Method = .get) -> HTTPRequest {
+        HTTPRequest(method: method, scheme: "http", authority: "127.0.0.1", path: path, headerFields: fields)
+    }
+
+    /// What reached the router: every request part passed on.
+    static func passedOn(_ channel: EmbeddedChannel) throws -> [HTTPRequestPart] {
+        var parts: [HTTPRequestPart] = []
+        while let part = try channel.readInbound(as: HTTPRequestPart.self) { parts.append(part) }
+        return parts
+    }
+
+    static func written(_ channel: EmbeddedChannel) throws -> [HTTPResponsePart] {
+        var parts: [HTTPResponsePart] = []
+        while let part = try channel.readOutbound(as: HTTPResponsePart.self) { parts.append(part) }
+        return parts
+    }
+
+    @Test func aDocumentIsAnsweredWithoutTheRouter() throws {
+        let channel = try Self.pipeline()
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc", [RequestID.field: "trace-42"])))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try Self.passedOn(channel).isEmpty)
+        let parts = try Self.written(channel)
+        try #require(parts.count == 3)
+        guard case .head(let head) = parts[0], case .body(let body) = parts[1], case .end(nil) = parts[2] else {
+            Issue.record("not a head, a body and an end: \(parts)")
+            return
+        }
+        #expect(head.status == .ok)
+        #expect(head.headerFields[.contentType] == "application/json")
+        #expect(head.headerFields[.cacheControl] == "public, max-age=60")
+        #expect(head.headerFields[.contentLength] == "\(Self.document.count)")
+        #expect(head.headerFields[RequestID.field] == "trace-42")
+        #expect(head.headerFields[.date].flatMap(Self.imfFixdate.date(from:)) != nil)
+        #expect(Array(body.readableBytesView) == Self.document)
+
+        // An unacceptable request id is replaced, as the router's way replaces it.
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc", [RequestID.field: "bad id\u{7F}"])))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        guard case .head(let second) = try Self.written(channel).first else {
+            Issue.record("no answer")
+            return
+        }
+        let made = try #require(second.headerFields[RequestID.field])
+        #expect(made.utf8.count == 22 && RequestID.accepting(made) == made)
+    }
+
+    /// Every case the handler leaves to the router reaches it whole and unchanged, and the handler writes
+    /// nothing.
+    @Test(arguments: [
+        ("HEAD", "/doc", [] as [String], false, false),
+        ("POST", "/doc", [], false, false),
+        ("GET", "/doc?v=1", [], false, false),
+        ("GET", "/doc/", [], false, false),
+        ("GET", "/other", [], false, false),
+        ("GET", "/doc", ["Connection: close"], false, false),
+        ("GET", "/doc", ["Connection: upgrade"], false, false),
+        ("GET", "/doc", ["Content-Length: 5"], true, false),
+        ("GET", "/doc", ["Transfer-Encoding: chunked"], false, true),
+    ])
+    func whatItIsNotSureOfGoesToTheRouter(
+        method: String, path: String, fields: [String], body: Bool, trailers: Bool
+    ) throws {
+        let channel = try Self.pipeline()
+        var headerFields = HTTPFields()
+        for field in fields {
+            let pair = field.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            headerFields[try #require(HTTPField.Name(pair[0]))] = pair[1]
+        }
+        let head = Self.get(path, headerFields, method: HTTPRequest.Method(method) ?? .get)
+        try channel.writeInbound(HTTPRequestPart.head(head))
+        if body { try channel.writeInbound(HTTPRequestPart.body(ByteBuffer(string: "hello"))) }
+        let trailer: HTTPFields? = trailers ? [.cacheControl: "x"] : nil
+        try channel.writeInbound(HTTPRequestPart.end(trailer))
+        let parts = try Self.passedOn(channel)
+        #expect(parts.count == (body ? 3 : 2))
+        guard case .head(let passed) = parts.first else {
+            Issue.record("the head did not reach the router: \(parts)")
+            return
+        }
+        #expect(passed == head)
+        if body, case .body(let bytes) = parts[1] { #expect(String(buffer: bytes) == "hello") }
+        if case .end(let end) = parts.last { #expect(end == trailer) } else { Issue.record("no end: \(parts)") }
+        #expect(try Self.written(channel).isEmpty)
+    }
+
+    /// While a request that went to the router is unanswered, a document's request waits its turn there too:
+    /// answers leave in the order the client pipelined the requests.
+    @Test func answersKeepTheRequestsOrder() throws {
+        let channel = try Self.pipeline()
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/other")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try Self.passedOn(channel).count == 4, "both requests go to the router")
+        #expect(try Self.written(channel).isEmpty)
+
+        // The router answers the first; the second is still its own.
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .notFound)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try Self.passedOn(channel).count == 2, "one answer is still owed")
+        #expect(try Self.written(channel).count == 2)
+
+        // Both answered: the next one is the handler's.
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        _ = try Self.written(channel)
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try Self.passedOn(channel).isEmpty)
+        #expect(try Self.written(channel).count == 3)
+    }
+
+    /// A server winding down closes idle connections through the router's way: after the signal, the handler
+    /// answers nothing itself.
+    @Test func windingDownLeavesEverythingToTheRouter() throws {
+        let channel = try Self.pipeline()
+        channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        #expect(try Self.passedOn(channel).count == 2)
+        #expect(try Self.written(channel).isEmpty)
+    }
+
+    /// The request deadline (`server.request_timeout`) runs from the end of each answer, the handler's too: a
+    /// connection asking for documents stays open past the deadline as long as each request comes in time, and
+    /// is closed once one does not.
+    @Test func theConnectionGuardSeesItsRequests() throws {
+        let channel = try Self.pipeline(requestTimeout: 30)
+        for _ in 0..<3 {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(20))
+            #expect(channel.isActive)
+            try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+            try channel.writeInbound(HTTPRequestPart.end(nil))
+            #expect(try Self.written(channel).count == 3)
+        }
+        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        #expect(!channel.isActive, "no request within the deadline")
+    }
+
+    /// Above the connection cap the guard's 503 is the answer, not the document.
+    @Test func aboveTheCapTheGuardAnswers() throws {
+        let channel = try Self.pipeline(limit: 0)
+        try channel.writeInbound(HTTPRequestPart.head(Self.get("/doc")))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        guard case .head(let head) = try Self.written(channel).first else {
+            Issue.record("no answer")
+            return
+        }
+        #expect(head.status == .serviceUnavailable)
+        #expect(try Self.passedOn(channel).isEmpty)
+    }
+
+    static var imfFixdate: DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter
+    }
+
+    /// `Date` as RFC 9110 writes it, against Python's `email.utils.formatdate(usegmt=True)` and Foundation's
+    /// formatter over a century of instants.
+    @Test func theDateFieldIsIMFFixdate() {
+        #expect(HTTPDate.text(secondsSince1970: 0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 951_782_400) == "Tue, 29 Feb 2000 00:00:00 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 1_795_000_000) == "Wed, 18 Nov 2026 11:06:40 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 4_102_444_799) == "Thu, 31 Dec 2099 23:59:59 GMT")
+        let formatter = Self.imfFixdate
+        for _ in 0..<2000 {
+            let seconds = Int.random(in: 0...4_102_444_799)
+            #expect(
+                HTTPDate.text(secondsSince1970: seconds)
+                    == formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds))))
+        }
+    }
+
+    // MARK: - `broker serve`'s server on a real port
+
+    /// Byte for byte the router's answer (`?via=router` sends the same request the router's way), for both
+    /// documents; only the request id differs, and a client's own id comes back either way.
+    @Test func theSameAnswerEitherWay() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.live { _, base in
+            let port = try #require(URLComponents(string: base)?.port)
+            let connection = try RawHTTPConnection(port: port)
+            var requests = ""
+            for path in ["/.well-known/jwks.json", "/.well-known/openid-configuration"] {
+                for suffix in ["", "?via=router"] {
+                    requests +=
+                        "GET \(path)\(suffix) HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: r-\(suffix.count)\r\n\r\n"
+                }
+            }
+            try await connection.send(requests)
+            let answers = try await connection.answers(4)
+            for pair in [(answers[0], answers[1]), (answers[2], answers[3])] {
+                #expect(pair.0.status == 200)
+                #expect(pair.0.status == pair.1.status)
+                #expect(pair.0.body == pair.1.body)
+                // Request ids differ; `Date` may be a second apart.
+                func withoutID(_ answer: RawHTTPConnection.Answer) -> [String] {
+                    answer.headers.map {
+                        let name = $0.name.lowercased()
+                        return ["x-request-id", "date"].contains(name) ? name : "\(name): \($0.value)"
+                    }
+                }
+                for answer in [pair.0, pair.1] {
+                    let date = try #require(answer.header("Date"))
+                    let parsed = try #require(Self.imfFixdate.date(from: date), "\(date)")
+                    #expect(abs(parsed.timeIntervalSinceNow) < 3600)
+                }
+                #expect(withoutID(pair.0) == withoutID(pair.1))
+                #expect(pair.0.header("X-Request-Id") == "r-0")
+                #expect(pair.1.header("X-Request-Id") == "r-11")
+            }
+            #expect(JSONValue.parse(answers[0].body)?["keys"]?.arrayValue?.isEmpty == false)
+            #expect(JSONValue.parse(answers[2].body)?["issuer"]?.stringValue == broker.service.issuer)
+        }
+    }
+
+    /// Requests pipelined in one write, the router's and the handler's mixed, a body on a document's `GET`,
+    /// and a `Connection: close` at the end: every answer, in order, then the close.
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.live { _, base in
+            let port = try #require(URLComponents(string: base)?.port)
+            let connection = try RawHTTPConnection(port: port)
+            let host = "Host: 127.0.0.1\r\n"
+            try await connection.send(
+                "GET /auth/me HTTP/1.1\r\n\(host)\r\n"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\n\(host)\r\n"
+                    + "POST /auth/token HTTP/1.1\r\n\(host)Content-Type: application/x-www-form-urlencoded\r\n"
+                    + "Content-Length: 18\r\n\r\ngrant_type=unknown"
+                    + "GET /.well-known/openid-configuration HTTP/1.1\r\n\(host)\r\n"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\n\(host)Content-Length: 5\r\n\r\nhello"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\n\(host)Connection: keep-alive\r\n\r\n"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
+                    + "GET /.well-known/jwks.json HTTP/1.1\r\n\(host)\r\n")
+            let answers = try await connection.answers(7)
+            #expect(answers.map(\.status) == [401, 200, 400, 200, 200, 200, 200])
+            #expect(JSONValue.parse(answers[1].body)?["keys"] != nil)
+            #expect(JSONValue.parse(answers[2].body)?["error"]?.stringValue == "unsupported_grant_type")
+            #expect(JSONValue.parse(answers[3].body)?["issuer"]?.stringValue == broker.service.issuer)
+            for index in [4, 5, 6] { #expect(answers[index].body == answers[1].body) }
+            #expect(try await connection.closedByServer(), "nothing after the request that said close")
+        }
+    }
+
+    /// The handler's requests are counted under their route and logged like any other, with the request id
+    /// the answer carries.
+    @Test func itsRequestsAreCountedAndLogged() async throws {
+        let capture = LockedLines()
+        var logger = Logger(label: "test") { _ in LineCapture(lines: capture) }
+        logger.logLevel = .info
+        let broker = try await InProcessBroker()
+        try await broker.live(logger: logger) { client, base in
+            let port = try #require(URLComponents(string: base)?.port)
+            let label = #"broker_http_requests_total{route="/.well-known/jwks.json",method="GET",status="2xx"}"#
+            let before = MetricsTests.samples(try await client.get("/metrics").body)[label] ?? 0
+            let connection = try RawHTTPConnection(port: port)
+            try await connection.send(
+                String(repeating: "GET /.well-known/jwks.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", count: 3))
+            let ids = try await connection.answers(3).compactMap { $0.header("X-Request-Id") }
+            #expect(ids.count == 3 && Set(ids).count == 3)
+            let after = MetricsTests.samples(try await client.get("/metrics").body)[label] ?? 0
+            #expect(after - before == 3)
+            let lines = capture.all
+            for id in ids {
+                let line = lines.first { $0.contains("request_id=\(id)") }
+                #expect(line?.hasPrefix("request ") == true, "\(lines)")
+                #expect(line?.contains("http.path=/.well-known/jwks.json") == true)
+                #expect(line?.contains("http.status=200") == true)
+                #expect(line?.contains("http.method=GET") == true)
+            }
+        }
+    }
+}
+
+/// Log lines written from any event loop: message, then the metadata as `key=value`, sorted.
+final class LockedLines: Sendable {
+    private let lines = NIOLockedValueBox<[String]>([])
+    func append(_ line: String) { lines.withLockedValue { $0.append(line) } }
+    var all: [String] { lines.withLockedValue { $0 } }
+}
+
+struct LineCapture: LogHandler {
+    let lines: LockedLines
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        lines.append(
+            "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+    }
+}
