@@ -67,10 +67,8 @@ package enum BrokerHTTPServer {
     static func connectionHandlers(
         counter: ConnectionCounter, limits: ConnectionLimits, documents: ConstantDocuments, logger: Logger
     ) -> [any RemovableChannelHandler] {
-        [
-            ConnectionGuardHandler(counter: counter, limits: limits, logger: logger),
-            ConstantDocumentHandler(documents: documents),
-        ]
+        let connectionGuard = ConnectionGuardHandler(counter: counter, limits: limits, logger: logger)
+        return [connectionGuard, ConstantDocumentHandler(documents: documents, connectionGuard: connectionGuard)]
     }
 
     /// Runs the broker until SIGTERM or SIGINT, then stops accepting, finishes requests in flight and returns.

@@ -7,6 +7,7 @@ import Glibc
 /// (no thread of Swift's pool waits on it).
 package final class RawHTTPConnection {
     package struct Answer: Sendable, CustomStringConvertible {
+        package let statusLine: String
         package let status: Int
         /// Header fields in the order sent; names as sent.
         package let headers: [(name: String, value: String)]
@@ -90,11 +91,13 @@ package final class RawHTTPConnection {
         }
     }
 
-    /// One whole answer off the front of what was received (`Content-Length` bodies only), if it is all there.
-    private func takeAnswer() throws -> Answer? {
+    private func takeAnswer() throws -> Answer? { try Self.takeAnswer(from: &received) }
+
+    /// One whole answer off the front of `bytes` (`Content-Length` bodies only), if it is all there.
+    package static func takeAnswer(from bytes: inout [UInt8]) throws -> Answer? {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
-        guard let end = received.firstRange(of: separator) else { return nil }
-        let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+        guard let end = bytes.firstRange(of: separator) else { return nil }
+        let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
         var lines = head.components(separatedBy: "\r\n")
         let statusLine = lines.removeFirst()
         guard statusLine.hasPrefix("HTTP/1.1 "), let status = Int(statusLine.dropFirst(9).prefix(3)) else {
@@ -108,9 +111,9 @@ package final class RawHTTPConnection {
             )
         }
         let length = headers.first { $0.name.lowercased() == "content-length" }.flatMap { Int($0.value) } ?? 0
-        guard received.count >= end.upperBound + length else { return nil }
-        let body = Array(received[end.upperBound..<end.upperBound + length])
-        received.removeFirst(end.upperBound + length)
-        return Answer(status: status, headers: headers, body: body)
+        guard bytes.count >= end.upperBound + length else { return nil }
+        let body = Array(bytes[end.upperBound..<end.upperBound + length])
+        bytes.removeFirst(end.upperBound + length)
+        return Answer(statusLine: statusLine, status: status, headers: headers, body: body)
     }
 }

@@ -2,6 +2,7 @@ import Glibc
 import HTTPTypes
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// The documents a `GET` answers the same way for every caller — the signing keys and the discovery document —
@@ -29,10 +30,15 @@ struct ConstantDocuments: Sendable {
 /// goal 1): such a request needs nothing of a task, the router or a middleware's `await`, and through them it
 /// cost three times what the HTTP exchange itself does.
 ///
-/// What the router's way gives every request, this gives too, through the same code: the same head and body
-/// (``BrokerHTTPServer/responseParts(_:)``), `X-Request-Id` (taken or made), the request's log line and its
-/// metrics (``RequestRecord``). It sits after ``ConnectionGuardHandler``, so the connection cap and the request
-/// deadline see its requests and answers like any other.
+/// What the router's way gives every request, this gives too: the same status line, header fields (in the
+/// same order: `Date` as Hummingbird writes it) and body; `X-Request-Id` taken or made; the request's log line
+/// and its metrics (``RequestRecord``). It sits after ``ConnectionGuardHandler``, so the connection cap and the
+/// request deadline see its requests, and tells the guard of each answer (``ConnectionGuardHandler/answered()``).
+///
+/// The answer is written as HTTP/1.1 bytes, whole, beneath NIO's response encoder: through the type conversions
+/// and the encoder, three parts cost more than the rest of the answer. Every value in it is the broker's own
+/// (the documents, their headers, a request id of ``RequestID``'s safe characters, the date), and the test
+/// compares it byte for byte with the encoder's for the same answer.
 ///
 /// Anything it is not sure of goes the router's way, untouched:
 /// - a method other than `GET`, a path with a query or not exactly the document's, `Connection` other than
@@ -41,7 +47,8 @@ struct ConstantDocuments: Sendable {
 ///   the head goes on ahead of it);
 /// - any request while one that went the router's way is unanswered, so answers keep the requests' order when a
 ///   client pipelines them;
-/// - everything once the server has asked the connection to wind down (the router's way closes it).
+/// - everything once the server has asked the connection to wind down (the router's way closes it);
+/// - everything, on a pipeline without NIO's response encoder (nothing to write beneath).
 final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -49,6 +56,9 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
     typealias OutboundOut = HTTPResponsePart
 
     private let documents: ConstantDocuments
+    private let connectionGuard: ConnectionGuardHandler
+    /// Where answers are written: the context of NIO's response encoder (writes from it go beneath it).
+    private var encoder: ChannelHandlerContext?
     /// Requests passed to the router whose answer has not ended yet.
     private var unanswered = 0
     /// A `GET` of a document whose end has not come yet: held back, to be answered here if it has no body.
@@ -57,15 +67,24 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// `Date`, as Hummingbird sends it on the router's answers: made once a second.
     private var date = (second: -1, text: "")
 
-    init(documents: ConstantDocuments) {
+    init(documents: ConstantDocuments, connectionGuard: ConnectionGuardHandler) {
         self.documents = documents
+        self.connectionGuard = connectionGuard
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        encoder = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let head):
-            if unanswered == 0, !quiescing, let document = servable(head) {
+            if unanswered == 0, !quiescing, encoder != nil, let document = servable(head) {
                 held = (head, document, .now)
                 return
             }
@@ -82,8 +101,8 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         case .end(let trailers):
             if let held {
                 self.held = nil
-                if trailers == nil {
-                    answer(context: context, held.head, held.document, started: held.started)
+                if trailers == nil, let encoder {
+                    answer(encoder: encoder, held.head, held.document, started: held.started)
                     return
                 }
                 unanswered += 1
@@ -94,7 +113,7 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // The router's answers only: this handler's own writes start at its context and do not come through here.
+        // The router's answers only: this handler's own are written beneath it.
         if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
         context.write(data, promise: promise)
     }
@@ -119,26 +138,54 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     private func answer(
-        context: ChannelHandlerContext, _ request: HTTPRequest, _ document: ConstantDocuments.Document,
+        encoder: ChannelHandlerContext, _ request: HTTPRequest, _ document: ConstantDocuments.Document,
         started: ContinuousClock.Instant
     ) {
         let requestID = RequestID.accepting(request.headerFields[RequestID.field]) ?? RequestID.make()
-        let parts = BrokerHTTPServer.responseParts(document.answer())
-        var head = HTTPResponse(status: parts.status, headerFields: parts.headers)
-        if head.headerFields[.contentLength] == nil {
-            head.headerFields[.contentLength] = String(parts.body.readableBytes)
-        }
-        head.headerFields[RequestID.field] = requestID
         let now = time(nil)
         if now != date.second { date = (now, HTTPDate.text(secondsSince1970: now)) }
-        head.headerFields[.date] = date.text
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(parts.body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        let api = document.answer()
+        let bytes = Self.encoded(api, requestID: requestID, date: date.text, allocator: encoder.channel.allocator)
+        encoder.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
+        connectionGuard.answered()
         RequestRecord(
             requestID: requestID, method: request.method.rawValue, path: document.path, route: document.path,
-            status: parts.status.code
+            status: api.status
         ).finish(logger: documents.logger, metrics: documents.metrics, elapsed: .now - started)
+    }
+
+    /// `api` as the router's way sends it (``BrokerHTTPServer/responseParts(_:)``, then Hummingbird's
+    /// `Content-Length`, the request id, `Date`), as HTTP/1.1 bytes the way NIO's encoder writes them.
+    static func encoded(_ api: APIResponse, requestID: String, date: String, allocator: ByteBufferAllocator)
+        -> ByteBuffer
+    {
+        let body: [UInt8]
+        if let serialized = api.serialized {
+            body = serialized
+        } else {
+            body = BrokerHTTPServer.responseParts(api).body.readableBytesView.map { $0 }
+        }
+        var buffer = allocator.buffer(capacity: 320 + body.count)
+        let status = HTTPResponseStatus(statusCode: api.status)
+        buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
+        func field(_ name: String, _ value: String) {
+            buffer.writeString(name)
+            buffer.writeStaticString(": ")
+            buffer.writeString(value)
+            buffer.writeStaticString("\r\n")
+        }
+        var hasLength = false
+        if api.html == nil { field("Content-Type", "application/json") }
+        for (name, value) in api.headers where HTTPField.Name(name) != nil {
+            field(name, value)
+            if ASCIIToken.equal(name, "content-length") { hasLength = true }
+        }
+        if !hasLength { field("Content-Length", String(body.count)) }
+        field("X-Request-Id", requestID)
+        field("Date", date)
+        buffer.writeStaticString("\r\n")
+        buffer.writeBytes(body)
+        return buffer
     }
 }
 
