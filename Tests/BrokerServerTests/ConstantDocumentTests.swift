@@ -21,22 +21,25 @@ import Testing
 struct ConstantDocumentTests {
     static let document: [UInt8] = Array(#"{"keys":[]}"#.utf8) + [0x0A]
 
-    static func documents(logger: Logger = Logger.test(), metrics: BrokerMetrics? = nil) -> ConstantDocuments {
+    static func documents(_ current: NIOLockedValueBox<[UInt8]> = .init(document)) -> ConstantDocuments {
         ConstantDocuments(
             documents: [
                 .init(path: "/doc") {
                     APIResponse(
                         status: 200, body: .object(["keys": .array([])]),
-                        headers: [("Cache-Control", "public, max-age=60")], serialized: document)
+                        headers: [("Cache-Control", "public, max-age=60")],
+                        serialized: current.withLockedValue { $0 })
                 }
             ],
-            logger: logger, metrics: metrics)
+            logger: Logger.test(), metrics: nil)
     }
 
     /// A connection's whole pipeline as Hummingbird and `broker serve` build it: NIO's HTTP/1.1 decoder and
     /// encoder, the conversion to HTTP types, then the broker's own handlers. Bytes in, bytes out; what reaches
     /// the router is read as request parts. The embedded loop's clock moves only when a test moves it.
-    static func pipeline(limit: Int = 8, requestTimeout: Int64 = 30) throws -> EmbeddedChannel {
+    static func pipeline(
+        limit: Int = 8, requestTimeout: Int64 = 30, document: NIOLockedValueBox<[UInt8]> = .init(document)
+    ) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         let pipeline = channel.pipeline.syncOperations
         try pipeline.configureHTTPServerPipeline(
@@ -47,7 +50,7 @@ struct ConstantDocumentTests {
             BrokerHTTPServer.connectionHandlers(
                 counter: ConnectionCounter(limit: limit),
                 limits: ConnectionLimits(maxConnections: limit, requestTimeout: requestTimeout),
-                documents: documents(), logger: Logger.test()))
+                documents: documents(document), logger: Logger.test()))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return channel
     }
@@ -131,8 +134,26 @@ struct ConstantDocumentTests {
         try channel.writeOutbound(HTTPResponsePart.body(parts.body))
         try channel.writeOutbound(HTTPResponsePart.end(nil))
         let encoder = try Self.written(channel)
-        let mine = ConstantDocumentHandler.encoded(api, requestID: "r-1", date: date, allocator: .init())
+        let mine = ConstantDocumentHandler.encoded(
+            ConstantDocumentHandler.prepare(api, recorder: nil), requestID: "r-1", date: date, allocator: .init())
         #expect(Array(mine.readableBytesView) == encoder, "\(String(decoding: encoder, as: UTF8.self))")
+    }
+
+    /// A connection keeps its answer's bytes but for the request id and the date, until the document changes
+    /// (a signing key rotated): the next request on the same connection gets the new one.
+    @Test func aChangedDocumentIsAnsweredAtOnce() throws {
+        let current = NIOLockedValueBox(Self.document)
+        let channel = try Self.pipeline(document: current)
+        try Self.send(channel, Self.get("/doc") + Self.get("/doc"))
+        #expect(try Self.answers(channel).map(\.body) == [Self.document, Self.document])
+        // As long as the old one: the handler must compare the bytes, not their length.
+        let rotated = Array(#"{"kid":"a"}"#.utf8) + [0x0A]
+        try #require(rotated.count == Self.document.count && rotated != Self.document)
+        current.withLockedValue { $0 = rotated }
+        try Self.send(channel, Self.get("/doc"))
+        let answer = try #require(try Self.answers(channel).first)
+        #expect(answer.body == rotated)
+        #expect(answer.header("Content-Length") == "\(rotated.count)")
     }
 
     /// Every case the handler leaves to the router reaches it whole and unchanged, and the handler writes

@@ -145,47 +145,83 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         let now = time(nil)
         if now != date.second { date = (now, HTTPDate.text(secondsSince1970: now)) }
         let api = document.answer()
-        let bytes = Self.encoded(api, requestID: requestID, date: date.text, allocator: encoder.channel.allocator)
+        let answer = prepared(api, document)
+        let bytes = Self.encoded(answer, requestID: requestID, date: date.text, allocator: encoder.channel.allocator)
         encoder.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
         connectionGuard.answered()
         RequestRecord(
             requestID: requestID, method: request.method.rawValue, path: document.path, route: document.path,
             status: api.status
-        ).finish(logger: documents.logger, metrics: documents.metrics, elapsed: .now - started)
+        ).finish(logger: documents.logger, recorder: answer.recorder, elapsed: .now - started)
+    }
+
+    /// An answer's bytes but for the request id and the date, and its request metrics.
+    struct Prepared {
+        let api: APIResponse
+        /// The status line and the fields through `Content-Length`.
+        let head: ByteBuffer
+        let body: ByteBuffer
+        let recorder: BrokerMetrics.RequestRecorder?
+
+        /// Whether `other` is this answer: a document's serialized bytes are the same array until they change
+        /// (when a key rotates), and arrays compare their storage first.
+        func isAnswer(_ other: APIResponse) -> Bool {
+            guard let serialized = api.serialized, let theirs = other.serialized, serialized == theirs,
+                api.status == other.status, api.html == other.html, api.headers.count == other.headers.count
+            else { return false }
+            return zip(api.headers, other.headers).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        }
+    }
+
+    /// The connection's prepared answer for `document`, made again when the answer changes.
+    private var preparedAnswers: [String: Prepared] = [:]
+
+    private func prepared(_ api: APIResponse, _ document: ConstantDocuments.Document) -> Prepared {
+        if let known = preparedAnswers[document.path], known.isAnswer(api) { return known }
+        let made = Self.prepare(
+            api, recorder: documents.metrics?.requestRecorder(route: document.path, method: "GET", status: api.status))
+        if api.serialized != nil { preparedAnswers[document.path] = made }
+        return made
     }
 
     /// `api` as the router's way sends it (``BrokerHTTPServer/responseParts(_:)``, then Hummingbird's
-    /// `Content-Length`, the request id, `Date`), as HTTP/1.1 bytes the way NIO's encoder writes them.
-    static func encoded(_ api: APIResponse, requestID: String, date: String, allocator: ByteBufferAllocator)
-        -> ByteBuffer
-    {
-        let body: [UInt8]
-        if let serialized = api.serialized {
-            body = serialized
-        } else {
-            body = BrokerHTTPServer.responseParts(api).body.readableBytesView.map { $0 }
-        }
-        var buffer = allocator.buffer(capacity: 320 + body.count)
+    /// `Content-Length`): the status line and fields the way NIO's encoder writes them.
+    static func prepare(_ api: APIResponse, recorder: BrokerMetrics.RequestRecorder?) -> Prepared {
+        let body = ByteBuffer(
+            bytes: api.serialized ?? Array(BrokerHTTPServer.responseParts(api).body.readableBytesView))
+        var head = ByteBuffer()
         let status = HTTPResponseStatus(statusCode: api.status)
-        buffer.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
-        func field(_ name: String, _ value: String) {
-            buffer.writeString(name)
-            buffer.writeStaticString(": ")
-            buffer.writeString(value)
-            buffer.writeStaticString("\r\n")
-        }
+        head.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
         var hasLength = false
-        if api.html == nil { field("Content-Type", "application/json") }
+        if api.html == nil { field("Content-Type", "application/json", into: &head) }
         for (name, value) in api.headers where HTTPField.Name(name) != nil {
-            field(name, value)
+            field(name, value, into: &head)
             if ASCIIToken.equal(name, "content-length") { hasLength = true }
         }
-        if !hasLength { field("Content-Length", String(body.count)) }
-        field("X-Request-Id", requestID)
-        field("Date", date)
+        if !hasLength { field("Content-Length", String(body.readableBytes), into: &head) }
+        return Prepared(api: api, head: head, body: body, recorder: recorder)
+    }
+
+    /// The whole answer: `answer`, then the request id and the date after `Content-Length`, as Hummingbird and
+    /// the request log add them.
+    static func encoded(_ answer: Prepared, requestID: String, date: String, allocator: ByteBufferAllocator)
+        -> ByteBuffer
+    {
+        var buffer = allocator.buffer(
+            capacity: answer.head.readableBytes + 64 + requestID.utf8.count + answer.body.readableBytes)
+        buffer.writeImmutableBuffer(answer.head)
+        field("X-Request-Id", requestID, into: &buffer)
+        field("Date", date, into: &buffer)
         buffer.writeStaticString("\r\n")
-        buffer.writeBytes(body)
+        buffer.writeImmutableBuffer(answer.body)
         return buffer
+    }
+
+    private static func field(_ name: String, _ value: String, into buffer: inout ByteBuffer) {
+        buffer.writeString(name)
+        buffer.writeStaticString(": ")
+        buffer.writeString(value)
+        buffer.writeStaticString("\r\n")
     }
 }
 

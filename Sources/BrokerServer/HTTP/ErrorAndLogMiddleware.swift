@@ -100,7 +100,14 @@ struct RequestRecord {
     let status: Int
 
     func finish(logger: Logger, metrics: BrokerMetrics?, elapsed: Duration) {
-        metrics?.request(route: route, method: method, status: status, duration: elapsed)
+        finish(
+            logger: logger, recorder: metrics?.requestRecorder(route: route, method: method, status: status),
+            elapsed: elapsed)
+    }
+
+    /// The same, with the request's metrics looked up already (they must be this route's, method's and status's).
+    func finish(logger: Logger, recorder: BrokerMetrics.RequestRecorder?, elapsed: Duration) {
+        recorder?.record(elapsed)
         logger.info(
             "request",
             metadata: [

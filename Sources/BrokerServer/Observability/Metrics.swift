@@ -104,6 +104,12 @@ package final class BrokerMetrics: StoreObserver {
 
     /// One answered HTTP request: its route template (`/auth/:provider/start`, `unmatched`), method and status.
     func request(route: String, method: String, status: Int, duration: Duration) {
+        requestRecorder(route: route, method: method, status: status).record(duration)
+    }
+
+    /// The metrics of requests with this route, method and status class: a handler that answers many of them
+    /// (``ConstantDocumentHandler``) looks them up once.
+    func requestRecorder(route: String, method: String, status: Int) -> RequestRecorder {
         let key = RequestKey(route: route, method: method, statusClass: min(max(status / 100, 1), 5))
         let (counter, histogram) = requestMetrics.get(key) {
             (
@@ -115,8 +121,17 @@ package final class BrokerMetrics: StoreObserver {
                     labels: [("route", route)], buckets: Self.latencyBuckets)
             )
         }
-        counter.increment()
-        histogram.record(duration)
+        return RequestRecorder(counter: counter, histogram: histogram)
+    }
+
+    struct RequestRecorder: Sendable {
+        fileprivate let counter: Counter
+        fileprivate let histogram: DurationHistogram
+
+        func record(_ duration: Duration) {
+            counter.increment()
+            histogram.record(duration)
+        }
     }
 
     /// A finished sign-in: `provider` a provider id or `custom`; `outcome` `success` or a reason code.
