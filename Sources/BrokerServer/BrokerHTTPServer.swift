@@ -44,9 +44,9 @@ package enum BrokerHTTPServer {
         return router
     }
 
-    /// The main port's HTTP/1.1 server. Each connection's pipeline: HTTP decoding, its place under the cap and its
-    /// request deadline (``ConnectionGuardHandler``), the constant documents answered on the event loop
-    /// (``ConstantDocumentHandler``), then the router.
+    /// The main port's HTTP/1.1 server. Each connection's pipeline (``BrokerHTTP1Channel``): HTTP decoding, its
+    /// place under the cap and its request deadline (``ConnectionGuardHandler``), the constant documents answered
+    /// on the event loop (``ConstantDocumentHandler``), then the conversion to HTTP types and the router.
     ///
     /// - Parameter cap: the connections served at once (``ConnectionLimits/effectiveMaxConnections(descriptorLimit:)``).
     package static func mainServer(service: BrokerService, limits: ConnectionLimits, cap: Int, logger: Logger)
@@ -55,12 +55,11 @@ package enum BrokerHTTPServer {
         let counter = ConnectionCounter(limit: cap, perNetwork: limits.perAddress)
         let documents = ConstantDocuments(
             documents: DiscoveryRoutes.documents(service), logger: logger, metrics: service.metrics)
-        return HTTPServerBuilder.http1(
-            configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: connectionHandlers(
-                    counter: counter, limits: limits, documents: documents, logger: logger)
-            )
-        )
+        return HTTPServerBuilder { responder in
+            BrokerHTTP1Channel(responder: responder) {
+                connectionHandlers(counter: counter, limits: limits, documents: documents, logger: logger)
+            }
+        }
     }
 
     /// A new connection's own handlers, in order: the guard first, so that it sees every request and answer.
@@ -136,14 +135,11 @@ package enum BrokerHTTPServer {
                 .init(
                     service: Application(
                         router: metricsRouter,
-                        server: HTTPServerBuilder.http1(
-                            configuration: HTTP1Channel.Configuration(
-                                additionalChannelHandlers: [
-                                    ConnectionGuardHandler(
-                                        counter: metricsCounter, limits: metricsLimits, logger: logger)
-                                ]
-                            )
-                        ),
+                        server: HTTPServerBuilder { responder in
+                            BrokerHTTP1Channel(responder: responder) {
+                                [ConnectionGuardHandler(counter: metricsCounter, limits: metricsLimits, logger: logger)]
+                            }
+                        },
                         configuration: ApplicationConfiguration(
                             address: .hostname(metrics.host, port: metricsPort), serverName: nil,
                             availableConnectionsDelegate: MaximumAvailableConnections(

@@ -34,23 +34,20 @@ struct ConstantDocumentTests {
             logger: Logger.test(), metrics: nil)
     }
 
-    /// A connection's whole pipeline as Hummingbird and `broker serve` build it: NIO's HTTP/1.1 decoder and
-    /// encoder, the conversion to HTTP types, then the broker's own handlers. Bytes in, bytes out; what reaches
-    /// the router is read as request parts. The embedded loop's clock moves only when a test moves it.
+    /// A connection's whole pipeline as `broker serve` builds it (``BrokerHTTP1Channel``): NIO's HTTP/1.1
+    /// decoder and encoder, the broker's own handlers, the conversion to HTTP types, Hummingbird's connection
+    /// state. Bytes in, bytes out; what reaches the router is read as request parts. The embedded loop's clock moves only when a test moves it.
     static func pipeline(
         limit: Int = 8, requestTimeout: Int64 = 30, document: NIOLockedValueBox<[UInt8]> = .init(document)
     ) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        let pipeline = channel.pipeline.syncOperations
-        try pipeline.configureHTTPServerPipeline(
-            withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
-            withEncoderConfiguration: .init(), withDecoderLimitConfiguration: .init())
-        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-        try pipeline.addHandlers(
+        try BrokerHTTP1Channel.configure(
+            channel.pipeline.syncOperations,
             BrokerHTTPServer.connectionHandlers(
                 counter: ConnectionCounter(limit: limit),
                 limits: ConnectionLimits(maxConnections: limit, requestTimeout: requestTimeout),
-                documents: documents(document), logger: Logger.test()))
+                documents: documents(document), logger: Logger.test()),
+            logger: Logger.test())
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return channel
     }
@@ -116,6 +113,18 @@ struct ConstantDocumentTests {
         try Self.send(channel, Self.get("/doc", "X-Request-Id: bad|id\r\n"))
         let made = try #require(try Self.answers(channel).first?.header("X-Request-Id"))
         #expect(made.utf8.count == 22 && RequestID.accepting(made) == made)
+    }
+
+    /// Read as the router's way reads it: repeated `X-Request-Id` fields are one joined value, which is not an
+    /// acceptable id, so one is made; and an HTTP/1.0 request goes to the router (its connection rules differ).
+    @Test func requestsAreReadAsTheRouterReadsThem() throws {
+        let channel = try Self.pipeline()
+        try Self.send(channel, Self.get("/doc", "X-Request-Id: first\r\nX-Request-Id: second\r\n"))
+        let made = try #require(try Self.answers(channel).first?.header("X-Request-Id"))
+        #expect(made.utf8.count == 22 && made != "first")
+        try Self.send(channel, "GET /doc HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(try Self.passedOn(channel).count == 2)
+        #expect(try Self.written(channel).isEmpty)
     }
 
     /// The bytes written beneath the encoder are the encoder's own for the same answer.
@@ -212,13 +221,14 @@ struct ConstantDocumentTests {
         #expect(try Self.answers(channel).map(\.body) == [Self.document])
     }
 
-    /// A server winding down closes idle connections through the router's way: after the signal, the handler
-    /// answers nothing itself.
-    @Test func windingDownLeavesEverythingToTheRouter() throws {
+    /// A server winding down closes an idle connection (Hummingbird's connection-state handler, after the
+    /// documents' handler): between two of its requests a connection is idle, and nothing more is answered.
+    @Test func windingDownClosesAnIdleConnection() throws {
         let channel = try Self.pipeline()
-        channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         try Self.send(channel, Self.get("/doc"))
-        #expect(try Self.passedOn(channel).count == 2)
+        #expect(try Self.answers(channel).count == 1)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        #expect(!channel.isActive)
         #expect(try Self.written(channel).isEmpty)
     }
 

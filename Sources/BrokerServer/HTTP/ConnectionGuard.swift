@@ -5,7 +5,7 @@ import HummingbirdCore
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOHTTPTypes
+import NIOHTTP1
 
 /// Limits that keep slow or idle clients from exhausting the broker's connections and descriptors.
 ///
@@ -122,7 +122,7 @@ final class ConnectionCounter: Sendable {
 
 /// One connection's request deadline and its place under the connection cap.
 ///
-/// Sits after HTTP decoding, so it sees whole request heads and ends: the deadline runs whenever every
+/// Sits right after NIO's HTTP/1.1 decoding (``BrokerHTTP1Channel``), so it sees whole request heads and ends: the deadline runs whenever every
 /// request received so far has been answered (the connection is waiting for the client), and stops while a
 /// complete request is being handled, so a slow handler is never cut off by it.
 ///
@@ -130,10 +130,10 @@ final class ConnectionCounter: Sendable {
 /// closes the connection if the deadline has passed, goes again for the deadline if it has moved on, or stops if a
 /// request is being handled. (A timer cancelled and made again at each request cost 5% of a small request.)
 final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     private let counter: ConnectionCounter
     private let limits: ConnectionLimits
@@ -225,13 +225,14 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         let body = ByteBuffer(
             string: #"{"error":"temporarily_unavailable","error_description":"too many connections; try again"}"#
                 + "\n")
-        var head = HTTPResponse(status: .serviceUnavailable)
-        head.headerFields[.contentType] = "application/json"
-        head.headerFields[.contentLength] = "\(body.readableBytes)"
-        head.headerFields[.connection] = "close"
-        head.headerFields[.retryAfter] = "1"
+        let head = HTTPResponseHead(
+            version: .http1_1, status: .serviceUnavailable,
+            headers: [
+                "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Connection": "close",
+                "Retry-After": "1",
+            ])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
         let channel = context.channel

@@ -3,7 +3,6 @@ import HTTPTypes
 import Logging
 import NIOCore
 import NIOHTTP1
-import NIOHTTPTypes
 
 /// The documents a `GET` answers the same way for every caller — the signing keys and the discovery document —
 /// each named once, for the router and for ``ConstantDocumentHandler`` alike, so the two cannot drift apart.
@@ -40,20 +39,26 @@ struct ConstantDocuments: Sendable {
 /// (the documents, their headers, a request id of ``RequestID``'s safe characters, the date), and the test
 /// compares it byte for byte with the encoder's for the same answer.
 ///
+/// It works on NIO's HTTP/1.1 parts, before their conversion to HTTP types (``BrokerHTTP1Channel``), and passes
+/// the router its requests as they came.
+///
 /// Anything it is not sure of goes the router's way, untouched:
-/// - a method other than `GET`, a path with a query or not exactly the document's, `Connection` other than
-///   `keep-alive` (the router's way closes the connection after a `close`);
+/// - a method other than `GET`, a version other than HTTP/1.1, a target with a query or not exactly the
+///   document's path, a `Connection` field other than one `keep-alive` (the router's way closes the connection
+///   after a `close`);
 /// - a request with a body or trailers (the head is held until its end shows there is none; if a body comes,
 ///   the head goes on ahead of it);
 /// - any request while one that went the router's way is unanswered, so answers keep the requests' order when a
 ///   client pipelines them;
-/// - everything once the server has asked the connection to wind down (the router's way closes it);
 /// - everything, on a pipeline without NIO's response encoder (nothing to write beneath).
+///
+/// A server winding down closes idle connections through Hummingbird's connection-state handler, after this
+/// one: between requests a connection is idle, since this handler answers a request as its end arrives.
 final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     private let documents: ConstantDocuments
     private let connectionGuard: ConnectionGuardHandler
@@ -62,8 +67,7 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// Requests passed to the router whose answer has not ended yet.
     private var unanswered = 0
     /// A `GET` of a document whose end has not come yet: held back, to be answered here if it has no body.
-    private var held: (head: HTTPRequest, document: ConstantDocuments.Document, started: ContinuousClock.Instant)?
-    private var quiescing = false
+    private var held: (head: HTTPRequestHead, document: ConstantDocuments.Document, started: ContinuousClock.Instant)?
     /// `Date`, as Hummingbird sends it on the router's answers: made once a second.
     private var date = (second: -1, text: "")
 
@@ -84,7 +88,7 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let head):
-            if unanswered == 0, !quiescing, encoder != nil, let document = servable(head) {
+            if unanswered == 0, encoder != nil, let document = servable(head) {
                 held = (head, document, .now)
                 return
             }
@@ -118,30 +122,34 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         context.write(data, promise: promise)
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent { quiescing = true }
-        context.fireUserInboundEventTriggered(event)
-    }
-
     func channelInactive(context: ChannelHandlerContext) {
         held = nil
         context.fireChannelInactive()
     }
 
     /// The document `head` asks for, when this handler may answer it.
-    private func servable(_ head: HTTPRequest) -> ConstantDocuments.Document? {
-        guard head.method == .get, let path = head.path, let document = documents.document(path) else { return nil }
-        if let connection = head.headerFields[.connection], !ASCIIToken.equal(connection, "keep-alive") {
+    private func servable(_ head: HTTPRequestHead) -> ConstantDocuments.Document? {
+        guard head.method == .GET, head.version == .http1_1, let document = documents.document(head.uri) else {
+            return nil
+        }
+        let connection = head.headers["Connection"]
+        guard connection.isEmpty || (connection.count == 1 && ASCIIToken.equal(connection[0], "keep-alive")) else {
             return nil
         }
         return document
     }
 
+    /// The request's `X-Request-Id`, read as the router's way reads it (HTTP types join repeated fields).
+    private static func requestID(_ head: HTTPRequestHead) -> String? {
+        let values = head.headers["X-Request-Id"]
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+
     private func answer(
-        encoder: ChannelHandlerContext, _ request: HTTPRequest, _ document: ConstantDocuments.Document,
+        encoder: ChannelHandlerContext, _ request: HTTPRequestHead, _ document: ConstantDocuments.Document,
         started: ContinuousClock.Instant
     ) {
-        let requestID = RequestID.accepting(request.headerFields[RequestID.field]) ?? RequestID.make()
+        let requestID = RequestID.accepting(Self.requestID(request)) ?? RequestID.make()
         let now = time(nil)
         if now != date.second { date = (now, HTTPDate.text(secondsSince1970: now)) }
         let api = document.answer()
@@ -150,7 +158,7 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         encoder.writeAndFlush(NIOAny(IOData.byteBuffer(bytes)), promise: nil)
         connectionGuard.answered()
         RequestRecord(
-            requestID: requestID, method: request.method.rawValue, path: document.path, route: document.path,
+            requestID: requestID, method: "GET", path: document.path, route: document.path,
             status: api.status
         ).finish(logger: documents.logger, recorder: answer.recorder, elapsed: .now - started)
     }
