@@ -264,6 +264,23 @@ struct ConstantDocumentTests {
         #expect(!channel.isActive)
     }
 
+    /// The router may answer before a request's body has all arrived (a 413 for a declared length too large):
+    /// when the rest of the body comes, the connection is waiting for its next request, and the deadline runs.
+    @Test func anEarlyAnswerLeavesTheDeadlineRunning() throws {
+        let channel = try Self.pipeline(requestTimeout: 30)
+        try Self.send(channel, "POST /other HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\nhello")
+        try Self.routerAnswers(channel, status: .contentTooLarge)
+        try Self.send(channel, "world")
+        #expect(try Self.passedOn(channel).count == 4)
+        // The documents are the handler's again: nothing is owed.
+        try Self.send(channel, Self.get("/doc"))
+        #expect(try Self.answers(channel).map(\.status) == [413, 200])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        #expect(!channel.isActive, "an idle connection after an early answer is still closed at its deadline")
+    }
+
     /// Above the connection cap the guard's 503 is the answer, not the document.
     @Test func aboveTheCapTheGuardAnswers() throws {
         let channel = try Self.pipeline(limit: 0)

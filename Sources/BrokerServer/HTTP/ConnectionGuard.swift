@@ -142,7 +142,10 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var counted = false
     /// The source network this connection is counted under; `nil` for a trusted proxy or no share.
     private var network: String?
-    /// Requests whose end has arrived but whose response has not ended yet.
+    /// Requests whose end has arrived, less responses ended. Below zero for a moment when the router answers a
+    /// request before its body has all arrived (a 413 for a declared length): its end then brings it back to zero,
+    /// and the deadline keeps running. (Clamped at zero, as it was, that end left the connection waiting for an
+    /// answer already sent, with no deadline, for as long as the client kept it open.)
     private var unanswered = 0
     /// When the connection is closed, and why; `nil` while a request is being handled.
     private var deadline: (at: NIODeadline, reason: String)?
@@ -202,7 +205,7 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         }
         if case .end = part {
             unanswered += 1
-            deadline = nil
+            if unanswered > 0 { deadline = nil }
         }
         context.fireChannelRead(data)
     }
@@ -215,9 +218,13 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// A response has ended: through this handler, or written beneath it by ``ConstantDocumentHandler``.
     func answered() {
         guard admitted else { return }
-        unanswered = max(0, unanswered - 1)
-        if unanswered == 0 { arm(seconds: limits.requestTimeout, reason: "request not received in time") }
+        unanswered -= 1
+        if unanswered <= 0 { arm(seconds: limits.requestTimeout, reason: "request not received in time") }
     }
+
+    /// Whether a request received in full is still waiting for its answer (``ConstantDocumentHandler`` answers
+    /// only when none is, so answers keep the order of pipelined requests).
+    var awaitingAnswers: Bool { unanswered > 0 }
 
     /// The quick answer above the cap: 503 with `Retry-After`, then close.
     private func refuse(context: ChannelHandlerContext) {

@@ -34,7 +34,8 @@ struct ConstantDocuments: Sendable {
 /// and its metrics (``RequestRecord``). It sits after ``ConnectionGuardHandler``, so the connection cap and the
 /// request deadline see its requests, and tells the guard of each answer (``ConnectionGuardHandler/answered()``).
 ///
-/// The answer is written as HTTP/1.1 bytes, whole, beneath NIO's response encoder: through the type conversions
+/// It handles inbound parts only, so the router's answers do not pass through it. The answer is written as
+/// HTTP/1.1 bytes, whole, beneath NIO's response encoder: through the type conversions
 /// and the encoder, three parts cost more than the rest of the answer. Every value in it is the broker's own
 /// (the documents, their headers, a request id of ``RequestID``'s safe characters, the date), and the test
 /// compares it byte for byte with the encoder's for the same answer.
@@ -48,24 +49,21 @@ struct ConstantDocuments: Sendable {
 ///   after a `close`);
 /// - a request with a body or trailers (the head is held until its end shows there is none; if a body comes,
 ///   the head goes on ahead of it);
-/// - any request while one that went the router's way is unanswered, so answers keep the requests' order when a
-///   client pipelines them;
+/// - any request while one that went the router's way is unanswered (the guard counts them:
+///   ``ConnectionGuardHandler/awaitingAnswers``), so answers keep the requests' order when a client pipelines
+///   them;
 /// - everything, on a pipeline without NIO's response encoder (nothing to write beneath).
 ///
 /// A server winding down closes idle connections through Hummingbird's connection-state handler, after this
 /// one: between requests a connection is idle, since this handler answers a request as its end arrives.
-final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
 
     private let documents: ConstantDocuments
     private let connectionGuard: ConnectionGuardHandler
     /// Where answers are written: the context of NIO's response encoder (writes from it go beneath it).
     private var encoder: ChannelHandlerContext?
-    /// Requests passed to the router whose answer has not ended yet.
-    private var unanswered = 0
     /// A `GET` of a document whose end has not come yet: held back, to be answered here if it has no body.
     private var held: (head: HTTPRequestHead, document: ConstantDocuments.Document, started: ContinuousClock.Instant)?
     /// `Date`, as Hummingbird sends it on the router's answers: made once a second.
@@ -88,17 +86,15 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let head):
-            if unanswered == 0, encoder != nil, let document = servable(head) {
+            if !connectionGuard.awaitingAnswers, encoder != nil, let document = servable(head) {
                 held = (head, document, .now)
                 return
             }
-            unanswered += 1
             context.fireChannelRead(data)
         case .body:
             if let held {
                 // A body after all: the router's way, head first.
                 self.held = nil
-                unanswered += 1
                 context.fireChannelRead(wrapInboundOut(.head(held.head)))
             }
             context.fireChannelRead(data)
@@ -109,17 +105,10 @@ final class ConstantDocumentHandler: ChannelDuplexHandler, RemovableChannelHandl
                     answer(encoder: encoder, held.head, held.document, started: held.started)
                     return
                 }
-                unanswered += 1
                 context.fireChannelRead(wrapInboundOut(.head(held.head)))
             }
             context.fireChannelRead(data)
         }
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // The router's answers only: this handler's own are written beneath it.
-        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
-        context.write(data, promise: promise)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
