@@ -131,6 +131,25 @@ struct DigestTests {
         #expect(a.count == 32 && a != b)
         #expect(try SecureRandom.token().utf8.count == 43)
     }
+
+    /// Identifiers come from blocks of 4 KiB of the DRBG's output: across several blocks every one is new, none
+    /// repeats eight or more of a neighbour's bytes shifted (each takes the next bytes, not overlapping ones), and each has its size.
+    @Test(arguments: [16, 48]) func identifiersAreUniqueAcrossBlocks(byteCount: Int) throws {
+        var seen = Set<[UInt8]>()
+        var previous: [UInt8]?
+        for _ in 0..<(3 * 4096 / byteCount + 7) {
+            let text = try SecureRandom.identifier(byteCount: byteCount)
+            let bytes = try #require(Base64URL.decode(text))
+            #expect(bytes.count == byteCount)
+            #expect(seen.insert(bytes).inserted, "a repeated identifier")
+            if let previous {
+                for shift in 1...(byteCount - 8) {
+                    #expect(Array(previous[shift...]) != Array(bytes[..<(byteCount - shift)]))
+                }
+            }
+            previous = bytes
+        }
+    }
 }
 
 @Suite("PKCE (RFC 7636)")

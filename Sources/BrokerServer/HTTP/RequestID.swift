@@ -2,7 +2,7 @@ import BrokerCrypto
 import HTTPTypes
 
 /// `X-Request-Id`: taken from the request when it is 1–128 characters of letters, digits and `-_.:/+=@`,
-/// else made here (16 random bytes, base64url).
+/// else made here (16 random bytes, base64url: ``SecureRandom/identifier(byteCount:)``).
 enum RequestID {
     static let field: HTTPField.Name = {
         guard let name = HTTPField.Name("X-Request-Id") else { preconditionFailure("X-Request-Id is a valid token") }
@@ -22,5 +22,5 @@ enum RequestID {
         return allowed ? value : nil
     }
 
-    static func make() -> String { (try? SecureRandom.token(byteCount: 16)) ?? "unavailable" }
+    static func make() -> String { (try? SecureRandom.identifier(byteCount: 16)) ?? "unavailable" }
 }

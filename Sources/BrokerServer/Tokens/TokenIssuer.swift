@@ -208,7 +208,7 @@ final class TokenIssuer: Sendable {
             "iat": .int(now),
             "nbf": .int(now),
             "exp": .int(now + lifetime),
-            "jti": .string(try SecureRandom.token(byteCount: 16)),
+            "jti": .string(try SecureRandom.identifier(byteCount: 16)),
             "idp": .string(idp),
             "client_id": .string(clientID),
         ]
