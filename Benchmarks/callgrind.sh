@@ -99,6 +99,7 @@ REFRESH_TOKEN_FILE=$WORK/refresh-sqlite
 post "$URL" /auth/login "$ACCOUNT" | python3 -c 'import json,sys; print(json.load(sys.stdin)["refresh_token"])' \
   >"$REFRESH_TOKEN_FILE"
 measure jwks sqlite "$PID" "$URL" jwks
+measure jwks_router sqlite "$PID" "$URL" jwks_router
 measure me sqlite "$PID" "$URL" me
 measure mint sqlite "$PID" "$URL" mint
 measure refresh_sqlite sqlite "$PID" "$URL" refresh
@@ -153,28 +154,31 @@ valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=T
 def median(name): return statistics.median(rows[name])
 def spread(name): return f"{min(rows[name]):,}–{max(rows[name]):,}"
 jwks = median("jwks")
+routed = median("jwks_router")
 def row(label, name, against=None):
-    beyond = f"{median(name) - jwks:+,.0f}" if against == "jwks" else "—"
+    beyond = f"{median(name) - routed:+,.0f}" if against == "routed" else "—"
     return f"| {label} | **{median(name):,.0f}** | {spread(name)} | {beyond} |"
 print(f"""## Instructions per request (callgrind)
 
 Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above. They do depend on the processor (OpenSSL and glibc choose their code by its features), so compare counts taken on one machine.
 
-| request | instructions per request | rounds | beyond the constant document |
+| request | instructions per request | rounds | beyond the constant document through the router |
 |---|---:|---:|---:|
 | nginx, the same 216-byte file (one process) | **{median("nginx"):,.0f}** | {spread("nginx")} | — |
 | Hummingbird alone, the same bytes (`hummingbird-floor`) | **{median("hummingbird"):,.0f}** | {spread("hummingbird")} | — |
-{row("broker `GET /.well-known/jwks.json`", "jwks")}
-{row("broker `GET /auth/me` (one ES256 verification)", "me", "jwks")}
-{row("broker `client_credentials` mint (one ES256 signature)", "mint", "jwks")}
-{row("broker refresh grant, SQLite", "refresh_sqlite", "jwks")}
-{row("broker refresh grant, PostgreSQL (the broker's instructions; the database's not counted)", "refresh_pg", "jwks")}
+{row("broker `GET /.well-known/jwks.json` (answered beneath the router)", "jwks")}
+{row("broker `GET /.well-known/jwks.json?via=router` (the same document through the router, as every other request)", "jwks_router")}
+{row("broker `GET /auth/me` (one ES256 verification)", "me", "routed")}
+{row("broker `client_credentials` mint (one ES256 signature)", "mint", "routed")}
+{row("broker refresh grant, SQLite", "refresh_sqlite", "routed")}
+{row("broker refresh grant, PostgreSQL (the broker's instructions; the database's not counted)", "refresh_pg", "routed")}
 
 With nothing to do, the SQLite broker runs {rows["idle"][0]:,} instructions per second (its timers, and each second's
 look at the key ring and the back-channel logout queue); under valgrind a request takes milliseconds, so each
 count above carries a little of it.
 
-The constant document against its floors: {jwks / median("hummingbird"):.2f}x Hummingbird's instructions, {jwks / median("nginx"):.1f}x nginx's.
+The constant document against its floors: {jwks / median("hummingbird"):.2f}x Hummingbird's instructions, {jwks / median("nginx"):.1f}x nginx's
+(through the router: {routed / median("hummingbird"):.2f}x and {routed / median("nginx"):.1f}x).
 Callgrind counts the instructions of the process itself, not the kernel's socket work for it, which is most of
 nginx's cost per request. To see where a request's instructions go, keep the dumps (`KEEP=/tmp/dumps
 Benchmarks/callgrind.sh`) and read one with `Benchmarks/callgrind/top.py DUMP --requests {count}` (`--inclusive`,

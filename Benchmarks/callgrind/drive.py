@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Sends COUNT requests of one kind, one after another on one keep-alive connection, and checks each answer.
 
-  drive.py URL KIND COUNT      KIND: jwks | me | mint | refresh
+  drive.py URL KIND COUNT      KIND: jwks | jwks_router | me | mint | refresh
+
+jwks_router asks for the same document with a query, which the broker leaves to its router (the way every other
+request goes), so the constant document is measured both ways.
 
 me reads the access token from $ACCESS; mint the client's "base64(id:secret)" from $MINT_BASIC; refresh spends
 the refresh token in the file $REFRESH_TOKEN_FILE and writes back the one the last grant returned, so the next
@@ -32,6 +35,8 @@ def send(method, path, headers, body=None):
 for _ in range(count):
     if kind == "jwks":
         send("GET", "/.well-known/jwks.json", {})
+    elif kind == "jwks_router":
+        send("GET", "/.well-known/jwks.json?via=router", {})
     elif kind == "me":
         send("GET", "/auth/me", {"Authorization": "Bearer " + os.environ["ACCESS"]})
     elif kind == "mint":
