@@ -99,7 +99,11 @@ package struct InProcessBroker {
     package func live(
         logger: Logger = Logger.test(), _ body: @escaping @Sendable (Client, String) async throws -> Void
     ) async throws {
-        let limits = ConnectionLimits(maxConnections: 256, requestTimeout: 60)
+        // A day's request deadline: the test client keeps one connection and does not open another when the
+        // server closes an idle one, and a test that runs git or the CLI in between can leave it idle for minutes
+        // on a busy machine. The deadline itself is tested on the embedded loop's clock (ConstantDocumentTests)
+        // and against broker processes (SlowClientTests).
+        let limits = ConnectionLimits(maxConnections: 256, requestTimeout: 86_400)
         let app = Application(
             router: BrokerHTTPServer.router(service: service, logger: logger, metrics: MetricsEndpoint()),
             server: BrokerHTTPServer.mainServer(service: service, limits: limits, cap: 256, logger: logger),

@@ -35,10 +35,11 @@ struct ConstantDocuments: Sendable {
 /// request deadline see its requests, and tells the guard of each answer (``ConnectionGuardHandler/answered()``).
 ///
 /// It handles inbound parts only, so the router's answers do not pass through it. The answer is written as
-/// HTTP/1.1 bytes, whole, beneath NIO's response encoder: through the type conversions
-/// and the encoder, three parts cost more than the rest of the answer. Every value in it is the broker's own
-/// (the documents, their headers, a request id of ``RequestID``'s safe characters, the date), and the test
-/// compares it byte for byte with the encoder's for the same answer.
+/// HTTP/1.1 bytes, whole, beneath NIO's response encoder: sent as three parts through the conversion from HTTP
+/// types and the encoder, it cost more than everything else this handler does. Every value in it is the broker's
+/// own (the documents, their headers, a request id of ``RequestID``'s safe characters, the date), so nothing a
+/// client sends can add a line to it, and the test compares it byte for byte with the encoder's for the same
+/// answer.
 ///
 /// It works on NIO's HTTP/1.1 parts, before their conversion to HTTP types (``BrokerHTTP1Channel``), and passes
 /// the router its requests as they came.
@@ -222,7 +223,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
     }
 }
 
-/// Case-insensitive comparison of an ASCII header token.
+/// Case-insensitive comparison of an ASCII header token with `token`, which is given in lower case.
 enum ASCIIToken {
     static func equal(_ value: String, _ token: String) -> Bool {
         let a = value.utf8
