@@ -120,6 +120,28 @@ package protocol LockedTokenCache: AnyObject {
 /// RFC 3339 timestamps in UTC (`2026-11-23T06:40:00Z`), without Foundation's date machinery.
 package enum RFC3339 {
     package static func format(epochSeconds: Int64) -> String {
+        let time = UTCTime(epochSeconds: epochSeconds)
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return
+            "\(time.year)-\(two(time.month))-\(two(time.day))T\(two(time.hour)):\(two(time.minute)):\(two(time.second))Z"
+    }
+}
+
+/// A moment's UTC calendar date and time of day, from seconds since 1970-01-01T00:00:00Z, for the formats that
+/// write one (``RFC3339``, HTTP's `Date`).
+package struct UTCTime: Sendable {
+    package let year: Int64
+    /// 1–12.
+    package let month: Int64
+    /// 1–31.
+    package let day: Int64
+    package let hour: Int64
+    package let minute: Int64
+    package let second: Int64
+    /// 0 for Sunday … 6 for Saturday.
+    package let weekday: Int64
+
+    package init(epochSeconds: Int64) {
         let days = epochSeconds >= 0 ? epochSeconds / 86_400 : (epochSeconds - 86_399) / 86_400
         let secondsOfDay = epochSeconds - days * 86_400
         // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -129,13 +151,13 @@ package enum RFC3339 {
         let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
         let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
         let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let hour = secondsOfDay / 3600
-        let minute = secondsOfDay % 3600 / 60
-        let second = secondsOfDay % 60
-        return "\(year)-\(two(month))-\(two(day))T\(two(hour)):\(two(minute)):\(two(second))Z"
+        day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        hour = secondsOfDay / 3600
+        minute = secondsOfDay % 3600 / 60
+        second = secondsOfDay % 60
+        // 1970-01-01 was a Thursday.
+        weekday = ((days + 4) % 7 + 7) % 7
     }
 }

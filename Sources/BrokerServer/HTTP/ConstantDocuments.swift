@@ -1,3 +1,4 @@
+import BrokerCore
 import Glibc
 import HTTPTypes
 import Logging
@@ -238,25 +239,13 @@ enum ASCIIToken {
 
 /// The `Date` field's format (RFC 9110 §5.6.7, IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
 enum HTTPDate {
-    private static let days = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     static func text(secondsSince1970 seconds: Int) -> String {
-        let dayNumber = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let ofDay = seconds - dayNumber * 86_400
-        // Days to a proleptic Gregorian date (Howard Hinnant's civil_from_days).
-        let shifted = dayNumber + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        let weekday = days[((dayNumber % 7) + 7) % 7]
-        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let clock = "\(two(ofDay / 3600)):\(two(ofDay / 60 % 60)):\(two(ofDay % 60))"
-        return "\(weekday), \(two(day)) \(months[month - 1]) \(year) \(clock) GMT"
+        let time = UTCTime(epochSeconds: Int64(seconds))
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let clock = "\(two(time.hour)):\(two(time.minute)):\(two(time.second))"
+        return "\(days[Int(time.weekday)]), \(two(time.day)) \(months[Int(time.month) - 1]) \(time.year) \(clock) GMT"
     }
 }
