@@ -82,7 +82,7 @@ struct SlowClientTests {
         defer { server.stop() }
         var held: [Int32] = []
         defer { for descriptor in held { close(descriptor) } }
-        for _ in 0..<250 { held.append(try Self.connectWithoutWaiting(port: metricsPort)) }
+        for _ in 0..<250 { held.append(try connectWithoutWaiting(port: metricsPort)) }
         // Each asks for the metrics. The port serves its cap, answers a few more 503 at once, and accepts no
         // more (they wait in the kernel's queue); unguarded, it took every connection until descriptors ran out.
         let request = Array("GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n".utf8)
@@ -125,38 +125,6 @@ struct SlowClientTests {
         #expect(try await HTTPClient.shared.send(scrape).status == 200, "the metrics port serves again")
     }
 
-    /// A TCP connection to 127.0.0.1:`port` (from `source`, another loopback address, when given), started
-    /// without waiting for it to be accepted.
-    static func connectWithoutWaiting(port: Int, from source: String? = nil) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
-        if let source {
-            var local = loopbackAddress(port: 0, host: source)
-            let bound = withUnsafePointer(to: &local) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            guard bound == 0 else {
-                let failure = errno
-                close(descriptor)
-                throw ServerTestError("bind \(source): \(failure)")
-            }
-        }
-        var address = loopbackAddress(port: port)
-        let started = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard started == 0 || errno == EINPROGRESS else {
-            let failure = errno
-            close(descriptor)
-            throw ServerTestError("connect: \(failure)")
-        }
-        return descriptor
-    }
-
     /// One request on a connection of its own from `source`; the response's status, or `nil` when the
     /// connection closed without one.
     static func request(from source: String, port: Int, _ text: String) async throws -> Int? {
@@ -195,7 +163,7 @@ struct SlowClientTests {
         let health = "GET /healthz HTTP/1.1\r\nHost: broker\r\nConnection: close\r\n\r\n"
         var held: [Int32] = []
         defer { for descriptor in held { close(descriptor) } }
-        for _ in 0..<4 { held.append(try Self.connectWithoutWaiting(port: port, from: "127.0.0.2")) }
+        for _ in 0..<4 { held.append(try connectWithoutWaiting(port: port, from: "127.0.0.2")) }
         // The broker has counted the four once a fifth from elsewhere is answered (connections are accepted in
         // order on one listener).
         #expect(try await Self.request(from: "127.0.0.3", port: port, health) == 200)
@@ -207,7 +175,7 @@ struct SlowClientTests {
         // A trusted proxy is exempt: ten at once from it are all served.
         var proxied: [Int32] = []
         defer { for descriptor in proxied { close(descriptor) } }
-        for _ in 0..<10 { proxied.append(try Self.connectWithoutWaiting(port: port, from: "127.0.0.1")) }
+        for _ in 0..<10 { proxied.append(try connectWithoutWaiting(port: port, from: "127.0.0.1")) }
         #expect(try await Self.request(from: "127.0.0.1", port: port, health) == 200)
         for descriptor in held { close(descriptor) }
         held = []

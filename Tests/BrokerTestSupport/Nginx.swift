@@ -115,6 +115,38 @@ package func loopbackAddress(port: Int, host: String = "127.0.0.1") -> sockaddr_
     return address
 }
 
+/// A TCP connection to 127.0.0.1:`port` (from `source`, another loopback address, when given), started
+/// without waiting for it to be accepted.
+package func connectWithoutWaiting(port: Int, from source: String? = nil) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
+    if let source {
+        var local = loopbackAddress(port: 0, host: source)
+        let bound = withUnsafePointer(to: &local) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            let failure = errno
+            close(descriptor)
+            throw ServerTestError("bind \(source): \(failure)")
+        }
+    }
+    var address = loopbackAddress(port: port)
+    let started = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard started == 0 || errno == EINPROGRESS else {
+        let failure = errno
+        close(descriptor)
+        throw ServerTestError("connect: \(failure)")
+    }
+    return descriptor
+}
+
 /// A TCP socket bound to a free port on 127.0.0.1, listening when `backlog` is given; the caller closes it.
 package func loopbackSocket(backlog: Int32? = nil) throws -> (descriptor: Int32, port: Int) {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -26,19 +26,7 @@ package final class RawHTTPConnection {
     private var peerClosed = false
 
     package init(port: Int) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
-        var address = loopbackAddress(port: port)
-        let started = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard started == 0 || errno == EINPROGRESS else {
-            let failure = errno
-            close(descriptor)
-            throw ServerTestError("connect: \(failure)")
-        }
+        descriptor = try connectWithoutWaiting(port: port)
     }
 
     deinit { close(descriptor) }
