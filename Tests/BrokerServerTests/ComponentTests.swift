@@ -5,6 +5,7 @@ import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import Synchronization
 import Testing
 
@@ -404,9 +405,11 @@ struct VisibleTextTests {
         #expect(VisibleText.escape("plain ascii, ünïcödé and 日本語") == "plain ascii, ünïcödé and 日本語")
     }
 
-    /// Captures what reaches the wrapped handler.
-    final class Capture: @unchecked Sendable {
-        var lines: [String] = []
+    /// Captures what reaches the wrapped handler, from any thread (a server's event loops log too).
+    final class Capture: Sendable {
+        private let captured = NIOLockedValueBox<[String]>([])
+        var lines: [String] { captured.withLockedValue { $0 } }
+        func append(_ line: String) { captured.withLockedValue { $0.append(line) } }
     }
 
     struct CapturingHandler: LogHandler {
@@ -419,7 +422,7 @@ struct VisibleTextTests {
         }
         func log(event: LogEvent) {
             let all = self.metadata.merging(event.metadata ?? [:]) { $1 }
-            capture.lines.append("\(event.message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
+            capture.append("\(event.message) \(all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })")
         }
     }
 

@@ -92,6 +92,16 @@ struct ConstantDocumentTests {
         try channel.writeOutbound(HTTPResponsePart.end(nil))
     }
 
+    /// The connection is open until `seconds` from now and closed at that moment (its request deadline).
+    static func expectClosed(
+        _ channel: EmbeddedChannel, in seconds: Int64, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        channel.embeddedEventLoop.advanceTime(by: .seconds(seconds - 1))
+        #expect(channel.isActive, "open until its deadline", sourceLocation: sourceLocation)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive, "closed at its deadline", sourceLocation: sourceLocation)
+    }
+
     @Test func aDocumentIsAnsweredWithoutTheRouter() throws {
         let channel = try Self.pipeline()
         try Self.send(channel, Self.get("/doc", "X-Request-Id: trace-42\r\n"))
@@ -243,10 +253,7 @@ struct ConstantDocumentTests {
             try Self.send(channel, Self.get("/doc"))
             #expect(try Self.answers(channel).count == 1)
         }
-        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
-        #expect(channel.isActive)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
-        #expect(!channel.isActive, "no request within the deadline")
+        Self.expectClosed(channel, in: 30)
     }
 
     /// The same deadline while the router handles requests: stopped while a request is being handled however
@@ -258,10 +265,7 @@ struct ConstantDocumentTests {
         channel.embeddedEventLoop.advanceTime(by: .seconds(100))
         #expect(channel.isActive, "a request being handled is never cut off")
         try Self.routerAnswers(channel)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
-        #expect(channel.isActive)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
-        #expect(!channel.isActive)
+        Self.expectClosed(channel, in: 30)
     }
 
     /// The router may answer before a request's body has all arrived (a 413 for a declared length too large):
@@ -275,10 +279,8 @@ struct ConstantDocumentTests {
         // The documents are the handler's again: nothing is owed.
         try Self.send(channel, Self.get("/doc"))
         #expect(try Self.answers(channel).map(\.status) == [413, 200])
-        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
-        #expect(channel.isActive)
-        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
-        #expect(!channel.isActive, "an idle connection after an early answer is still closed at its deadline")
+        // An idle connection after an early answer is still closed at its deadline.
+        Self.expectClosed(channel, in: 30)
     }
 
     /// Above the connection cap the guard's 503 is the answer, not the document.
@@ -386,8 +388,8 @@ struct ConstantDocumentTests {
     /// The handler's requests are counted under their route and logged like any other, with the request id
     /// the answer carries.
     @Test func itsRequestsAreCountedAndLogged() async throws {
-        let capture = LockedLines()
-        var logger = Logger(label: "test") { _ in LineCapture(lines: capture) }
+        let capture = VisibleTextTests.Capture()
+        var logger = Logger(label: "test") { _ in VisibleTextTests.CapturingHandler(capture: capture) }
         logger.logLevel = .info
         let broker = try await InProcessBroker()
         try await broker.live(logger: logger) { client, base in
@@ -401,7 +403,7 @@ struct ConstantDocumentTests {
             #expect(ids.count == 3 && Set(ids).count == 3)
             let after = MetricsTests.samples(try await client.get("/metrics").body)[label] ?? 0
             #expect(after - before == 3)
-            let lines = capture.all
+            let lines = capture.lines
             for id in ids {
                 let line = lines.first { $0.contains("request_id=\(id)") }
                 #expect(line?.hasPrefix("request ") == true, "\(lines)")
@@ -410,27 +412,5 @@ struct ConstantDocumentTests {
                 #expect(line?.contains("http.method=GET") == true)
             }
         }
-    }
-}
-
-/// Log lines written from any event loop: message, then the metadata as `key=value`, sorted.
-final class LockedLines: Sendable {
-    private let lines = NIOLockedValueBox<[String]>([])
-    func append(_ line: String) { lines.withLockedValue { $0.append(line) } }
-    var all: [String] { lines.withLockedValue { $0 } }
-}
-
-struct LineCapture: LogHandler {
-    let lines: LockedLines
-    var logLevel: Logger.Level = .trace
-    var metadata: Logger.Metadata = [:]
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.append(
-            "\(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
     }
 }
