@@ -186,19 +186,15 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
     /// `api` as the router's way sends it (``BrokerHTTPServer/responseParts(_:)``, then Hummingbird's
     /// `Content-Length`): the status line and fields the way NIO's encoder writes them.
     static func prepare(_ api: APIResponse, recorder: BrokerMetrics.RequestRecorder?) -> Prepared {
-        let body = ByteBuffer(
-            bytes: api.serialized ?? Array(BrokerHTTPServer.responseParts(api).body.readableBytesView))
+        let parts = BrokerHTTPServer.responseParts(api)
         var head = ByteBuffer()
         let status = HTTPResponseStatus(statusCode: api.status)
         head.writeString("HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
-        var hasLength = false
-        if api.html == nil { field("Content-Type", "application/json", into: &head) }
-        for (name, value) in api.headers where HTTPField.Name(name) != nil {
-            field(name, value, into: &head)
-            if ASCIIToken.equal(name, "content-length") { hasLength = true }
+        for header in parts.headers { field(header.name.rawName, header.value, into: &head) }
+        if parts.headers[.contentLength] == nil {
+            field("Content-Length", String(parts.body.readableBytes), into: &head)
         }
-        if !hasLength { field("Content-Length", String(body.readableBytes), into: &head) }
-        return Prepared(api: api, head: head, body: body, recorder: recorder)
+        return Prepared(api: api, head: head, body: parts.body, recorder: recorder)
     }
 
     /// The whole answer: `answer`, then the request id and the date after `Content-Length`, as Hummingbird and

@@ -102,12 +102,8 @@ package final class BrokerMetrics: StoreObserver {
         eventCounters.get(key) { registry.makeCounter(descriptor: Self.name(whole, help), labels: labels) }.increment()
     }
 
-    /// One answered HTTP request: its route template (`/auth/:provider/start`, `unmatched`), method and status.
-    func request(route: String, method: String, status: Int, duration: Duration) {
-        requestRecorder(route: route, method: method, status: status).record(duration)
-    }
-
-    /// The metrics of requests with this route, method and status class: a handler that answers many of them
+    /// The metrics of answered HTTP requests with this route template (`/auth/:provider/start`, `unmatched`),
+    /// method and status class: ``RequestRecord`` records each request there, and a handler that answers many
     /// (``ConstantDocumentHandler``) looks them up once.
     func requestRecorder(route: String, method: String, status: Int) -> RequestRecorder {
         let key = RequestKey(route: route, method: method, statusClass: min(max(status / 100, 1), 5))
