@@ -64,14 +64,20 @@ extension Broker {
         }
 
         func run() async throws {
-            // Swift concurrency's jobs run on NIO's event loops (the ones Hummingbird serves on) instead of a
-            // second pool of threads: a request no longer hops from its connection's thread to another and back
-            // (issue "Close to the floor": the thread switches were a large part of each request's CPU). Nothing
-            // of the broker blocks a task's thread — hashing, libcurl and SMTP have threads of their own.
-            // `BROKER_CONCURRENCY_EXECUTOR=dispatch` keeps Swift's own pool (to compare, or to rule it out).
-            if ProcessInfo.processInfo.environment["BROKER_CONCURRENCY_EXECUTOR"] != "dispatch" {
-                NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+            // Swift concurrency's jobs run on NIO's event loops (the ones Hummingbird serves on), as jobs of no
+            // isolation, instead of on a second pool of threads: an await resumes on the connection's own thread,
+            // and a call into a `nonisolated async` function is a plain call (EventLoopConcurrency). Nothing of the
+            // broker blocks a task's thread for long — hashing, libcurl, SMTP and the stores' writes have threads of
+            // their own (the per-request reads of `SessionLookup` are a single indexed step).
+            // `BROKER_CONCURRENCY_EXECUTOR=nio` is NIO's own take-over, `dispatch` Swift's own pool (to compare, or
+            // to rule them out).
+            let executorName = ProcessInfo.processInfo.environment["BROKER_CONCURRENCY_EXECUTOR"] ?? ""
+            guard let executorChoice = EventLoopConcurrency.Choice(rawValue: executorName) else {
+                throw CommandFailure(
+                    "BROKER_CONCURRENCY_EXECUTOR=\(executorName.prefix(40)) is not a choice: leave it unset, "
+                        + "or set nio or dispatch")
             }
+            let executorDescription = await EventLoopConcurrency.apply(executorChoice)
             var configuration: ServerConfiguration
             do {
                 configuration = try store.loadConfiguration()
@@ -99,6 +105,7 @@ extension Broker {
                 return handler
             }
             let logger = Logger(label: "broker")
+            logger.debug("Swift concurrency's jobs run on \(executorDescription)")
 
             var metricsEndpoint = MetricsEndpoint(port: configuration.metricsPort, host: configuration.metricsHost)
             if let file = configuration.metricsTokenFile {

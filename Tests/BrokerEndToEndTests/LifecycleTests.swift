@@ -200,4 +200,39 @@ struct LifecycleTests {
             try await server.get("/auth/providers")["providers"]?.arrayValue?.contains { $0["id"] == "passkey" }
                 == false)
     }
+
+    /// Where `broker serve` runs Swift concurrency's jobs (`BROKER_CONCURRENCY_EXECUTOR`): by default on its event
+    /// loops as jobs of no isolation, which the start checks with a task of its own and says at debug level; NIO's
+    /// take-over and Swift's pool to compare. Each serves a request that awaits the store and the password hasher's
+    /// thread. A value that is not a choice is refused before anything is created.
+    @Test func concurrencyExecutorChoices() async throws {
+        let choices: [(value: String?, said: String)] = [
+            (nil, "the event loops"),
+            ("nio", "the event loops, isolated to them (BROKER_CONCURRENCY_EXECUTOR=nio)"),
+            ("dispatch", "Swift's own thread pool (BROKER_CONCURRENCY_EXECUTOR=dispatch)"),
+        ]
+        for choice in choices {
+            var environment = ["BROKER_LOG_LEVEL": "debug"]
+            environment["BROKER_CONCURRENCY_EXECUTOR"] = choice.value
+            let server = try await BrokerProcess.start(environment: environment)
+            defer { server.stop() }
+            let session = try await server.register("executor@example.com", Self.password)
+            #expect(session.status == 201, "\(choice.value ?? "unset"): \(session.response.bodyText)")
+            let bearer = [(name: "Authorization", value: "Bearer \(session["access_token"]?.stringValue ?? "")")]
+            #expect(try await server.get("/auth/me", headers: bearer)["user_id"] == session["user_id"])
+            let said = server.stderr.split(separator: "\n").filter { $0.contains("Swift concurrency's jobs run on") }
+            #expect(said.count == 1 && said[0].hasSuffix("jobs run on \(choice.said)"), "\(server.stderr)")
+        }
+
+        let directory = try BrokerProcess.temporaryDirectory()
+        let data = directory.appendingPathComponent("data").path
+        let refused = try await CLI.run(
+            ["serve", "--port", "0", "--data-dir", data], environment: ["BROKER_CONCURRENCY_EXECUTOR": "pool"])
+        #expect(refused.status != 0)
+        #expect(
+            refused.stderr.contains(
+                "BROKER_CONCURRENCY_EXECUTOR=pool is not a choice: leave it unset, or set nio or dispatch"),
+            "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: data), "nothing created")
+    }
 }
