@@ -12,12 +12,16 @@ package enum HTTPBasic {
     /// The id and secret in the token part of a Basic header (what follows `Basic `); `nil` when it is not
     /// base64 of UTF-8 text with a `:` and valid percent-escapes on both sides.
     package static func credentials(fromToken token: String) -> (id: String, secret: String)? {
-        guard let decoded = Base64URL.decodeStandard(token),
-            let text = UTF8Text.validated(decoded),
-            let colon = text.firstIndex(of: ":"),
-            let id = FormEncoding.percentDecode(text[..<colon]),
-            let secret = FormEncoding.percentDecode(text[text.index(after: colon)...])
+        // The text must be UTF-8 as a whole (an escape may not complete a broken sequence); the `:` is then
+        // found among the bytes, where it cannot be part of a longer character.
+        guard let decoded = Base64URL.decodeStandard(token), UTF8Text.validated(decoded) != nil,
+            let colon = decoded.firstIndex(of: UInt8(ascii: ":"))
         else { return nil }
-        return (id, secret)
+        return decoded.withUnsafeBufferPointer { bytes in
+            guard let id = FormEncoding.percentDecode(bytes: UnsafeBufferPointer(rebasing: bytes[..<colon])),
+                let secret = FormEncoding.percentDecode(bytes: UnsafeBufferPointer(rebasing: bytes[(colon + 1)...]))
+            else { return nil }
+            return (id, secret)
+        }
     }
 }

@@ -118,6 +118,38 @@ struct DigestTests {
         #expect(checked > 100)
     }
 
+    /// A key made ready once gives what a one-off HMAC gives: RFC 4231's vectors, an empty key, and messages
+    /// of every length around SHA-256's 64-byte block, also from several tasks at once on one key.
+    @Test func hmacKeyAgreesWithOneOffHMAC() async throws {
+        let rfc = HMACKey(.sha256, key: Array("Jefe".utf8))
+        #expect(
+            rfc.authenticate(Array("what do ya want for nothing?".utf8)).hexString
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        let long = HMACKey(.sha256, key: [UInt8](repeating: 0xaa, count: 131))
+        #expect(
+            long.authenticate(Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)).hexString
+                == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+        for key in [[UInt8](), Array("k".utf8), [UInt8](repeating: 7, count: 64)] {
+            let ready = HMACKey(.sha256, key: key)
+            for count in [0, 1, 55, 63, 64, 65, 200] {
+                let message = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+                #expect(ready.authenticate(message) == HMAC.authenticate(.sha256, key: key, data: message))
+            }
+        }
+        let shared = HMACKey(.sha256, key: Array("shared".utf8))
+        let answers = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    let message = Array("message \(index)".utf8)
+                    return shared.authenticate(message)
+                        == HMAC.authenticate(.sha256, key: Array("shared".utf8), data: message)
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(answers.count == 64 && answers.allSatisfy { $0 })
+    }
+
     @Test func constantTimeCompare() {
         #expect(ConstantTime.equals("secret", "secret"))
         #expect(!ConstantTime.equals("secret", "secreT"))
@@ -177,5 +209,44 @@ struct PKCETests {
         ])
     func rejectsMalformed(_ verifier: String) {
         #expect(PKCE(verifier: verifier) == nil)
+    }
+}
+
+/// HTTP Basic client credentials (RFC 6749 §2.3.1): what `header(id:secret:)` writes reads back; anything that
+/// is not base64 of UTF-8 text with a `:` and valid escapes on both sides is not credentials.
+@Suite("HTTP Basic credentials")
+struct HTTPBasicTests {
+    static func token(_ bytes: [UInt8]) -> String { Base64URL.encodeStandard(bytes) }
+
+    @Test func whatTheHeaderWritesReadsBack() throws {
+        for (id, secret) in [("ci", "s3cret"), ("a:b", "c:d"), ("é ü", "+/=%&"), ("", "only-secret"), ("id", "")] {
+            let value = HTTPBasic.header(id: id, secret: Secret(secret)).value
+            let read = try #require(HTTPBasic.credentials(fromToken: String(value.dropFirst("Basic ".count))))
+            #expect(read.id == id && read.secret == secret, "\(id) \(secret)")
+        }
+        let plus = try #require(HTTPBasic.credentials(fromToken: Self.token(Array("a+b:c+d".utf8))))
+        #expect(plus.id == "a b" && plus.secret == "c d", "+ is a space, as in a form")
+        let second = try #require(HTTPBasic.credentials(fromToken: Self.token(Array("id:a:b".utf8))))
+        #expect(second.id == "id" && second.secret == "a:b", "the first : separates")
+    }
+
+    @Test func malformedCredentialsAreNone() {
+        let refused: [[UInt8]] = [
+            Array("no-colon".utf8),
+            Array("id:%ZZ".utf8),
+            Array("%4:secret".utf8),
+            Array("id:%".utf8),
+            Array("id:%C3".utf8),
+            // An escape may not complete a broken sequence: the text must be UTF-8 before decoding.
+            [UInt8(ascii: "a"), 0xC3] + Array("%A9:b".utf8),
+            [0xFF] + Array(":b".utf8),
+        ]
+        for bytes in refused {
+            #expect(HTTPBasic.credentials(fromToken: Self.token(bytes)) == nil, "\(bytes)")
+        }
+        for token in ["", "!!!!", "aWQ6c2VjcmV0=", "aW Q6c2VjcmV0", "aWQ6c2VjcmV0===="] {
+            #expect(HTTPBasic.credentials(fromToken: token) == nil, "\(token)")
+        }
+        #expect(HTTPBasic.credentials(fromToken: "aWQ6c2VjcmV0")?.secret == "secret")
     }
 }

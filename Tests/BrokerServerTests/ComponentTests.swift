@@ -333,6 +333,33 @@ struct ComponentTests {
         #expect(throws: APIError.self) { try json.string("missing") }
     }
 
+    /// The media type is what precedes the parameters, trimmed of spaces and tabs, in lowercase; parameters,
+    /// case and optional white space do not change how a body is read, anything else is not a type we read.
+    @Test func contentTypeMediaType() throws {
+        let cases: [(String, String)] = [
+            ("application/json", "application/json"),
+            ("Application/JSON; charset=UTF-8", "application/json"),
+            ("  application/x-www-form-urlencoded\t;charset=utf-8", "application/x-www-form-urlencoded"),
+            ("application/json;", "application/json"),
+            (";charset=utf-8", ""),
+            ("", ""),
+            ("text/plain; x=\"a;b\"", "text/plain"),
+            ("APPLICATION/JSÖN", "application/jsÖn"),
+        ]
+        for (value, expected) in cases {
+            #expect(RequestInput.mediaType(value) == expected, "\(value)")
+        }
+        let form = try RequestInput.parse(
+            body: Array("a=1".utf8), contentType: " Application/X-WWW-Form-Urlencoded ; charset=utf-8",
+            allowForm: true)
+        #expect(try form.string("a") == "1")
+        for refused in ["application/jsonx", "application/json-seq", "\u{00A0}application/json", "json"] {
+            #expect(throws: APIError.self, "\(refused)") {
+                try RequestInput.parse(body: Array("{}".utf8), contentType: refused, allowForm: true)
+            }
+        }
+    }
+
     @Test(
         "a body without Content-Type is refused, so a web page cannot post it cross-site",
         .bug(id: 18, "finding 12: a body without Content-Type was parsed as JSON"))

@@ -11,16 +11,16 @@ import ProviderSupport
 /// master key (``KeyVault``), which is not in the database, so a copy of the database alone does not even let
 /// an attacker test a guessed secret.
 package struct ClientSecretHasher: Sendable {
-    private let key: [UInt8]
+    private let key: HMACKey
     static let prefix = "hmac-sha256$"
 
-    package init(key: [UInt8]) { self.key = key }
+    package init(key: [UInt8]) { self.key = HMACKey(.sha256, key: key) }
 
     /// A new secret: 32 random bytes, base64url (43 characters).
     package static func newSecret() throws -> Secret { Secret(try SecureRandom.token(byteCount: 32)) }
 
     package func hash(_ secret: Secret) -> String {
-        Self.prefix + Base64URL.encode(HMAC.authenticate(.sha256, key: key, data: Array(secret.exposed.utf8)))
+        Self.prefix + Base64URL.encode(key.authenticate(Array(secret.exposed.utf8)))
     }
 
     /// Compares in constant time; `false` for a stored value of another scheme.

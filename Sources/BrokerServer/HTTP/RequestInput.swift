@@ -10,10 +10,7 @@ struct RequestInput: Sendable {
     /// Parses `body` by its media type: JSON (also when no type is given) must be an object; a form may not
     /// repeat a parameter (RFC 6749 §3.2: parameters "MUST NOT be included more than once").
     static func parse(body: [UInt8], contentType: String?, allowForm: Bool) throws(APIError) -> RequestInput {
-        let mediaType = contentType?.split(separator: ";").first.map {
-            String($0).trimmingWhitespace().lowercased()
-        }
-        switch mediaType {
+        switch contentType.map(mediaType) {
         case nil:
             // A body without a type is what a cross-site form or fetch can send without a preflight; reading
             // it as JSON let any web page post to /auth/login.
@@ -42,6 +39,21 @@ struct RequestInput: Sendable {
             let accepted = allowForm ? "application/json or application/x-www-form-urlencoded" : "application/json"
             throw APIError.unsupportedMediaType("send \(accepted)")
         }
+    }
+
+    /// The media type of a `Content-Type` value: what comes before any `;` parameters, without the spaces around
+    /// it, in lowercase (RFC 9110 §8.3.1). Read as bytes: splitting and lowercasing the text by characters cost
+    /// ~14,000 instructions of each form-encoded mint under callgrind.
+    static func mediaType(_ contentType: String) -> String {
+        var bytes = Array(contentType.utf8.prefix { $0 != UInt8(ascii: ";") })
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        while let last = bytes.last, isSpace(last) { bytes.removeLast() }
+        let start = bytes.firstIndex { !isSpace($0) } ?? bytes.endIndex
+        bytes.removeFirst(start)
+        for index in bytes.indices where (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(bytes[index]) {
+            bytes[index] += 0x20
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A required string parameter.
