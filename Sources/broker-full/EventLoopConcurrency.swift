@@ -19,11 +19,13 @@ import NIOPosix
 /// task). That is the same as under NIO's take-over, and holds for the same reason: nothing of the broker blocks a
 /// task's thread for long (password hashing, libcurl, SMTP and GRDB's calls run on threads of their own).
 enum EventLoopConcurrency {
-    /// `BROKER_CONCURRENCY_EXECUTOR`: unset (the event loops, as above), `nio` (NIO's own take-over, to compare)
-    /// or `dispatch` (Swift's own pool).
+    /// `BROKER_CONCURRENCY_EXECUTOR`: unset (NIO's own take-over, the default), `event-loops` (as above) or
+    /// `dispatch` (Swift's own pool). The default stays NIO's take-over: on the 2-core VM we measure on, running the
+    /// jobs with no isolation made the crypto-heavy requests (`/auth/me`, the mint) 11–29% dearer in CPU per request
+    /// under 16 connections, with fewer instructions, for a reason not found yet (BENCHMARKS.md, tenth session).
     enum Choice: String {
-        case eventLoops = ""
-        case nio
+        case nio = ""
+        case eventLoops = "event-loops"
         case dispatch
     }
 
@@ -70,11 +72,11 @@ enum EventLoopConcurrency {
             guard NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() else {
                 return "Swift's own thread pool (NIO's take-over could not be installed)"
             }
-            return "the event loops, isolated to them (BROKER_CONCURRENCY_EXECUTOR=nio)"
+            return "the event loops, isolated to them (NIO's take-over)"
         case .eventLoops:
             guard install() else { return "Swift's own thread pool (the runtime's enqueue hook is taken or missing)" }
             guard await jobsRunOnEventLoops() else { return "Swift's own thread pool (the hook is not called)" }
-            return "the event loops"
+            return "the event loops, as jobs of no isolation (BROKER_CONCURRENCY_EXECUTOR=event-loops)"
         }
     }
 }

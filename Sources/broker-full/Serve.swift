@@ -64,18 +64,17 @@ extension Broker {
         }
 
         func run() async throws {
-            // Swift concurrency's jobs run on NIO's event loops (the ones Hummingbird serves on), as jobs of no
-            // isolation, instead of on a second pool of threads: an await resumes on the connection's own thread,
-            // and a call into a `nonisolated async` function is a plain call (EventLoopConcurrency). Nothing of the
-            // broker blocks a task's thread for long — hashing, libcurl, SMTP and the stores' writes have threads of
-            // their own (the per-request reads of `SessionLookup` are a single indexed step).
-            // `BROKER_CONCURRENCY_EXECUTOR=nio` is NIO's own take-over, `dispatch` Swift's own pool (to compare, or
-            // to rule them out).
+            // Swift concurrency's jobs run on NIO's event loops (the ones Hummingbird serves on) instead of a
+            // second pool of threads: an await resumes on the connection's own thread. Nothing of the broker blocks a
+            // task's thread for long — hashing, libcurl, SMTP and the stores' writes have threads of their own (the
+            // per-request reads of `SessionLookup` are a single indexed step). `BROKER_CONCURRENCY_EXECUTOR=
+            // event-loops` runs them there as jobs of no isolation (EventLoopConcurrency), `dispatch` on Swift's own
+            // pool (to compare, or to rule them out).
             let executorName = ProcessInfo.processInfo.environment["BROKER_CONCURRENCY_EXECUTOR"] ?? ""
             guard let executorChoice = EventLoopConcurrency.Choice(rawValue: executorName) else {
                 throw CommandFailure(
                     "BROKER_CONCURRENCY_EXECUTOR=\(executorName.prefix(40)) is not a choice: leave it unset, "
-                        + "or set nio or dispatch")
+                        + "or set event-loops or dispatch")
             }
             let executorDescription = await EventLoopConcurrency.apply(executorChoice)
             var configuration: ServerConfiguration

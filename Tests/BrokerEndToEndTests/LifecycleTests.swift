@@ -202,13 +202,13 @@ struct LifecycleTests {
     }
 
     /// Where `broker serve` runs Swift concurrency's jobs (`BROKER_CONCURRENCY_EXECUTOR`): by default on its event
-    /// loops as jobs of no isolation, which the start checks with a task of its own and says at debug level; NIO's
-    /// take-over and Swift's pool to compare. Each serves a request that awaits the store and the password hasher's
-    /// thread. A value that is not a choice is refused before anything is created.
+    /// loops under NIO's take-over; `event-loops` there as jobs of no isolation, which the start checks with a task
+    /// of its own; `dispatch` on Swift's pool. Each says so at debug level and serves a request that awaits the
+    /// store and the password hasher's thread. A value that is not a choice is refused before anything is created.
     @Test func concurrencyExecutorChoices() async throws {
         let choices: [(value: String?, said: String)] = [
-            (nil, "the event loops"),
-            ("nio", "the event loops, isolated to them (BROKER_CONCURRENCY_EXECUTOR=nio)"),
+            (nil, "the event loops, isolated to them (NIO's take-over)"),
+            ("event-loops", "the event loops, as jobs of no isolation (BROKER_CONCURRENCY_EXECUTOR=event-loops)"),
             ("dispatch", "Swift's own thread pool (BROKER_CONCURRENCY_EXECUTOR=dispatch)"),
         ]
         for choice in choices {
@@ -231,7 +231,7 @@ struct LifecycleTests {
         #expect(refused.status != 0)
         #expect(
             refused.stderr.contains(
-                "BROKER_CONCURRENCY_EXECUTOR=pool is not a choice: leave it unset, or set nio or dispatch"),
+                "BROKER_CONCURRENCY_EXECUTOR=pool is not a choice: leave it unset, or set event-loops or dispatch"),
             "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: data), "nothing created")
     }
