@@ -174,6 +174,11 @@ def main() -> None:
         b'\x00{"credential_store":"vault"}',
         b"\x02https://api.example.com/v1", b"\x02http://127.0.0.1:8080/a/b/", b"\x02https://user@[::1]:443/%2e%2E/x",
         b"\x02HTTPS://API.Example.COM:0443/v1?q#f", b"\x02https://h/v1/./x", b"\x02http://localhost",
+        # Delimiters beside characters that join them into one grapheme, and canonically equivalent paths: the
+        # URL is read as bytes (the first is what the fuzzer found: U+070F, a prepended mark, before "/below").
+        b"\x02HTTPS://.COM:0443/v1:p\xf4b04P43/\x8a\xce\xc0\x8e\xc0\x8e\xdc\x8f",
+        "\x02https://api.example.com/v1?\u0301x", "\x02https://api.example.com/caf\u00e9",
+        "\x02https://api.example.com/cafe\u0301/x",
     ])
     session = {"broker": "http://127.0.0.1:8080", "profile": "default", "user_id": "u_0123456789abcdef0123456789abcdef",
                "provider": "google", "access_token": "eyJ.x.y", "expires_at": NOW, "refresh_token": "rt_x",

@@ -20,52 +20,69 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// Parses `scheme://[user@]host[:port][/path][?query][#fragment]`; `nil` unless http or https with a
     /// host, a valid port, and a path no server reads as leaving where it is written (`pathStaysPut`): a
     /// server resolves dot segments, so `/v1/../admin` would leave the listed prefix after the check.
+    ///
+    /// Read as UTF-8 bytes, as a server and curl read it, never as `Character`s: a combining mark or a prepended
+    /// character joins the delimiter beside it into one grapheme, so `?` + U+0301 would not end the path and
+    /// U+070F + `/` would not start a segment.
     package init?(_ text: String) {
-        let lower = text.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") {
+        let bytes = Array(text.utf8)
+        let start: Int
+        if Self.hasSchemePrefix(bytes, "https://") {
             scheme = "https"
-            rest = text.dropFirst(8)
-        } else if lower.hasPrefix("http://") {
+            start = 8
+        } else if Self.hasSchemePrefix(bytes, "http://") {
             scheme = "http"
-            rest = text.dropFirst(7)
+            start = 7
         } else {
             return nil
         }
-        guard !rest.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) else { return nil }
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let rest = bytes[start...]
+        guard !rest.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) else { return nil }
+        let authorityEnd =
+            rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+            ?? rest.endIndex
         var authority = rest[..<authorityEnd]
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        var hostPart: Substring
-        var portPart: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        let hostPart: ArraySlice<UInt8>
+        var portPart: ArraySlice<UInt8>?
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             hostPart = authority[...close]
-            let after = authority[authority.index(after: close)...]
+            let after = authority[(close + 1)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { return nil }
+                guard after.first == UInt8(ascii: ":") else { return nil }
                 portPart = after.dropFirst()
             }
-        } else if let colon = authority.firstIndex(of: ":") {
+        } else if let colon = authority.firstIndex(of: UInt8(ascii: ":")) {
             hostPart = authority[..<colon]
-            portPart = authority[authority.index(after: colon)...]
+            portPart = authority[(colon + 1)...]
         } else {
             hostPart = authority
         }
         guard Self.isHost(hostPart) else { return nil }
-        host = hostPart.lowercased()
+        host = String(decoding: hostPart.map { $0 | ($0 >= 0x41 && $0 <= 0x5A ? 0x20 : 0) }, as: UTF8.self)
         if let portPart {
-            guard portPart.isASCIIDigits, portPart.utf8.count <= 5, let number = Int(portPart),
-                (1...65535).contains(number)
-            else { return nil }
+            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                return nil
+            }
+            let number = portPart.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(number) else { return nil }
             port = number
         } else {
             port = scheme == "https" ? 443 : 80
         }
-        let afterAuthority = rest[authorityEnd...]
-        let pathText = afterAuthority.prefix { $0 != "?" && $0 != "#" }
-        guard Self.pathStaysPut(pathText) else { return nil }
-        path = String(pathText)
+        let pathBytes = rest[authorityEnd...].prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        guard Self.pathStaysPut(pathBytes) else { return nil }
+        path = String(decoding: pathBytes, as: UTF8.self)
+    }
+
+    /// Whether `bytes` open with `prefix` (lowercase ASCII), in any case.
+    private static func hasSchemePrefix(_ bytes: [UInt8], _ prefix: StaticString) -> Bool {
+        let expected = prefix.withUTF8Buffer { Array($0) }
+        guard bytes.count >= expected.count else { return false }
+        return zip(bytes, expected).allSatisfy { byte, wanted in
+            byte == wanted || (byte >= 0x41 && byte <= 0x5A && byte | 0x20 == wanted)
+        }
     }
 
     /// Whether no server could read `path` as leaving where it is written. Servers disagree on what a path
@@ -73,9 +90,9 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// `;parameter` before resolving (`..;/` is `../` to Tomcat). So the check is made on the widest reading:
     /// the path percent-decoded once, split at `/` and `\`, each segment cut at `;`; no segment may then be
     /// `.` or `..`; and `%25` (a second decoding would find more) or a broken escape is refused outright.
-    static func pathStaysPut(_ path: Substring) -> Bool {
+    static func pathStaysPut(_ path: ArraySlice<UInt8>) -> Bool {
         var decoded: [UInt8] = []
-        var bytes = path.utf8[...]
+        var bytes = path
         while let byte = bytes.popFirst() {
             guard byte == UInt8(ascii: "%") else {
                 decoded.append(byte)
@@ -99,15 +116,16 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// A host as DNS and IP literals write it: letters, digits, `-`, `.` and `_`, or an IPv6 literal in
     /// brackets (hex digits, `:` and `.`). Nothing a resolver, a proxy or git could read as something else —
     /// no percent-encoding, no zone, no `%`, `\`, `;` or `,`.
-    static func isHost(_ text: Substring) -> Bool {
-        guard !text.isEmpty, text.utf8.count <= 253 else { return false }
-        if text.hasPrefix("[") {
-            guard text.hasSuffix("]"), text.utf8.count > 2 else { return false }
-            return text.dropFirst().dropLast().utf8.allSatisfy { byte in
+    static func isHost(_ text: ArraySlice<UInt8>) -> Bool {
+        guard !text.isEmpty, text.count <= 253 else { return false }
+        if text.first == UInt8(ascii: "[") {
+            guard text.last == UInt8(ascii: "]"), text.count > 2 else { return false }
+            let inside = text.dropFirst().dropLast()
+            return inside.allSatisfy { byte in
                 hexValue(byte) != nil || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
-            } && text.contains(":")
+            } && inside.contains(UInt8(ascii: ":"))
         }
-        return text.utf8.allSatisfy { byte in
+        return text.allSatisfy { byte in
             (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
                 || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
         }
@@ -116,7 +134,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// `host` or `host:port` exactly as git's `host=` line may carry it (git-credential(1)), by the same rules as
     /// the host of a URL; `nil` for anything else.
     package static func authority(_ text: String, scheme: String) -> APIURL? {
-        guard !text.contains(where: { "/?#@".contains($0) }), let url = APIURL(scheme + "://" + text),
+        guard !text.utf8.contains(where: { "/?#@".utf8.contains($0) }), let url = APIURL(scheme + "://" + text),
             url.path.isEmpty
         else { return nil }
         return url
@@ -144,15 +162,23 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `other` lies under this listed URL: same origin, and this path (without a trailing `/`) is
-    /// empty, equal to `other`'s, or followed in `other`'s by `/`.
+    /// empty, equal to `other`'s, or followed in `other`'s by `/`. Byte for byte: `String`'s own comparison
+    /// takes canonically equivalent text as equal (`é` and `e` + U+0301), which a server does not.
     package func covers(_ other: APIURL) -> Bool {
         guard scheme == other.scheme, host == other.host, port == other.port else { return false }
-        var prefix = Substring(path)
-        while prefix.hasSuffix("/") { prefix = prefix.dropLast() }
+        var prefix = path.utf8[...]
+        while prefix.last == UInt8(ascii: "/") { prefix = prefix.dropLast() }
         if prefix.isEmpty { return true }
-        guard other.path.hasPrefix(prefix) else { return false }
-        let after = other.path.dropFirst(prefix.count)
-        return after.isEmpty || after.hasPrefix("/")
+        guard other.path.utf8.starts(with: prefix) else { return false }
+        let after = other.path.utf8.dropFirst(prefix.count)
+        return after.isEmpty || after.first == UInt8(ascii: "/")
+    }
+
+    /// The same URL byte for byte (the synthesized `==` would compare paths as `String`s do: up to canonical
+    /// equivalence).
+    package static func == (lhs: APIURL, rhs: APIURL) -> Bool {
+        lhs.scheme == rhs.scheme && lhs.host == rhs.host && lhs.port == rhs.port && lhs.dpop == rhs.dpop
+            && lhs.path.utf8.elementsEqual(rhs.path.utf8)
     }
 
     package var description: String { origin + path }

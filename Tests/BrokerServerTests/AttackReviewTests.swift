@@ -622,6 +622,34 @@ struct TokenScopeReviewTests {
         #expect(APIURL("https://git.exa%6dple.com/") == nil)
         #expect(APIURL("https://good.example.com@evil.example.com/")?.host == "evil.example.com")
     }
+
+    /// Found by the config fuzzer: the URL was taken apart and compared as `Character`s, so a delimiter beside a
+    /// mark that joins it into one grapheme was not a delimiter, and canonically equivalent paths (different
+    /// bytes, different paths to a server) were the same path.
+    @Test func urlsAreReadAndComparedAsBytes() throws {
+        // U+070F prepends itself to the next character: "/below" after it is still below.
+        let listed = try #require(APIURL("https://api.example.com/v1/\u{070F}"))
+        let below = try #require(APIURL(listed.description + "/below"))
+        #expect(listed.covers(below))
+        // `?` or `#` followed by a combining mark still ends the path.
+        let query = try #require(APIURL("https://api.example.com/v1?\u{0301}/../admin"))
+        #expect(query.path == "/v1")
+        let fragment = try #require(APIURL("https://api.example.com/v1#\u{0301}x"))
+        #expect(fragment.path == "/v1")
+        // `é` and `e` + U+0301 are equal `String`s but other paths to a server: neither covers the other.
+        let composed = try #require(APIURL("https://api.example.com/caf\u{00E9}"))
+        let decomposed = try #require(APIURL("https://api.example.com/cafe\u{0301}"))
+        #expect(!composed.covers(decomposed) && !decomposed.covers(composed))
+        #expect(composed != decomposed)
+        #expect(composed.covers(try #require(APIURL("https://api.example.com/caf\u{00E9}/x"))))
+        // A mark after `@` or `:` in the authority does not make them something else.
+        #expect(APIURL("https://good.example.com@\u{0301}evil.example.com/") == nil)
+        #expect(APIURL("https://api.example.com:\u{0301}443/") == nil)
+        #expect(APIURL.authority("git.example.com/\u{0301}x", scheme: "https") == nil)
+        #expect(APIURL.authority("good.example.com@\u{0301}evil.example.com", scheme: "https") == nil)
+        // Scheme and host stay case-insensitive.
+        #expect(APIURL("HTTPS://API.Example.COM:0443/v1") == APIURL("https://api.example.com/v1"))
+    }
 }
 
 /// RT2-13: with `server.audit_store`, every refused unauthenticated request added a permanent row — anyone
