@@ -3,8 +3,10 @@ import Glibc
 import NIOCore
 import NIOPosix
 
-/// Where `broker serve` runs Swift concurrency's jobs: on NIO's event loops, the threads Hummingbird serves on, as
-/// jobs of no isolation (the runtime's generic executor).
+/// Where `broker serve` runs Swift concurrency's jobs. By default NIO's own take-over; with
+/// `BROKER_CONCURRENCY_EXECUTOR=event-loops`, on the same event loops (the threads Hummingbird serves on) but as jobs
+/// of no isolation (the runtime's generic executor); with `dispatch`, on Swift's own pool. See ``Choice`` for why the
+/// default is not the way with fewer instructions.
 ///
 /// NIO's own take-over (`NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()`)
 /// runs each job as if it were isolated to its event loop's serial executor. The runtime hands a thread over in an
@@ -75,7 +77,10 @@ enum EventLoopConcurrency {
             return "the event loops, isolated to them (NIO's take-over)"
         case .eventLoops:
             guard install() else { return "Swift's own thread pool (the runtime's enqueue hook is taken or missing)" }
-            guard await jobsRunOnEventLoops() else { return "Swift's own thread pool (the hook is not called)" }
+            guard await jobsRunOnEventLoops() else {
+                return "wherever the runtime's enqueue hook sends them: the hook is installed, "
+                    + "but the probe task did not run on an event loop"
+            }
             return "the event loops, as jobs of no isolation (BROKER_CONCURRENCY_EXECUTOR=event-loops)"
         }
     }

@@ -14,9 +14,16 @@ import Foundation
 /// server asks for one (`server.dpop_nonce`), carry the server's nonce.
 struct DPoPChecker: Sendable {
     let store: any Store
-    /// Derives nonces (stateless: any broker with the same flow key accepts another's).
-    let nonceKey: [UInt8]
+    /// Derives nonces (stateless: any broker with the same flow key accepts another's); keyed once, as the
+    /// client-secret hasher's key is, since every DPoP request computes one.
+    let nonceKey: HMACKey
     let requireNonce: Bool
+
+    init(store: any Store, nonceKey: [UInt8], requireNonce: Bool) {
+        self.store = store
+        self.nonceKey = HMACKey(.sha256, key: nonceKey)
+        self.requireNonce = requireNonce
+    }
 
     /// The algorithms proofs may be signed with: those our OpenSSL code verifies.
     static let algorithms = ["ES256", "EdDSA", "RS256"]
@@ -166,8 +173,7 @@ struct DPoPChecker: Sendable {
     }
 
     private func mac(_ window: Int64) -> [UInt8] {
-        Array(
-            HMAC.authenticate(.sha256, key: nonceKey, data: Array("dpop-nonce ".utf8) + Self.bytes(window)).prefix(16))
+        Array(nonceKey.authenticate(Array("dpop-nonce ".utf8) + Self.bytes(window)).prefix(16))
     }
 
     private static func bytes(_ value: Int64) -> [UInt8] {
