@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/nginx-static.sh
+. Benchmarks/busy.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 COUNT=${1:-300}
 ROUNDS=${2:-3}
@@ -22,14 +23,13 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  stop_busy
   if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$WORK"/*.cg.* "$KEEP"/ 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-for _ in $(seq "${BUSY:-0}"); do
-  sh -c 'while :; do :; done' &
-  PIDS+=("$!")
-done
+# Counts do not depend on the load, so no busy loops unless asked for (to show exactly that).
+start_busy "${BUSY:-0}"
 export BROKER_DATABASE_PASSWORD=$BROKER_TEST_POSTGRES_PASSWORD PGPASSWORD=$BROKER_TEST_POSTGRES_PASSWORD
 command -v valgrind >/dev/null || { echo "callgrind.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 

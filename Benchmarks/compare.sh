@@ -6,9 +6,11 @@
 #   Benchmarks/compare.sh BEFORE-BINARY AFTER-BINARY [rounds] [seconds-per-measurement]   (default 3 rounds of 6 s)
 # e.g. cp .build-bench/release/broker-full /tmp/before; (change, build); Benchmarks/compare.sh /tmp/before .build-bench/release/broker-full
 # BEFORE_ENV / AFTER_ENV: a variable (NAME=value) for one side's broker; BEFORE_LABEL / AFTER_LABEL: the table's
-# column names (Benchmarks/executor.sh runs one binary both ways through them).
+# column names (Benchmarks/executor.sh runs one binary both ways through them). BUSY=0: no busy loops beside the
+# measurements (Benchmarks/busy.sh; default one per core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Benchmarks/busy.sh
 BEFORE=$1
 AFTER=$2
 ROUNDS=${3:-3}
@@ -16,6 +18,7 @@ DURATION=${4:-6}
 WORK=$(mktemp -d)
 cleanup() {
   for f in "$WORK"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  stop_busy
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -39,6 +42,7 @@ start() {  # start NAME BINARY [NAME=value]
 }
 start before "$BEFORE" "${BEFORE_ENV:-}"
 start after "$AFTER" "${AFTER_ENV:-}"
+start_busy
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # The order alternates from round to round: measured one after the other, the second broker of a pair read up
@@ -66,14 +70,14 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" "${BEFORE_LABEL:-before}" "${AFTER_LABEL:-after}" <<'PY'
+python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" "${BEFORE_LABEL:-before}" "${AFTER_LABEL:-after}" "$(busy_words)" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     endpoint, name, requests, ticks = line.split()
     rows.setdefault((endpoint, name), []).append((int(requests), int(ticks)))
 duration, hz = float(sys.argv[2]), int(sys.argv[3])
-print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s")
+print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s, {sys.argv[7]}")
 print(f"| endpoint | {sys.argv[5]}: req/s | µs CPU/request | {sys.argv[6]}: req/s | µs CPU/request | CPU ratio |")
 print("|---|---:|---:|---:|---:|---:|")
 for endpoint in ("jwks", "me", "mint"):

@@ -7,10 +7,12 @@
 # plus one signature plus the store's own time. Writes the "The HTTP floor" section of BENCHMARKS.md.
 #   Benchmarks/floor.sh [seconds-per-measurement]     (default 10)
 #   SCRATCH=.build-bench Benchmarks/floor.sh
+#   BUSY=0 Benchmarks/floor.sh     (no busy loops beside it: see Benchmarks/busy.sh; default one per core)
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/nginx-static.sh
+. Benchmarks/busy.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 DURATION=${1:-10}
 SCRATCH=${SCRATCH:-.build}
@@ -20,6 +22,7 @@ cleanup() {
   [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
   kill "$(cat "$WORK/hummingbird.pid" 2>/dev/null)" 2>/dev/null || true
   kill "$(cat "$WORK/pg.pid" 2>/dev/null)" 2>/dev/null || true
+  stop_busy
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -55,6 +58,10 @@ HB_PORT=$(free_port)
 "$PWD/$SCRATCH/release/hummingbird-floor" "$HB_PORT" "$WORK/www/.well-known/jwks.json" >"$WORK/hb.out" 2>&1 &
 echo $! >"$WORK/hummingbird.pid"
 for _ in $(seq 100); do grep -q listening "$WORK/hb.out" 2>/dev/null && break; sleep 0.1; done
+
+# Every measurement from here on runs beside the busy loops (the set-up's logins and hashing do not).
+start_busy
+BUSY_WORDS=$(busy_words)
 
 # post URL PATH JSON
 post() { curl -sf -H 'Content-Type: application/json' -d "$3" "$1$2"; }
@@ -129,7 +136,7 @@ after_db=$(cluster_ticks)
 echo "database_pg 0 $((after_db - before_db))" >>"$WORK/results"
 SPEED=$(openssl speed -seconds 3 ecdsap256 2>/dev/null | awk '/256 bits ecdsa \(nistp256\)/ {print $(NF-1) " " $NF}')
 
-python3 - "$WORK/results" "$SPEED" "$DURATION" "$(getconf CLK_TCK)" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
+python3 - "$WORK/results" "$SPEED" "$DURATION" "$(getconf CLK_TCK)" "${BUSY:-}" "$BUSY_WORDS" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
 import datetime, subprocess, sys
 rows = {}
 store = {}
@@ -157,7 +164,7 @@ def served(floor): return floor - routed + cpu_us("jwks")
 actual_pg = cpu_us("refresh_pg") + database_us
 print(f"""## The HTTP floor: the constant document against nginx (wrk, CPU per request from /proc)
 
-Command: `Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores; CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, same run).
+Command: `{f"BUSY={sys.argv[5]} " if sys.argv[5] else ""}Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores, {sys.argv[6]} (`Benchmarks/busy.sh`); CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, same run).
 
 | measurement | req/s | CPU per request | against | ratio | goal | against the document as served |
 |---|---:|---:|---|---:|---:|---:|
