@@ -23,7 +23,7 @@ extension PostgresStore {
         }
     }
 
-    package func client(name: String) async throws -> ClientRecord? {
+    package nonisolated(nonsending) func client(name: String) async throws -> ClientRecord? {
         try await observation.timed(#function) { try await batchedClient(name: name) }
     }
 

@@ -131,7 +131,7 @@ extension PostgresStore {
         }
     }
 
-    package func sessionWithUser(id: String) async throws -> SessionView? {
+    package nonisolated(nonsending) func sessionWithUser(id: String) async throws -> SessionView? {
         try await observation.timed(#function) { try await batchedSessionWithUser(id: id) }
     }
 

@@ -180,8 +180,9 @@ package final class BrokerService: ContextualService {
     /// proof proved (``DPoPRequest/current``, set by ``DPoPContextMiddleware``), if it sent one: the proof is
     /// checked (RFC 9449 §4.3, no `ath`) and what the request issues is bound to its key — the access token
     /// always, the session (its refresh token) for public clients: the broker CLI and public apps.
-    func bound(
-        input: RequestInput, authorization: String?, _ issue: @Sendable () async throws -> APIResponse
+    nonisolated(nonsending) func bound(
+        input: RequestInput, authorization: String?,
+        _ issue: nonisolated(nonsending) @Sendable () async throws -> APIResponse
     ) async throws -> APIResponse {
         guard let request = DPoPRequest.current else { return try await issue() }
         let proof: DPoPChecker.Proof
@@ -209,7 +210,7 @@ package final class BrokerService: ContextualService {
     }
 
     /// `POST /auth/token`: an app's code grant goes to ``AppTokenService``, everything else to ``GrantService``.
-    func token(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+    nonisolated(nonsending) func token(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
         let grant = try input.string("grant_type")
         if grant == "authorization_code", AppTokenService.isAppRequest(input, authorization: authorization) {
             return try await metrics.counting(success: "issued", { self.metrics.appToken(outcome: $0) }) {

@@ -73,7 +73,7 @@ final class ClientService: ContextualService {
 
     /// The registered client whose secret was presented; the same answer for an unknown client and a wrong
     /// secret, after the same work.
-    func authenticatedClient(_ presented: PresentedClient) async throws -> ClientRecord {
+    nonisolated(nonsending) func authenticatedClient(_ presented: PresentedClient) async throws -> ClientRecord {
         guard let secret = presented.secret, !secret.exposed.isEmpty else {
             throw APIError.invalidClient("client_credentials needs the client secret")
         }
@@ -88,7 +88,9 @@ final class ClientService: ContextualService {
     }
 
     /// `grant_type=client_credentials`.
-    func clientCredentials(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
+    nonisolated(nonsending) func clientCredentials(_ input: RequestInput, authorization: String?) async throws
+        -> APIResponse
+    {
         guard let presented = try presentedClient(input, authorization: authorization) else {
             throw APIError.invalidClient("client authentication is required (HTTP Basic or client_id + client_secret)")
         }
@@ -248,7 +250,7 @@ final class ClientService: ContextualService {
 
     /// `/auth/me` for a minted token: valid while its client is still registered — the very client that
     /// minted it, not a later one of the same name (tokens issued before the client was created are refused).
-    func clientIdentity(_ verified: VerifiedJWT, subject: String) async throws -> APIResponse {
+    nonisolated(nonsending) func clientIdentity(_ verified: VerifiedJWT, subject: String) async throws -> APIResponse {
         let name = String(subject.dropFirst("client:".count))
         guard verified["sid"] == nil, verified["client_id"]?.stringValue == name, ClientRules.validName(name),
             let client = try await store.client(name: name)

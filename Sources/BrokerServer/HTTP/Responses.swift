@@ -36,7 +36,7 @@ extension BrokerHTTPServer {
     }
 
     /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.
-    static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
+    nonisolated(nonsending) static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > RequestInput.maxBodySize {
             throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
         }

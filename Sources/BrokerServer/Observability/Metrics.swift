@@ -76,7 +76,9 @@ package final class BrokerMetrics: StoreObserver {
     // MARK: Events
 
     /// Runs `body` and records `success`, or the reason it failed (``reason(_:)``), with `record`.
-    func counting<T>(success: String, _ record: (String) -> Void, _ body: () async throws -> T) async throws -> T {
+    nonisolated(nonsending) func counting<T>(
+        success: String, _ record: (String) -> Void, _ body: nonisolated(nonsending) () async throws -> T
+    ) async throws -> T {
         do {
             let value = try await body()
             record(success)

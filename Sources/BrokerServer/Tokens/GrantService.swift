@@ -22,7 +22,8 @@ final class GrantService: ContextualService {
     }
 
     /// `POST /auth/token`.
-    func token(_ input: RequestInput, authorization: String? = nil) async throws -> APIResponse {
+    nonisolated(nonsending) func token(_ input: RequestInput, authorization: String? = nil) async throws -> APIResponse
+    {
         let grantType = try input.string("grant_type")
         switch grantType {
         case "refresh_token": return try await refresh(input)
@@ -178,7 +179,7 @@ final class GrantService: ContextualService {
     }
 
     /// `GET /auth/me`: who the bearer of a valid, unrevoked access token is.
-    func me(authorization: String?) async throws -> APIResponse {
+    nonisolated(nonsending) func me(authorization: String?) async throws -> APIResponse {
         let (token, scheme) = try TokenIssuer.presented(authorization)
         let verified: VerifiedJWT
         do {
@@ -207,7 +208,7 @@ final class GrantService: ContextualService {
     }
 
     /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
-    func session(of verified: VerifiedJWT) async throws -> SessionView {
+    nonisolated(nonsending) func session(of verified: VerifiedJWT) async throws -> SessionView {
         try await tokens.session(of: verified)
     }
 

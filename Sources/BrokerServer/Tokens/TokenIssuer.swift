@@ -272,7 +272,7 @@ final class TokenIssuer: Sendable {
 
 extension TokenIssuer {
     /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
-    func session(of verified: VerifiedJWT) async throws -> SessionView {
+    nonisolated(nonsending) func session(of verified: VerifiedJWT) async throws -> SessionView {
         guard let subject = verified.subject, let userID = UserID(subject) else {
             throw APIError.invalidToken("the access token has no valid subject")
         }

@@ -31,7 +31,7 @@ extension SQLiteStore {
         "name, secret_hash, scopes, trust_issuer, trust_subject, trust_audience, trust_max_age, created_at"
 
     /// Answered by ``SessionLookup`` on the caller's thread: read on every CI mint.
-    package func client(name: String) async throws -> ClientRecord? {
+    package nonisolated(nonsending) func client(name: String) async throws -> ClientRecord? {
         try observation.timedNow(#function) { try lookup.client(name: name) }
     }
 

@@ -134,7 +134,7 @@ extension SQLiteStore {
     }
 
     /// Answered by ``SessionLookup`` on the caller's thread: the hot path of every `/auth/me`.
-    package func sessionWithUser(id: String) async throws -> SessionView? {
+    package nonisolated(nonsending) func sessionWithUser(id: String) async throws -> SessionView? {
         try observation.timedNow(#function) { try lookup.sessionWithUser(id: id) }
     }
 

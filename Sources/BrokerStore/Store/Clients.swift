@@ -46,7 +46,10 @@ package protocol ClientStore: Sendable {
     /// - Throws: ``StoreError/conflict(_:)`` when a client with that name exists.
     func createClient(_ client: ClientRecord) async throws
 
-    func client(name: String) async throws -> ClientRecord?
+    /// Read on every CI mint. `nonisolated(nonsending)` (as the rest of the mint's and `/auth/me`'s chain of calls):
+    /// it runs on the caller's executor, so the request's task does not go back through its event loop's queue to
+    /// enter it (SQLite answers on the caller's thread; BENCHMARKS.md, eleventh session).
+    nonisolated(nonsending) func client(name: String) async throws -> ClientRecord?
 
     /// Every client, by name.
     func clients() async throws -> [ClientRecord]

@@ -200,8 +200,9 @@ package protocol Store:
     /// The session, revoked or not; `nil` when unknown.
     func session(id: String) async throws -> SessionRecord?
 
-    /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown.
-    func sessionWithUser(id: String) async throws -> SessionView?
+    /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown. Runs on the
+    /// caller's executor, as ``ClientStore/client(name:)`` does.
+    nonisolated(nonsending) func sessionWithUser(id: String) async throws -> SessionView?
 
     /// Deletes refresh tokens that expired before `before`, sessions left with none, exchanged-token records
     /// past their token's expiry, and rate-limit buckets full again by then (they hold no information).

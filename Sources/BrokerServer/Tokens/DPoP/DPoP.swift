@@ -254,7 +254,8 @@ extension TokenIssuer {
 
     /// RFC 9449 §7: a token bound to a key (`cnf.jkt`) is only good as `DPoP` with a proof by that key for this
     /// request (``DPoPRequest/current``); an unbound one only as `Bearer`.
-    func checkBinding(_ verified: VerifiedJWT, token: String, scheme: Presentation) async throws {
+    nonisolated(nonsending) func checkBinding(_ verified: VerifiedJWT, token: String, scheme: Presentation) async throws
+    {
         let bound = verified["cnf"]?["jkt"]?.stringValue
         switch (bound, scheme) {
         case (nil, .bearer):
