@@ -186,7 +186,7 @@ itself costs every routed request. The mint and `/auth/me` rows are floor ÷ act
 no work beyond the routed HTTP path and the one cryptographic operation the request cannot avoid. The Hummingbird
 row is the framework with nothing of ours on the same event loops: the broker's routed document costs
 {routed - cpu_us("hummingbird"):.0f} µs more than it (the request id, the log line's decision, the metrics, the
-DPoP middleware, the route table).
+look-up of a DPoP field, the route table).
 The refresh rows: SQLite's own time is the CPU of the grant's one store call (spend the token, store its
 successor) alone in a process, one at a time (`broker-bench`, same run); PostgreSQL's is the CPU of every process
 of the cluster per grant, which the grant's cost then includes (broker + database).

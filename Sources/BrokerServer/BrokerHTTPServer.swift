@@ -27,7 +27,6 @@ package enum BrokerHTTPServer {
         router.middlewares.add(
             ErrorAndLogMiddleware(
                 logger: logger, metrics: service.metrics, trustedProxies: service.configuration.trustedProxies))
-        router.middlewares.add(DPoPContextMiddleware())
         for routes in [
             ObservabilityRoutes.collection(service, metrics: metrics),
             DiscoveryRoutes.collection(service),

@@ -177,7 +177,7 @@ package final class BrokerService: ContextualService {
     }
 
     /// Runs a request that issues tokens (`/auth/token`, `/auth/login`, `/auth/register`) under the key its DPoP
-    /// proof proved (``DPoPRequest/current``, set by ``DPoPContextMiddleware``), if it sent one: the proof is
+    /// proof proved (``DPoPRequest/current``, set by ``ErrorAndLogMiddleware``), if it sent one: the proof is
     /// checked (RFC 9449 §4.3, no `ath`) and what the request issues is bound to its key — the access token
     /// always, the session (its refresh token) for public clients: the broker CLI and public apps.
     nonisolated(nonsending) func bound(

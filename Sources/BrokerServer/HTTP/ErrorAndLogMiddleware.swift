@@ -10,7 +10,8 @@ import NIOHTTP1
 /// headers or body (where codes, tokens and passwords travel).
 ///
 /// Every response carries `X-Request-Id`: the request's own when it is a sane value (``RequestID``), else a new
-/// one; the log line carries it too. Each request is counted in the metrics under its route template.
+/// one; the log line carries it too. Each request is counted in the metrics under its route template. A request
+/// with a `DPoP` field is handled with its proofs known (``DPoPRequest/current``).
 struct ErrorAndLogMiddleware: RouterMiddleware {
     typealias Context = BrokerRequestContext
     let logger: Logger
@@ -40,7 +41,10 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
             address: context.clientAddress, userAgent: request.headers[.userAgent], requestID: context.requestID)
         do {
             response = try await RequestOrigin.$current.withValue(origin) { [context] in
-                try await next(request, context)
+                // The request's DPoP proofs for whatever checks a token (``DPoPRequest/current``), set here rather
+                // than by a middleware of their own: a layer costs two trips through the event loop's queue.
+                guard let dpop = DPoPRequest(request) else { return try await next(request, context) }
+                return try await DPoPRequest.$current.withValue(dpop) { try await next(request, context) }
             }
         } catch let error as APIError {
             response = BrokerHTTPServer.response(error)

@@ -201,7 +201,7 @@ struct DPoPRequest: Sendable {
     var method: String
     var path: String
 
-    /// The request being handled, when it carries a `DPoP` header (set by ``DPoPContextMiddleware``).
+    /// The request being handled, when it carries a `DPoP` header (set by ``ErrorAndLogMiddleware``).
     @TaskLocal static var current: DPoPRequest?
 }
 
