@@ -4,6 +4,7 @@ import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
+import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
 import Synchronization
@@ -358,6 +359,24 @@ struct ComponentTests {
                 try RequestInput.parse(body: Array("{}".utf8), contentType: refused, allowForm: true)
             }
         }
+    }
+
+    /// `HTTPFields.value` reads what the standard subscript reads: nothing, one value as it is, several joined by
+    /// `, ` (`; ` for Cookie) in their order.
+    @Test func headerValuesReadAsTheSubscriptReadsThem() throws {
+        var fields = HTTPFields()
+        #expect(fields.value(.authorization) == nil)
+        fields.append(HTTPField(name: .authorization, value: "Bearer a"))
+        fields.append(HTTPField(name: .userAgent, value: "x"))
+        #expect(fields.value(.authorization) == "Bearer a")
+        fields.append(HTTPField(name: .authorization, value: "Bearer b"))
+        fields.append(HTTPField(name: .cookie, value: "a=1"))
+        fields.append(HTTPField(name: .cookie, value: "b=2"))
+        for name: HTTPField.Name in [.authorization, .cookie, .userAgent, .contentType] {
+            #expect(fields.value(name) == fields[name], "\(name)")
+        }
+        #expect(fields.value(.authorization) == "Bearer a, Bearer b")
+        #expect(fields.value(.cookie) == "a=1; b=2")
     }
 
     @Test(

@@ -24,11 +24,11 @@ enum AccountRoutes {
         routes.post("/auth/account/delete") { request, context in
             try await Server.response(
                 service.selfService.delete(
-                    Server.input(request, allowForm: false), authorization: request.headers[.authorization],
+                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization),
                     address: context.clientAddress))
         }
         routes.get("/auth/account/export") { request, _ in
-            try await Server.response(service.selfService.export(authorization: request.headers[.authorization]))
+            try await Server.response(service.selfService.export(authorization: request.headers.value(.authorization)))
         }
         routes.get("/auth/verify") { request, _ in
             try await Server.response(
@@ -37,7 +37,7 @@ enum AccountRoutes {
         routes.post("/auth/verify") { request, _ in
             try await Server.response(
                 service.verification.confirm(
-                    Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     secure: service.issuerIsHTTPS))
         }
         routes.post("/auth/verify/resend") { request, context in
@@ -50,7 +50,7 @@ enum AccountRoutes {
             if (try? form.optionalString("csrf")) != nil {
                 return try await Server.response(
                     service.passwords.forgotForm(
-                        form, cookie: request.headers[.cookie], address: context.clientAddress,
+                        form, cookie: request.headers.value(.cookie), address: context.clientAddress,
                         secure: service.issuerIsHTTPS))
             }
             return try await Server.response(service.passwords.forgot(form, address: context.clientAddress))
@@ -62,13 +62,13 @@ enum AccountRoutes {
         routes.post("/auth/password/reset") { request, _ in
             try await Server.response(
                 service.passwords.reset(
-                    Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     secure: service.issuerIsHTTPS))
         }
         routes.post("/auth/password/change") { request, context in
             try await Server.response(
                 service.passwords.change(
-                    Server.input(request, allowForm: false), authorization: request.headers[.authorization],
+                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization),
                     address: context.clientAddress))
         }
         return routes

@@ -10,7 +10,7 @@ enum DeviceRoutes {
             try await Server.response(
                 service.devices.authorize(
                     Server.input(request, allowForm: true), address: context.clientAddress,
-                    authorization: request.headers[.authorization]))
+                    authorization: request.headers.value(.authorization)))
         }
         routes.get("/device") { request, context in
             try await Server.response(
@@ -19,18 +19,18 @@ enum DeviceRoutes {
         routes.post("/auth/device/signin") { request, context in
             try await Server.response(
                 service.devices.startSignIn(
-                    Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         routes.post("/auth/device/password") { request, context in
             try await Server.response(
                 service.devices.passwordSignIn(
-                    Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         routes.post("/auth/device/decision") { request, _ in
             try await Server.response(
-                service.devices.decide(Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                service.devices.decide(Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         return routes
     }

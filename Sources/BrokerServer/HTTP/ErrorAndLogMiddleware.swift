@@ -31,14 +31,14 @@ struct ErrorAndLogMiddleware: RouterMiddleware {
     ) async throws -> Response {
         let started = ContinuousClock.now
         var context = context
-        context.requestID = RequestID.accepting(request.headers[RequestID.field]) ?? RequestID.make()
+        context.requestID = RequestID.accepting(request.headers.value(RequestID.field)) ?? RequestID.make()
         if !trustedProxies.networks.isEmpty {
             context.clientAddress = trustedProxies.client(
                 peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: Self.forwardedFor])
         }
         var response: Response
         let origin = RequestOrigin(
-            address: context.clientAddress, userAgent: request.headers[.userAgent], requestID: context.requestID)
+            address: context.clientAddress, userAgent: request.headers.value(.userAgent), requestID: context.requestID)
         do {
             response = try await RequestOrigin.$current.withValue(origin) { [context] in
                 // The request's DPoP proofs for whatever checks a token (``DPoPRequest/current``), set here rather

@@ -37,7 +37,7 @@ extension BrokerHTTPServer {
 
     /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.
     nonisolated(nonsending) static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > RequestInput.maxBodySize {
+        if let declared = request.headers.value(.contentLength).flatMap(Int.init), declared > RequestInput.maxBodySize {
             throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
         }
         let buffer: ByteBuffer
@@ -48,7 +48,7 @@ extension BrokerHTTPServer {
         }
         return try RequestInput.parse(
             body: Array(buffer.readableBytesView),
-            contentType: request.headers[.contentType],
+            contentType: request.headers.value(.contentType),
             allowForm: allowForm
         )
     }

@@ -9,7 +9,7 @@ extension BrokerHTTPServer {
     /// (compared in constant time).
     static func metricsResponse(_ request: Request, service: BrokerService, token: Secret?) -> Response {
         if let token {
-            let presented = request.headers[.authorization].flatMap { header -> String? in
+            let presented = request.headers.value(.authorization).flatMap { header -> String? in
                 header.utf8.starts(with: "Bearer ".utf8) ? String(header.dropFirst(7)) : nil
             }
             guard let presented, ConstantTime.equals(presented, token.exposed) else {

@@ -8,18 +8,18 @@ enum OpenIDProviderRoutes {
         routes.get("/auth/authorize") { request, context in
             Server.response(
                 try await service.authorization.authorize(
-                    try Server.query(request), cookie: request.headers[.cookie], address: context.clientAddress))
+                    try Server.query(request), cookie: request.headers.value(.cookie), address: context.clientAddress))
         }
         routes.post("/auth/authorize") { request, context in
             let input = try await Server.input(request, allowForm: true)
             return Server.response(
                 try await service.authorization.authorize(
-                    input.textFields, cookie: request.headers[.cookie], address: context.clientAddress))
+                    input.textFields, cookie: request.headers.value(.cookie), address: context.clientAddress))
         }
         routes.post("/auth/authorize/password") { request, context in
             Server.response(
                 try await service.authorization.password(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         routes.get("/auth/authorize/register") { request, _ in
@@ -28,7 +28,7 @@ enum OpenIDProviderRoutes {
         routes.post("/auth/authorize/register") { request, context in
             Server.response(
                 try await service.authorization.register(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         routes.get("/auth/password/forgot") { _, _ in
@@ -37,50 +37,54 @@ enum OpenIDProviderRoutes {
         routes.post("/auth/authorize/provider") { request, context in
             Server.response(
                 try await service.authorization.provider(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         routes.post("/auth/authorize/consent") { request, _ in
             Server.response(
                 try await service.authorization.consent(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.get("/auth/end-session") { request, _ in
             Server.response(
-                try await service.authorization.endSession(try Server.query(request), cookie: request.headers[.cookie]))
+                try await service.authorization.endSession(
+                    try Server.query(request), cookie: request.headers.value(.cookie)))
         }
         routes.post("/auth/end-session") { request, _ in
             let input = try await Server.input(request, allowForm: true)
             return Server.response(
-                try await service.authorization.endSession(input.textFields, cookie: request.headers[.cookie]))
+                try await service.authorization.endSession(input.textFields, cookie: request.headers.value(.cookie)))
         }
         routes.post("/auth/end-session/confirm") { request, _ in
             Server.response(
                 try await service.authorization.confirmEndSession(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.post("/auth/par") { request, _ in
             let input = try await Server.input(request, allowForm: true)
-            let app = try await service.appTokens.authenticate(input, authorization: request.headers[.authorization])
+            let app = try await service.appTokens.authenticate(
+                input, authorization: request.headers.value(.authorization))
             return Server.response(try await service.authorization.push(input.textFields, app: app))
         }
         routes.post("/auth/introspect") { request, _ in
             Server.response(
                 try await service.appTokens.introspect(
-                    try await Server.input(request, allowForm: true), authorization: request.headers[.authorization],
+                    try await Server.input(request, allowForm: true),
+                    authorization: request.headers.value(.authorization),
                     clients: service.clients))
         }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(
-                try await service.appTokens.userinfo(authorization: request.headers[.authorization], formToken: nil))
+                try await service.appTokens.userinfo(
+                    authorization: request.headers.value(.authorization), formToken: nil))
         }
         routes.post("/auth/userinfo") { request, _ in
             let form =
-                request.headers[.contentLength].map { $0 != "0" } ?? false
+                request.headers.value(.contentLength).map { $0 != "0" } ?? false
                 ? try await Server.input(request, allowForm: true) : nil
             return Server.response(
                 try await service.appTokens.userinfo(
-                    authorization: request.headers[.authorization],
+                    authorization: request.headers.value(.authorization),
                     formToken: try form?.optionalString("access_token")))
         }
         return routes

@@ -20,7 +20,7 @@ enum PasskeyRoutes {
         }
         routes.post("/auth/passkey/options") { _, _ in Server.response(try passkeys.signInOptions()) }
         routes.post("/auth/passkey/ticket") { request, _ in
-            Server.response(try await passkeys.ticket(authorization: request.headers[.authorization]))
+            Server.response(try await passkeys.ticket(authorization: request.headers.value(.authorization)))
         }
         routes.get("/auth/passkey/add") { request, _ in
             Server.response(try await passkeys.addPage(query: try Server.query(request)))
@@ -31,7 +31,7 @@ enum PasskeyRoutes {
         routes.post("/auth/passkey/add") { request, _ in
             Server.response(
                 try await passkeys.add(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.get("/auth/passkey/start") { request, _ in
             Server.response(try await passkeys.loopbackPage(query: try Server.query(request)))
@@ -39,25 +39,26 @@ enum PasskeyRoutes {
         routes.post("/auth/passkey/finish") { request, _ in
             Server.response(
                 try await passkeys.loopbackFinish(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.get("/auth/passkeys") { request, _ in
-            Server.response(try await passkeys.list(authorization: request.headers[.authorization]))
+            Server.response(try await passkeys.list(authorization: request.headers.value(.authorization)))
         }
         routes.post("/auth/passkeys/remove") { request, _ in
             Server.response(
                 try await passkeys.remove(
-                    try await Server.input(request, allowForm: false), authorization: request.headers[.authorization]))
+                    try await Server.input(request, allowForm: false),
+                    authorization: request.headers.value(.authorization)))
         }
         routes.post("/auth/authorize/passkey") { request, _ in
             Server.response(
                 try await service.authorization.passkey(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie]))
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.post("/auth/device/passkey") { request, context in
             Server.response(
                 try await service.devices.passkeySignIn(
-                    try await Server.input(request, allowForm: true), cookie: request.headers[.cookie],
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         return routes

@@ -17,7 +17,7 @@ enum SignInRoutes {
             try await Server.response(
                 service.signIn.completeBrowserSignIn(
                     provider: context.parameters.get("provider") ?? "", query: try Server.query(request),
-                    cookie: request.headers[.cookie], address: context.clientAddress))
+                    cookie: request.headers.value(.cookie), address: context.clientAddress))
         }
         return routes
     }
