@@ -60,13 +60,12 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
             hostPart = authority
         }
         guard Self.isHost(hostPart) else { return nil }
-        host = String(decoding: hostPart.map { $0 | ($0 >= 0x41 && $0 <= 0x5A ? 0x20 : 0) }, as: UTF8.self)
+        // ASCII only (isHost), so lowercasing stays within ASCII.
+        host = String(decoding: hostPart, as: UTF8.self).lowercased()
         if let portPart {
-            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
-                return nil
-            }
-            let number = portPart.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-            guard (1...65535).contains(number) else { return nil }
+            let portText = String(decoding: portPart, as: UTF8.self)
+            guard portText.isASCIIDigits, portPart.count <= 5, let number = Int(portText), (1...65535).contains(number)
+            else { return nil }
             port = number
         } else {
             port = scheme == "https" ? 443 : 80
