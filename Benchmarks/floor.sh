@@ -59,7 +59,8 @@ HB_PORT=$(free_port)
 echo $! >"$WORK/hummingbird.pid"
 for _ in $(seq 100); do grep -q listening "$WORK/hb.out" 2>/dev/null && break; sleep 0.1; done
 
-# Every measurement from here on runs beside the busy loops (the set-up's logins and hashing do not).
+# Every measurement from here on runs beside the busy loops; so do the set-up steps between them (the
+# registration, the client, the logins that make the refresh chains), which are not measured.
 start_busy
 BUSY_WORDS=$(busy_words)
 
