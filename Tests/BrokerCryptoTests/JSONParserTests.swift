@@ -52,6 +52,18 @@ struct JSONParserTests {
 
     /// Escapes at the start, the end and side by side, between runs copied whole: every ASCII byte, and
     /// Foundation reads back what was written.
+    @Test("integers are written as Swift spells them, both ends of Int64 among them")
+    func integersAreWrittenInDecimal() {
+        let values: [Int64] = [
+            0, 1, -1, 9, 10, -10, 99, 100, 1_700_000_000, -1_700_000_000, .max, .min, .max - 1, .min + 1,
+        ]
+        for value in values {
+            #expect(JSONValue.int(value).serialized() == String(value))
+            #expect(JSONValue.parse(JSONValue.int(value).serializedBytes) == .int(value))
+        }
+        #expect(JSONValue.array([.int(-5), .int(42)]).serialized() == "[-5,42]")
+    }
+
     @Test func serializationEscapesAtEveryPosition() throws {
         let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
         for text in ["\"", "\"\\\n", "a\"", "\"a", "ab\u{01}\u{1F}cd", ascii, "é" + ascii + "🔑", ""] {
@@ -91,6 +103,55 @@ struct JSONMemberOrderTests {
         }
         // The pairs where plain UTF-8 order would be wrong are among them.
         #expect(differsFromUTF8Order > 100)
+    }
+
+    /// Keys around the rank's eight bytes: shared prefixes of seven, eight and nine bytes, a NUL where the shorter
+    /// key's padding is, characters of two, three and four bytes cut by the eighth byte, the last BMP characters.
+    static let rankedKeys: [String] = {
+        let stems = [
+            "", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefg\u{0}", "abc\u{0}", "abcdef", "abcdefgé", "abcdefg中",
+        ]
+        let tails = [
+            "", "\u{0}", "a", "z", "é", "\u{7FF}", "\u{E000}", "\u{FFFF}", "😀", "\u{10FFFF}", "ab", "\u{FFFD}x",
+        ]
+        var keys = Set<String>()
+        for stem in stems { for tail in tails { keys.insert(stem + tail) } }
+        return keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }()
+
+    @Test("Where two keys' ranks differ, their order is the UTF-16 order")
+    func ranksOrderAsUTF16() {
+        var decided = 0
+        for a in Self.rankedKeys {
+            for b in Self.rankedKeys {
+                let (x, y) = (JSONValue.sortRank(a), JSONValue.sortRank(b))
+                guard x != y else { continue }
+                decided += 1
+                #expect((x < y) == Self.reference(a, b), "\(Array(a.utf8)) vs \(Array(b.utf8))")
+            }
+        }
+        // Most pairs are decided by their ranks alone; the rest (a shared eight-byte prefix) by the keys.
+        #expect(decided > Self.rankedKeys.count * Self.rankedKeys.count / 2)
+    }
+
+    @Test("An object of many keys, shared prefixes and NULs among them, is written in UTF-16 order")
+    func manyMembersAreWrittenInUTF16Order() throws {
+        let keys = Self.rankedKeys
+        var members: [String: JSONValue] = [:]
+        for (index, key) in keys.enumerated() { members[key] = .int(Int64(index)) }
+        let written = JSONValue.object(members).serialized()
+        // The reference: the keys sorted by their UTF-16 views, each with its value.
+        let expected = keys.sorted(by: Self.reference)
+        var reference = "{"
+        for (position, key) in expected.enumerated() {
+            if position > 0 { reference += "," }
+            reference += JSONValue.string(key).serialized() + ":" + String(keys.firstIndex(of: key)!)
+        }
+        reference += "}"
+        #expect(written == reference)
+        // Foundation reads every member back.
+        let read = try JSONSerialization.jsonObject(with: Data(written.utf8)) as? [String: Int]
+        #expect(read?.count == keys.count)
     }
 
     @Test func membersAreWrittenInUTF16Order() {
