@@ -311,6 +311,71 @@ struct AttackReviewTests {
         }
     }
 
+    /// `Authorization` is one field (RFC 9110 §11.6.2), not a list. Two used to arrive joined as `Bearer a, Bearer b`
+    /// and fail to verify with an error that did not say why; they are refused by name, before anything is read,
+    /// on the endpoints that take a token and on the token endpoint's HTTP Basic alike, and nothing changes.
+    @Test func twoAuthorizationFieldsAreRefusedByName() async throws {
+        let broker = try await InProcessBroker()
+        let secret = try ClientSecretHasher.newSecret()
+        try await broker.store.createClient(
+            ClientRecord(
+                name: "deploy", secretHash: broker.service.clients.clientSecrets.hash(secret), scopes: ["deploy"],
+                trust: nil, createdAt: broker.clock.seconds()))
+        try await broker.test { client in
+            let registered = try await client.register("owner@example.com", Self.password)
+            let access = try #require(registered["access_token"]?.stringValue)
+            let refresh = try #require(registered["refresh_token"]?.stringValue)
+            func refused(_ reply: Reply, _ what: String) {
+                #expect(reply.status == 400 && reply.error == "invalid_request", "\(what): \(reply.status)")
+                #expect(
+                    reply["error_description"]?.stringValue == "send one Authorization field (this request has 2)",
+                    "\(what)")
+            }
+
+            // The same token twice, and a good one beside a bad one (either order).
+            for pair in [(access, access), (access, "x.y.z"), ("x.y.z", access)] {
+                var headers = HTTPFields()
+                headers.append(HTTPField(name: .authorization, value: "Bearer \(pair.0)"))
+                headers.append(HTTPField(name: .authorization, value: "Bearer \(pair.1)"))
+                refused(try await client.send(.get, "/auth/me", headers: headers), "/auth/me")
+            }
+
+            // The token endpoint: two Basic fields, or Basic beside a Bearer.
+            let basic = "Basic " + Base64URL.encodeStandard(Array("deploy:\(secret.exposed)".utf8))
+            for second in [basic, "Bearer \(access)"] {
+                var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+                headers.append(HTTPField(name: .authorization, value: basic))
+                headers.append(HTTPField(name: .authorization, value: second))
+                refused(
+                    try await client.send(
+                        .post, "/auth/token", headers: headers, body: Array("grant_type=client_credentials".utf8)),
+                    "/auth/token")
+            }
+
+            // An account change with two fields changes nothing: the account still signs in, its session still
+            // refreshes.
+            let account = try #require(
+                try await client.accountGrant(refreshToken: refresh)["access_token"]?.stringValue)
+            var headers: HTTPFields = [.contentType: "application/json"]
+            headers.append(HTTPField(name: .authorization, value: "Bearer \(account)"))
+            headers.append(HTTPField(name: .authorization, value: "Bearer \(account)"))
+            refused(
+                try await client.send(
+                    .post, "/auth/account/delete", headers: headers,
+                    body: Array(#"{"password":"correct horse battery staple"}"#.utf8)),
+                "/auth/account/delete")
+            #expect(try await client.login("owner@example.com", Self.password).status == 200)
+
+            // One field of each works as before.
+            #expect(try await client.get("/auth/me", bearer: access).status == 200)
+            let minted = try await client.send(
+                .post, "/auth/token",
+                headers: [.contentType: "application/x-www-form-urlencoded", .authorization: basic],
+                body: Array("grant_type=client_credentials".utf8))
+            #expect(minted.status == 200 && minted["access_token"] != nil)
+        }
+    }
+
     @Test(.bug(id: "RT2-6")) func currentPasswordChecksAreThrottledLikeSignIns() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in

@@ -24,11 +24,11 @@ enum AccountRoutes {
         routes.post("/auth/account/delete") { request, context in
             try await Server.response(
                 service.selfService.delete(
-                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization),
+                    Server.input(request, allowForm: false), authorization: request.headers.authorization(),
                     address: context.clientAddress))
         }
         routes.get("/auth/account/export") { request, _ in
-            try await Server.response(service.selfService.export(authorization: request.headers.value(.authorization)))
+            try await Server.response(service.selfService.export(authorization: request.headers.authorization()))
         }
         routes.get("/auth/verify") { request, _ in
             try await Server.response(
@@ -68,7 +68,7 @@ enum AccountRoutes {
         routes.post("/auth/password/change") { request, context in
             try await Server.response(
                 service.passwords.change(
-                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization),
+                    Server.input(request, allowForm: false), authorization: request.headers.authorization(),
                     address: context.clientAddress))
         }
         return routes

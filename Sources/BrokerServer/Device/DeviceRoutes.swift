@@ -10,7 +10,7 @@ enum DeviceRoutes {
             try await Server.response(
                 service.devices.authorize(
                     Server.input(request, allowForm: true), address: context.clientAddress,
-                    authorization: request.headers.value(.authorization)))
+                    authorization: request.headers.authorization()))
         }
         routes.get("/device") { request, context in
             try await Server.response(

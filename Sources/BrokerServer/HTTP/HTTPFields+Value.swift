@@ -1,3 +1,4 @@
+import BrokerCore
 import HTTPTypes
 
 extension HTTPFields {
@@ -11,5 +12,16 @@ extension HTTPFields {
         case 1: return values[0]
         default: return values.joined(separator: name == .cookie ? "; " : ", ")
         }
+    }
+
+    /// The `Authorization` field. RFC 9110 §11.6.2 makes it a single field, not a list: two are refused by name
+    /// (400, `invalid_request`) rather than joined into `Bearer a, Bearer b`, a credential that fails to verify
+    /// with an error that does not say why.
+    func authorization() throws(APIError) -> String? {
+        let values = self[values: .authorization]
+        guard values.count <= 1 else {
+            throw APIError.invalidRequest("send one Authorization field (this request has \(values.count))")
+        }
+        return values.first
     }
 }

@@ -7,18 +7,18 @@ enum LinkRoutes {
         typealias Server = BrokerHTTPServer
         let routes = RouteCollection(context: BrokerRequestContext.self)
         routes.get("/auth/identities") { request, _ in
-            try await Server.response(service.links.identities(authorization: request.headers.value(.authorization)))
+            try await Server.response(service.links.identities(authorization: request.headers.authorization()))
         }
         routes.post("/auth/link") { request, context in
             try await Server.response(
                 service.links.link(
-                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization),
+                    Server.input(request, allowForm: false), authorization: request.headers.authorization(),
                     address: context.clientAddress))
         }
         routes.post("/auth/unlink") { request, _ in
             try await Server.response(
                 service.links.unlink(
-                    Server.input(request, allowForm: false), authorization: request.headers.value(.authorization)))
+                    Server.input(request, allowForm: false), authorization: request.headers.authorization()))
         }
         return routes
     }

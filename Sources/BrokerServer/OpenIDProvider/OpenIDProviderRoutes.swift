@@ -63,20 +63,20 @@ enum OpenIDProviderRoutes {
         routes.post("/auth/par") { request, _ in
             let input = try await Server.input(request, allowForm: true)
             let app = try await service.appTokens.authenticate(
-                input, authorization: request.headers.value(.authorization))
+                input, authorization: request.headers.authorization())
             return Server.response(try await service.authorization.push(input.textFields, app: app))
         }
         routes.post("/auth/introspect") { request, _ in
             Server.response(
                 try await service.appTokens.introspect(
                     try await Server.input(request, allowForm: true),
-                    authorization: request.headers.value(.authorization),
+                    authorization: request.headers.authorization(),
                     clients: service.clients))
         }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(
                 try await service.appTokens.userinfo(
-                    authorization: request.headers.value(.authorization), formToken: nil))
+                    authorization: request.headers.authorization(), formToken: nil))
         }
         routes.post("/auth/userinfo") { request, _ in
             let form =
@@ -84,7 +84,7 @@ enum OpenIDProviderRoutes {
                 ? try await Server.input(request, allowForm: true) : nil
             return Server.response(
                 try await service.appTokens.userinfo(
-                    authorization: request.headers.value(.authorization),
+                    authorization: request.headers.authorization(),
                     formToken: try form?.optionalString("access_token")))
         }
         return routes

@@ -20,7 +20,7 @@ enum PasskeyRoutes {
         }
         routes.post("/auth/passkey/options") { _, _ in Server.response(try passkeys.signInOptions()) }
         routes.post("/auth/passkey/ticket") { request, _ in
-            Server.response(try await passkeys.ticket(authorization: request.headers.value(.authorization)))
+            Server.response(try await passkeys.ticket(authorization: request.headers.authorization()))
         }
         routes.get("/auth/passkey/add") { request, _ in
             Server.response(try await passkeys.addPage(query: try Server.query(request)))
@@ -42,13 +42,13 @@ enum PasskeyRoutes {
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.get("/auth/passkeys") { request, _ in
-            Server.response(try await passkeys.list(authorization: request.headers.value(.authorization)))
+            Server.response(try await passkeys.list(authorization: request.headers.authorization()))
         }
         routes.post("/auth/passkeys/remove") { request, _ in
             Server.response(
                 try await passkeys.remove(
                     try await Server.input(request, allowForm: false),
-                    authorization: request.headers.value(.authorization)))
+                    authorization: request.headers.authorization()))
         }
         routes.post("/auth/authorize/passkey") { request, _ in
             Server.response(

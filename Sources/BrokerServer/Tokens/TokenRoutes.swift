@@ -8,7 +8,7 @@ enum TokenRoutes {
         let routes = RouteCollection(context: BrokerRequestContext.self)
         routes.post("/auth/token") { request, _ in
             let body = try await Server.input(request, allowForm: true)
-            let authorization = request.headers.value(.authorization)
+            let authorization = try request.headers.authorization()
             return try await Server.response(
                 service.bound(input: body, authorization: authorization) {
                     try await service.token(body, authorization: authorization)
@@ -18,7 +18,7 @@ enum TokenRoutes {
             try await Server.response(service.grants.revoke(Server.input(request, allowForm: true)))
         }
         routes.get("/auth/me") { request, _ in
-            try await Server.response(service.grants.me(authorization: request.headers.value(.authorization)))
+            try await Server.response(service.grants.me(authorization: request.headers.authorization()))
         }
         return routes
     }
