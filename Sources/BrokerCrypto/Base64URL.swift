@@ -19,6 +19,11 @@ package enum Base64URL {
 
     package static func encode(_ text: String) -> String { encode(text.utf8) }
 
+    /// The same encoding as ASCII bytes, for a caller that puts several encodings into one buffer (a JWS).
+    package static func encodedBytes<Bytes: Collection>(_ data: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+        encodeBytes(data, alphabet: urlAlphabet, pad: false)
+    }
+
     /// Standard base64 with padding (RFC 4648 §4), as OAuth 1.0a signatures use.
     package static func encodeStandard<Bytes: Collection>(_ data: Bytes) -> String where Bytes.Element == UInt8 {
         String(decoding: encodeBytes(data, alphabet: standardAlphabet, pad: true), as: UTF8.self)

@@ -10,13 +10,36 @@ package enum JWS {
         payload: [UInt8], key: AsymmetricKey, kid: String?, type: String? = "JWT",
         extraHeader: [String: JSONValue] = [:]
     ) throws -> String {
-        var header = extraHeader
+        try sign(
+            payload: payload, key: key, encodedHeader: encodedHeader(key: key, kid: kid, type: type, extra: extraHeader)
+        )
+    }
+
+    /// The base64url of the header `sign` writes: `alg` from the key, `kid` and `typ` when given, `extra` beside.
+    static func encodedHeader(key: AsymmetricKey, kid: String?, type: String?, extra: [String: JSONValue] = [:])
+        -> [UInt8]
+    {
+        var header = extra
         header["alg"] = .string(key.algorithm.rawValue)
         if let kid { header["kid"] = .string(kid) }
         if let type { header["typ"] = .string(type) }
-        let signingInput = Base64URL.encode(JSONValue.object(header).serializedBytes) + "." + Base64URL.encode(payload)
-        let signature = try key.sign(Array(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature)
+        return Base64URL.encodedBytes(JSONValue.object(header).serializedBytes)
+    }
+
+    /// Signs `payload` under a header already encoded: the token is put together in one buffer, and made a
+    /// `String` once.
+    static func sign(payload: [UInt8], key: AsymmetricKey, encodedHeader: [UInt8]) throws -> String {
+        let encodedPayload = Base64URL.encodedBytes(payload)
+        var token = [UInt8]()
+        // The signature's encoding: 86 characters for ES256 and Ed25519, 342 for RSA-2048, 683 for RSA-4096.
+        token.reserveCapacity(encodedHeader.count + encodedPayload.count + 2 + 700)
+        token.append(contentsOf: encodedHeader)
+        token.append(UInt8(ascii: "."))
+        token.append(contentsOf: encodedPayload)
+        let signature = try key.sign(token)
+        token.append(UInt8(ascii: "."))
+        token.append(contentsOf: Base64URL.encodedBytes(signature))
+        return String(decoding: token, as: UTF8.self)
     }
 }
 
@@ -24,15 +47,22 @@ package enum JWS {
 package struct JWTSigner: Sendable {
     package let key: AsymmetricKey
     package let kid: String
+    /// The encoded headers of the two types signed on every request (`JWT` and `at+jwt`), written once: the same
+    /// bytes `JWS.sign` would write each time.
+    private let commonHeaders: [String: [UInt8]]
 
     package init(key: AsymmetricKey, kid: String? = nil) throws {
         guard key.isPrivate else { throw CryptoError.invalidKey("signing needs a private key") }
         self.key = key
-        self.kid = try kid ?? key.thumbprint()
+        let kid = try kid ?? key.thumbprint()
+        self.kid = kid
+        commonHeaders = Dictionary(
+            uniqueKeysWithValues: ["JWT", "at+jwt"].map { ($0, JWS.encodedHeader(key: key, kid: kid, type: $0)) })
     }
 
     /// Signs a claim set; `type` becomes the `typ` header (`JWT`, or `at+jwt` for access tokens).
     package func sign(claims: [String: JSONValue], type: String = "JWT") throws -> String {
-        try JWS.sign(payload: JSONValue.object(claims).serializedBytes, key: key, kid: kid, type: type)
+        let header = commonHeaders[type] ?? JWS.encodedHeader(key: key, kid: kid, type: type)
+        return try JWS.sign(payload: JSONValue.object(claims).serializedBytes, key: key, encodedHeader: header)
     }
 }

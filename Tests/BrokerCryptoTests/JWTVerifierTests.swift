@@ -163,4 +163,30 @@ struct JWTVerifierTests {
         let verified = try JWTVerifier(keys: keys).verify(try signer.sign(claims: claims()), now: now)
         #expect(verified.algorithm == kind.algorithm && verified.header["typ"] == "JWT")
     }
+
+    @Test(
+        "the headers a signer keeps written are the ones it would write: every type, every algorithm",
+        arguments: KeyTests.kinds)
+    func keptHeadersAreTheWrittenOnes(kind: KeyKind) throws {
+        let key = try AsymmetricKey.generate(kind)
+        let signer = try JWTSigner(key: key, kid: "key-1")
+        var keys = JWTKeySet()
+        try keys.add(key, kid: "key-1")
+        for type in ["JWT", "at+jwt", "logout+jwt"] {
+            let token = try signer.sign(claims: claims(), type: type)
+            let header = String(token.prefix { $0 != "." })
+            let expected: JSONValue = .object([
+                "alg": .string(kind.algorithm.rawValue), "kid": "key-1", "typ": .string(type),
+            ])
+            #expect(header == Base64URL.encode(expected.serializedBytes), "\(type)")
+            // The payload is the claims as written, and the whole token verifies.
+            let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+            #expect(
+                parts.count == 3 && String(parts[1]) == Base64URL.encode(JSONValue.object(claims()).serializedBytes))
+            var options = JWTVerifier.Options(issuer: "https://issuer.test", audience: "broker")
+            options.expectedType = type
+            let verified = try JWTVerifier(keys: keys, options: options).verify(token, now: now)
+            #expect(verified.header["typ"]?.stringValue == type && verified.subject == "user-1")
+        }
+    }
 }
