@@ -294,7 +294,21 @@ package final class BrokerService: ContextualService {
         return algorithms
     }
 
+    /// The discovery document as last made, with the algorithms it lists: made again only when they change (a key
+    /// rotates into or out of the published set), so a request for it serializes nothing, and every connection's
+    /// prepared answer (``ConstantDocumentHandler``) stays while the bytes are the same array.
+    private let madeDiscovery = Mutex<(algorithms: [[String]], response: APIResponse)?>(nil)
+
     func discovery() -> APIResponse {
+        let algorithms = [idTokenAlgorithms, accessTokenAlgorithms]
+        if let made = madeDiscovery.withLock({ $0 }), made.algorithms == algorithms { return made.response }
+        var response = discovery(idTokenAlgorithms: algorithms[0], accessTokenAlgorithms: algorithms[1])
+        response.serialized = response.body.serializedBytes + [UInt8(ascii: "\n")]
+        madeDiscovery.withLock { $0 = (algorithms, response) }
+        return response
+    }
+
+    private func discovery(idTokenAlgorithms: [String], accessTokenAlgorithms: [String]) -> APIResponse {
         let base = issuer
         let document: JSONValue = .object([
             "issuer": .string(base),

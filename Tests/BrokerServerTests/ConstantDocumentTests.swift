@@ -1,4 +1,6 @@
 import BrokerCore
+import BrokerCrypto
+import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
@@ -412,5 +414,43 @@ struct ConstantDocumentTests {
                 #expect(line?.contains("http.method=GET") == true)
             }
         }
+    }
+
+    /// The discovery document is made once and kept while the signing algorithms it lists stay the same: the
+    /// same bytes (the same array, so every connection's prepared answer stays), made again when a rotation
+    /// changes what it lists.
+    @Test func theDiscoveryDocumentIsMadeAgainOnlyWhenItsAlgorithmsChange() async throws {
+        let master = Array(repeating: UInt8(9), count: 32)
+        let directory = try TemporaryDirectory.make(prefix: "broker-discovery")
+        let store = try SQLiteStore(path: directory.appendingPathComponent("broker.sqlite3").path)
+        let broker = try await InProcessBroker(shared: (store: store, master: master))
+        let first = broker.service.discovery()
+        let again = broker.service.discovery()
+        let bytes = try #require(first.serialized)
+        #expect(bytes == first.body.serializedBytes + [0x0A], "the body as it is sent, with its newline")
+        let sameStorage = bytes.withUnsafeBufferPointer { mine in
+            again.serialized?.withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress } ?? false
+        }
+        #expect(sameStorage, "the same array: made once")
+        #expect(first.body["access_token_signing_alg_values_supported"] == .array(["ES256"]))
+
+        // An Ed25519 key rotates in; the ES256 key stays published for its retention: both are listed.
+        let vault = KeyVault(
+            store: store, master: MasterKey(bytes: master, origin: "test master key"), legacyDataDirectory: nil)
+        _ = try await vault.rotate(
+            kind: .ed25519, now: broker.clock.seconds(), retention: broker.service.keys.retention)
+        #expect(try await broker.service.keys.refresh(now: broker.clock.seconds()))
+        let rotated = broker.service.discovery()
+        #expect(rotated.body["access_token_signing_alg_values_supported"] == .array(["EdDSA", "ES256"]))
+        #expect(rotated.serialized == rotated.body.serializedBytes + [0x0A])
+        #expect(rotated.serialized != first.serialized)
+        // Everything else is as it was.
+        var others = rotated.body.objectValue ?? [:]
+        var before = first.body.objectValue ?? [:]
+        others["access_token_signing_alg_values_supported"] = nil
+        before["access_token_signing_alg_values_supported"] = nil
+        others["id_token_signing_alg_values_supported"] = nil
+        before["id_token_signing_alg_values_supported"] = nil
+        #expect(others == before && !others.isEmpty)
     }
 }
