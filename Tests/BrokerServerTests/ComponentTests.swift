@@ -348,7 +348,17 @@ struct ComponentTests {
             ("APPLICATION/JSÖN", "application/jsÖn"),
         ]
         for (value, expected) in cases {
-            #expect(RequestInput.mediaType(value) == expected, "\(value)")
+            #expect(
+                RequestInput.hasMediaType(value, "application/json") == (expected == "application/json"), "\(value)")
+            #expect(
+                RequestInput.hasMediaType(value, "application/x-www-form-urlencoded")
+                    == (expected == "application/x-www-form-urlencoded"), "\(value)")
+        }
+        for (value, matches) in [
+            ("application/jsonx", false), (" application/json ; x", true), ("application/jso", false),
+            ("\tAPPLICATION/JSON\t", true), ("application/json\u{00A0}", false), ("application /json", false),
+        ] {
+            #expect(RequestInput.hasMediaType(value, "application/json") == matches, "\(value)")
         }
         let form = try RequestInput.parse(
             body: Array("a=1".utf8), contentType: " Application/X-WWW-Form-Urlencoded ; charset=utf-8",
