@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// Whether passkeys are on for a broker, and for which relying-party id and origin (issue "Passkeys").
 ///
 /// The relying-party id is `server.webauthn_rp_id`, else the issuer's host. Browsers refuse an IP address as
@@ -43,7 +45,7 @@ package enum PasskeySettings: Sendable, Equatable {
             id.utf8.count <= 253
             && labels.allSatisfy { label in
                 !label.isEmpty && label.utf8.count <= 63 && label.first != "-" && label.last != "-"
-                    && label.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+                    && label.utf8.allSatisfy { $0.isASCIILowercase || $0.isASCIIDigit || $0 == UInt8(ascii: "-") }
             }
         return wellFormed ? nil : "must be a host name such as example.com or localhost"
     }

@@ -8,12 +8,9 @@ package enum FormEncoding {
         var out = [UInt8]()
         out.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
+            if byte.isURIUnreserved {
                 out.append(byte)
-            default:
+            } else {
                 out.append(UInt8(ascii: "%"))
                 out.append(hex[Int(byte >> 4)])
                 out.append(hex[Int(byte & 0x0f)])
@@ -37,7 +34,8 @@ package enum FormEncoding {
             let byte = bytes[index]
             index += 1
             if byte == UInt8(ascii: "%") {
-                guard index + 1 < bytes.count, let high = hexValue(bytes[index]), let low = hexValue(bytes[index + 1])
+                guard index + 1 < bytes.count, let high = bytes[index].asciiHexValue,
+                    let low = bytes[index + 1].asciiHexValue
                 else { return nil }
                 out.append(high << 4 | low)
                 index += 2
@@ -48,15 +46,6 @@ package enum FormEncoding {
             }
         }
         return UTF8Text.validated(out)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// `k=v&k2=v2` with every name and value percent-encoded.
@@ -114,7 +103,8 @@ package enum FormEncoding {
                 name = text
                 buffer.removeAll(keepingCapacity: true)
             case UInt8(ascii: "%"):
-                guard index + 1 < bytes.count, let high = hexValue(bytes[index]), let low = hexValue(bytes[index + 1])
+                guard index + 1 < bytes.count, let high = bytes[index].asciiHexValue,
+                    let low = bytes[index + 1].asciiHexValue
                 else { return nil }
                 buffer.append(high << 4 | low)
                 index += 2

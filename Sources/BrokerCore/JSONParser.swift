@@ -208,15 +208,8 @@ struct JSONParser {
         guard index + 4 <= bytes.count else { return nil }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: return nil
-            }
-            value = value << 4 | digit
+            guard let digit = bytes[index].asciiHexValue else { return nil }
+            value = value << 4 | UInt32(digit)
             index += 1
         }
         return value
@@ -229,7 +222,7 @@ struct JSONParser {
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
         } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index]) {
-            while index < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            while index < bytes.count && bytes[index].isASCIIDigit { index += 1 }
         } else {
             return nil
         }
@@ -238,7 +231,7 @@ struct JSONParser {
             isInteger = false
             index += 1
             let digits = index
-            while index < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            while index < bytes.count && bytes[index].isASCIIDigit { index += 1 }
             guard index > digits else { return nil }
         }
         if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
@@ -248,7 +241,7 @@ struct JSONParser {
                 index += 1
             }
             let digits = index
-            while index < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            while index < bytes.count && bytes[index].isASCIIDigit { index += 1 }
             guard index > digits else { return nil }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)

@@ -10,7 +10,7 @@ package enum LoopbackHost {
         let octets = lower.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127"
             && octets.allSatisfy { octet in
-                (1...3).contains(octet.utf8.count) && octet.utf8.allSatisfy { (0x30...0x39).contains($0) }
+                (1...3).contains(octet.utf8.count) && octet.utf8.allSatisfy(\.isASCIIDigit)
                     && (Int(octet) ?? 256) <= 255
             }
     }

@@ -24,7 +24,7 @@ package struct ProviderID: RawRepresentable, Sendable, Hashable, Codable, Compar
     package static func isWellFormed(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 32
             && text.utf8.allSatisfy {
-                (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d || $0 == 0x5f
+                $0.isASCIILowercase || $0.isASCIIDigit || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
             }
     }
 

@@ -97,7 +97,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
                 decoded.append(byte)
                 continue
             }
-            guard let high = bytes.popFirst().flatMap(Self.hexValue), let low = bytes.popFirst().flatMap(Self.hexValue)
+            guard let high = bytes.popFirst()?.asciiHexValue, let low = bytes.popFirst()?.asciiHexValue
             else { return false }
             let value = high << 4 | low
             // A byte that decodes to %, or a NUL: a second decoding or a C string would read something else.
@@ -121,7 +121,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
             guard text.last == UInt8(ascii: "]"), text.count > 2 else { return false }
             let inside = text.dropFirst().dropLast()
             return inside.allSatisfy { byte in
-                hexValue(byte) != nil || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
+                byte.asciiHexValue != nil || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
             } && inside.contains(UInt8(ascii: ":"))
         }
         return text.allSatisfy { byte in
@@ -137,15 +137,6 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
             url.path.isEmpty
         else { return nil }
         return url
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// Whether this is this machine: `localhost`, 127.0.0.0/8 or `[::1]`.

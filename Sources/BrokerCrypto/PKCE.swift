@@ -1,3 +1,5 @@
+import BrokerCore
+
 /// Proof Key for Code Exchange (RFC 7636), S256 only: `plain` offers no protection and is never accepted.
 package struct PKCE: Sendable {
     /// The `code_verifier`: 43–128 characters of `[A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~"` (RFC 7636 §4.1).
@@ -26,15 +28,8 @@ package struct PKCE: Sendable {
     package static func isValidVerifier(_ verifier: String) -> Bool {
         let bytes = Array(verifier.utf8)
         guard (43...128).contains(bytes.count) else { return false }
-        return bytes.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                true
-            default: false
-            }
-        }
+        // RFC 7636 §4.1: unreserved characters only.
+        return bytes.allSatisfy(\.isURIUnreserved)
     }
 
     /// A challenge as S256 makes it: 43 base64url characters (a SHA-256 digest).

@@ -214,10 +214,7 @@ extension Broker {
 enum HTTPSyntax {
     static func isToken(_ text: String) -> Bool {
         !text.isEmpty
-            && text.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-            }
+            && text.utf8.allSatisfy { byte in byte.isASCIIAlphanumeric || "!#$%&'*+-.^_`|~".utf8.contains(byte) }
     }
 }
 

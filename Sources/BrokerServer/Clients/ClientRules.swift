@@ -64,14 +64,10 @@ package enum ClientRules {
     /// authentication (no `:`), a log line and a `sub` claim.
     package static func validName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
-        guard (1...64).contains(bytes.count), isAlphanumeric(bytes[0]) else { return false }
+        guard (1...64).contains(bytes.count), bytes[0].isASCIIAlphanumeric else { return false }
         return bytes.allSatisfy {
-            isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+            $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
         }
-    }
-
-    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
-        (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
     }
 
     /// RFC 6749 §3.3 scope-token: printable ASCII except space, `"` and `\`.

@@ -135,7 +135,7 @@ final class DeviceService: ContextualService {
         var letters: [UInt8] = []
         for byte in typed.utf8 {
             if byte == UInt8(ascii: "-") || byte == UInt8(ascii: " ") { continue }
-            let upper = (byte >= 0x61 && byte <= 0x7A) ? byte - 0x20 : byte
+            let upper = byte.asciiUppercased
             guard alphabet.contains(upper), letters.count < 8 else { return nil }
             letters.append(upper)
         }

@@ -226,10 +226,7 @@ enum ASCIIToken {
         let a = value.utf8
         let b = token.utf8
         guard a.count == b.count else { return false }
-        return zip(a, b).allSatisfy { x, y in
-            let lower = (0x41...0x5A).contains(x) ? x | 0x20 : x
-            return lower == y
-        }
+        return zip(a, b).allSatisfy { x, y in x.asciiLowercased == y }
     }
 }
 

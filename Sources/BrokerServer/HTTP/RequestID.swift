@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerCrypto
 import HTTPTypes
 
@@ -11,14 +12,7 @@ enum RequestID {
 
     static func accepting(_ value: String?) -> String? {
         guard let value, (1...128).contains(value.utf8.count) else { return nil }
-        let allowed = value.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"):
-                true
-            default: "-_.:/+=@".utf8.contains(byte)
-            }
-        }
+        let allowed = value.utf8.allSatisfy { byte in byte.isASCIIAlphanumeric || "-_.:/+=@".utf8.contains(byte) }
         return allowed ? value : nil
     }
 

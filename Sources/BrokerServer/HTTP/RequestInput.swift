@@ -55,9 +55,7 @@ struct RequestInput: Sendable {
             while start < end, isSpace(bytes[start]) { start += 1 }
             guard end - start == expected.utf8CodeUnitCount else { return false }
             for offset in 0..<(end - start) {
-                var byte = bytes[start + offset]
-                if (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) { byte += 0x20 }
-                guard byte == expected.utf8Start[offset] else { return false }
+                guard bytes[start + offset].asciiLowercased == expected.utf8Start[offset] else { return false }
             }
             return true
         }

@@ -137,7 +137,7 @@ final class PasskeyService: ContextualService {
             signature = try bytes("signature")
             userHandle = try bytes("userHandle").map(Base64URL.encode)
             transports = (response["transports"]?.arrayValue ?? []).compactMap(\.stringValue)
-                .filter { $0.utf8.count <= 16 && $0.utf8.allSatisfy { (0x61...0x7A).contains($0) || $0 == 0x2D } }
+                .filter { $0.utf8.count <= 16 && $0.utf8.allSatisfy { $0.isASCIILowercase || $0 == UInt8(ascii: "-") } }
                 .prefix(8).map { $0 }
         }
     }

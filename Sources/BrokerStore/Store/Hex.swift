@@ -1,3 +1,5 @@
+import BrokerCore
+
 extension [UInt8] {
     /// Lowercase hex, the form hashes are stored in.
     package var hex: String {
@@ -15,19 +17,11 @@ extension [UInt8] {
     package init?(hex: String) {
         let digits = Array(hex.utf8)
         guard digits.count % 2 == 0 else { return nil }
-        func value(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case 0x30...0x39: digit - 0x30
-            case 0x61...0x66: digit - 0x61 + 10
-            case 0x41...0x46: digit - 0x41 + 10
-            default: nil
-            }
-        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(digits.count / 2)
         var index = 0
         while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            guard let high = digits[index].asciiHexValue, let low = digits[index + 1].asciiHexValue else { return nil }
             bytes.append(high << 4 | low)
             index += 2
         }
