@@ -66,11 +66,14 @@ package struct UserID: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     /// Parses `provider:subject`; `nil` when the provider is unknown or the subject empty.
+    /// The first `:` is found among the bytes (a provider id is ASCII without one): as `Character`s, a `:` with a
+    /// combining mark after it is no colon, and a user id whose subject starts with a mark did not read back.
     package init?(_ text: String) {
-        guard let colon = text.firstIndex(of: ":"),
+        let utf8 = text.utf8
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
             let provider = ProviderID(rawValue: String(text[..<colon]))
         else { return nil }
-        let subject = String(text[text.index(after: colon)...])
+        let subject = String(text[utf8.index(after: colon)...])
         guard !subject.isEmpty else { return nil }
         self.init(provider: provider, subject: subject)
     }

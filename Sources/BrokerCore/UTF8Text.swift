@@ -9,6 +9,10 @@
 package enum UTF8Text {
     /// The text of `bytes`, or `nil` when they are not valid UTF-8.
     package static func validated(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        // ASCII, nearly every string on the wire (a token's claims, a form's fields), is UTF-8 as it is: decoded
+        // without the comparison, which for a short string (stored inline, no contiguous view) walked its UTF-8
+        // view generically (~8,000 instructions of the 26 strings of a `GET /auth/me` under callgrind).
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         let text = String(decoding: bytes, as: UTF8.self)
         let unchanged =
             text.utf8.withContiguousStorageIfAvailable { stored in stored.elementsEqual(bytes) }

@@ -51,3 +51,21 @@ struct ASCIITests {
         #expect(!"".isASCIIDigits && !"12a".isASCIIDigits && !"٣".isASCIIDigits && !"1\u{0301}".isASCIIDigits)
     }
 }
+
+/// A user id is `provider:subject`, the provider an ASCII id: read at its first `:` byte, so every id reads back
+/// from its own description, a subject that starts with a combining mark among them.
+@Suite("User ids")
+struct UserIDTests {
+    @Test func userIDsReadBackFromTheirDescriptions() throws {
+        for (provider, subject) in [
+            ("google", "1045"), ("custom", "a:b:c"), ("microsoft", "\u{0301}x"), ("x_y-2", "é"), ("passkey", ":"),
+        ] {
+            let id = UserID(provider: ProviderID(rawValue: provider)!, subject: subject)
+            let read = try #require(UserID(id.description), "\(provider):\(subject)")
+            #expect(read.provider.rawValue == provider && read.subject == subject)
+        }
+        for refused in ["", ":x", "google:", "google", "Google:1", "go ogle:1", "\u{0301}:x", "é:x"] {
+            #expect(UserID(refused) == nil, "\(refused)")
+        }
+    }
+}
