@@ -47,12 +47,11 @@ final class ClientService: ContextualService {
         let bodyID = try input.optionalString("client_id")
         let bodySecret = try input.optionalString("client_secret")
         if let authorization {
-            let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            guard parts.count == 2, parts[0].lowercased() == "basic" else {
+            guard let field = AuthorizationCredentials(authorization), field.isScheme("basic") else {
                 throw APIError.invalidClient("the Authorization header must be \"Basic <client id:secret>\"")
             }
             // RFC 6749 §2.3.1: id and secret are form-urlencoded, then joined by ":" and base64-encoded.
-            guard let (id, secret) = HTTPBasic.credentials(fromToken: String(parts[1]).trimmingWhitespace()) else {
+            guard let (id, secret) = HTTPBasic.credentials(fromToken: field.credentials) else {
                 throw APIError.invalidClient("malformed Basic credentials")
             }
             guard bodySecret == nil else {

@@ -343,10 +343,9 @@ extension TokenIssuer {
         guard let authorization else {
             throw APIError.invalidToken("an Authorization: Bearer access token is required")
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+        guard let field = AuthorizationCredentials(authorization), field.isScheme("bearer") else {
             throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
         }
-        return String(parts[1]).trimmingWhitespace()
+        return field.credentials
     }
 }

@@ -241,15 +241,12 @@ extension TokenIssuer {
         guard let authorization else {
             throw APIError.invalidToken("an Authorization: Bearer (or DPoP) access token is required")
         }
-        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2 else {
+        guard let field = AuthorizationCredentials(authorization) else {
             throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
         }
-        switch parts[0].lowercased() {
-        case "bearer": return (String(parts[1]).trimmingWhitespace(), .bearer)
-        case "dpop": return (String(parts[1]).trimmingWhitespace(), .dpop)
-        default: throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
-        }
+        if field.isScheme("bearer") { return (field.credentials, .bearer) }
+        if field.isScheme("dpop") { return (field.credentials, .dpop) }
+        throw APIError.invalidToken("the Authorization header must be \"Bearer <access token>\"")
     }
 
     /// RFC 9449 §7: a token bound to a key (`cnf.jkt`) is only good as `DPoP` with a proof by that key for this
