@@ -294,22 +294,31 @@ package final class BrokerService: ContextualService {
         return algorithms
     }
 
-    /// The discovery document as last made, with the algorithms it lists: made again only when they change (a key
-    /// rotates into or out of the published set), so a request for it serializes nothing, and every connection's
-    /// prepared answer (``ConstantDocumentHandler``) stays while the bytes are the same array.
-    private let madeDiscovery = Mutex<(algorithms: [[String]], response: APIResponse)?>(nil)
+    /// The discovery document as last made, with the issuer and the algorithms it lists: made again only when one
+    /// of them changes (the issuer is set once the port is bound; a key rotates into or out of the published set),
+    /// so a request for it serializes nothing, and every connection's prepared answer (``ConstantDocumentHandler``)
+    /// stays while the bytes are the same array.
+    private let madeDiscovery = Mutex<(from: DiscoveryInputs, response: APIResponse)?>(nil)
+
+    /// What the discovery document changes with.
+    private struct DiscoveryInputs: Equatable {
+        let issuer: String
+        let idTokenAlgorithms: [String]
+        let accessTokenAlgorithms: [String]
+    }
 
     func discovery() -> APIResponse {
-        let algorithms = [idTokenAlgorithms, accessTokenAlgorithms]
-        if let made = madeDiscovery.withLock({ $0 }), made.algorithms == algorithms { return made.response }
-        var response = discovery(idTokenAlgorithms: algorithms[0], accessTokenAlgorithms: algorithms[1])
+        let inputs = DiscoveryInputs(
+            issuer: issuer, idTokenAlgorithms: idTokenAlgorithms, accessTokenAlgorithms: accessTokenAlgorithms)
+        if let kept = madeDiscovery.withLock({ $0 }), kept.from == inputs { return kept.response }
+        var response = discovery(inputs)
         response.serialized = response.body.serializedBytes + [UInt8(ascii: "\n")]
-        madeDiscovery.withLock { $0 = (algorithms, response) }
+        madeDiscovery.withLock { $0 = (inputs, response) }
         return response
     }
 
-    private func discovery(idTokenAlgorithms: [String], accessTokenAlgorithms: [String]) -> APIResponse {
-        let base = issuer
+    private func discovery(_ inputs: DiscoveryInputs) -> APIResponse {
+        let base = inputs.issuer
         let document: JSONValue = .object([
             "issuer": .string(base),
             "jwks_uri": .string(base + "/.well-known/jwks.json"),
@@ -332,8 +341,8 @@ package final class BrokerService: ContextualService {
             "code_challenge_methods_supported": .array(["S256"]),
             "token_endpoint_auth_methods_supported": .array(["none", "client_secret_basic", "client_secret_post"]),
             "revocation_endpoint_auth_methods_supported": .array(["none"]),
-            "id_token_signing_alg_values_supported": .array(idTokenAlgorithms.map(JSONValue.string)),
-            "access_token_signing_alg_values_supported": .array(accessTokenAlgorithms.map(JSONValue.string)),
+            "id_token_signing_alg_values_supported": .array(inputs.idTokenAlgorithms.map(JSONValue.string)),
+            "access_token_signing_alg_values_supported": .array(inputs.accessTokenAlgorithms.map(JSONValue.string)),
             "userinfo_signing_alg_values_supported": .array(["none"]),
             "scopes_supported": .array(AppRules.standardScopes.map(JSONValue.string)),
             "response_modes_supported": .array(["query"]),

@@ -453,4 +453,17 @@ struct ConstantDocumentTests {
         before["id_token_signing_alg_values_supported"] = nil
         #expect(others == before && !others.isEmpty)
     }
+
+    /// With no issuer configured, the issuer is set once the port is bound (`--port 0`): a document made before
+    /// that is not kept after it.
+    @Test func theDiscoveryDocumentFollowsTheIssuerSetAtStart() async throws {
+        let broker = try await InProcessBroker(issuer: nil)
+        let before = broker.service.discovery()
+        broker.service.serverStarted(host: "127.0.0.1", port: 4321)
+        let after = broker.service.discovery()
+        #expect(after.body["issuer"] == "http://127.0.0.1:4321")
+        #expect(after.body["token_endpoint"] == "http://127.0.0.1:4321/auth/token")
+        #expect(before.body["issuer"] != after.body["issuer"])
+        #expect(after.serialized == after.body.serializedBytes + [0x0A])
+    }
 }
