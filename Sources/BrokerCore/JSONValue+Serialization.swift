@@ -23,7 +23,7 @@ extension JSONValue {
         case .double(let value):
             if value.isFinite {
                 if value.rounded(.towardZero) == value, abs(value) < 1e15 {
-                    out.append(contentsOf: String(Int64(value)).utf8)
+                    JSONValue.writeInteger(Int64(value), into: &out)
                 } else {
                     out.append(contentsOf: "\(value)".utf8)
                 }

@@ -30,11 +30,5 @@ struct AuthorizationCredentials {
     }
 
     /// Whether the scheme is `name` (given in lowercase) without regard to ASCII case: `Bearer`, `bearer`, `BEARER`.
-    func isScheme(_ name: StaticString) -> Bool {
-        let sent = scheme.utf8
-        guard sent.count == name.utf8CodeUnitCount else { return false }
-        return zip(sent, UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)).allSatisfy {
-            $0.asciiLowercased == $1
-        }
-    }
+    func isScheme(_ name: String) -> Bool { ASCIIToken.equal(scheme, name) }
 }

@@ -222,7 +222,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
 
 /// Case-insensitive comparison of an ASCII header token with `token`, which is given in lower case.
 enum ASCIIToken {
-    static func equal(_ value: String, _ token: String) -> Bool {
+    static func equal(_ value: some StringProtocol, _ token: String) -> Bool {
         let a = value.utf8
         let b = token.utf8
         guard a.count == b.count else { return false }
