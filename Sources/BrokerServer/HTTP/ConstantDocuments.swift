@@ -222,11 +222,27 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
 
 /// Case-insensitive comparison of an ASCII header token with `token`, which is given in lower case.
 enum ASCIIToken {
+    /// Whether `value` is `token` (given in lowercase) without regard to ASCII case.
+    ///
+    /// Compared over the two strings' contiguous bytes: the same comparison through `zip` of their UTF-8 views ran
+    /// the standard library's iterator unspecialized, ~170 instructions a byte (two `Content-Type` checks cost a
+    /// mint 7,141 under callgrind).
     static func equal(_ value: some StringProtocol, _ token: String) -> Bool {
         let a = value.utf8
         let b = token.utf8
         guard a.count == b.count else { return false }
+        let compared = a.withContiguousStorageIfAvailable { a in
+            b.withContiguousStorageIfAvailable { b in equal(bytes: a, b) }
+        }
+        if let compared, let compared { return compared }
         return zip(a, b).allSatisfy { x, y in x.asciiLowercased == y }
+    }
+
+    /// `equal(_:_:)` over bytes: `value`, lowercased, is `token`.
+    static func equal(bytes value: UnsafeBufferPointer<UInt8>, _ token: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard value.count == token.count else { return false }
+        for index in value.indices where value[index].asciiLowercased != token[index] { return false }
+        return true
     }
 }
 

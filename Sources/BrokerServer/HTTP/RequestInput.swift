@@ -43,16 +43,21 @@ struct RequestInput: Sendable {
 
     /// Whether the media type of a `Content-Type` value is `expected` (lowercase): what comes before any `;`
     /// parameters, without the spaces around it, compared without regard to ASCII case (RFC 9110 §8.3.1). Read in
-    /// place, as bytes: making the type as an array and a string (the way before) cost ~3,500 instructions of a
-    /// mint under callgrind, splitting and lowercasing it by characters ~14,000.
+    /// place, over the value's contiguous bytes: making the type as an array and a string (the way before) cost
+    /// ~3,500 instructions of a mint under callgrind, splitting and lowercasing it by characters ~14,000, and
+    /// walking the string's UTF-8 view by its indices ~5,000.
     static func hasMediaType(_ contentType: String, _ expected: String) -> Bool {
-        let utf8 = contentType.utf8
-        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-        var end = utf8.firstIndex(of: UInt8(ascii: ";")) ?? utf8.endIndex
-        while end > utf8.startIndex, isSpace(utf8[utf8.index(before: end)]) { end = utf8.index(before: end) }
-        var start = utf8.startIndex
-        while start < end, isSpace(utf8[start]) { start = utf8.index(after: start) }
-        return ASCIIToken.equal(contentType[start..<end], expected)
+        var contentType = contentType
+        var expected = expected
+        return contentType.withUTF8 { value in
+            func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+            var end = value.firstIndex(of: UInt8(ascii: ";")) ?? value.endIndex
+            while end > 0, isSpace(value[end - 1]) { end -= 1 }
+            var start = 0
+            while start < end, isSpace(value[start]) { start += 1 }
+            let type = UnsafeBufferPointer(rebasing: value[start..<end])
+            return expected.withUTF8 { ASCIIToken.equal(bytes: type, $0) }
+        }
     }
 
     /// A required string parameter.
