@@ -5,8 +5,10 @@ import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
+import Hummingbird
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import Synchronization
 import Testing
 
@@ -332,6 +334,35 @@ struct ComponentTests {
                 body: Array("a=b".utf8), contentType: "application/x-www-form-urlencoded", allowForm: false)
         }
         #expect(throws: APIError.self) { try json.string("missing") }
+    }
+
+    /// A body is collected whole from however many parts it arrives in, up to the limit and not a byte beyond,
+    /// and one too large is refused by name whether its first part or a later one crosses the limit.
+    @Test func bodiesAreCollectedUpToTheLimit() async throws {
+        struct Parts: AsyncSequence, Sendable {
+            let parts: [String]
+            struct AsyncIterator: AsyncIteratorProtocol {
+                var rest: ArraySlice<String>
+                mutating func next() async -> ByteBuffer? { rest.popFirst().map { ByteBuffer(string: $0) } }
+            }
+            func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rest: parts[...]) }
+        }
+        func collect(_ parts: [String], upTo limit: Int) async throws -> String {
+            let buffer = try await BrokerHTTPServer.collected(
+                RequestBody(asyncSequence: Parts(parts: parts)), upTo: limit)
+            return String(buffer: buffer)
+        }
+        #expect(try await collect([], upTo: 8) == "")
+        #expect(try await collect(["abc"], upTo: 8) == "abc")
+        #expect(try await collect(["ab", "", "cd", "efgh"], upTo: 8) == "abcdefgh")
+        #expect(try await collect(["abcdefgh"], upTo: 8) == "abcdefgh")
+        for tooLarge in [["abcdefghi"], ["abcd", "efgh", "i"], ["abcdefgh", "i"]] {
+            await #expect("\(tooLarge)") {
+                _ = try await collect(tooLarge, upTo: 8)
+            } throws: { error in
+                (error as? APIError)?.status == 413 && (error as? APIError)?.code == .payloadTooLarge
+            }
+        }
     }
 
     /// The media type is what precedes the parameters, trimmed of spaces and tabs, in lowercase; parameters,

@@ -40,17 +40,30 @@ extension BrokerHTTPServer {
         if let declared = request.headers.value(.contentLength).flatMap(Int.init), declared > RequestInput.maxBodySize {
             throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
         }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: RequestInput.maxBodySize)
-        } catch is NIOTooManyBytesError {
-            throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
-        }
+        let buffer = try await collected(request.body, upTo: RequestInput.maxBodySize)
         return try RequestInput.parse(
             body: Array(buffer.readableBytesView),
             contentType: request.headers.value(.contentType),
             allowForm: allowForm
         )
+    }
+
+    /// A body's bytes, at most `limit` of them (413 `payload_too_large` beyond, however the body arrives).
+    ///
+    /// NIO's `collect(upTo:)` does the same, but as a function of no isolation it goes through the event loop's
+    /// queue on its way in and out, and so do the calls it makes (five trips a mint under callgrind). Here the
+    /// loop runs on the caller's executor, and only the body's own stream waits.
+    nonisolated(nonsending) static func collected(_ body: RequestBody, upTo limit: Int) async throws -> ByteBuffer {
+        var parts = body.makeAsyncIterator()
+        guard var collected = try await parts.next() else { return ByteBuffer() }
+        guard collected.readableBytes <= limit else { throw APIError.payloadTooLarge(limit: limit) }
+        while var part = try await parts.next() {
+            guard part.readableBytes <= limit - collected.readableBytes else {
+                throw APIError.payloadTooLarge(limit: limit)
+            }
+            collected.writeBuffer(&part)
+        }
+        return collected
     }
 
     /// The query's parameters, strictly: percent-decoded, UTF-8, none repeated.
