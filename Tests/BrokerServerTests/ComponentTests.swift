@@ -347,9 +347,9 @@ struct ComponentTests {
             }
             func makeAsyncIterator() -> AsyncIterator { AsyncIterator(rest: parts[...]) }
         }
-        func collect(_ parts: [String], upTo limit: Int) async throws -> String {
+        func collect(_ parts: [String], upTo limit: Int, declaredLength: Int? = nil) async throws -> String {
             let buffer = try await BrokerHTTPServer.collected(
-                RequestBody(asyncSequence: Parts(parts: parts)), upTo: limit)
+                RequestBody(asyncSequence: Parts(parts: parts)), upTo: limit, declaredLength: declaredLength)
             return String(buffer: buffer)
         }
         #expect(try await collect([], upTo: 8) == "")
@@ -363,6 +363,13 @@ struct ComponentTests {
                 (error as? APIError)?.status == 413 && (error as? APIError)?.code == .payloadTooLarge
             }
         }
+        // A declared length ends the reading once that many bytes are in (what follows, from HTTP/1.1's decoder, is
+        // the request's end); without one, or before it is reached, every part is read.
+        #expect(try await collect(["abc", "def"], upTo: 8, declaredLength: 3) == "abc")
+        #expect(try await collect(["ab", "c", "def"], upTo: 8, declaredLength: 3) == "abc")
+        #expect(try await collect(["abc", "def"], upTo: 8, declaredLength: 0) == "")
+        #expect(try await collect(["abc", "def"], upTo: 8) == "abcdef")
+        #expect(try await collect(["abc", "def"], upTo: 8, declaredLength: 7) == "abcdef")
     }
 
     /// The media type is what precedes the parameters, trimmed of spaces and tabs, in lowercase; parameters,

@@ -37,10 +37,11 @@ extension BrokerHTTPServer {
 
     /// Reads a body of at most ``RequestInput/maxBodySize`` bytes and parses it.
     nonisolated(nonsending) static func input(_ request: Request, allowForm: Bool) async throws -> RequestInput {
-        if let declared = request.headers.value(.contentLength).flatMap(Int.init), declared > RequestInput.maxBodySize {
+        let declared = request.headers.value(.contentLength).flatMap(Int.init)
+        if let declared, declared > RequestInput.maxBodySize {
             throw APIError.payloadTooLarge(limit: RequestInput.maxBodySize)
         }
-        let buffer = try await collected(request.body, upTo: RequestInput.maxBodySize)
+        let buffer = try await collected(request.body, upTo: RequestInput.maxBodySize, declaredLength: declared)
         return try RequestInput.parse(
             body: Array(buffer.readableBytesView),
             contentType: request.headers.value(.contentType),
@@ -53,11 +54,20 @@ extension BrokerHTTPServer {
     /// NIO's `collect(upTo:)` does the same, but as a function of no isolation it goes through the event loop's
     /// queue on its way in and out, and so do the calls it makes (five trips a mint under callgrind). Here the
     /// loop runs on the caller's executor, and only the body's own stream waits.
-    nonisolated(nonsending) static func collected(_ body: RequestBody, upTo limit: Int) async throws -> ByteBuffer {
+    ///
+    /// With a `declaredLength` (the request's `Content-Length`), reading stops once that many bytes are in:
+    /// NIO's HTTP/1.1 decoder frames a body by its length, so what would follow is the request's end, which
+    /// Hummingbird reads before the next request anyway. Asking the body for it went through more of
+    /// Hummingbird's and NIO's async sequences than Hummingbird's own read of the end: ~8,000 instructions a
+    /// mint under callgrind.
+    nonisolated(nonsending) static func collected(
+        _ body: RequestBody, upTo limit: Int, declaredLength: Int? = nil
+    ) async throws -> ByteBuffer {
+        if declaredLength == 0 { return ByteBuffer() }
         var parts = body.makeAsyncIterator()
         guard var collected = try await parts.next() else { return ByteBuffer() }
         guard collected.readableBytes <= limit else { throw APIError.payloadTooLarge(limit: limit) }
-        while var part = try await parts.next() {
+        while collected.readableBytes != declaredLength, var part = try await parts.next() {
             guard part.readableBytes <= limit - collected.readableBytes else {
                 throw APIError.payloadTooLarge(limit: limit)
             }
