@@ -50,6 +50,47 @@ struct JSONParserTests {
         #expect(JSONValue.parse(value.serializedBytes) == value)
     }
 
+    /// Strings are scanned eight bytes at a time for what needs an escape: every ASCII byte, and UTF-8 lead and
+    /// continuation bytes beside them, at every offset of a 20-byte string (inside a word, across two words, in
+    /// the tail read byte by byte) come out as a byte-at-a-time writer writes them, and read back as written.
+    @Test func everyByteIsEscapedWherever() throws {
+        func reference(_ text: String) -> [UInt8] {
+            var out: [UInt8] = [UInt8(ascii: "\"")]
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): out += Array(#"\""#.utf8)
+                case UInt8(ascii: "\\"): out += Array(#"\\"#.utf8)
+                case 0x0A: out += Array(#"\n"#.utf8)
+                case 0x0D: out += Array(#"\r"#.utf8)
+                case 0x09: out += Array(#"\t"#.utf8)
+                case 0x08: out += Array(#"\b"#.utf8)
+                case 0x0C: out += Array(#"\f"#.utf8)
+                case ..<0x20: out += Array(String(format: "\\u%04x", Int(byte)).utf8)
+                default: out.append(byte)
+                }
+            }
+            return out + [UInt8(ascii: "\"")]
+        }
+        let specials = (0..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "€", "🔑", "\u{7FF}", "\u{FFFF}"]
+        var checked = 0
+        for special in specials {
+            for offset in 0..<20 {
+                let text = String(repeating: "a", count: offset) + special + String(repeating: "b", count: 19 - offset)
+                let value = JSONValue.string(text)
+                #expect(value.serializedBytes == reference(text), "\(Array(special.utf8)) at \(offset)")
+                #expect(JSONValue.parse(value.serializedBytes) == value)
+                checked += 1
+            }
+        }
+        // Two escapes in one word, and strings of nothing but escapes, of every length up to three words.
+        for count in 0..<25 {
+            for text in [String(repeating: "\"", count: count), String(repeating: "\u{01}\\", count: count)] {
+                #expect(JSONValue.string(text).serializedBytes == reference(text), "\(count)")
+            }
+        }
+        #expect(checked == specials.count * 20)
+    }
+
     /// Escapes at the start, the end and side by side, between runs copied whole: every ASCII byte, and
     /// Foundation reads back what was written.
     @Test("integers are written as Swift spells them, both ends of Int64 among them")
