@@ -3,7 +3,7 @@ extension StringProtocol {
     ///
     /// `Character.isNumber` would also take `٣`, `½` or `Ⅻ`, and comparing `Character`s takes a digit with a
     /// combining mark; ids and numbers from the wire are checked byte by byte instead.
-    package var isASCIIDigits: Bool {
+    @inlinable package var isASCIIDigits: Bool {
         !isEmpty && utf8.allSatisfy(\.isASCIIDigit)
     }
 }
@@ -12,27 +12,30 @@ extension StringProtocol {
 /// escapes), as bytes. `Character`'s own properties take other scripts' digits and letters, and comparing
 /// `Character`s takes a byte with a combining mark after it: ids, escapes and names from the wire are checked
 /// here, byte by byte, instead.
+///
+/// Inlinable: called once a byte from other modules (the form decoder, media types, `Authorization`), each was a
+/// call of its own there.
 extension UInt8 {
     /// `0`–`9`.
-    package var isASCIIDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
+    @inlinable package var isASCIIDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
 
     /// `a`–`z`.
-    package var isASCIILowercase: Bool { self >= UInt8(ascii: "a") && self <= UInt8(ascii: "z") }
+    @inlinable package var isASCIILowercase: Bool { self >= UInt8(ascii: "a") && self <= UInt8(ascii: "z") }
 
     /// `A`–`Z`.
-    package var isASCIIUppercase: Bool { self >= UInt8(ascii: "A") && self <= UInt8(ascii: "Z") }
+    @inlinable package var isASCIIUppercase: Bool { self >= UInt8(ascii: "A") && self <= UInt8(ascii: "Z") }
 
     /// `A`–`Z`, `a`–`z` and `0`–`9`.
-    package var isASCIIAlphanumeric: Bool { isASCIIDigit || isASCIILowercase || isASCIIUppercase }
+    @inlinable package var isASCIIAlphanumeric: Bool { isASCIIDigit || isASCIILowercase || isASCIIUppercase }
 
     /// RFC 3986's unreserved characters: letters, digits, `-`, `.`, `_` and `~`.
-    package var isURIUnreserved: Bool {
+    @inlinable package var isURIUnreserved: Bool {
         isASCIIAlphanumeric || self == UInt8(ascii: "-") || self == UInt8(ascii: ".") || self == UInt8(ascii: "_")
             || self == UInt8(ascii: "~")
     }
 
     /// The value of a hex digit (`0`–`9`, `a`–`f`, `A`–`F`); `nil` for any other byte.
-    package var asciiHexValue: UInt8? {
+    @inlinable package var asciiHexValue: UInt8? {
         if isASCIIDigit { return self - UInt8(ascii: "0") }
         let lower = self | 0x20
         guard lower >= UInt8(ascii: "a"), lower <= UInt8(ascii: "f") else { return nil }
@@ -40,8 +43,8 @@ extension UInt8 {
     }
 
     /// `A`–`Z` as `a`–`z`; every other byte as it is.
-    package var asciiLowercased: UInt8 { isASCIIUppercase ? self | 0x20 : self }
+    @inlinable package var asciiLowercased: UInt8 { isASCIIUppercase ? self | 0x20 : self }
 
     /// `a`–`z` as `A`–`Z`; every other byte as it is.
-    package var asciiUppercased: UInt8 { isASCIILowercase ? self & ~0x20 : self }
+    @inlinable package var asciiUppercased: UInt8 { isASCIILowercase ? self & ~0x20 : self }
 }
