@@ -1,4 +1,5 @@
 package import BrokerCore
+import Glibc
 
 /// The keys a verifier trusts, each under its `kid` and bound to its one algorithm.
 ///
@@ -106,11 +107,39 @@ package struct JWTVerifier: Sendable {
     /// Checks the structure, header and signature of a compact JWS, without looking at the payload.
     ///
     /// - Throws: ``JWTError``, one case per reason.
+    /// The number of segments when a token does not have three.
+    struct SegmentCount: Error {
+        let segments: Int
+    }
+
+    /// A compact JWS's three segments (RFC 7515 §7.1), found with `memchr`: splitting the token's bytes through
+    /// the standard library's generic `split` looked at each byte in turn, ~5,300 instructions of each
+    /// `GET /auth/me` (a 600-byte token) under callgrind.
+    static func segments(_ bytes: [UInt8]) -> Result<[ArraySlice<UInt8>], SegmentCount> {
+        bytes.withUnsafeBufferPointer { buffer in
+            var dots: [Int] = []
+            dots.reserveCapacity(2)
+            var from = 0
+            while from < buffer.count, let base = buffer.baseAddress,
+                let found = memchr(base + from, Int32(UInt8(ascii: ".")), buffer.count - from)
+            {
+                let index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                dots.append(index)
+                from = index + 1
+            }
+            guard dots.count == 2 else { return .failure(SegmentCount(segments: dots.count + 1)) }
+            return .success([bytes[..<dots[0]], bytes[(dots[0] + 1)..<dots[1]], bytes[(dots[1] + 1)...]])
+        }
+    }
+
     package func verifySignature(_ token: String) throws(JWTError) -> VerifiedJWS {
         let bytes = Array(token.utf8)
         guard bytes.count <= options.maxTokenSize else { throw .tooLarge(bytes.count) }
-        let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .malformed("expected 3 segments, found \(parts.count)") }
+        let parts: [ArraySlice<UInt8>]
+        switch JWTVerifier.segments(bytes) {
+        case .success(let found): parts = found
+        case .failure(let count): throw .malformed("expected 3 segments, found \(count.segments)")
+        }
         guard !parts[0].isEmpty else { throw .malformed("empty header") }
         guard let headerBytes = Base64URL.decode(parts[0]) else { throw .malformed("header is not base64url") }
         guard let header = JSONValue.parse(headerBytes)?.objectValue else {

@@ -113,6 +113,26 @@ struct JWTVerifierTests {
         }
     }
 
+    /// Segments are found as the standard library's split (empty ones kept) finds them, for every arrangement of
+    /// dots and letters up to six bytes, and a token without three is counted as that split counts it.
+    @Test func segmentsAreFoundAsSplitFindsThem() {
+        var texts = [""]
+        for _ in 0..<6 { texts += texts.flatMap { [$0 + ".", $0 + "a"] } }
+        texts = Array(Set(texts))
+        for text in texts {
+            let bytes = Array(text.utf8)
+            let split = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+            switch JWTVerifier.segments(bytes) {
+            case .success(let parts):
+                #expect(split.count == 3 && parts.map(Array.init) == split.map(Array.init), "\(text)")
+            case .failure(let count): #expect(split.count != 3 && count.segments == split.count, "\(text)")
+            }
+        }
+        #expect(texts.count == 127)
+        rejects("", .malformed("expected 3 segments, found 1"))
+        rejects("..", .malformed("empty header"))
+    }
+
     @Test func structuralRejections() throws {
         let good = try signer.sign(claims: claims())
         let parts = good.split(separator: ".").map(String.init)
