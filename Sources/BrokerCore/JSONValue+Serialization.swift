@@ -161,7 +161,9 @@ extension JSONValue {
         byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }
 
-    /// The index of the first byte from `start` on that JSON must escape, or `bytes.count`.
+    /// The index of the first byte from `start` on that JSON must escape, or `bytes.count`: where the writer
+    /// stops copying, and where the parser's plain run of a string ends (its quote, an escape, or a control
+    /// byte it refuses).
     ///
     /// Eight bytes are looked at in one step (a mint's answer carries a ~600-byte access token, its claims
     /// another ~300 bytes, and each byte alone took three comparisons and a branch): a word has a byte below

@@ -27,6 +27,26 @@ struct JSONParserTests {
         #expect(JSONValue.parse(Array(text.utf8)) == nil, "\(text.prefix(40))")
     }
 
+    /// A string's end, its escapes and a raw control byte (which JSON refuses) are found wherever they sit in the
+    /// string, eight bytes at a time or in the tail: at every offset of a 20-byte string.
+    @Test func stringsAreReadWhereverTheirEscapesSit() {
+        for offset in 0..<20 {
+            let before = String(repeating: "a", count: offset)
+            let after = String(repeating: "b", count: 19 - offset)
+            for control in 0..<0x20 {
+                let bytes = Array("\"\(before)".utf8) + [UInt8(control)] + Array("\(after)\"".utf8)
+                #expect(JSONValue.parse(bytes) == nil, "\(control) at \(offset)")
+            }
+            #expect(JSONValue.parse(Array("\"\(before)\\n\(after)\"".utf8)) == .string(before + "\n" + after))
+            #expect(JSONValue.parse(Array("\"\(before)\\\"\(after)\"".utf8)) == .string(before + "\"" + after))
+            #expect(
+                JSONValue.parse(Array("[\"\(before)\",\"\(after)\"]".utf8))
+                    == .array([.string(before), .string(after)]))
+            #expect(JSONValue.parse(Array("\"\(before)\(after)".utf8)) == nil, "unterminated")
+            #expect(JSONValue.parse(Array("\"\(before)\\".utf8)) == nil, "an escape at the very end")
+        }
+    }
+
     @Test func rejectsInvalidUTF8() {
         #expect(JSONValue.parse([0x22, 0xff, 0x22]) == nil)
     }
