@@ -25,9 +25,24 @@ package final class BrokerMetrics: StoreObserver {
     /// The password hashes' wait (one histogram, no labels).
     private let hashWait: DurationHistogram
 
+    /// A counter's name and labels, hashed and compared as they are given (flattening the labels into one array
+    /// first made two arrays per count).
     private struct EventKey: Hashable {
         let name: String
-        let labels: [String]
+        let labels: [(String, String)]
+
+        static func == (a: EventKey, b: EventKey) -> Bool {
+            a.name == b.name && a.labels.elementsEqual(b.labels) { $0.0 == $1.0 && $0.1 == $1.1 }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(name)
+            hasher.combine(labels.count)
+            for (label, value) in labels {
+                hasher.combine(label)
+                hasher.combine(value)
+            }
+        }
     }
 
     private struct RequestKey: Hashable {
@@ -100,7 +115,7 @@ package final class BrokerMetrics: StoreObserver {
 
     /// Counts one event of the counter `whole` (its whole exposed name) with `labels`.
     private func count(_ whole: String, _ help: String, _ labels: [(String, String)] = []) {
-        let key = EventKey(name: whole, labels: labels.flatMap { [$0.0, $0.1] })
+        let key = EventKey(name: whole, labels: labels)
         eventCounters.get(key) { registry.makeCounter(descriptor: Self.name(whole, help), labels: labels) }.increment()
     }
 
