@@ -104,9 +104,6 @@ package struct JWTVerifier: Sendable {
         package let algorithm: JWSAlgorithm
     }
 
-    /// Checks the structure, header and signature of a compact JWS, without looking at the payload.
-    ///
-    /// - Throws: ``JWTError``, one case per reason.
     /// The number of segments when a token does not have three.
     struct SegmentCount: Error {
         let segments: Int
@@ -117,21 +114,27 @@ package struct JWTVerifier: Sendable {
     /// `GET /auth/me` (a 600-byte token) under callgrind.
     static func segments(_ bytes: [UInt8]) -> Result<[ArraySlice<UInt8>], SegmentCount> {
         bytes.withUnsafeBufferPointer { buffer in
-            var dots: [Int] = []
-            dots.reserveCapacity(2)
+            // The first two dots' positions and how many there are in all.
+            var first = 0
+            var second = 0
+            var dots = 0
             var from = 0
             while from < buffer.count, let base = buffer.baseAddress,
                 let found = memchr(base + from, Int32(UInt8(ascii: ".")), buffer.count - from)
             {
                 let index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
-                dots.append(index)
+                if dots == 0 { first = index } else if dots == 1 { second = index }
+                dots += 1
                 from = index + 1
             }
-            guard dots.count == 2 else { return .failure(SegmentCount(segments: dots.count + 1)) }
-            return .success([bytes[..<dots[0]], bytes[(dots[0] + 1)..<dots[1]], bytes[(dots[1] + 1)...]])
+            guard dots == 2 else { return .failure(SegmentCount(segments: dots + 1)) }
+            return .success([bytes[..<first], bytes[(first + 1)..<second], bytes[(second + 1)...]])
         }
     }
 
+    /// Checks the structure, header and signature of a compact JWS, without looking at the payload.
+    ///
+    /// - Throws: ``JWTError``, one case per reason.
     package func verifySignature(_ token: String) throws(JWTError) -> VerifiedJWS {
         let bytes = Array(token.utf8)
         guard bytes.count <= options.maxTokenSize else { throw .tooLarge(bytes.count) }
