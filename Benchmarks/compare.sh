@@ -7,7 +7,9 @@
 # e.g. cp .build-bench/release/broker-full /tmp/before; (change, build); Benchmarks/compare.sh /tmp/before .build-bench/release/broker-full
 # BEFORE_ENV / AFTER_ENV: a variable (NAME=value) for one side's broker; BEFORE_LABEL / AFTER_LABEL: the table's
 # column names (Benchmarks/executor.sh runs one binary both ways through them). BUSY=0: no busy loops beside the
-# measurements (Benchmarks/busy.sh; default one per core).
+# measurements (Benchmarks/busy.sh; default one per core). BROKER_CPUS / WRK_CPUS: CPU lists (taskset -c) for
+# both brokers' threads and for wrk, e.g. BROKER_CPUS=0 WRK_CPUS=1 BUSY=0: the two event loops share one core
+# and nothing of theirs crosses between cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/busy.sh
@@ -27,7 +29,7 @@ start() {  # start NAME BINARY [NAME=value]
   local name=$1 binary=$2 variable=${3:-}
   mkdir -p "$WORK/$name"
   echo '{"server": {"login_throttle": false, "issuer": "http://127.0.0.1"}}' >"$WORK/$name/broker.json"
-  env ${variable:+"$variable"} "$binary" serve --config "$WORK/$name/broker.json" --port 0 --data-dir "$WORK/$name/data" --log-level error \
+  env ${variable:+"$variable"} ${BROKER_CPUS:+taskset -c "$BROKER_CPUS"} "$binary" serve --config "$WORK/$name/broker.json" --port 0 --data-dir "$WORK/$name/data" --log-level error \
     >"$WORK/$name/out" 2>"$WORK/$name/err" &
   echo $! >"$WORK/$name.pid"
   for _ in $(seq 100); do grep -q listening "$WORK/$name/out" 2>/dev/null && break; sleep 0.1; done
@@ -62,7 +64,7 @@ for round in $(seq "$ROUNDS"); do
         mint) args=(-s Benchmarks/wrk/mint.lua "$url") ;;
       esac
       before=$(ticks "$pid")
-      MINT_BASIC=$basic wrk -t2 -c16 -d"${DURATION}s" "${args[@]}" >"$WORK/wrk.txt"
+      MINT_BASIC=$basic ${WRK_CPUS:+taskset -c "$WRK_CPUS"} wrk -t2 -c16 -d"${DURATION}s" "${args[@]}" >"$WORK/wrk.txt"
       after=$(ticks "$pid")
       if grep -q "Non-2xx\|lua:" "$WORK/wrk.txt"; then echo "compare.sh: $name $endpoint: errors" >&2; cat "$WORK/wrk.txt" >&2; exit 1; fi
       echo "$endpoint $name $(awk '/requests in/ {print $1}' "$WORK/wrk.txt") $((after - before))" >>"$WORK/results"
@@ -70,14 +72,15 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" "${BEFORE_LABEL:-before}" "${AFTER_LABEL:-after}" "$(busy_words)" <<'PY'
+python3 - "$WORK/results" "$DURATION" "$(getconf CLK_TCK)" "$ROUNDS" "${BEFORE_LABEL:-before}" "${AFTER_LABEL:-after}" "$(busy_words)" \
+  "${BROKER_CPUS:+, brokers on CPU $BROKER_CPUS}${WRK_CPUS:+, wrk on CPU $WRK_CPUS}" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     endpoint, name, requests, ticks = line.split()
     rows.setdefault((endpoint, name), []).append((int(requests), int(ticks)))
 duration, hz = float(sys.argv[2]), int(sys.argv[3])
-print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s, {sys.argv[7]}")
+print(f"medians of {sys.argv[4]} alternating rounds of {sys.argv[2]} s, {sys.argv[7]}{sys.argv[8]}")
 print(f"| endpoint | {sys.argv[5]}: req/s | µs CPU/request | {sys.argv[6]}: req/s | µs CPU/request | CPU ratio |")
 print("|---|---:|---:|---:|---:|---:|")
 for endpoint in ("jwks", "me", "mint"):

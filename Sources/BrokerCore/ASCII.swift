@@ -47,4 +47,8 @@ extension UInt8 {
 
     /// `a`–`z` as `A`–`Z`; every other byte as it is.
     @inlinable package var asciiUppercased: UInt8 { isASCIILowercase ? self & ~0x20 : self }
+
+    /// HTTP's optional white space, a space or a horizontal tab (RFC 9110 §5.6.3): what may stand around a
+    /// field's value, a media type or an authorization scheme's credentials.
+    @inlinable package var isHTTPWhitespace: Bool { self == UInt8(ascii: " ") || self == UInt8(ascii: "\t") }
 }

@@ -67,22 +67,12 @@ extension AsymmetricKey {
     }
 
     private func popContext(signing: Bool) -> OpaquePointer? {
-        withPool(signing: signing) { $0.popLast() }?.pointer
+        signing ? signContexts.take() : verifyContexts.take()
     }
 
-    /// Returns a context to its pool, or frees it (with the free function of its type) when the pool is full.
+    /// Returns a context to its pool, which frees it when the pool is full.
     private func giveBack(_ ctx: OpaquePointer, signing: Bool) {
-        let kept = withPool(signing: signing) { contexts -> Bool in
-            guard contexts.count < 16 else { return false }
-            contexts.append(ContextHandle(pointer: ctx))
-            return true
-        }
-        guard !kept else { return }
-        if kind == .ed25519 { EVP_MD_CTX_free(ctx) } else { EVP_PKEY_CTX_free(ctx) }
-    }
-
-    private func withPool<R: Sendable>(signing: Bool, _ body: (inout sending [ContextHandle]) -> sending R) -> R {
-        signing ? signContexts.withLock(body) : verifyContexts.withLock(body)
+        if signing { signContexts.giveBack(ctx) } else { verifyContexts.giveBack(ctx) }
     }
 
     // Ed25519 has no prehash form, so it goes through EVP_DigestSign; its EVP_MD_CTXs are pooled the same way

@@ -12,9 +12,10 @@ package final class AsymmetricKey: @unchecked Sendable {
     let pkey: OpaquePointer
     package let kind: KeyKind
     package let isPrivate: Bool
-    /// Initialised EVP_PKEY_CTXs, reused across operations (see `AsymmetricKey+Signing.swift`).
-    let signContexts = Mutex<[ContextHandle]>([])
-    let verifyContexts = Mutex<[ContextHandle]>([])
+    /// Initialised contexts, reused across operations (see `AsymmetricKey+Signing.swift`): EVP_PKEY_CTXs, or
+    /// EVP_MD_CTXs for Ed25519.
+    let signContexts: ContextPool
+    let verifyContexts: ContextPool
 
     /// The one algorithm this key signs and verifies with.
     package var algorithm: JWSAlgorithm { kind.algorithm }
@@ -29,14 +30,19 @@ package final class AsymmetricKey: @unchecked Sendable {
         }
         self.pkey = pkey
         self.isPrivate = isPrivate
+        // Ed25519 goes through EVP_DigestSign, so its pools keep EVP_MD_CTXs.
+        let free: @Sendable (OpaquePointer) -> Void
+        if case .ed25519 = kind {
+            free = { EVP_MD_CTX_free($0) }
+        } else {
+            free = { EVP_PKEY_CTX_free($0) }
+        }
+        signContexts = ContextPool(free: free)
+        verifyContexts = ContextPool(free: free)
     }
 
     deinit {
-        // Ed25519 keys pool EVP_MD_CTXs, the others EVP_PKEY_CTXs.
-        let isEd25519 = kind == .ed25519
-        for handle in signContexts.withLock({ $0 }) + verifyContexts.withLock({ $0 }) {
-            if isEd25519 { EVP_MD_CTX_free(handle.pointer) } else { EVP_PKEY_CTX_free(handle.pointer) }
-        }
+        // The pools free their contexts after this; each holds its own reference to the key.
         EVP_PKEY_free(pkey)
     }
 
@@ -161,9 +167,4 @@ package final class AsymmetricKey: @unchecked Sendable {
         guard let pub else { throw CryptoError.openSSL("public key import") }
         return try AsymmetricKey(taking: pub, isPrivate: false)
     }
-}
-
-/// An EVP_PKEY_CTX owned by a pool: only the operation that took it from the pool touches it.
-struct ContextHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
 }

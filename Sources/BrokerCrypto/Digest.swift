@@ -92,7 +92,7 @@ package enum HMAC {
 /// `EVP_Q_mac`, behind ``HMAC/authenticate(_:key:data:)``, fetches the MAC and its digest by name and sets the key
 /// at every call, ~20,000 instructions of each CI mint under callgrind; a copy of a keyed context is a fraction.
 ///
-/// Used contexts are kept (up to 16) and started again with the same key (`EVP_MAC_init` without a key starts over
+/// Used contexts are kept (a ``ContextPool``) and started again with the same key (`EVP_MAC_init` without a key starts over
 /// from the keyed state): copying a context and freeing it after one message cost 4,276 instructions a mint under
 /// callgrind, most of it OpenSSL's allocations.
 package final class HMACKey: Sendable {
@@ -100,7 +100,7 @@ package final class HMACKey: Sendable {
     /// two threads at once).
     private let keyed: Mutex<ContextPointer>
     /// Copies of it that have been used, each held by one caller at a time.
-    private let spare = Mutex<[ContextPointer]>([])
+    private let spare = ContextPool(free: { EVP_MAC_CTX_free($0) })
 
     private struct ContextPointer: @unchecked Sendable {
         let pointer: OpaquePointer
@@ -115,16 +115,13 @@ package final class HMACKey: Sendable {
 
     deinit {
         keyed.withLock { EVP_MAC_CTX_free($0.pointer) }
-        spare.withLock { contexts in
-            for context in contexts { EVP_MAC_CTX_free(context.pointer) }
-        }
     }
 
     /// HMAC of `data` under this key.
     package func authenticate(_ data: [UInt8]) -> [UInt8] {
         let context: OpaquePointer
-        if let kept = spare.withLock({ $0.popLast() }) {
-            context = kept.pointer
+        if let kept = spare.take() {
+            context = kept
         } else {
             guard let copy = keyed.withLock({ EVP_MAC_CTX_dup($0.pointer) }) else {
                 preconditionFailure("EVP_MAC_CTX_dup failed")
@@ -140,12 +137,7 @@ package final class HMACKey: Sendable {
                 && EVP_MAC_final(context, &out, &length, out.count) == 1
         }
         precondition(ok, "HMAC failed")
-        let kept = spare.withLock { contexts -> Bool in
-            guard contexts.count < 16 else { return false }
-            contexts.append(ContextPointer(pointer: context))
-            return true
-        }
-        if !kept { EVP_MAC_CTX_free(context) }
+        spare.giveBack(context)
         out.removeLast(out.count - length)
         return out
     }

@@ -21,6 +21,8 @@ struct ASCIITests {
             #expect(byte.isASCIIUppercase == upper, "\(byte)")
             #expect(byte.isASCIIAlphanumeric == (digit || lower || upper), "\(byte)")
             #expect(byte.isURIUnreserved == (digit || lower || upper || Array("-._~".utf8).contains(byte)), "\(byte)")
+            // Only a space and a horizontal tab: not CR, LF, VT, FF or NBSP (0xA0).
+            #expect(byte.isHTTPWhitespace == (value == 0x20 || value == 0x09), "\(byte)")
             // Case maps letters onto letters and leaves every other byte alone.
             let lowered = lower || upper ? Self.lowercase[Int(byte | 0x20) - 0x61] : byte
             #expect(byte.asciiLowercased == lowered, "\(byte)")

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import BrokerCrypto
@@ -148,6 +149,29 @@ struct DigestTests {
             return await group.reduce(into: [Bool]()) { $0.append($1) }
         }
         #expect(answers.count == 64 && answers.allSatisfy { $0 })
+    }
+
+    /// The pool both key kinds keep their OpenSSL contexts in: the last one given back is the next one taken, no
+    /// more than `capacity` are kept (the rest freed at once), and the kept ones are freed when the pool goes;
+    /// never one twice. The pointers are stand-ins the counting free function never reads.
+    @Test func contextPoolKeepsUpToItsCapacityAndFreesTheRest() {
+        let freed = Mutex<[Int]>([])
+        do {
+            let pool = ContextPool(free: { pointer in
+                freed.withLock { $0.append(Int(bitPattern: UnsafeRawPointer(pointer))) }
+            })
+            #expect(pool.take() == nil)
+            let made = (1...(ContextPool.capacity + 3)).map { OpaquePointer(bitPattern: $0 * 16)! }
+            for context in made { pool.giveBack(context) }
+            #expect(pool.keptCount == ContextPool.capacity)
+            #expect(freed.withLock { $0 } == made.suffix(3).map { Int(bitPattern: UnsafeRawPointer($0)) })
+            #expect(pool.take() == made[ContextPool.capacity - 1])
+            #expect(pool.keptCount == ContextPool.capacity - 1)
+        }
+        let all = freed.withLock { $0 }
+        #expect(all.count == ContextPool.capacity + 2, "one was taken and not given back, so it is not freed")
+        #expect(Set(all).count == all.count)
+        #expect(!all.contains((ContextPool.capacity) * 16))
     }
 
     @Test func constantTimeCompare() {

@@ -21,10 +21,9 @@ struct AuthorizationCredentials {
         else { return nil }
         let rest = utf8.index(after: schemeEnd)
         guard rest < utf8.endIndex else { return nil }
-        func isWhite(_ byte: UInt8) -> Bool { byte == space || byte == UInt8(ascii: "\t") }
-        let start = utf8[rest...].firstIndex { !isWhite($0) } ?? utf8.endIndex
+        let start = utf8[rest...].firstIndex { !$0.isHTTPWhitespace } ?? utf8.endIndex
         var end = utf8.endIndex
-        while end > start, isWhite(utf8[utf8.index(before: end)]) { end = utf8.index(before: end) }
+        while end > start, utf8[utf8.index(before: end)].isHTTPWhitespace { end = utf8.index(before: end) }
         scheme = value[schemeStart..<schemeEnd]
         credentials = String(value[start..<end])
     }

@@ -50,11 +50,10 @@ struct RequestInput: Sendable {
         var contentType = contentType
         var expected = expected
         return contentType.withUTF8 { value in
-            func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
             var end = value.firstIndex(of: UInt8(ascii: ";")) ?? value.endIndex
-            while end > 0, isSpace(value[end - 1]) { end -= 1 }
+            while end > 0, value[end - 1].isHTTPWhitespace { end -= 1 }
             var start = 0
-            while start < end, isSpace(value[start]) { start += 1 }
+            while start < end, value[start].isHTTPWhitespace { start += 1 }
             let type = UnsafeBufferPointer(rebasing: value[start..<end])
             return expected.withUTF8 { ASCIIToken.equal(bytes: type, $0) }
         }
