@@ -5,7 +5,11 @@
 # `/auth/me` against the constant document plus one ES256 signature or verification (`openssl speed` on one
 # core, same run), for goal 2; and refresh grants on SQLite and on PostgreSQL against the constant document
 # plus one signature plus the store's own time. Writes the "The HTTP floor" section of BENCHMARKS.md.
-#   Benchmarks/floor.sh [seconds-per-measurement]     (default 10)
+#   Benchmarks/floor.sh [seconds-per-measurement] [rounds]     (default 10 s, 3 rounds)
+# Each round measures nginx, Hummingbird, the documents, `/auth/me` and the mint, and `openssl speed`; the table
+# shows each figure's median over the rounds, and each ratio's median of the rounds' own ratios (a round's floor
+# from that round), with their range: on this VM kind one run's figures move by 10–20% from run to run. The
+# refresh grants spend their token chains, so they are measured once, after the rounds.
 #   SCRATCH=.build-bench Benchmarks/floor.sh
 #   BUSY=0 Benchmarks/floor.sh     (no busy loops beside it: see Benchmarks/busy.sh; default one per core)
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
@@ -15,6 +19,8 @@ cd "$(dirname "$0")/.."
 . Benchmarks/busy.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
 DURATION=${1:-10}
+ROUNDS=${2:-3}
+case "$ROUNDS" in '' | *[!0-9]* | 0) echo "floor.sh: rounds must be a whole number above 0, not '$ROUNDS'" >&2; exit 2 ;; esac
 SCRATCH=${SCRATCH:-.build}
 WORK=$(mktemp -d)
 cleanup() {
@@ -75,7 +81,8 @@ MINT_BASIC=$(printf 'bench:%s' "$SECRET" | base64 -w0)
 
 # CPU ticks (user + system) of a set of processes.
 ticks() { for pid in "$@"; do awk '{print $14 + $15}' "/proc/$pid/stat"; done | awk '{s += $1} END {print s}'; }
-# measure NAME PIDS -- wrk arguments…: requests answered and CPU ticks spent by PIDS meanwhile.
+# measure NAME PIDS -- wrk arguments…: requests answered and CPU ticks spent by PIDS meanwhile (in round ROUND).
+ROUND=1
 measure() {
   local name=$1 pids=$2
   shift 3
@@ -86,15 +93,21 @@ measure() {
   if grep -q "Non-2xx\|lua:" "$WORK/$name.txt"; then echo "floor.sh: $name: errors" >&2; cat "$WORK/$name.txt" >&2; exit 1; fi
   local requests
   requests=$(awk '/requests in/ {print $1}' "$WORK/$name.txt")
-  echo "$name $requests $((after - before))" >>"$WORK/results"
+  echo "$name $requests $((after - before)) $ROUND" >>"$WORK/results"
 }
-measure nginx "$NGINX_PIDS" -- "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.json"
-measure hummingbird "$(cat "$WORK/hummingbird.pid")" -- "http://127.0.0.1:$HB_PORT/.well-known/jwks.json"
-measure jwks "$BROKER_PID" -- "$URL/.well-known/jwks.json"
-# The same document with a query goes through the router, as every other request does: the floor of goal 2.
-measure jwks_router "$BROKER_PID" -- "$URL/.well-known/jwks.json?via=router"
-measure me "$BROKER_PID" -- -H "Authorization: Bearer $ACCESS" "$URL/auth/me"
-measure mint "$BROKER_PID" -- -s Benchmarks/wrk/mint.lua "$URL"
+for ROUND in $(seq "$ROUNDS"); do
+  measure nginx "$NGINX_PIDS" -- "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.json"
+  measure hummingbird "$(cat "$WORK/hummingbird.pid")" -- "http://127.0.0.1:$HB_PORT/.well-known/jwks.json"
+  measure jwks "$BROKER_PID" -- "$URL/.well-known/jwks.json"
+  # The same document with a query goes through the router, as every other request does: the floor of goal 2.
+  measure jwks_router "$BROKER_PID" -- "$URL/.well-known/jwks.json?via=router"
+  measure me "$BROKER_PID" -- -H "Authorization: Bearer $ACCESS" "$URL/auth/me"
+  measure mint "$BROKER_PID" -- -s Benchmarks/wrk/mint.lua "$URL"
+  # One signature's and one verification's cost on one core, in the same round.
+  openssl speed -seconds 3 ecdsap256 2>/dev/null |
+    awk -v round="$ROUND" '/256 bits ecdsa \(nistp256\)/ {print "speed", $(NF-1), $NF, round}' >>"$WORK/results"
+done
+ROUND=1
 
 # Refresh grants. Each connection spends its own chain (Benchmarks/wrk/refresh.lua): 8 per wrk thread plus two
 # spare, from logins.
@@ -134,30 +147,45 @@ before_db=$(cluster_ticks)
 export REFRESH_TOKENS="$WORK/tokens-pg"
 measure refresh_pg "$(cat "$WORK/pg.pid")" -- -s Benchmarks/wrk/refresh.lua "$PG_URL"
 after_db=$(cluster_ticks)
-echo "database_pg 0 $((after_db - before_db))" >>"$WORK/results"
-SPEED=$(openssl speed -seconds 3 ecdsap256 2>/dev/null | awk '/256 bits ecdsa \(nistp256\)/ {print $(NF-1) " " $NF}')
+echo "database_pg 0 $((after_db - before_db)) 1" >>"$WORK/results"
 
-python3 - "$WORK/results" "$SPEED" "$DURATION" "$(getconf CLK_TCK)" "${BUSY:-}" "$BUSY_WORDS" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
-import datetime, subprocess, sys
+python3 - "$WORK/results" "$ROUNDS" "$DURATION" "$(getconf CLK_TCK)" "${BUSY:-}" "$BUSY_WORDS" <<'PY' | python3 Benchmarks/write_section.py "## The HTTP floor"
+import datetime, statistics, subprocess, sys
+# rows[name][round] = (requests, ticks); speed[round] = (signatures/s, verifications/s)
 rows = {}
+speed = {}
 store = {}
 for line in open(sys.argv[1]):
     fields = line.split()
     if fields[0] == "store_sqlite":
         store["sqlite"] = 1e6 / float(fields[1])
-        continue
-    rows[fields[0]] = (int(fields[1]), int(fields[2]))
-sign, verify = (float(x) for x in sys.argv[2].split())
+    elif fields[0] == "speed":
+        speed[int(fields[3])] = (float(fields[1]), float(fields[2]))
+    else:
+        rows.setdefault(fields[0], {})[int(fields[3])] = (int(fields[1]), int(fields[2]))
+rounds = int(sys.argv[2])
 duration, hz = float(sys.argv[3]), int(sys.argv[4])
-def rate(name): return rows[name][0] / duration
-def cpu_us(name): return rows[name][1] / hz / rows[name][0] * 1e6
-sign_us, verify_us = 1e6 / sign, 1e6 / verify
+def rate_in(name, r): return rows[name][r][0] / duration
+def cpu_in(name, r): return rows[name][r][1] / hz / rows[name][r][0] * 1e6
+def rate(name): return statistics.median(rate_in(name, r) for r in rows[name])
+def cpu_us(name): return statistics.median(cpu_in(name, r) for r in rows[name])
+sign_us = statistics.median(1e6 / s for s, _ in speed.values())
+verify_us = statistics.median(1e6 / v for _, v in speed.values())
+def ratio(values, unit=""):
+    """The median of the rounds' own ratios, in bold, and their range when there are several."""
+    values = sorted(values)
+    text = f"**{statistics.median(values):.2f}{unit}**"
+    return text + (f" ({values[0]:.2f}{unit}–{values[-1]:.2f}{unit})" if len(values) > 1 else "")
+# Each round's floor from that round: its routed document and its own signature or verification.
+mint_ratios = [(cpu_in("jwks_router", r) + 1e6 / speed[r][0]) / cpu_in("mint", r) for r in range(1, rounds + 1)]
+me_ratios = [(cpu_in("jwks_router", r) + 1e6 / speed[r][1]) / cpu_in("me", r) for r in range(1, rounds + 1)]
+jwks_ratios = [rate_in("jwks", r) / rate_in("nginx", r) for r in range(1, rounds + 1)]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip().replace("nginx version: ", "")
 routed = cpu_us("jwks_router")
 floor_mint = routed + sign_us
 floor_me = routed + verify_us
-database_us = rows["database_pg"][1] / hz / rows["refresh_pg"][0] * 1e6
+database_us = rows["database_pg"][1][1] / hz / rows["refresh_pg"][1][0] * 1e6
 floor_sqlite = routed + sign_us + store["sqlite"]
 floor_pg = routed + sign_us + database_us
 # The same floors from the document as it is served (beneath the router).
@@ -165,16 +193,16 @@ def served(floor): return floor - routed + cpu_us("jwks")
 actual_pg = cpu_us("refresh_pg") + database_us
 print(f"""## The HTTP floor: the constant document against nginx (wrk, CPU per request from /proc)
 
-Command: `{f"BUSY={sys.argv[5]} " if sys.argv[5] else ""}Benchmarks/floor.sh {sys.argv[3]}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores, {sys.argv[6]} (`Benchmarks/busy.sh`); CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, same run).
+Command: `{f"BUSY={sys.argv[5]} " if sys.argv[5] else ""}Benchmarks/floor.sh {sys.argv[3]} {rounds}` — {datetime.date.today()}, {cpu}, release build, {nginx}, wrk -t2 -c16, servers and wrk on the same cores, {sys.argv[6]} (`Benchmarks/busy.sh`); CPU per request is the server's user + system time over the requests it answered; one ES256 signature {sign_us:.0f} µs and verification {verify_us:.0f} µs (`openssl speed ecdsap256`, one core, each round). Figures are medians of {rounds} rounds; a bold ratio is the median of the rounds' own ratios, its range after it; the refresh rows are one measurement after the rounds.
 
 | measurement | req/s | CPU per request | against | ratio | goal | against the document as served |
 |---|---:|---:|---|---:|---:|---:|
 | nginx, the same 216-byte file | {rate("nginx"):,.0f} | {cpu_us("nginx"):.0f} µs | — | — | — | — |
 | Hummingbird alone, the same bytes (`hummingbird-floor`) | {rate("hummingbird"):,.0f} | {cpu_us("hummingbird"):.0f} µs | nginx's req/s | {rate("hummingbird") / rate("nginx"):.2f}x | — | — |
-| broker `GET /.well-known/jwks.json` (answered beneath the router) | {rate("jwks"):,.0f} | {cpu_us("jwks"):.0f} µs | nginx's req/s | **{rate("jwks") / rate("nginx"):.2f}x** | ≥ 0.7x | — |
+| broker `GET /.well-known/jwks.json` (answered beneath the router) | {rate("jwks"):,.0f} | {cpu_us("jwks"):.0f} µs | nginx's req/s | {ratio(jwks_ratios, "x")} | ≥ 0.7x | — |
 | broker `GET /.well-known/jwks.json?via=router` (the same through the router) | {rate("jwks_router"):,.0f} | {routed:.0f} µs | nginx's req/s | {rate("jwks_router") / rate("nginx"):.2f}x | — | — |
-| broker `client_credentials` mint | {rate("mint"):,.0f} | {cpu_us("mint"):.0f} µs | the routed document + one signature: {floor_mint:.0f} µs | **{floor_mint / cpu_us("mint"):.2f}** | ≥ 0.8 | {served(floor_mint) / cpu_us("mint"):.2f} |
-| broker `GET /auth/me` | {rate("me"):,.0f} | {cpu_us("me"):.0f} µs | the routed document + one verification: {floor_me:.0f} µs | **{floor_me / cpu_us("me"):.2f}** | ≥ 0.85 | {served(floor_me) / cpu_us("me"):.2f} |
+| broker `client_credentials` mint | {rate("mint"):,.0f} | {cpu_us("mint"):.0f} µs | the routed document + one signature: {floor_mint:.0f} µs | {ratio(mint_ratios)} | ≥ 0.8 | {served(floor_mint) / cpu_us("mint"):.2f} |
+| broker `GET /auth/me` | {rate("me"):,.0f} | {cpu_us("me"):.0f} µs | the routed document + one verification: {floor_me:.0f} µs | {ratio(me_ratios)} | ≥ 0.85 | {served(floor_me) / cpu_us("me"):.2f} |
 | broker refresh grant, SQLite | {rate("refresh_sqlite"):,.0f} | {cpu_us("refresh_sqlite"):.0f} µs | the routed document + one signature + the store's own time ({store["sqlite"]:.0f} µs): {floor_sqlite:.0f} µs | **{floor_sqlite / cpu_us("refresh_sqlite"):.2f}** | — | {served(floor_sqlite) / cpu_us("refresh_sqlite"):.2f} |
 | broker refresh grant, PostgreSQL | {rate("refresh_pg"):,.0f} | {cpu_us("refresh_pg"):.0f} µs + the database's {database_us:.0f} µs | the routed document + one signature + the database's CPU: {floor_pg:.0f} µs | **{floor_pg / actual_pg:.2f}** | — | {served(floor_pg) / actual_pg:.2f} |
 
