@@ -6,8 +6,8 @@ import Synchronization
 ///
 /// Each context is held by one operation at a time: ``take()`` hands it out of the pool, ``giveBack(_:)`` puts it
 /// back. Up to ``capacity`` are kept; a context given back beyond that, and every kept one when the pool goes, is
-/// freed with the pool's free function. A context that was never given back (an operation that trapped) is
-/// simply not in the pool.
+/// freed with the pool's free function. Every operation gives back what it took on each path that returns (a
+/// `defer` where it can throw), so a refused signature or a failed verification loses no context.
 ///
 /// The keys that own pools (``AsymmetricKey``, ``HMACKey``) free their own OpenSSL objects in their `deinit`,
 /// before their pools go: OpenSSL counts the references a context holds (`EVP_PKEY_CTX_new_from_pkey` takes

@@ -92,9 +92,9 @@ package enum HMAC {
 /// `EVP_Q_mac`, behind ``HMAC/authenticate(_:key:data:)``, fetches the MAC and its digest by name and sets the key
 /// at every call, ~20,000 instructions of each CI mint under callgrind; a copy of a keyed context is a fraction.
 ///
-/// Used contexts are kept (a ``ContextPool``) and started again with the same key (`EVP_MAC_init` without a key starts over
-/// from the keyed state): copying a context and freeing it after one message cost 4,276 instructions a mint under
-/// callgrind, most of it OpenSSL's allocations.
+/// Used contexts are kept (a ``ContextPool``) and started again with the same key (`EVP_MAC_init` without a key
+/// starts over from the keyed state): copying a context and freeing it after one message cost 4,276 instructions a
+/// mint under callgrind, most of it OpenSSL's allocations.
 package final class HMACKey: Sendable {
     /// The keyed context, only ever copied (under the lock: OpenSSL does not promise a context may be read by
     /// two threads at once).
