@@ -16,11 +16,7 @@ struct ContextPool: ~Copyable, Sendable {
     /// How many contexts are kept at most: more than the threads that use one key at once.
     static let capacity = 16
 
-    private struct Handle: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
-
-    private let kept = Mutex<[Handle]>([])
+    private let kept = Mutex<[ContextHandle]>([])
     private let free: @Sendable (OpaquePointer) -> Void
 
     /// A pool whose contexts are freed with `free` (`EVP_PKEY_CTX_free`, `EVP_MD_CTX_free`, `EVP_MAC_CTX_free`).
@@ -41,7 +37,7 @@ struct ContextPool: ~Copyable, Sendable {
     func giveBack(_ context: OpaquePointer) {
         let isKept = kept.withLock { contexts -> Bool in
             guard contexts.count < Self.capacity else { return false }
-            contexts.append(Handle(pointer: context))
+            contexts.append(ContextHandle(pointer: context))
             return true
         }
         if !isKept { free(context) }
@@ -49,4 +45,10 @@ struct ContextPool: ~Copyable, Sendable {
 
     /// How many contexts are kept now (for tests).
     var keptCount: Int { kept.withLock { $0.count } }
+}
+
+/// An OpenSSL context that one holder at a time uses: a ``ContextPool``'s caller between `take` and `giveBack`, or
+/// whoever holds the lock it sits behind (``HMACKey``'s keyed context).
+struct ContextHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
 }

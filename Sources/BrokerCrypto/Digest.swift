@@ -98,19 +98,15 @@ package enum HMAC {
 package final class HMACKey: Sendable {
     /// The keyed context, only ever copied (under the lock: OpenSSL does not promise a context may be read by
     /// two threads at once).
-    private let keyed: Mutex<ContextPointer>
+    private let keyed: Mutex<ContextHandle>
     /// Copies of it that have been used, each held by one caller at a time.
     private let spare = ContextPool(free: { EVP_MAC_CTX_free($0) })
-
-    private struct ContextPointer: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
 
     package init(_ algorithm: DigestAlgorithm, key: [UInt8]) {
         let pointer = key.withUnsafeBufferPointer { broker_hmac_keyed(algorithm.name, $0.baseAddress, $0.count) }
         // Keying a built-in MAC fails only when memory runs out.
         guard let pointer else { preconditionFailure("HMAC key set-up failed") }
-        keyed = Mutex(ContextPointer(pointer: pointer))
+        keyed = Mutex(ContextHandle(pointer: pointer))
     }
 
     deinit {
