@@ -49,13 +49,18 @@ if $uninstall; then
   exit 0
 fi
 
-echo "== swift build -c $configuration (broker, broker-full)" >&2
-swift build -c "$configuration" --product broker >&2
-swift build -c "$configuration" --product broker-full >&2
-products=$(swift build -c "$configuration" --show-bin-path)
+# Only the shipped targets (Package.swift, BROKER_SHIPPED_ONLY), in a scratch folder of their own: the manual's
+# plugin builds every declared target, and the test support builds only with testing enabled. Its own folder also
+# keeps this manifest's build plan apart from the development build's in .build.
+export BROKER_SHIPPED_ONLY=1
+scratch=${BROKER_INSTALL_SCRATCH:-.build-install}
+echo "== swift build -c $configuration (broker, broker-full) in $scratch" >&2
+swift build --scratch-path "$scratch" -c "$configuration" --product broker >&2
+swift build --scratch-path "$scratch" -c "$configuration" --product broker-full >&2
+products=$(swift build --scratch-path "$scratch" -c "$configuration" --show-bin-path)
 echo "== the manual (swift package generate-manual)" >&2
-swift package generate-manual --configuration "$configuration" >&2
-manual=.build/plugins/GenerateManual/outputs/broker-full/broker.1
+swift package --scratch-path "$scratch" generate-manual --configuration "$configuration" >&2
+manual=$scratch/plugins/GenerateManual/outputs/broker-full/broker.1
 [ -s "$manual" ] || { echo "install.sh: the manual was not generated ($manual)" >&2; exit 1; }
 
 installed=()

@@ -22,15 +22,37 @@ swift build --quiet --build-tests --explicit-target-dependency-import-check erro
 # after everything else has run in parallel.
 # Every suite runs beside one throw-away PostgreSQL cluster (scripts/with-postgres.sh): the store contract and
 # the scale-out tests use it. The PostgreSQL tests alone: scripts/with-postgres.sh swift test --filter Postgres
-# scripts/install.sh, twice (the second run must be harmless), into a throw-away prefix; InstallTests checks
-# and uninstalls it. It runs here because it builds, and SwiftPM holds its build lock while `swift test` runs.
+#
+# scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
+# a throw-away prefix; InstallTests (in the end-to-end suite) runs what it installed and uninstalls it. It builds
+# in a scratch folder of its own (.build-install), so it runs in the background beside the first suite instead of
+# waiting for SwiftPM's build lock; its output goes to a log, printed only if it fails.
 install_prefix=$(mktemp -d)
+install_log=$(mktemp)
 suite_log=$(mktemp)
-trap 'rm -rf "$install_prefix" "$suite_log"' EXIT
-echo "== scripts/install.sh --prefix $install_prefix --configuration debug (twice)" >&2
-scripts/install.sh --prefix "$install_prefix" --configuration debug
-scripts/install.sh --prefix "$install_prefix" --configuration debug
+echo "== scripts/install.sh --prefix $install_prefix (release, twice; in the background)" >&2
+(scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") >"$install_log" 2>&1 &
+install_pid=$!
+# A failed suite ends the run: the install's whole process tree goes with it.
+kill_tree() {
+    local child
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+trap 'kill_tree "$install_pid"; rm -rf "$install_prefix" "$install_log" "$suite_log"' EXIT
 export BROKER_TEST_INSTALL_PREFIX=$install_prefix
+wait_for_install() {
+    local status=0
+    wait "$install_pid" || status=$?
+    if [ "$status" -ne 0 ]; then
+        {
+            echo "== FAILED (exit $status): scripts/install.sh --prefix $install_prefix"
+            tail -n 80 "$install_log"
+        } >&2
+        exit "$status"
+    fi
+    grep -a '^installed broker' "$install_log" >&2 || true
+}
 
 # Each run is bounded (scripts/bounded.sh): a stalled run prints every thread's stack and fails, well inside
 # CI's 90 minutes, instead of running into that limit with nothing said. On a 2-core CI machine the first
@@ -62,6 +84,7 @@ verbosity=--quiet
 # then the load suite alone.
 echo "== swift test (unit and in-process suites)" >&2
 run_suite 40 swift test $verbosity --skip BrokerEndToEndTests
+wait_for_install
 echo "== swift test (end to end: processes, all but the load suite)" >&2
 run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests
 echo "== swift test (the load suite, alone)" >&2

@@ -1,20 +1,31 @@
 /// HTML text escaping for the small pages the CLI and the emulators serve: any text taken from a provider,
 /// a URL or a person goes through it.
 package enum HTML {
+    /// `text` with `& < > " '` replaced by their character references, decided over its UTF-8 bytes (RT3-1).
+    /// Never over `Character`s: a grapheme cluster that joins a markup byte to its neighbour (U+0600 before `<`,
+    /// a combining mark after `"`) is one `Character` equal to none of them, and would pass it through raw.
+    /// Every byte below 0x80 is a whole scalar in UTF-8, so no other byte can be taken for one of the five.
     package static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
+        let source = text.utf8
+        guard source.contains(where: isMarkup) else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(source.count + 16)
+        for byte in source {
+            switch byte {
+            case UInt8(ascii: "&"): out.append(contentsOf: "&amp;".utf8)
+            case UInt8(ascii: "<"): out.append(contentsOf: "&lt;".utf8)
+            case UInt8(ascii: ">"): out.append(contentsOf: "&gt;".utf8)
+            case UInt8(ascii: "\""): out.append(contentsOf: "&quot;".utf8)
+            case UInt8(ascii: "'"): out.append(contentsOf: "&#39;".utf8)
+            default: out.append(byte)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func isMarkup(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "&") || byte == UInt8(ascii: "<") || byte == UInt8(ascii: ">")
+            || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'")
     }
 }
 

@@ -19,6 +19,17 @@ package enum SecureRandom {
         Base64URL.encode(try bytes(byteCount))
     }
 
+    /// A random token like ``token(byteCount:)`` that never begins with `-`, for ids people pass to a command
+    /// (a session id): argument parsers read a leading `-` as an option (`broker sessions revoke -x…` failed for
+    /// about one id in 64). Drawn again until its first character is not `-`, so the ids are uniform over those
+    /// that qualify (a mapped first character would make one letter twice as likely).
+    package static func argumentSafeToken(byteCount: Int = 16) throws -> String {
+        while true {
+            let drawn = try token(byteCount: byteCount)
+            if drawn.utf8.first != UInt8(ascii: "-") { return drawn }
+        }
+    }
+
     /// A random identifier of `byteCount` bytes (at most 64), base64url-encoded, for values that are public once
     /// used — a request id, a token's `jti` — and must only be unique and unguessable beforehand. Drawn from a
     /// block of the DRBG's output taken 4 KiB at a time: each call to the DRBG costs about 6,000 instructions

@@ -198,7 +198,7 @@ package final class BrokerService: ContextualService {
         // A confidential app's refresh token is held by its secret (RFC 9449 §5); a public app's by the key.
         if AppTokenService.isAppRequest(input, authorization: authorization),
             let named = (try? clients.presentedClient(input, authorization: authorization))?.id,
-            AppRules.isClientID(named), let app = try await store.app(clientID: named)
+            let app = try await app(clientID: named)
         {
             bindsSession = app.isPublic
         }

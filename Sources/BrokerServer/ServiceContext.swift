@@ -30,4 +30,11 @@ extension ContextualService {
     var issuer: String { context.tokens.issuer }
     /// Whether the broker is reached over HTTPS (cookies are `Secure` then).
     var secure: Bool { context.tokens.issuer.lowercased().hasPrefix("https://") }
+
+    /// The registered app `clientID` names, or `nil` for an id no app can have: malformed, or reserved (the
+    /// CLI's id or the APIs' audience, RT3-10) even if a store from before the rule holds an app by that name.
+    func app(clientID: String) async throws -> AppRecord? {
+        guard AppRules.isClientID(clientID), !tokens.isReservedClientID(clientID) else { return nil }
+        return try await store.app(clientID: clientID)
+    }
 }

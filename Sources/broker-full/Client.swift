@@ -174,6 +174,10 @@ extension Broker {
                     throw ValidationError(
                         "client name '\(name)' must be 1–64 of A–Z a–z 0–9 . _ -, starting with a letter or digit")
                 }
+                // RT3-10: the CLI's own client id marks the CLI's sessions (account tokens, the APIs' audience).
+                guard name.lowercased() != AppRules.cliClientID else {
+                    throw ValidationError("'\(name)' is the broker CLI's own client id and cannot be registered")
+                }
                 for item in scope where !ClientRules.validScope(item) {
                     throw ValidationError("--scope '\(item)' is not a scope token (no spaces, quotes or backslashes)")
                 }
@@ -285,6 +289,13 @@ extension Broker {
 
             /// `--redirect-uri`: an app (relying party) in the store; a secret unless `--public`, shown once.
             func addApp(store: any Store, configuration: ServerConfiguration, hasher: ClientSecretHasher) async throws {
+                // An app's tokens carry its client id as `aud` (RT3-4): one named after the APIs' audience would
+                // be given tokens every API takes.
+                if AppRules.isReserved(name, apiAudience: configuration.audience) {
+                    throw CommandFailure(
+                        "'\(name)' is the audience of this broker's API tokens (server.audience); an app cannot "
+                            + "be registered under it: choose another client id")
+                }
                 if (try? await store.client(name: name)) != nil {
                     throw CommandFailure("a client named \(name) already exists (broker client remove \(name) first)")
                 }

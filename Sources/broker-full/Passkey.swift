@@ -123,7 +123,7 @@ extension Broker.Passkey {
 
         @OptionGroup var client: ClientOptions
 
-        @Argument(help: "The passkey's id, as broker passkey list shows it.")
+        @Argument(help: "The passkey's id, as broker passkey list shows it (after -- when it begins with -).")
         var id: String
 
         func run() async throws {

@@ -88,7 +88,7 @@ extension Broker {
 
             @OptionGroup var store: ServerStoreOptions
 
-            @Argument(help: "The session id.")
+            @Argument(help: "The session id (one from before ids stopped beginning with - goes after --).")
             var session: String?
 
             @Option(name: .long, help: "Revoke every live session of this user instead.")

@@ -201,14 +201,13 @@ struct CredentialHelperTests {
 
 @Suite("scripts/install.sh")
 struct InstallTests {
-    /// scripts/test.sh installs twice into a temporary prefix before the suites run (install.sh builds, and
-    /// SwiftPM's build lock is held while `swift test` runs) and names it in BROKER_TEST_INSTALL_PREFIX; this
-    /// checks what is there, runs it, and uninstalls it.
+    /// scripts/test.sh installs twice into a temporary prefix, as users do (release), while the first suite runs,
+    /// and names it in BROKER_TEST_INSTALL_PREFIX; this checks what is there, runs it, and uninstalls it.
     @Test func theInstalledTreeRunsAndUninstallRemovesIt() async throws {
         guard let prefix = ProcessInfo.processInfo.environment["BROKER_TEST_INSTALL_PREFIX"], !prefix.isEmpty else {
             let reason =
                 "no installed tree for this test: run it through scripts/test.sh, or after "
-                + "scripts/install.sh --prefix DIR --configuration debug with BROKER_TEST_INSTALL_PREFIX=DIR"
+                + "scripts/install.sh --prefix DIR with BROKER_TEST_INSTALL_PREFIX=DIR"
             Issue.record(Comment(rawValue: reason))
             return
         }

@@ -461,7 +461,7 @@ struct SealedSignInTests {
     @Test func everyPurposeRoundTripsAndMixturesAreRefused() throws {
         let purposes: [SealedSignIn.Purpose] = [
             .loopback, .link(user: UserID("custom:ada")!, session: "s1"), .device(userCode: "BCDFGHJK", binding: "b"),
-            .app(request: "sealed-request"),
+            .app(request: "sealed-request", binding: "b"),
         ]
         for purpose in purposes {
             let state = try Self.sealed(purpose).seal(key: Self.key, provider: "google")
@@ -479,7 +479,7 @@ struct SealedSignInTests {
         }
         for mixture: [String: JSONValue] in [
             ["l": "custom:ada"], ["k": "s1"], ["d": "BCDFGHJK"], ["b": "b"], ["l": "custom:ada", "k": "s1", "a": "r"],
-            ["d": "BCDFGHJK", "b": "b", "a": "r"], ["l": "not a user id", "k": "s1"], ["a": 7],
+            ["d": "BCDFGHJK", "b": "b", "a": "r"], ["l": "not a user id", "k": "s1"], ["a": 7], ["a": "r"],
         ] {
             #expect(SealedSignIn.open(try forged(mixture), key: Self.key, provider: "google") == nil, "\(mixture)")
         }

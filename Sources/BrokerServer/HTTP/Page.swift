@@ -85,6 +85,14 @@ enum Page {
             "The code expired, was used, or was denied. Start again on the device (broker login --device) and enter the new code."
     )
 
+    /// An app sign-in's provider step came back to a browser that did not start it (RT3-2).
+    static let appOtherBrowser = message(
+        title: "Finish in the browser where you started",
+        text:
+            "This sign-in was started in another browser. If a link brought you here, you were not signed in: go "
+            + "back to the app you want to use and sign in from there."
+    )
+
     /// A device sign-in's provider step came back to a browser that did not type the code (RT2-4).
     static let deviceOtherBrowser = message(
         title: "Finish in the browser where you typed the code",

@@ -76,6 +76,18 @@ package enum AppRules {
         return granted
     }
 
+    /// The client id of the broker's own CLI: its sessions alone get account tokens and the APIs' audience, so no
+    /// app or CI client may be registered under it (RT3-10).
+    package static let cliClientID = "broker-cli"
+
+    /// Whether no app may be registered (or, registered before this rule, be known) as `clientID`: the CLI's
+    /// id, or the APIs' audience — an app's tokens carry its client id as `aud` (RT3-4), so an app named after
+    /// the APIs' audience would be given tokens every API takes. Compared without regard to case, so that
+    /// `Broker-CLI` is no way around it either.
+    package static func isReserved(_ clientID: String, apiAudience: String) -> Bool {
+        clientID.lowercased() == cliClientID || clientID == apiAudience
+    }
+
     /// A client id: 1–64 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit (as CI clients').
     package static func isClientID(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64 && (text.first?.isLetter == true || text.first?.isNumber == true)

@@ -45,7 +45,7 @@ final class AppTokenService: ContextualService {
             clientID = pair.id
             secret = pair.secret
         }
-        guard let clientID, AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
+        guard let clientID, let app = try await app(clientID: clientID) else {
             throw Self.invalidClient
         }
         // Some native clients (oidc-agent) send an empty secret for a public app: that is no secret.
@@ -169,7 +169,7 @@ final class AppTokenService: ContextualService {
         }
         let verified: VerifiedJWT
         do {
-            verified = try tokens.verifier().verify(token, now: now)
+            verified = try tokens.verifyAnyAccessToken(token)
         } catch {
             throw APIError(
                 status: 401, code: .invalidToken, detail: "the access token is not valid: \(error)",

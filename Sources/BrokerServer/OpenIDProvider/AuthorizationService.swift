@@ -127,7 +127,7 @@ final class AuthorizationService: ContextualService {
         guard let clientID = query["client_id"], !clientID.isEmpty else {
             return badRequestPage("The app did not say who it is (client_id is missing).")
         }
-        guard AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID) else {
+        guard let app = try await app(clientID: clientID) else {
             return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
         }
         var parameters = query
@@ -461,7 +461,7 @@ struct BrowserSessions: Sendable {
         let value = try SecureRandom.token(byteCount: 32)
         let ttl = tokens.configuration.browserSessionTTL
         let session = BrowserSessionRecord(
-            id: try SecureRandom.token(byteCount: 16), userID: user, signedInWith: signedInWith, authTime: tokens.now,
+            id: try SecureRandom.argumentSafeToken(byteCount: 16), userID: user, signedInWith: signedInWith, authTime: tokens.now,
             expiresAt: tokens.now + ttl)
         try await store.createBrowserSession(session, cookieHash: Digest.sha256(value))
         return (session, cookie(value, maxAge: ttl))

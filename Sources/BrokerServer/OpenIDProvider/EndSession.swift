@@ -31,7 +31,7 @@ extension AuthorizationService {
         }
         var destination: String?
         if let uri = parameters["post_logout_redirect_uri"] {
-            guard let clientID, AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID),
+            guard let clientID, let app = try await app(clientID: clientID),
                 app.postLogoutRedirectURIs.contains(uri)
             else {
                 return Page.response(
@@ -66,7 +66,7 @@ extension AuthorizationService {
         var destination: String?
         if let uri = try? input.optionalString("post_logout_redirect_uri") {
             let clientID = (try? input.optionalString("client_id")) ?? ""
-            guard AppRules.isClientID(clientID), let app = try await store.app(clientID: clientID),
+            guard let app = try await app(clientID: clientID),
                 app.postLogoutRedirectURIs.contains(uri)
             else { return Page.response(status: 400, Page.staleAppForm) }
             destination = uri

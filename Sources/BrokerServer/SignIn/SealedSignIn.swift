@@ -19,8 +19,10 @@ struct SealedSignIn: Sendable, Hashable {
         /// browser that typed the code (RT2-4), so the callback completes only there. Ends in the broker's
         /// confirmation page.
         case device(userCode: String, binding: String)
-        /// An app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on with.
-        case app(request: String)
+        /// An app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on with;
+        /// `binding` is the digest of the cookie set in the browser that chose the provider (RT3-2), so that an
+        /// attacker's own callback URL, opened by someone else, cannot sign that browser in as the attacker.
+        case app(request: String, binding: String)
     }
 
     /// The CLI's own `state`, handed back to its loopback listener (empty but for `.loopback` and `.link`).
@@ -64,8 +66,9 @@ struct SealedSignIn: Sendable, Hashable {
         case .device(let userCode, let binding):
             fields[Field.deviceUserCode.rawValue] = .string(userCode)
             fields[Field.deviceBinding.rawValue] = .string(binding)
-        case .app(let request):
+        case .app(let request, let binding):
             fields[Field.appRequest.rawValue] = .string(request)
+            fields[Field.deviceBinding.rawValue] = .string(binding)
         }
         return Base64URL.encode(
             try AESGCM.seal(
@@ -93,7 +96,8 @@ struct SealedSignIn: Sendable, Hashable {
     }
 
     /// The purpose the fields name: none of the purpose fields is `.loopback`; a link needs its user and its
-    /// session (RT2-1), a device sign-in its code and its browser binding (RT2-4); any mixture is not ours.
+    /// session (RT2-1), a device sign-in its code and its browser binding (RT2-4), an app's sign-in its request
+    /// and its browser binding (RT3-2); any mixture is not ours.
     private static func purpose(_ fields: [String: JSONValue]) -> Purpose? {
         func text(_ field: Field) -> String?? {
             guard let value = fields[field.rawValue] else { return .some(nil) }
@@ -107,7 +111,7 @@ struct SealedSignIn: Sendable, Hashable {
         case (nil, nil, nil, nil, nil): return .loopback
         case (let user?, let session?, nil, nil, nil): return UserID(user).map { .link(user: $0, session: session) }
         case (nil, nil, let code?, let binding?, nil): return .device(userCode: code, binding: binding)
-        case (nil, nil, nil, nil, let request?): return .app(request: request)
+        case (nil, nil, nil, let binding?, let request?): return .app(request: request, binding: binding)
         default: return nil
         }
     }

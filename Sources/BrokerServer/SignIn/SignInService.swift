@@ -194,14 +194,22 @@ final class SignInService: ContextualService {
     func startAppSignIn(provider: ProviderID, request: String, address: String?) async throws -> APIResponse {
         let (provider, module) = try browserProvider(provider.rawValue)
         try limit(address)
-        return try await redirect(
+        // Bound to this browser as the device flow's is (RT3-2): the callback completes only where the cookie
+        // is, so an attacker's own callback URL signs nobody else's browser in to broker (and so into apps).
+        let binding = try SecureRandom.token(byteCount: 32)
+        var response = try await redirect(
             to: provider, module: module,
             SealedSignIn(
                 cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", purpose: .app(request: request)))
+                marker: "", purpose: .app(request: request, binding: Self.bindingDigest(binding))))
+        response.headers.append(
+            ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
+        return response
     }
 
-    /// The device binding cookie, sent only to the provider's callback.
+    /// The browser binding cookie of a device or app sign-in, sent only to the provider's callback. The CLI's
+    /// loopback and link sign-ins need none: their code goes to the CLI that holds the PKCE verifier and the
+    /// `state` it checks, so a callback URL opened in another browser ends in a code nobody else can redeem.
     func bindingCookie(_ provider: ProviderID, value: String, maxAge: Int64) -> String {
         let secure = issuer.lowercased().hasPrefix("https://") ? "; Secure" : ""
         return "broker_device_\(provider.rawValue)=\(value); Path=/auth/\(provider.rawValue)/callback; "
@@ -324,6 +332,9 @@ final class SignInService: ContextualService {
             throw SignInRedirect(
                 reason: "other_browser", response: Page.response(status: 400, Page.deviceOtherBrowser))
         }
+        if case .app(_, let binding) = sealed.purpose, !bound(provider, cookieHeader: cookie, digest: binding) {
+            throw SignInRedirect(reason: "other_browser", response: Page.response(status: 400, Page.appOtherBrowser))
+        }
         // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
         // with a state from /start (any visitor can get one) writes nothing.
         guard try await !store.isStateMarkerSpent(marker) else {
@@ -370,7 +381,7 @@ final class SignInService: ContextualService {
         switch sealed.purpose {
         case .device(let userCode, _):
             return try await completeDeviceSignIn(record, provider: provider, userCode: userCode, sealed: sealed)
-        case .app(let request):
+        case .app(let request, _):
             return try await completeAppSignIn(record, provider: provider, request: request)
         case .loopback:
             return try await completeLoopbackSignIn(
@@ -487,7 +498,7 @@ final class SignInService: ContextualService {
     func refusal(_ sealed: SealedSignIn, reason: String, code: OAuthErrorCode, description: String)
         -> SignInRedirect
     {
-        if case .app(let appRequest) = sealed.purpose {
+        if case .app(let appRequest, _) = sealed.purpose {
             // An app's sign-in: the error goes back to the app (its redirect URI was checked at the start).
             guard let request = AuthorizationRequest.open(appRequest, key: flowKey, now: now) else {
                 return SignInRedirect(reason: reason, response: Page.response(status: 400, Page.staleAppForm))

@@ -165,7 +165,7 @@ final class GrantService: ContextualService {
                 audit.record("logout", fields: ["token_type": "refresh_token"])
             }
         } else if token.contains("."),
-            let verified = try? tokens.verifier().verify(token, now: now),
+            let verified = try? tokens.verifyAnyAccessToken(token),
             let sessionID = verified["sid"]?.stringValue
         {
             if try await store.revokeSession(id: sessionID, now: now) {
@@ -179,12 +179,15 @@ final class GrantService: ContextualService {
     }
 
     /// `GET /auth/me`: who the bearer of a valid, unrevoked access token is.
+    /// An app's token is refused here (RT3-3): what an app may learn is what its scopes grant, at
+    /// `/auth/userinfo`.
     nonisolated(nonsending) func me(authorization: String?) async throws -> APIResponse {
         let (token, scheme) = try TokenIssuer.presented(authorization)
         let verified: VerifiedJWT
         do {
             verified = try tokens.verifier().verify(token, now: now)
         } catch {
+            if (try? tokens.verifyAnyAccessToken(token)) != nil { throw TokenIssuer.appTokenRefused }
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
         try await tokens.checkBinding(verified, token: token, scheme: scheme)

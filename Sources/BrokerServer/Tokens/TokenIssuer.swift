@@ -9,7 +9,7 @@ import Synchronization
 /// ends in a token goes through it, so `iss`, `aud`, lifetimes and the signing key are decided once.
 final class TokenIssuer: Sendable {
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
-    static let cliClientID = "broker-cli"
+    static let cliClientID = AppRules.cliClientID
 
     let configuration: ServerConfiguration
     let store: any Store
@@ -78,7 +78,7 @@ final class TokenIssuer: Sendable {
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
-        let sessionID = try SecureRandom.token(byteCount: 16)
+        let sessionID = try SecureRandom.argumentSafeToken(byteCount: 16)
         let refreshToken = try SecureRandom.token(byteCount: 32)
         do {
             try await store.createSession(
@@ -150,14 +150,18 @@ final class TokenIssuer: Sendable {
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
-        if let email = user.email {
+        // The CLI's tokens carry the profile (the contract's claims); an app's only what its scopes grant (RT3-3).
+        let isCLI = clientID == Self.cliClientID
+        let granted = Set((scope ?? "").split(separator: " ").map(String.init))
+        if let email = user.email, isCLI || granted.contains("email") {
             extra["email"] = .string(email)
             extra["email_verified"] = .bool(emailVerified)
         }
-        if let name = user.name { extra["name"] = .string(name) }
+        if let name = user.name, isCLI || granted.contains("profile") { extra["name"] = .string(name) }
         if let scope { extra["scope"] = .string(scope) }
         return try sign(
-            subject: user.id.description, audience: configuration.audience, lifetime: configuration.accessTokenTTL,
+            subject: user.id.description, audience: audience(ofUserTokensFor: clientID),
+            lifetime: configuration.accessTokenTTL,
             idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
     }
 
@@ -237,11 +241,46 @@ final class TokenIssuer: Sendable {
         return verified.claims
     }
 
+    /// The verifier of access tokens for APIs: `aud` is ``ServerConfiguration/audience`` (the CLI's and CI
+    /// clients' tokens). An app's token (``audience(ofUserTokensFor:)``) is refused here.
     func verifier() -> JWTVerifier {
         JWTVerifier(
             keys: keys.current.keySet,
             options: JWTVerifier.Options(issuer: issuer, audience: configuration.audience, expectedType: "at+jwt")
         )
+    }
+
+    /// The `aud` of the user access tokens issued to `clientID` (RT3-4): ``ServerConfiguration/audience`` for
+    /// the broker's CLI, whose tokens are for the operator's APIs; an app's own client id for an app, so that
+    /// no API that checks `aud` against the broker's audience takes a token a third-party app was given.
+    func audience(ofUserTokensFor clientID: String) -> String {
+        clientID == Self.cliClientID ? configuration.audience : clientID
+    }
+
+    /// Whether `clientID` is one no app may be registered or known as: the CLI's own, or the APIs' audience (an
+    /// app by that name would be given tokens every API takes).
+    func isReservedClientID(_ clientID: String) -> Bool {
+        AppRules.isReserved(clientID, apiAudience: configuration.audience)
+    }
+
+    /// Any access token this broker issued and still vouches for the signature of, whatever its audience among
+    /// those it issues for: the APIs' (``verifier()``) or an app's own (its `client_id`). Revocation,
+    /// introspection and userinfo take both; which one a caller may use is that caller's rule.
+    func verifyAnyAccessToken(_ token: String) throws -> VerifiedJWT {
+        let verified = try JWTVerifier(
+            keys: keys.current.keySet,
+            options: JWTVerifier.Options(issuer: issuer, audience: nil, expectedType: "at+jwt")
+        ).verify(token, now: now)
+        switch verified.claims["aud"] {
+        case .some(.string(configuration.audience)):
+            return verified
+        case .some(.string(let audience))
+        where audience == verified["client_id"]?.stringValue && !isReservedClientID(audience):
+            return verified
+        default:
+            // Another audience: a CI client's token minted for an API of its choosing, or an account token.
+            throw JWTError.audienceMismatch
+        }
     }
 
     /// An account token (RT2-1): the proof, beyond an API access token, that account changes ask for — adding
@@ -301,6 +340,7 @@ extension TokenIssuer {
         do {
             verified = try verifier().verify(token, now: now)
         } catch {
+            if (try? verifyAnyAccessToken(token)) != nil { throw Self.appTokenRefused }
             throw APIError.invalidToken("the access token is not valid: \(error)")
         }
         try await checkBinding(verified, token: token, scheme: scheme)
@@ -329,6 +369,13 @@ extension TokenIssuer {
         guard view.session.clientID == Self.cliClientID else { throw Self.accessTokenRefused }
         return view
     }
+
+    /// Why an app's access token (`aud` = its client id) is refused at the broker's own user endpoints.
+    static let appTokenRefused = APIError(
+        status: 401, code: .invalidToken,
+        detail: "this access token was issued to an app (its aud is the app's client id): an app learns who the "
+            + "user is at /auth/userinfo, with the claims its scopes grant",
+        headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])
 
     /// Why an API access token cannot change an account.
     static let accessTokenRefused = APIError(
