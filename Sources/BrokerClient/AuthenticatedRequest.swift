@@ -67,6 +67,33 @@ package struct AuthenticatedRequest: Sendable {
         package var finalURL: APIURL
         /// The final response is a 401 from a URL the token was sent to.
         package var refusedToken: Bool
+        /// The token went with a DPoP proof.
+        package var sentProof = false
+
+        /// A refusal that a proof (or a proof with the nonce the API just gave) may answer (RFC 9449 §7.1, §9):
+        /// a 401 whose `WWW-Authenticate` offers the DPoP scheme, to a request that carried no proof, or whose
+        /// proof lacked the nonce the API now asks for.
+        var asksForProof: Bool {
+            guard refusedToken, let challenge = response.header("WWW-Authenticate") else { return false }
+            let challenges = AuthenticatedRequest.schemes(of: challenge)
+            guard challenges.contains("dpop") else { return false }
+            if !sentProof { return true }
+            return challenge.contains("use_dpop_nonce") && response.header("DPoP-Nonce") != nil
+        }
+    }
+
+    /// The auth-schemes a `WWW-Authenticate` value names, lowercased (RFC 9110 §11.6.1): each challenge starts
+    /// with a token that is not followed by `=`.
+    static func schemes(of header: String) -> Set<String> {
+        var found: Set<String> = []
+        for part in header.split(separator: ",") {
+            let trimmed = part.drop { $0 == " " || $0 == "\t" }
+            let word = trimmed.prefix { $0 != " " && $0 != "\t" && $0 != "=" }
+            guard !word.isEmpty else { continue }
+            let after = trimmed.dropFirst(word.count).drop { $0 == " " || $0 == "\t" }
+            if after.first != "=" { found.insert(word.lowercased()) }
+        }
+        return found
     }
 
     /// Why the request could not be answered.
@@ -112,15 +139,24 @@ package struct AuthenticatedRequest: Sendable {
     }
 
     /// Sends the request: with the cached (or refreshed) session, and once more after a 401 with a renewed one.
+    /// A bound token goes with a DPoP proof to the session's own broker and to APIs marked `"dpop": true`; an
+    /// API that answers 401 with a `WWW-Authenticate: DPoP` challenge is asked once more with a proof (and the
+    /// `DPoP-Nonce` it gave) before the session is renewed (RFC 9449 §7.1).
     package func send(minValid: Int64) async throws(Failure) -> Outcome {
         // The last `DPoP-Nonce` the API gave (RFC 9449 §9): the retry after a 401 uses it.
         var nonce: String?
+        var challenged = false
         var session = try await firstSession(minValid: minValid)
         var outcome = try await attempt(token: session.accessToken, final: false, nonce: &nonce)
+        if outcome.asksForProof && isDPoPBound(session.accessToken) {
+            challenged = true
+            outcome = try await attempt(
+                token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
+        }
         guard outcome.refusedToken else { return outcome }
         let renewed = try await recover(after: session)
         session = renewed.session
-        outcome = try await attempt(token: session.accessToken, final: true, nonce: &nonce)
+        outcome = try await attempt(token: session.accessToken, final: true, nonce: &nonce, challenged: challenged)
         if outcome.refusedToken {
             throw .refusedAfterRenewal(
                 origin: target.origin, signedIn: renewed.signedIn,
@@ -197,7 +233,9 @@ package struct AuthenticatedRequest: Sendable {
     /// One attempt: the request and, when following redirects, its redirects. The token goes to the target's
     /// origin only, as do the caller's headers (a cookie or an API key in `-H` does not follow a redirect to
     /// another server: attack review RT2-12).
-    func attempt(token: Secret, final: Bool, nonce: inout String?) async throws(Failure) -> Outcome {
+    func attempt(token: Secret, final: Bool, nonce: inout String?, challenged: Bool = false) async throws(Failure)
+        -> Outcome
+    {
         let sink = output(final)
         var current = url
         var currentURL = target
@@ -210,10 +248,12 @@ package struct AuthenticatedRequest: Sendable {
                 method: currentMethod, url: current, headers: sameOrigin ? headers : [],
                 body: currentBody)
             let carriesToken = sameOrigin && settings.refusal(toSendTokenTo: currentURL) == nil
+            var sentProof = false
             if carriesToken {
-                // An API marked `"dpop": true` in api_urls gets a bound token as DPoP with a proof by the
-                // profile's key; anything else gets it as Bearer.
-                if let key = try proofKey(for: currentURL, token: token) {
+                // The broker itself, an API marked `"dpop": true` in api_urls, or one that challenged for a proof
+                // gets a bound token as DPoP with a proof by the profile's key; anything else gets it as Bearer.
+                if let key = try proofKey(for: currentURL, token: token, challenged: challenged) {
+                    sentProof = true
                     let proof: String
                     do {
                         proof = try DPoPProof.make(
@@ -264,13 +304,16 @@ package struct AuthenticatedRequest: Sendable {
             if !response.streamed && !(refused && !final) {
                 guard sink.writeBody(response.body) else { throw .output }
             }
-            return Outcome(response: response, finalURL: currentURL, refusedToken: refused)
+            return Outcome(response: response, finalURL: currentURL, refusedToken: refused, sentProof: sentProof)
         }
     }
 
-    /// The profile's DPoP key when `url` is an API marked DPoP-capable and `token` is bound; `nil` for Bearer.
-    func proofKey(for url: APIURL, token: Secret) throws(Failure) -> AsymmetricKey? {
-        guard settings.apiURLs?.first(where: { $0.covers(url) })?.dpop == true, isDPoPBound(token) else { return nil }
+    /// The profile's DPoP key when `token` is bound and `url` is the session's own broker (whose endpoints check
+    /// the proof of a bound token), an API marked DPoP-capable, or one that `challenged` for a proof; `nil` for
+    /// Bearer.
+    func proofKey(for url: APIURL, token: Secret, challenged: Bool = false) throws(Failure) -> AsymmetricKey? {
+        let marked = settings.apiURLs?.first(where: { $0.covers(url) })?.dpop == true
+        guard marked || challenged || isOwnBroker(url), isDPoPBound(token) else { return nil }
         let key: AsymmetricKey?
         do {
             key = try settings.dpopKeys.load(settings.key)
@@ -283,5 +326,12 @@ package struct AuthenticatedRequest: Sendable {
                     + "broker login again")
         }
         return key
+    }
+}
+
+extension AuthenticatedRequest {
+    /// Whether `url` is on the session's own broker (the origin of its `broker_url`).
+    func isOwnBroker(_ url: APIURL) -> Bool {
+        APIURL(settings.key.brokerURL).map { $0.origin == url.origin } ?? false
     }
 }

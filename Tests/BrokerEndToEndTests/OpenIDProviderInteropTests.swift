@@ -103,6 +103,12 @@ extension ApacheRelyingPartyTests {
             ])
         #expect(added.status == 0, "\(added.stderr)")
         let secret = try #require(JSONValue.parse(Array(added.stdout.utf8))?["client_secret"]?.stringValue)
+        // The module's resource-server half introspects the APIs' tokens: a CI client may (RT3-6), the app may not.
+        let resourceServer = try await CLI.run(
+            ["client", "add", "apache-api", "--json", "--data-dir", server.dataDirectory])
+        #expect(resourceServer.status == 0, "\(resourceServer.stderr)")
+        let rsSecret = try #require(
+            JSONValue.parse(Array(resourceServer.stdout.utf8))?["client_secret"]?.stringValue)
         let email = "logout@example.com"
         let password = OpenIDProviderInteropTests.password
         let registered = try await server.register(email, password)
@@ -116,7 +122,10 @@ extension ApacheRelyingPartyTests {
         let result = try await ProcessRunner.python(
             "apache_relying_party.py",
             [server.url, "\(port)", secret, "logout", email, password] + (shots.map { [$0] } ?? []),
-            environment: ["ACCESS_TOKEN": first, "ACCESS_TOKEN_2": second, "BROKER_REVOKE": revoke.serialized()])
+            environment: [
+                "ACCESS_TOKEN": first, "ACCESS_TOKEN_2": second, "BROKER_REVOKE": revoke.serialized(),
+                "RS_CLIENT_ID": "apache-api", "RS_CLIENT_SECRET": rsSecret,
+            ])
         #expect(result.status == 0, "\(result.stderr)")
         let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
         #expect(seen["api_live_token"] == 200, "introspection admits a live token")

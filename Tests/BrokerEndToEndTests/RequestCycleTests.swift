@@ -276,11 +276,16 @@ struct RequestCycleTests {
             log = try await world.api.log()
             #expect(log.suffix(2).map(\.status) == [401, 200], "asked for the nonce, then given it")
 
-            // Marked Bearer-only (no "dpop"): the API asking for DPoP refuses the request.
+            // Not marked (no "dpop"): Bearer first; the API's `WWW-Authenticate: DPoP` challenge (with its nonce)
+            // is answered once with a proof, without renewing the session (RFC 9449 §7.1).
             try world.writeConfig(#"{"api_urls": ["\#(world.api.base)/api"]}"#)
-            let plain = try await world.request(["--fail", world.api.base + "/api/items"])
-            #expect(plain.status != 0)
-            #expect(try await world.api.log().last?.authorization?.hasPrefix("Bearer ") == true)
+            let refreshesBefore = try await world.refreshes()
+            let challenged = try await world.request(["--fail", world.api.base + "/api/items"])
+            #expect(challenged.status == 0, "\(challenged.stderr)")
+            log = try await world.api.log()
+            #expect(log.suffix(2).map(\.status) == [401, 200])
+            #expect(log.suffix(2).map { $0.authorization?.prefix(5) ?? "" } == ["Beare", "DPoP "])
+            #expect(try await world.refreshes() == refreshesBefore, "a challenge is not a refused token")
 
             try world.writeConfig(#"{"api_urls": [{"url": "\#(world.api.base)/api", "dpop": "yes"}]}"#)
             let broken = try await world.request([world.api.base + "/api/items"])
@@ -288,6 +293,19 @@ struct RequestCycleTests {
             #expect(broken.stderr.contains("\"dpop\" must be true or false"), "\(broken.stderr)")
             try world.writeConfig(#"{"api_urls": [{"url": "\#(world.api.base)/api", "proof": true}]}"#)
             #expect(try await world.request([world.api.base + "/api/items"]).stderr.contains("unknown key \"proof\""))
+        }
+    }
+
+    /// A new user's finding: `broker request "$BROKER_URL/auth/me"` exited 4 ("refused a token the broker just
+    /// issued"): the CLI's tokens are DPoP-bound, and it sent them to its own broker as Bearer. It sends a proof
+    /// to its own broker now.
+    @Test(.bug(id: "RT3-new-user-request-own-broker")) func theCLIsBoundTokenReachesItsOwnBroker() async throws {
+        try await RequestWorld.run { world in
+            try await world.client.register("own@example.com")
+            let me = try await world.request(["--fail", world.url + "/auth/me"])
+            #expect(me.status == 0, "\(me.stderr)")
+            #expect(JSONValue.parse(Array(me.stdout.utf8))?["email"] == "own@example.com", "\(me.stdout)")
+            #expect(try await world.refreshes() == 0, "the first token was taken: nothing was renewed")
         }
     }
 

@@ -339,5 +339,25 @@ struct AttackReviewThreeTests {
             #expect(dashed == 0)
         }
     }
+
+    /// A new user's finding: a `BROKER_URL` that is not the issuer's URL (a node's own address, an internal alias)
+    /// made `broker login` fail with "the DPoP proof is for another URL (htu)". Decided: proofs name the issuer's
+    /// URL (a proof for an address the broker merely answers on would let whoever runs that address replay it);
+    /// the refusal says which URL it checks against and what to set.
+    @Test(.bug(id: "RT3-new-user-alias-url")) func aProofForAnAliasSaysWhichURLToSet() async throws {
+        let broker = try await InProcessBroker()
+        let key = try AsymmetricKey.generate(.ecP256)
+        try await broker.test { client in
+            _ = try await client.register("alias@example.com", Self.password)
+            let proof = try DPoPProof.make(
+                key: key, method: "POST", url: "http://10.0.0.7:8080/auth/login", accessToken: nil, nonce: nil,
+                now: broker.clock.seconds())
+            let refused = try await DPoPTests.login(client, "alias@example.com", proof: proof)
+            #expect(refused.status == 400 && refused.error == "invalid_dpop_proof")
+            let detail = refused["error_description"]?.stringValue ?? ""
+            #expect(detail.contains("http://10.0.0.7:8080/auth/login"), "\(detail)")
+            #expect(detail.contains("http://broker.test/auth/login") && detail.contains("broker_url"), "\(detail)")
+        }
+    }
 }
 

@@ -491,7 +491,7 @@ struct OpenIDProviderTests {
         let broker = try await InProcessBroker()
         try await Self.register(broker, firstParty: true)
         try await broker.test { client in
-            _ = try await client.register("in@example.com", Self.password)
+            let cli = try await client.register("in@example.com", Self.password)
             let tokens = try await Self.signInAndRedeem(client, email: "in@example.com", scope: "openid offline_access")
             let access = try #require(tokens["access_token"]?.stringValue)
             let refresh = try #require(tokens["refresh_token"]?.stringValue)
@@ -523,13 +523,16 @@ struct OpenIDProviderTests {
             #expect(try await introspect(access, secret: "wrong").status == 401)
             #expect(try await introspect(access, as: "native", secret: "").status == 401, "a public app may not ask")
 
-            // A CI client with a secret may ask too.
+            // A CI client with a secret (an operator's resource server) may ask too, about the APIs' tokens; an
+            // app's token is not one of them (RT3-6).
             let ci = try ClientSecretHasher.newSecret()
             try await broker.store.createClient(
                 ClientRecord(
                     name: "rs", secretHash: broker.service.clients.clientSecrets.hash(ci), scopes: [], trust: nil,
                     createdAt: broker.clock.seconds()))
-            #expect(try await introspect(access, as: "rs", secret: ci.exposed)["active"] == true)
+            #expect(try await introspect(access, as: "rs", secret: ci.exposed)["active"] == false)
+            let cliAccess = try #require(cli["access_token"]?.stringValue)
+            #expect(try await introspect(cliAccess, as: "rs", secret: ci.exposed)["active"] == true)
 
             // Revoked: the session's access and refresh tokens are no longer active.
             let revoked = try await client.form("/auth/revoke", [("token", refresh)])

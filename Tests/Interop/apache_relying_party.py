@@ -124,8 +124,10 @@ def configure(directory, broker, port, secret):
         f"OIDCCABundlePath {directory}/tls/ca.pem",
         f"OIDCOAuthIntrospectionEndpoint https://127.0.0.1:{tls_port}/auth/introspect",
         "OIDCOAuthIntrospectionEndpointAuth client_secret_basic",
-        "OIDCOAuthClientID apache",
-        f"OIDCOAuthClientSecret {secret}",
+        # As a resource server for the APIs' audience it introspects with a client entitled to that audience: a
+        # CI client of the operator's (an app may introspect only tokens issued to itself).
+        f"OIDCOAuthClientID {os.environ.get('RS_CLIENT_ID', 'apache')}",
+        f"OIDCOAuthClientSecret {os.environ.get('RS_CLIENT_SECRET', secret)}",
         "OIDCOAuthTokenIntrospectionInterval 0",
         "<Location /api>",
         "  AuthType oauth20",

@@ -234,7 +234,13 @@ class Handler(BaseHTTPRequestHandler):
             if dpop:
                 self.check_proof(authorization[5:], claims)
             elif STATE["dpop_nonce"] is not None:
-                raise Refused("this API takes DPoP only")
+                # A DPoP-only API's challenge to a Bearer presentation (RFC 9449 §7.1), with the nonce it wants.
+                with LOCK:
+                    nonce = STATE["dpop_nonce"]
+                return self.reply(
+                    401, {"error": "invalid_token", "error_description": "this API takes DPoP only"},
+                    [("WWW-Authenticate", 'DPoP algs="ES256 EdDSA RS256", error="invalid_token"'),
+                     ("DPoP-Nonce", nonce)])
         except NonceRequired as asked:
             return self.reply(
                 401, {"error": "use_dpop_nonce"},

@@ -102,7 +102,15 @@ struct DPoPChecker: Sendable {
         }
         guard let htu = verified["htu"]?.stringValue, let proofURL = Self.normalized(htu),
             proofURL == Self.normalized(url)
-        else { throw .invalid("the DPoP proof is for another URL (htu)") }
+        else {
+            // Most often a client that reaches the broker by another address than its issuer (a node's own
+            // address, an internal alias): proofs name the issuer's URL, so say which one, and what to set.
+            let named = verified["htu"]?.stringValue.map { VisibleText.escape(String($0.prefix(200))) } ?? "nothing"
+            throw .invalid(
+                "the DPoP proof is for another URL (htu): it names \(named), and this broker checks proofs against "
+                    + "its issuer's URL, \(url); set the client's broker_url (BROKER_URL) to the issuer's URL, or "
+                    + "server.issuer to the URL clients use")
+        }
         if let accessToken {
             let expected = Base64URL.encode(Digest.sha256(accessToken))
             guard let ath = verified["ath"]?.stringValue, ConstantTime.equals(ath, expected) else {
