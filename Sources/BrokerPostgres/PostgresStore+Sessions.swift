@@ -152,19 +152,19 @@ extension PostgresStore {
         }
     }
 
-    package func purge(expiredBefore before: Int64) async throws {
+    package func purge(expiredBefore before: Int64, shortLivedBefore: Int64) async throws {
         let logger = logger
         try await transaction("purge") { connection in
             for statement: PostgresQuery in [
                 "DELETE FROM refresh_tokens WHERE expires_at < \(before)",
                 "DELETE FROM exchanged_tokens WHERE expires_at < \(before)",
                 "DELETE FROM authorization_codes WHERE expires_at < \(before)",
-                "DELETE FROM state_markers WHERE expires_at < \(before)",
+                "DELETE FROM state_markers WHERE expires_at < \(shortLivedBefore)",
                 "DELETE FROM email_links WHERE expires_at < \(before)",
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
                 "DELETE FROM app_codes WHERE expires_at < \(before)",
                 "DELETE FROM browser_sessions WHERE expires_at < \(before)",
-                "DELETE FROM pushed_requests WHERE expires_at < \(before)",
+                "DELETE FROM pushed_requests WHERE expires_at < \(shortLivedBefore)",
                 "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))

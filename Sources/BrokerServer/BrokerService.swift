@@ -260,7 +260,7 @@ package final class BrokerService: ContextualService {
 
     package func purgeExpired() async {
         do {
-            try await store.purge(expiredBefore: now - 86_400)
+            try await store.purge(expiredBefore: now - 86_400, shortLivedBefore: now)
         } catch {
             logger.warning("purge of expired refresh tokens failed", metadata: ["error": "\(error)"])
         }

@@ -359,5 +359,31 @@ struct AttackReviewThreeTests {
             #expect(detail.contains("http://broker.test/auth/login") && detail.contains("broker_url"), "\(detail)")
         }
     }
+
+    /// RT3-7 and RT3-8 (pushed requests): `/auth/par` kept a `client_secret` sent in the form in clear, stored
+    /// every pushed request verbatim, and took any number of them from anyone who knows a public app's id. Now
+    /// only the authorization parameters are kept, and pushes are limited per app and per address.
+    @Test(.bug(id: "RT3-7"), .bug(id: "RT3-8")) func pushedRequestsKeepNoCredentialsAndAreLimited() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.live { client, _ in
+            let request = OP.webRequest(state: "p") + [("client_secret", OP.secret), ("x_padding", "junk")]
+            let pushed = try await OP.push(client, request, basic: false)
+            #expect(pushed.status == 201, "\(String(decoding: pushed.body, as: UTF8.self))")
+            let uri = try #require(pushed["request_uri"]?.stringValue)
+            let stored = try #require(
+                try await broker.store.takePushedRequest(hash: Digest.sha256(uri), now: broker.clock.seconds()))
+            #expect(!stored.parameters.contains("client_secret") && !stored.parameters.contains(OP.secret))
+            #expect(!stored.parameters.contains("x_padding"))
+            #expect(stored.parameters.contains("state=p") && stored.parameters.contains("redirect_uri="))
+
+            // Sixty pushes a minute from one address (this one has pushed once), then 429 and nothing stored.
+            for _ in 0..<59 { #expect(try await OP.push(client, OP.webRequest()).status == 201) }
+            let refused = try await OP.push(client, OP.webRequest())
+            #expect(refused.status == 429 && refused.header("Retry-After") != nil)
+            broker.clock.advance(by: 60)
+            #expect(try await OP.push(client, OP.webRequest()).status == 201, "a minute later, again")
+        }
+    }
 }
 

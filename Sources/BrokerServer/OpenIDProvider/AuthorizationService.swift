@@ -18,6 +18,10 @@ final class AuthorizationService: ContextualService {
     let flowKey: [UInt8]
     let backchannel: BackchannelLogout
     let passkeys: PasskeyService
+    /// Pushed requests each app may store (RT3-8): a public app authenticates with nothing, so its client id
+    /// alone would let anyone fill the store; counted per app and per source address, in the store.
+    let pushesPerApp: SharedRateLimiter
+    let pushesPerAddress: SharedRateLimiter
 
     /// How long an app's code lives (RFC 6749 §4.1.2 recommends at most ten minutes).
     static let codeLifetime: Int64 = 60
@@ -34,6 +38,10 @@ final class AuthorizationService: ContextualService {
         self.signIn = signIn
         self.flowKey = flowKey
         sessions = BrowserSessions(store: context.store, tokens: context.tokens)
+        pushesPerApp = SharedRateLimiter(
+            "par_app", capacity: 600, per: 60, store: context.store, clock: context.tokens.clock)
+        pushesPerAddress = SharedRateLimiter(
+            "par_address", capacity: 60, per: 60, store: context.store, clock: context.tokens.clock)
     }
 
     // MARK: The request

@@ -60,11 +60,12 @@ enum OpenIDProviderRoutes {
                 try await service.authorization.confirmEndSession(
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
-        routes.post("/auth/par") { request, _ in
+        routes.post("/auth/par") { request, context in
             let input = try await Server.input(request, allowForm: true)
             let app = try await service.appTokens.authenticate(
                 input, authorization: request.headers.authorization())
-            return Server.response(try await service.authorization.push(input.textFields, app: app))
+            return Server.response(
+                try await service.authorization.push(input.textFields, app: app, address: context.clientAddress))
         }
         routes.post("/auth/introspect") { request, _ in
             Server.response(

@@ -16,6 +16,25 @@ extension AuthorizationService {
 
     /// `POST /auth/par` for `app` (already authenticated): 201 `{request_uri, expires_in}`, or 400 with the error
     /// the authorization endpoint would have sent to the redirect URI.
+    /// The authorization request parameters a pushed request keeps (RT3-7, RT3-8): what `/auth/authorize` reads.
+    /// Client credentials (`client_secret`, an assertion) and anything unknown are dropped before it is stored.
+    static let pushedParameters: Set<String> = [
+        "response_type", "client_id", "redirect_uri", "scope", "state", "nonce", "code_challenge",
+        "code_challenge_method", "prompt", "max_age", "login_hint", "id_token_hint", "response_mode", "ui_locales",
+        "acr_values", "claims", "resource", "request",
+    ]
+
+    /// `POST /auth/par` with the source `address`: the app's and the address's push limits first (RT3-8).
+    func push(_ parameters: [String: String], app: AppRecord, address: String?) async throws -> APIResponse {
+        try await pushesPerApp.admit(
+            app.clientID, metrics: metrics, limit: "par_app",
+            "too many pushed authorization requests for this app; wait and try again")
+        try await pushesPerAddress.admit(
+            address, metrics: metrics, limit: "par_address",
+            "too many pushed authorization requests from this address; wait and try again")
+        return try await push(parameters, app: app)
+    }
+
     func push(_ parameters: [String: String], app: AppRecord) async throws -> APIResponse {
         if let named = parameters["client_id"], named != app.clientID {
             throw APIError.invalidRequest("client_id is not the authenticated app")
@@ -34,7 +53,7 @@ extension AuthorizationService {
             break
         }
         let requestURI = Self.requestURIPrefix + (try SecureRandom.token(byteCount: 32))
-        var kept = parameters
+        var kept = parameters.filter { Self.pushedParameters.contains($0.key) }
         kept["client_id"] = app.clientID
         try await store.createPushedRequest(
             PushedRequestRecord(

@@ -138,17 +138,17 @@ extension SQLiteStore {
         try observation.timedNow(#function) { try lookup.sessionWithUser(id: id) }
     }
 
-    package func purge(expiredBefore before: Int64) async throws {
+    package func purge(expiredBefore before: Int64, shortLivedBefore: Int64) async throws {
         try await write { db in
             try db.execute(sql: "DELETE FROM refresh_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM exchanged_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM authorization_codes WHERE expires_at < ?", arguments: [before])
-            try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [shortLivedBefore])
             try db.execute(sql: "DELETE FROM email_links WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM app_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [before])
-            try db.execute(sql: "DELETE FROM pushed_requests WHERE expires_at < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM pushed_requests WHERE expires_at < ?", arguments: [shortLivedBefore])
             try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",

@@ -205,8 +205,11 @@ package protocol Store:
     nonisolated(nonsending) func sessionWithUser(id: String) async throws -> SessionView?
 
     /// Deletes refresh tokens that expired before `before`, sessions left with none, exchanged-token records
-    /// past their token's expiry, and rate-limit buckets full again by then (they hold no information).
-    func purge(expiredBefore before: Int64) async throws
+    /// past their token's expiry, and rate-limit buckets full again by then (they hold no information); and
+    /// the short-lived rows anyone can cause to be written — spent state markers (DPoP proofs' `jti`s, sign-in
+    /// markers) and pushed authorization requests — that expired before `shortLivedBefore` (RT3-8: at their own
+    /// expiry, not a day later).
+    func purge(expiredBefore before: Int64, shortLivedBefore: Int64) async throws
 
     // MARK: Account recovery
 
@@ -263,5 +266,12 @@ extension Store {
     {
         try await rotateRefreshToken(
             hash: hash, nextHash: nextHash, nextExpiresAt: nextExpiresAt, now: now, proofKey: nil)
+    }
+}
+
+extension Store {
+    /// ``purge(expiredBefore:shortLivedBefore:)`` with one cut-off for everything.
+    package func purge(expiredBefore before: Int64) async throws {
+        try await purge(expiredBefore: before, shortLivedBefore: before)
     }
 }
