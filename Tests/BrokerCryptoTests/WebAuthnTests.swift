@@ -48,6 +48,31 @@ struct CBORTests {
             (error as? CBORError)?.description.contains(says) == true
         }
     }
+
+    /// RT3-9: duplicate keys were found by comparing each key with every other (`String ==`): a 40 KB map cost
+    /// most of a second. Maps are capped at 64 entries, and duplicates found by their encoded bytes.
+    @Test(.bug(id: "RT3-9")) func mapsAreCappedAndDuplicatesFoundByTheirBytes() throws {
+        func map(_ keys: [CBOR]) -> CBOR { .map(keys.map { CBOR.Entry($0, .int(0)) }) }
+        let sixtyFour = map((0..<64).map { CBOR.text("k\($0)") })
+        #expect(try CBORReader.decode(sixtyFour.encoded) == sixtyFour)
+        let mixed = map((0..<32).map { CBOR.int($0) } + (0..<32).map { CBOR.int(-1 - $0) })
+        #expect(try CBORReader.decode(mixed.encoded) == mixed, "1 and -1 are different keys")
+        for tooMany in [65, 5_000] {
+            let flood = map((0..<tooMany).map { CBOR.text("key-\($0)") })
+            #expect {
+                _ = try CBORReader.decode(flood.encoded)
+            } throws: { error in
+                (error as? CBORError)?.description.contains("at most 64") == true
+            }
+        }
+        for duplicate in [map([.text("a"), .text("b"), .text("a")]), map((0..<63).map { CBOR.int($0) } + [.int(62)])] {
+            #expect {
+                _ = try CBORReader.decode(duplicate.encoded)
+            } throws: { error in
+                (error as? CBORError)?.description.contains("duplicate") == true
+            }
+        }
+    }
 }
 
 @Suite("WebAuthn relying party: registration and sign-in checks")
@@ -145,6 +170,28 @@ struct WebAuthnRelyingPartyTests {
                 "crossOrigin": "cross-origin", "challenge": "another challenge",
             ]
             return reason.contains(expected[what] ?? "?")
+        }
+    }
+
+    /// RT3-9: an assertion's authenticator data was parsed — extension outputs included — before its signature
+    /// was checked. A 40 KB extension map under a signature the key never made is refused for its signature,
+    /// before the map is read.
+    @Test(.bug(id: "RT3-9")) func theSignatureIsCheckedBeforeTheOptionalParts() throws {
+        let registration = try Self.registered(try SoftAuthenticator())
+        let challenge = try SecureRandom.bytes(32)
+        let clientData: JSONValue = [
+            "type": "webauthn.get", "challenge": .string(Base64URL.encode(challenge)),
+            "origin": "http://localhost:8787",
+        ]
+        let flood = CBOR.map((0..<5_000).map { CBOR.Entry(.text("extension-\($0)"), .bytes([1])) })
+        let authenticatorData =
+            Digest.sha256("localhost") + [0x01 | 0x04 | 0x80, 0, 0, 0, 1] + flood.encoded
+        #expect(authenticatorData.count > 40_000)
+        #expect(throws: WebAuthnError.refused("the passkey's signature does not verify")) {
+            _ = try Self.rp.authenticate(
+                clientDataJSON: clientData.serializedBytes, authenticatorData: authenticatorData,
+                signature: try SecureRandom.bytes(64), challenge: challenge, publicKey: registration.publicKey,
+                storedSignCount: 0, requireUserVerification: true)
         }
     }
 

@@ -125,6 +125,9 @@ package struct CBORError: Error, Sendable, Equatable, CustomStringConvertible {
 package struct CBORReader {
     /// Deeper nesting is refused: a COSE key or an attestation statement is two or three levels deep.
     package static let maxDepth = 16
+    /// Larger maps are refused: an attestation object has three entries, a COSE key five, extension outputs a
+    /// few; 64 leaves room for any authenticator and none for a flood.
+    package static let maxMapEntries = 64
 
     private let bytes: [UInt8]
     /// The index of the next unread byte.
@@ -202,15 +205,24 @@ package struct CBORReader {
         case 5:
             let count = try argument(info)
             guard count <= UInt64(bytes.count - offset) / 2 else { throw CBORError("CBOR map longer than its bytes") }
+            // RT3-9: a map of thousands of keys, each compared with every other, cost most of a second before
+            // any signature was checked. WebAuthn's maps hold a handful of entries; and duplicates are found
+            // by the keys' encoded bytes in a set, in linear time (canonical CTAP2 encoding: one encoding per
+            // key, and a key is an integer or a text string, whose encodings are equal exactly when they are).
+            guard count <= UInt64(Self.maxMapEntries) else {
+                throw CBORError("a CBOR map of \(count) entries (at most \(Self.maxMapEntries))")
+            }
             var entries: [CBOR.Entry] = []
             entries.reserveCapacity(Int(count))
+            var seen: Set<ArraySlice<UInt8>> = []
             for _ in 0..<count {
+                let start = offset
                 let key = try read(depth: depth + 1)
                 switch key {
                 case .unsigned, .negative, .text: break
                 default: throw CBORError("CBOR map key is not an integer or text")
                 }
-                guard !entries.contains(where: { $0.key == key }) else { throw CBORError("duplicate CBOR map key") }
+                guard seen.insert(bytes[start..<offset]).inserted else { throw CBORError("duplicate CBOR map key") }
                 entries.append(CBOR.Entry(key, try read(depth: depth + 1)))
             }
             return .map(entries)

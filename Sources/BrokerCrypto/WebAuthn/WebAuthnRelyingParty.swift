@@ -123,11 +123,13 @@ package struct WebAuthnRelyingParty: Sendable {
         publicKey: COSEKey, storedSignCount: UInt32, requireUserVerification: Bool
     ) throws(WebAuthnError) -> Assertion {
         try checkClientData(clientDataJSON, type: "webauthn.get", challenge: challenge)
-        let data = try AuthenticatorData(rawData)
-        try checkFlags(data, requireUserVerification: requireUserVerification)
+        // The signature first (RT3-9): the authenticator data's optional parts (extension outputs, CBOR) are
+        // read only for an assertion the stored key signed.
         guard publicKey.verify(signature: signature, message: rawData + Digest.sha256(clientDataJSON)) else {
             throw .refused("the passkey's signature does not verify")
         }
+        let data = try AuthenticatorData(rawData)
+        try checkFlags(data, requireUserVerification: requireUserVerification)
         try Self.checkCounter(stored: storedSignCount, presented: data.signCount)
         return Assertion(signCount: data.signCount, flags: data.flags)
     }
