@@ -14,6 +14,8 @@ import Synchronization
 /// is worth nothing without it.
 package struct DPoPKeyStore: Sendable {
     package let directory: String
+    /// The client's home (`$BROKER_HOME`), checked before the key's folder is made in it.
+    package let home: String
     /// The keyring, when the profile's `credential_store` is not `file`.
     let vault: KeyringVault?
     /// `credential_store` is `keyring`: a keyring that cannot be read is an error, never "no key".
@@ -21,6 +23,7 @@ package struct DPoPKeyStore: Sendable {
 
     package init(home: String, vault: KeyringVault? = nil, strict: Bool = false) {
         directory = home + "/keys"
+        self.home = home
         self.vault = vault
         self.strict = strict
     }
@@ -81,7 +84,7 @@ package struct DPoPKeyStore: Sendable {
     package func loadOrCreate(_ key: SessionKey) throws -> AsymmetricKey {
         if let existing = try load(key) { return existing }
         let made = try AsymmetricKey.generate(.ecP256)
-        try PosixFile.ensurePrivateDirectory(directory)
+        try PosixFile.ensurePrivateDirectory(directory, beneath: home)
         try PosixFile.writeAtomically(Array(try made.privateKeyPEM().utf8), to: path(for: key), mode: 0o600)
         return made
     }
@@ -99,7 +102,7 @@ package struct DPoPKeyStore: Sendable {
     /// The keyring's key back into its file, then the item removed.
     func moveToFile(_ key: SessionKey, vault: KeyringVault) throws {
         guard !hasFile(key), let pem = try vault.read(.dpopKey, for: key) else { return }
-        try PosixFile.ensurePrivateDirectory(directory)
+        try PosixFile.ensurePrivateDirectory(directory, beneath: home)
         try PosixFile.writeAtomically(pem, to: path(for: key), mode: 0o600)
         try vault.delete(.dpopKey, for: key)
     }

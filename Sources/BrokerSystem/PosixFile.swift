@@ -103,9 +103,13 @@ package enum PosixFile {
 
     /// Makes `path` a directory private to this user (0700), creating missing parents with the same mode.
     ///
-    /// An existing directory that others can read or write is tightened to 0700 when we own it, refused
-    /// otherwise: secrets are about to be written into it.
-    package static func ensurePrivateDirectory(_ path: String) throws(Failure) {
+    /// It must be ours: one that others can read or write is tightened to 0700 through its descriptor (never by
+    /// name), and one owned by someone else is refused — secrets are about to be written into it. With
+    /// `followingLink: false` (a folder broker makes inside one the user named, such as `keys`) the directory is
+    /// opened without following a link (RT3-11): one planted as a symbolic link is refused, never followed, and
+    /// its target never chmod'ed. A folder the user named (`BROKER_HOME`, `data_dir`) may be reached through a
+    /// link of theirs.
+    package static func ensurePrivateDirectory(_ path: String, followingLink: Bool = true) throws(Failure) {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
@@ -113,15 +117,35 @@ package enum PosixFile {
                 throw Failure(path: prefix, reason: systemReason())
             }
         }
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw Failure(path: path, reason: systemReason()) }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw Failure(path: path, reason: "not a directory") }
-        if info.st_mode & 0o077 != 0 {
-            guard info.st_uid == geteuid() else {
-                throw Failure(path: path, reason: "is open to other users and not ours to tighten (mode must be 0700)")
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followingLink ? 0 : O_NOFOLLOW))
+        guard fd >= 0 else {
+            let code = errno
+            let reason = systemReason()
+            var link = stat()
+            // O_DIRECTORY with O_NOFOLLOW answers a link with ENOTDIR (or ELOOP): say which it was.
+            if code == ENOTDIR || code == ELOOP, lstat(path, &link) == 0, (link.st_mode & S_IFMT) == S_IFLNK {
+                throw Failure(path: path, reason: "is a symbolic link; broker keeps its secrets only in a real folder")
             }
-            guard chmod(path, 0o700) == 0 else { throw Failure(path: path, reason: systemReason()) }
+            throw Failure(path: path, reason: code == ENOTDIR ? "not a directory" : reason)
         }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw Failure(path: path, reason: systemReason()) }
+        guard info.st_uid == geteuid() else {
+            throw Failure(
+                path: path, reason: "belongs to another user (uid \(info.st_uid)); broker keeps its secrets only in "
+                    + "a folder of its own user")
+        }
+        if info.st_mode & 0o077 != 0 {
+            guard fchmod(fd, 0o700) == 0 else { throw Failure(path: path, reason: systemReason()) }
+        }
+    }
+
+    /// ``ensurePrivateDirectory(_:followingLink:)`` for `home`, then for `child` beneath it, never through a
+    /// link: the home is checked before anything is made or written inside it (RT3-11).
+    package static func ensurePrivateDirectory(_ child: String, beneath home: String) throws(Failure) {
+        try ensurePrivateDirectory(home)
+        try ensurePrivateDirectory(child, followingLink: false)
     }
 
     /// Replaces `path` atomically with `bytes`: a temporary file in the same directory, created with `mode`,

@@ -1,7 +1,9 @@
 import BrokerClient
+import BrokerCredentials
 import BrokerCore
 import BrokerTesting
 import Foundation
+import Glibc
 import Testing
 
 /// `credential_store` (issue "Keyring"): where it is read from and what a bad value says; and the store's
@@ -108,4 +110,53 @@ final class NoticeLog: @unchecked Sendable {
     private var lines: [String] = []
     func append(_ line: String) { lock.withLock { lines.append(line) } }
     var all: [String] { lock.withLock { lines } }
+}
+
+/// RT3-11: under a `BROKER_HOME` the CLI later refuses (another user's, or open to others) it had already
+/// written the DPoP key, and a planted `keys` symbolic link was followed and its target chmod'ed. The home is
+/// checked before anything is written in it, and `keys` is opened without following a link.
+@Suite("the client home is checked before anything is written in it")
+struct ClientHomeTests {
+    static let key = SessionKey(brokerURL: "http://127.0.0.1:8787", profile: "default")
+
+    @Test(.bug(id: "RT3-11")) func aPlantedKeysLinkIsRefusedAndItsTargetLeftAlone() throws {
+        let home = try TemporaryDirectory.make(prefix: "broker-home").path
+        let target = try TemporaryDirectory.make(prefix: "broker-elsewhere").path
+        #expect(chmod(target, 0o755) == 0)
+        #expect(symlink(target, home + "/keys") == 0)
+        #expect {
+            _ = try DPoPKeyStore(home: home).loadOrCreate(Self.key)
+        } throws: { error in
+            "\(error)".contains("symbolic link")
+        }
+        var info = stat()
+        #expect(stat(target, &info) == 0 && info.st_mode & 0o777 == 0o755, "the link's target was not chmod'ed")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: target).isEmpty, "nothing written there")
+    }
+
+    @Test(.bug(id: "RT3-11")) func anotherUsersHomeGetsNothingWritten() throws {
+        let home = try TemporaryDirectory.make(prefix: "broker-home").path
+        #expect(chmod(home, 0o777) == 0)
+        guard geteuid() == 0 else {
+            // Only root can give a folder to another user; CI runs as root.
+            Issue.record("run as root to check a home owned by another user")
+            return
+        }
+        #expect(chown(home, 65534, 65534) == 0)
+        #expect {
+            _ = try DPoPKeyStore(home: home).loadOrCreate(Self.key)
+        } throws: { error in
+            "\(error)".contains("belongs to another user")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: home).isEmpty, "no keys folder, no key")
+    }
+
+    @Test(.bug(id: "RT3-11")) func aHomeOpenToOthersIsTightenedBeforeTheKeyIsWritten() throws {
+        let home = try TemporaryDirectory.make(prefix: "broker-home").path
+        #expect(chmod(home, 0o777) == 0)
+        _ = try DPoPKeyStore(home: home).loadOrCreate(Self.key)
+        var info = stat()
+        #expect(stat(home, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        #expect(stat(home + "/keys", &info) == 0 && info.st_mode & 0o777 == 0o700)
+    }
 }
