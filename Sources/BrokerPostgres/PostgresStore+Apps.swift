@@ -235,6 +235,16 @@ extension PostgresStore {
                 try await connection.query(
                     "UPDATE app_codes SET used_at = \(now) WHERE hash = \(hash.hex)", logger: logger
                 ).drain()
+                // Only while the browser session it was issued in still stands (RT3-5), in this transaction.
+                let live = try await connection.query(
+                    """
+                    SELECT id FROM browser_sessions WHERE id = \(row.8) AND revoked_at IS NULL AND expires_at > \(now)
+                    FOR SHARE
+                    """, logger: logger
+                ).decode(String.self)
+                var stands = false
+                for try await _ in live { stands = true }
+                guard stands else { return .browserSessionEnded }
                 return .redeemed(
                     AppCodeRecord(
                         hash: hash, clientID: row.0, userID: user, redirectURI: row.2, codeChallenge: row.3,
@@ -257,6 +267,13 @@ extension PostgresStore {
                 SELECT c.browser_session, \(session), c.client_id, \(now) FROM app_codes c
                 JOIN browser_sessions b ON b.id = c.browser_session WHERE c.hash = \(hash.hex)
                 ON CONFLICT DO NOTHING
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now) WHERE id = \(session) AND revoked_at IS NULL AND NOT EXISTS (
+                    SELECT 1 FROM app_codes c JOIN browser_sessions b ON b.id = c.browser_session
+                    WHERE c.hash = \(hash.hex) AND b.revoked_at IS NULL AND b.expires_at > \(now))
                 """, logger: logger
             ).drain()
         }

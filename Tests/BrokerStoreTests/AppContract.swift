@@ -96,6 +96,7 @@ struct AppContract {
         let store = try await kind.make()
         try await store.createApp(Self.app())
         let user = try await store.providerUser(Make.user("google"))
+        try await Self.browser(store, "b-1", of: user)
         let hash = Make.hash()
         let code = AppCodeRecord(
             hash: hash, clientID: "wiki", userID: user.id, redirectURI: "https://wiki.example/cb",
@@ -117,6 +118,46 @@ struct AppContract {
         expiring.hash = late
         try await store.createAppCode(expiring)
         #expect(try await store.redeemAppCode(hash: late, now: Make.now + 60) == .unknown, "expired")
+    }
+
+    /// RT3-5: a code issued before its browser session ended (end-session, reset, `sessions revoke`) was still
+    /// redeemed after, and the app session it started outlived the browser session. The redemption now decides,
+    /// in its transaction, that the browser session still stands; and a session attached after it ended is
+    /// revoked with it.
+    @Test(.bug(id: "RT3-5"), arguments: StoreUnderTest.available)
+    func aCodeOfAnEndedBrowserSessionStartsNothing(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.createApp(Self.app())
+        let user = try await store.providerUser(Make.user("google"))
+        func code(_ browser: String) async throws -> [UInt8] {
+            let hash = Make.hash()
+            try await store.createAppCode(
+                AppCodeRecord(
+                    hash: hash, clientID: "wiki", userID: user.id, redirectURI: "https://wiki.example/cb",
+                    codeChallenge: nil, scope: "openid", nonce: nil, authTime: Make.now, signedInWith: "google",
+                    browserSession: browser, expiresAt: Make.now + 60))
+            return hash
+        }
+        try await Self.browser(store, "ended", of: user)
+        let issued = try await code("ended")
+        #expect(try await store.revokeBrowserSession(id: "ended", now: Make.now))
+        #expect(try await store.redeemAppCode(hash: issued, now: Make.now) == .browserSessionEnded)
+        #expect(try await store.redeemAppCode(hash: issued, now: Make.now) == .reused(session: nil), "spent")
+        #expect(try await store.redeemAppCode(hash: try await code("never-was"), now: Make.now) == .browserSessionEnded)
+
+        // Ended between the redemption and the session's start: the session goes with it.
+        try await Self.browser(store, "racing", of: user)
+        let racing = try await code("racing")
+        guard case .redeemed = try await store.redeemAppCode(hash: racing, now: Make.now) else {
+            Issue.record("a code of a live browser session is redeemed")
+            return
+        }
+        #expect(try await store.revokeBrowserSession(id: "racing", now: Make.now))
+        var session = Make.session(for: user)
+        session.clientID = "wiki"
+        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        try await store.attachSession(session.id, toAppCode: racing, now: Make.now)
+        #expect(try await store.session(id: session.id)?.revokedAt != nil)
     }
 
     /// Introspection reads a refresh token without spending it: live, then spent once rotated.

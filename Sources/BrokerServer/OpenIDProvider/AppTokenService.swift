@@ -80,6 +80,9 @@ final class AppTokenService: ContextualService {
                     fields: ["session": String(sessionID.prefix(8)), "client_id": app.clientID])
             }
             throw APIError.invalidGrant("the code has already been used")
+        case .browserSessionEnded:
+            throw APIError.invalidGrant(
+                "the sign-in this code came from has ended (signed out, revoked or reset); sign in again")
         case .redeemed(let found):
             record = found
         }

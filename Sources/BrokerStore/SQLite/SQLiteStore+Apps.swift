@@ -204,6 +204,11 @@ extension SQLiteStore {
                 let provider = ProviderID(rawValue: row["signed_in_with"] as String)
             else { return .unknown }
             try db.execute(sql: "UPDATE app_codes SET used_at = ? WHERE hash = ?", arguments: [now, hash.hex])
+            // Only while the browser session it was issued in still stands (RT3-5), decided in this transaction.
+            let live = try Bool.fetchOne(
+                db, sql: "SELECT revoked_at IS NULL AND expires_at > ? FROM browser_sessions WHERE id = ?",
+                arguments: [now, row["browser_session"] as String])
+            guard live == true else { return .browserSessionEnded }
             return .redeemed(
                 AppCodeRecord(
                     hash: hash, clientID: row["client_id"], userID: user, redirectURI: row["redirect_uri"],
@@ -224,6 +229,13 @@ extension SQLiteStore {
                     ON CONFLICT DO NOTHING
                     """,
                 arguments: [session, now, hash.hex])
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM app_codes c JOIN browser_sessions b ON b.id = c.browser_session
+                        WHERE c.hash = ? AND b.revoked_at IS NULL AND b.expires_at > ?)
+                    """,
+                arguments: [now, session, hash.hex, now])
         }
     }
 

@@ -108,6 +108,9 @@ package enum AppCodeRedemption: Sendable, Hashable {
     case reused(session: String?)
     /// Unknown or expired.
     case unknown
+    /// The browser session the code was issued in has ended since (signed out, revoked, reset, expired): the
+    /// code is spent and starts nothing (RT3-5).
+    case browserSessionEnded
 }
 
 /// A back-channel logout owed to an app (Back-Channel Logout 1.0 §2.5), as the queue holds it: written in the
@@ -196,7 +199,8 @@ package protocol AppStore: Sendable {
     /// Spends a code once, in one transaction.
     func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption
     /// Records the session a redeemed code started (so that a replay can end it), and that the app signed in
-    /// through the code's browser session (so that its end reaches the app: back-channel logout).
+    /// through the code's browser session (so that its end reaches the app: back-channel logout). If that
+    /// browser session ended between the redemption and now, the new session is revoked with it (RT3-5).
     func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws
 
     /// Back-channel logouts due at `now` (at most `limit`), each leased for ``LogoutDelivery/lease`` seconds
