@@ -92,18 +92,27 @@ final class ConnectionCounter: Sendable {
         perNetworkLimit = perNetwork
     }
 
-    /// Counts a new connection (from `network`, when it has a share); `false` when it is above the cap or
-    /// above its network's share.
-    func admit(network: String? = nil) -> Bool {
+    /// What a new connection is told.
+    enum Admission: Equatable {
+        /// Counted, and served.
+        case admitted
+        /// Counted above the cap: answered 503 when its request head arrives, then closed.
+        case overCap
+        /// Above its network's share: not counted at all (RT2-10) — it holds no slot another address could
+        /// have had — and, like one above the cap, answered 503 as soon as its request head arrives, or closed
+        /// unanswered after the short grace: never held for `request_timeout`.
+        case overShare
+    }
+
+    /// Counts a new connection (from `network`, when it has a share), unless it is above its network's share.
+    func admit(network: String? = nil) -> Admission {
         counts.withLockedValue { counts in
-            counts.open += 1
-            var withinShare = true
-            if let network {
-                let held = (counts.perNetwork[network] ?? 0) + 1
-                counts.perNetwork[network] = held
-                if let perNetworkLimit { withinShare = held <= perNetworkLimit }
+            if let network, let perNetworkLimit, (counts.perNetwork[network] ?? 0) >= perNetworkLimit {
+                return .overShare
             }
-            return counts.open <= limit && withinShare
+            counts.open += 1
+            if let network { counts.perNetwork[network, default: 0] += 1 }
+            return counts.open <= limit ? .admitted : .overCap
         }
     }
 
@@ -168,11 +177,15 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         {
             network = SourceAddress.network(peer)
         }
-        admitted = counter.admit(network: network)
-        if admitted {
+        switch counter.admit(network: network) {
+        case .admitted:
+            admitted = true
             arm(seconds: limits.requestTimeout, reason: "request not received in time")
-        } else {
+        case .overCap:
             arm(seconds: limits.overflowGrace, reason: "over the connection cap")
+        case .overShare:
+            counted = false
+            arm(seconds: limits.overflowGrace, reason: "over its address's share")
         }
     }
 
