@@ -13,26 +13,16 @@ struct LoadBalancerTests {
         let emulator = try await EmulatorProcess.start()
         let shared = try await ScaleOutProcessTests.Shared.make()
         // The brokers' issuer is the balancer's address: tokens, redirects and the provider's callback all
-        // name it. Its port is chosen first, so nginx is started on it after the brokers.
-        var nginx: NginxProcess?
-        var brokers: [BrokerProcess] = []
-        for _ in 0..<5 where nginx == nil {
-            let port = try freeLoopbackPort()
-            let issuer = "http://127.0.0.1:\(port)"
-            brokers = [
-                try await shared.serve(config: emulator.googleOnlyConfig, issuer: issuer),
-                try await shared.serve(config: emulator.googleOnlyConfig, issuer: issuer),
-            ]
-            do {
-                nginx = try NginxProcess(upstreams: brokers.map(\.url), port: port)
-                try await Self.awaitReady(try #require(nginx))
-            } catch {
-                nginx?.stop()
-                nginx = nil
-                brokers.forEach { $0.stop() }
-            }
-        }
-        let balancer = try #require(nginx, "nginx started on a free port")
+        // name it. Its port is chosen first and held until nginx (which binds with SO_REUSEADDR) listens on it.
+        let reserved = try reserveLoopbackPort()
+        let issuer = "http://127.0.0.1:\(reserved.port)"
+        let brokers = [
+            try await shared.serve(config: emulator.googleOnlyConfig, issuer: issuer),
+            try await shared.serve(config: emulator.googleOnlyConfig, issuer: issuer),
+        ]
+        let balancer = try NginxProcess(upstreams: brokers.map(\.url), port: reserved.port)
+        try await Self.awaitReady(balancer)
+        reserved.release()
         defer {
             balancer.stop()
             brokers.forEach { $0.stop() }

@@ -29,9 +29,11 @@ struct MetricsProcessTests {
         let directory = try TemporaryDirectory.make(prefix: "broker-prometheus")
         let tokenFile = directory.appendingPathComponent("metrics-token")
         try Data("scrape-\(UUID().uuidString)\n".utf8).write(to: tokenFile)
-        let metricsPort = try freeLoopbackPort()
+        let reserved = try reserveLoopbackPort()
+        let metricsPort = reserved.port
         let broker = try await BrokerProcess.start(
             config: #"{"server": {"metrics_port": \#(metricsPort), "metrics_token_file": "\#(tokenFile.path)"}}"#)
+        reserved.release()
         defer { broker.stop() }
         // The main port does not serve /metrics once it has a port of its own.
         #expect(try await HTTPClient.shared.send(HTTPClientRequest(url: broker.url + "/metrics")).status == 404)

@@ -47,27 +47,19 @@ struct PasskeyChromiumTests {
 
     @Test func addAPasskeyWithTheCLIThenSignInWithItWithoutAPassword() async throws {
         let sink = try await SMTPSink.start()
-        // The issuer names the port, so it is chosen before the broker binds it; another process may take it
-        // in between (CI saw "Address already in use"): then another port, a few times.
-        var started: (port: Int, server: BrokerProcess)?
-        for attempt in 1...5 where started == nil {
-            let port = try freeLoopbackPort()
-            let issuer = "http://localhost:\(port)"
-            do {
-                started = (
-                    port,
-                    try await BrokerProcess.start(
-                        config: #"""
-                            {"server": {"issuer": "\#(issuer)"}, "providers": {"custom": {"enabled": true}},
-                             "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
-                            """#,
-                        arguments: ["--port", "\(port)"])
-                )
-            } catch  where attempt < 5 && "\(error)".contains("Address already in use") {
-                continue
-            }
-        }
-        let (port, server) = try #require(started)
+        // The issuer names the port, so it is chosen before the broker binds it: held until the broker listens.
+        let reserved = try reserveLoopbackPort()
+        let started = (
+            reserved.port,
+            try await BrokerProcess.start(
+                config: #"""
+                    {"server": {"issuer": "http://localhost:\#(reserved.port)"}, "providers": {"custom": {"enabled": true}},
+                     "mail": {"url": "\#(sink.url)", "from": "Broker <broker@example.com>"}}
+                    """#,
+                arguments: ["--port", "\(reserved.port)"])
+        )
+        reserved.release()
+        let (port, server) = started
         let issuer = "http://localhost:\(port)"
         defer { server.stop() }
         #expect(!server.stderr.contains("passkeys are off"), "\(server.stderr)")

@@ -87,6 +87,52 @@ package func freeLoopbackPort() throws -> Int {
     try freePort(in: 20_000..<32_768)
 }
 
+/// A port held for a program the test is about to start on it: bound on every address with `SO_REUSEADDR` and
+/// not listening, until ``release()``. The program (broker serve: Hummingbird binds with `SO_REUSEADDR` too) can
+/// bind and listen on it meanwhile, and nobody else can — ``freePort(in:)``'s probe of another test included.
+/// Before, a port chosen for a `localhost` issuer was released before the broker bound it, and another test's
+/// program took it in between ("Address already in use"); the test then retried other ports.
+package final class ReservedPort: @unchecked Sendable {
+    package let port: Int
+    private var descriptor: Int32
+
+    init(port: Int, descriptor: Int32) {
+        self.port = port
+        self.descriptor = descriptor
+    }
+
+    /// Lets the port go (once the program listens on it, or when the test gives up).
+    package func release() {
+        if descriptor >= 0 { close(descriptor) }
+        descriptor = -1
+    }
+
+    deinit { release() }
+}
+
+/// A port below the kernel's ephemeral range, held until the program that will listen on it has started.
+package func reserveLoopbackPort() throws -> ReservedPort {
+    for _ in 0..<200 {
+        let port = Int.random(in: 20_000..<32_768)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw ServerTestError("socket: \(errno)") }
+        var one: Int32 = 1
+        guard setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            close(descriptor)
+            throw ServerTestError("setsockopt: \(errno)")
+        }
+        var address = loopbackAddress(port: port, host: "0.0.0.0")
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if bound == 0 { return ReservedPort(port: port, descriptor: descriptor) }
+        close(descriptor)
+    }
+    throw ServerTestError("no free port to reserve")
+}
+
 /// A free TCP port in `range` on every address (bound on 0.0.0.0 and released): for programs that take only
 /// registered ports (oidc-agent: 1024–49151), where the kernel's ephemeral ports fall outside.
 package func freePort(in range: Range<Int>) throws -> Int {
