@@ -133,7 +133,8 @@ package enum PosixFile {
         guard fstat(fd, &info) == 0 else { throw Failure(path: path, reason: systemReason()) }
         guard info.st_uid == geteuid() else {
             throw Failure(
-                path: path, reason: "belongs to another user (uid \(info.st_uid)); broker keeps its secrets only in "
+                path: path,
+                reason: "belongs to another user (uid \(info.st_uid)); broker keeps its secrets only in "
                     + "a folder of its own user")
         }
         if info.st_mode & 0o077 != 0 {

@@ -1,6 +1,6 @@
 import BrokerClient
-import BrokerCredentials
 import BrokerCore
+import BrokerCredentials
 import BrokerTesting
 import Foundation
 import Glibc

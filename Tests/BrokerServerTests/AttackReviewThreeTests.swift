@@ -195,7 +195,8 @@ struct AttackReviewThreeTests {
                         .contentType: "application/x-www-form-urlencoded",
                         .authorization: HTTPBasic.header(id: id, secret: Secret(secret)).value,
                     ],
-                    body: Array("grant_type=authorization_code&code=x&redirect_uri=https%3A%2F%2Fevil.example%2Fcb".utf8))
+                    body: Array(
+                        "grant_type=authorization_code&code=x&redirect_uri=https%3A%2F%2Fevil.example%2Fcb".utf8))
                 #expect(token.status == 401 && token.error == "invalid_client", "\(id)")
             }
         }
@@ -209,8 +210,10 @@ struct AttackReviewThreeTests {
 
     /// Whether `body` carries any of the five markup characters raw right after a U+0600 or before a U+0301.
     static func smuggled(_ body: [UInt8]) -> Bool {
-        let markup: Set<UInt8> = [UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\""), UInt8(ascii: "'"),
-            UInt8(ascii: "&")]
+        let markup: Set<UInt8> = [
+            UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\""), UInt8(ascii: "'"),
+            UInt8(ascii: "&"),
+        ]
         for index in body.indices.dropLast(2) {
             // U+0600 is D8 80 in UTF-8; U+0301 is CC 81.
             if body[index] == 0xD8, body[index + 1] == 0x80, markup.contains(body[index + 2]) {
@@ -386,4 +389,3 @@ struct AttackReviewThreeTests {
         }
     }
 }
-

@@ -469,7 +469,8 @@ struct BrowserSessions: Sendable {
         let value = try SecureRandom.token(byteCount: 32)
         let ttl = tokens.configuration.browserSessionTTL
         let session = BrowserSessionRecord(
-            id: try SecureRandom.argumentSafeToken(byteCount: 16), userID: user, signedInWith: signedInWith, authTime: tokens.now,
+            id: try SecureRandom.argumentSafeToken(byteCount: 16), userID: user, signedInWith: signedInWith,
+            authTime: tokens.now,
             expiresAt: tokens.now + ttl)
         try await store.createBrowserSession(session, cookieHash: Digest.sha256(value))
         return (session, cookie(value, maxAge: ttl))
