@@ -205,6 +205,16 @@ package final class BrokerService: ContextualService {
         var response = try await DPoPBinding.$current.withValue(
             DPoPBinding.Key(thumbprint: proof.thumbprint, bindsSession: bindsSession)
         ) { try await issue() }
+        // Issued: only now is the proof's jti written (RT3-8), so that a proof sent with a refresh token, code
+        // or password that is refused anyway writes nothing to the store. Two requests with one proof at the same
+        // moment both reached the grant; each grant is single-use (a code, a rotation) or needs the client's own
+        // secret or password, and the one that loses this write is refused.
+        do {
+            try await tokens.dpop.spend(proof)
+        } catch {
+            metrics.dpop(outcome: error.code.rawValue)
+            throw error.tokenEndpointError
+        }
         if tokens.configuration.dpopNonce { response.headers.append(("DPoP-Nonce", tokens.dpop.nonce(now: now))) }
         return response
     }

@@ -388,4 +388,47 @@ struct AttackReviewThreeTests {
             #expect(try await OP.push(client, OP.webRequest()).status == 201, "a minute later, again")
         }
     }
+
+    /// The replay marker a proof would write.
+    static func marker(of proof: String) throws -> String {
+        let parts = proof.split(separator: ".").map(String.init)
+        let header = try #require(JSONValue.parse(Base64URL.decode(parts[0]) ?? []))
+        let claims = try #require(JSONValue.parse(Base64URL.decode(parts[1]) ?? []))
+        let jwk = try JSONDecoder().decode(JWK.self, from: Data(try #require(header["jwk"]).serialized().utf8))
+        let thumbprint = try AsymmetricKey(jwk: jwk).thumbprint()
+        let jti = try #require(claims["jti"]?.stringValue)
+        return "dpop:" + Base64URL.encode(Digest.sha256(thumbprint + " " + jti))
+    }
+
+    /// RT3-8 (DPoP): every proof wrote a replay row, even for a request refused anyway. A proof's `jti` is
+    /// written only once the request it protects is accepted; a replay of an accepted one is still refused.
+    @Test(.bug(id: "RT3-8")) func aProofIsRememberedOnlyForARequestThatWasAccepted() async throws {
+        let broker = try await InProcessBroker()
+        let key = try AsymmetricKey.generate(.ecP256)
+        let other = try AsymmetricKey.generate(.ecP256)
+        try await broker.test { client in
+            _ = try await client.register("jti@example.com", Self.password)
+            let now = broker.clock.seconds()
+            // A refresh token that is not one: refused, nothing written.
+            let wasted = try DPoPTests.proof(key, "POST", "/auth/token", at: now)
+            let refused = try await DPoPTests.refresh(client, String(repeating: "A", count: 43), proof: wasted)
+            #expect(refused.status == 400 && refused.error == "invalid_grant")
+            #expect(try await !broker.store.isStateMarkerSpent(try Self.marker(of: wasted)))
+
+            let signedIn = try await DPoPTests.login(
+                client, "jti@example.com", proof: try DPoPTests.proof(key, "POST", "/auth/login", at: now))
+            let access = try #require(signedIn["access_token"]?.stringValue)
+            // A proof by another key than the token's: refused, nothing written.
+            let foreign = try DPoPTests.proof(other, "GET", "/auth/me", token: access, at: now)
+            #expect(try await DPoPTests.me(client, access, proof: foreign).status == 401)
+            #expect(try await !broker.store.isStateMarkerSpent(try Self.marker(of: foreign)))
+            // The good one is remembered, and its replay refused.
+            let good = try DPoPTests.proof(key, "GET", "/auth/me", token: access, at: now)
+            #expect(try await DPoPTests.me(client, access, proof: good).status == 200)
+            #expect(try await broker.store.isStateMarkerSpent(try Self.marker(of: good)))
+            let replayed = try await DPoPTests.me(client, access, proof: good)
+            #expect(replayed.status == 401 && replayed["error_description"]?.stringValue?.contains("jti") == true)
+        }
+    }
 }
+

@@ -10,7 +10,8 @@ import Foundation
 /// thumbprint) and, for public clients (the broker CLI, native apps), the session records the thumbprint so
 /// that its refresh token is refused without a proof by the same key. Where a bound access token is presented
 /// (`/auth/me`, `/auth/userinfo`) the proof must cover the method, the URL and the token (`ath`), be fresh
-/// (`iat`), unseen (`jti`, remembered in the store so that another broker refuses a replay too) and, when the
+/// (`iat`), unseen (`jti`, remembered in the store — once the request is accepted — so that another broker
+/// refuses a replay too) and, when the
 /// server asks for one (`server.dpop_nonce`), carry the server's nonce.
 struct DPoPChecker: Sendable {
     let store: any Store
@@ -39,6 +40,10 @@ struct DPoPChecker: Sendable {
     struct Proof: Sendable, Equatable {
         /// The RFC 7638 thumbprint of the proof's key.
         var thumbprint: String
+        /// The replay marker of its `jti`, and until when it must be remembered: written by ``spend(_:)`` once
+        /// the request the proof protects is accepted (RT3-8), so that a request refused anyway writes nothing.
+        var marker: String
+        var rememberUntil: Int64
     }
 
     /// Why a proof was refused: an error for the client, and a fresh nonce when that is what it lacked.
@@ -136,18 +141,31 @@ struct DPoPChecker: Sendable {
                     nonce: self.nonce(now: now))
             }
         }
-        // Seen anywhere before (any broker of this store): a replay.
+        // Seen anywhere before (any broker of this store): a replay. Only read here; ``spend(_:)`` writes it.
         let marker = "dpop:" + Base64URL.encode(Digest.sha256(thumbprint + " " + jti))
+        let seen: Bool
+        do {
+            seen = try await store.isStateMarkerSpent(marker)
+        } catch {
+            throw Refusal(code: .serverError, detail: "the DPoP proof cannot be checked now", nonce: nil)
+        }
+        guard !seen else { throw .invalid("the DPoP proof was used before (jti)") }
+        // Remembered for as long as the proof could pass: its iat window, or two nonce windows.
+        return Proof(
+            thumbprint: thumbprint, marker: marker,
+            rememberUntil: now + max(Self.maxAge + Self.leeway, 2 * Self.nonceWindow))
+    }
+
+    /// Records `proof`'s `jti` as used, once the request it protects has been accepted: a proof presented twice
+    /// at the same moment is refused the second time here (the store decides, for every broker on it).
+    func spend(_ proof: Proof) async throws(Refusal) {
         let fresh: Bool
         do {
-            // Remembered for as long as the proof could pass: its iat window, or two nonce windows.
-            fresh = try await store.spendStateMarker(
-                marker, expiresAt: now + max(Self.maxAge + Self.leeway, 2 * Self.nonceWindow))
+            fresh = try await store.spendStateMarker(proof.marker, expiresAt: proof.rememberUntil)
         } catch {
             throw Refusal(code: .serverError, detail: "the DPoP proof cannot be checked now", nonce: nil)
         }
         guard fresh else { throw .invalid("the DPoP proof was used before (jti)") }
-        return Proof(thumbprint: thumbprint)
     }
 
     /// The URL as RFC 9449 §4.3 compares it: no query or fragment, scheme and host in lower case, no default port.
@@ -293,6 +311,12 @@ extension TokenIssuer {
             guard ConstantTime.equals(proof.thumbprint, jkt) else {
                 throw DPoPChecker.Refusal.invalid("the DPoP proof is made with another key than the token's")
                     .resourceError
+            }
+            // A proof by the token's own key, for this request: only now is its jti written (RT3-8).
+            do {
+                try await dpop.spend(proof)
+            } catch {
+                throw error.resourceError
             }
         }
     }
