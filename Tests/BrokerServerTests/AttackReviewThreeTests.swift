@@ -431,4 +431,3 @@ struct AttackReviewThreeTests {
         }
     }
 }
-
