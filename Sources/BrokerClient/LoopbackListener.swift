@@ -205,7 +205,7 @@ package final class LoopbackListener: @unchecked Sendable {
 
     /// A small page in the broker's pages' look; every text in it is HTML-escaped (it may come from the
     /// provider or the URL).
-    static func page(title: String, message: String, success: Bool) -> String {
+    package static func page(title: String, message: String, success: Bool) -> String {
         HTML.document(
             title: title,
             body: "<p>\(HTML.escape(message))</p>\n<p class=\"muted\">You can close this tab.</p>",

@@ -69,6 +69,9 @@ struct ClientAdminTests {
             (["client", "add", "ok", "--trust-issuer", "https://u@issuer.example", "--trust-subject", "x"], "user"),
             (["client", "add", "ok", "--trust-issuer", "https://issuer.example", "--trust-subject", "*"], "every job"),
             (["client", "add", "ok", "--scope", "two words"], "scope token"),
+            // RT3-10: the CLI's own client id, in any case, as an app or as a CI client.
+            (["client", "add", "broker-cli", "--redirect-uri", "https://evil.example/cb"], "CLI's own client id"),
+            (["client", "add", "Broker-CLI"], "CLI's own client id"),
         ]
         for (arguments, message) in cases {
             let result = try await CLI.run(arguments + ["--data-dir", data])
@@ -77,6 +80,12 @@ struct ClientAdminTests {
             #expect(result.stdout.isEmpty)
         }
         #expect(!FileManager.default.fileExists(atPath: data + "/broker.sqlite3"), "nothing was written")
+
+        // RT3-4: an app named after the APIs' audience would be given tokens every API takes.
+        let audience = try await CLI.run(
+            ["client", "add", "broker", "--redirect-uri", "https://app.example/cb", "--data-dir", data])
+        #expect(audience.status == 1 && audience.stderr.contains("server.audience"), "\(audience.stderr)")
+        #expect(try await CLI.run(["client", "list", "--json", "--data-dir", data]).stdout.contains("broker") == false)
 
         let config = directory.appendingPathComponent("bad.json")
         try Data(#"{"server": {"mint_max_ttl": "long"}}"#.utf8).write(to: config)

@@ -1,3 +1,4 @@
+import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
@@ -429,5 +430,16 @@ struct AttackReviewThreeTests {
             let replayed = try await DPoPTests.me(client, access, proof: good)
             #expect(replayed.status == 401 && replayed["error_description"]?.stringValue?.contains("jti") == true)
         }
+    }
+
+    /// RT3-1 beyond the broker's pages: the CLI's loopback page (its text may come from the broker's error) and
+    /// the mail's HTML (the name is the person's own words) escape grapheme-joined markup too.
+    @Test(.bug(id: "RT3-1")) func theLoopbackPageAndTheMailEscapeGraphemeJoinedMarkup() throws {
+        let page = LoopbackListener.page(title: Self.graphemeMarkup, message: Self.graphemeMarkup, success: false)
+        #expect(!Self.smuggled(Array(page.utf8)), "\(page)")
+        let (mailer, _) = try MailTests.mailer("smtp://127.0.0.1:1")
+        let mail = mailer.compose(
+            .reset, to: "a@example.com", name: Self.graphemeMarkup, link: "https://b/l", minutes: 30)
+        #expect(!Self.smuggled(Array(mail.html.utf8)), "\(mail.html)")
     }
 }
