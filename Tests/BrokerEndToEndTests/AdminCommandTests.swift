@@ -1,5 +1,7 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerHTTP
+import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
@@ -102,6 +104,26 @@ struct AdminCommandTests {
             "/auth/login", json: #"{"email":"carol@example.com","password":"correct horse battery staple"}"#)
         #expect(welcomeBack.status == 200)
         #expect(try await broker.cli(["users", "disable", "custom:nobody"]).status == 1)
+
+        // A session id from before ids stopped beginning with "-" is revoked after "--" (a new user's finding:
+        // argument-parser took such an id for an option).
+        let legacy = try SQLiteStore(path: server.dataDirectory + "/broker.sqlite3")
+        let dashed = "-legacy0123456789abcde"
+        let adaID = try #require(UserID(ada.user))
+        let owner = try #require(try await legacy.user(id: adaID))
+        try await legacy.createSession(
+            SessionRecord(
+                id: dashed, userID: owner.id, clientID: "broker-cli", scope: nil,
+                createdAt: Int64(Date().timeIntervalSince1970), revokedAt: nil, signedInWith: .custom),
+            firstToken: RefreshTokenRecord(
+                hash: Digest.sha256(dashed), sessionID: dashed, createdAt: Int64(Date().timeIntervalSince1970),
+                expiresAt: Int64(Date().timeIntervalSince1970) + 3600))
+        let asOption = try await broker.cli(["sessions", "revoke", dashed])
+        #expect(asOption.status == 64, "without --, it reads as an option: \(asOption.stderr)")
+        let afterDashes = try await CLI.run(
+            ["sessions", "revoke", "--config", broker.config, "--data-dir", server.dataDirectory, "--", dashed])
+        #expect(afterDashes.status == 0, "\(afterDashes.stderr)")
+        #expect(try await legacy.session(id: dashed)?.revokedAt != nil)
 
         // Bad input: a clear usage error, nothing changed.
         let bad = try await broker.cli(["users", "delete", "not-a-user-id"])
