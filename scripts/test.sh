@@ -24,26 +24,32 @@ swift build --quiet --build-tests --explicit-target-dependency-import-check erro
 # the scale-out tests use it. The PostgreSQL tests alone: scripts/with-postgres.sh swift test --filter Postgres
 #
 # scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
-# a throw-away prefix; InstallTests (in the end-to-end suite) runs what it installed and uninstalls it. It builds
-# in a scratch folder of its own (.build-install), so it runs in the background beside the first suite instead of
-# waiting for SwiftPM's build lock; its output goes to a log, printed only if it fails.
+# a throw-away prefix; InstallTests then runs what it installed and uninstalls it. It builds in a scratch folder
+# of its own (.build-install), so it needs no build lock of the suites'; it runs in the background beside the
+# fuzzing at the end, whose harnesses run for a fixed time and measure nothing, never beside the suites (a release
+# build beside them starved their servers: a PostgreSQL connection then missed its 5 s). Its output goes to a log,
+# printed only if it fails.
 install_prefix=$(mktemp -d)
 install_log=$(mktemp)
 suite_log=$(mktemp)
-echo "== scripts/install.sh --prefix $install_prefix (release, twice; in the background)" >&2
-(scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") >"$install_log" 2>&1 &
-install_pid=$!
-# A failed suite ends the run: the install's whole process tree goes with it.
+install_pid=
+# A failed step ends the run: the install's whole process tree goes with it.
 kill_tree() {
     local child
     for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
     kill "$1" 2>/dev/null || true
 }
-trap 'kill_tree "$install_pid"; rm -rf "$install_prefix" "$install_log" "$suite_log"' EXIT
-export BROKER_TEST_INSTALL_PREFIX=$install_prefix
+trap '[ -n "$install_pid" ] && kill_tree "$install_pid"; rm -rf "$install_prefix" "$install_log" "$suite_log"' EXIT
+start_install() {
+    echo "== scripts/install.sh --prefix $install_prefix (release, twice; in the background)" >&2
+    (scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") \
+        >"$install_log" 2>&1 &
+    install_pid=$!
+}
 wait_for_install() {
     local status=0
     wait "$install_pid" || status=$?
+    install_pid=
     if [ "$status" -ne 0 ]; then
         {
             echo "== FAILED (exit $status): scripts/install.sh --prefix $install_prefix"
@@ -84,13 +90,17 @@ verbosity=--quiet
 # then the load suite alone.
 echo "== swift test (unit and in-process suites)" >&2
 run_suite 40 swift test $verbosity --skip BrokerEndToEndTests
-wait_for_install
-echo "== swift test (end to end: processes, all but the load suite)" >&2
-run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests
+echo "== swift test (end to end: processes, all but the load suite and the installed tree)" >&2
+run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests --skip InstallTests
 echo "== swift test (the load suite, alone)" >&2
 run_suite 20 swift test $verbosity --skip-build --filter LoadTests
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.
+start_install
 echo "== fuzzing (each harness ${BROKER_FUZZ_SECONDS:-15} s)" >&2
 scripts/fuzz.sh "${BROKER_FUZZ_SECONDS:-15}"
+wait_for_install
+echo "== swift test (the installed tree: InstallTests)" >&2
+export BROKER_TEST_INSTALL_PREFIX=$install_prefix
+run_suite 10 swift test $verbosity --skip-build --filter InstallTests

@@ -201,8 +201,8 @@ struct CredentialHelperTests {
 
 @Suite("scripts/install.sh")
 struct InstallTests {
-    /// scripts/test.sh installs twice into a temporary prefix, as users do (release), while the first suite runs,
-    /// and names it in BROKER_TEST_INSTALL_PREFIX; this checks what is there, runs it, and uninstalls it.
+    /// scripts/test.sh installs twice into a temporary prefix, as users do (release), beside the fuzzing, names it
+    /// in BROKER_TEST_INSTALL_PREFIX and runs this on its own; it checks what is there, runs it, and uninstalls it.
     @Test func theInstalledTreeRunsAndUninstallRemovesIt() async throws {
         guard let prefix = ProcessInfo.processInfo.environment["BROKER_TEST_INSTALL_PREFIX"], !prefix.isEmpty else {
             let reason =
