@@ -272,7 +272,10 @@ struct OIDCAgentTests {
         let url = try #require(seen["authorization_url"]?.stringValue)
         #expect(url.contains("code_challenge_method=S256") && !url.contains("nonce="), "PKCE, no nonce")
         let token = try #require(seen["access_token"]?.stringValue)
-        #expect(try await server.me(token)["user_id"] == userID, "oidc-token's token is the user's")
-        #expect(jwtParts(token).claims?["client_id"] == "agent")
+        // An app's token: the user's at userinfo, with the app's own audience, and refused at /auth/me (RT3-3, RT3-4).
+        let info = try await server.get("/auth/userinfo", headers: [(name: "Authorization", value: "Bearer \(token)")])
+        #expect(info.status == 200 && info["sub"] == userID, "oidc-token's token is the user's")
+        #expect(jwtParts(token).claims?["client_id"] == "agent" && jwtParts(token).claims?["aud"] == "agent")
+        #expect(try await server.me(token).status == 401, "an app's token is not for the broker's own endpoints")
     }
 }
