@@ -496,14 +496,3 @@ if fuzzing {
         )
     }
 }
-
-// scripts/install.sh (BROKER_SHIPPED_ONLY=1, in its own scratch folder): only what ships. argument-parser's
-// generate-manual plugin builds every target of the package in the configuration it is given (release), and the
-// test support's `@testable` imports build only where testing is enabled (debug): with them declared, a release
-// install failed on a fresh machine ("module 'BrokerServer' was not compiled for testing").
-if Context.environment["BROKER_SHIPPED_ONLY"] == "1" {
-    let testOnly: Set<String> = [
-        "BrokerTestSupport", "BrokerTesting", "broker-cache-writer", "broker-bench", "hummingbird-floor",
-    ]
-    package.targets.removeAll { $0.type == .test || testOnly.contains($0.name) }
-}

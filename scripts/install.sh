@@ -4,7 +4,7 @@
 #   bin/git-credential-broker, bin/docker-credential-broker   links to broker (it answers by the name it is called)
 #   share/bash-completion/completions/broker, share/zsh/site-functions/_broker,
 #   share/fish/vendor_completions.d/broker.fish     completions (argument-parser generates them)
-#   share/man/man1/broker.1                         the manual (argument-parser's generate-manual plugin)
+#   share/man/man1/broker.1                         the manual (argument-parser's generate-manual tool)
 #   share/broker/installed-files                    what was installed, for --uninstall
 # Running it twice is harmless: every file is replaced whole (written beside, then renamed).
 #
@@ -49,18 +49,23 @@ if $uninstall; then
   exit 0
 fi
 
-# Only the shipped targets (Package.swift, BROKER_SHIPPED_ONLY), in a scratch folder of their own: the manual's
-# plugin builds every declared target, and the test support builds only with testing enabled. Its own folder also
-# keeps this manifest's build plan apart from the development build's in .build.
-export BROKER_SHIPPED_ONLY=1
+# In a scratch folder of its own (.build-install): release artifacts apart from the development build's, and no
+# wait for its build lock. Only the two products are built in release. The manual comes from argument-parser's own
+# generate-manual tool run on the release broker-full; its plugin (`swift package generate-manual`) would first
+# build every target of the package in release — the test support's `@testable` imports included, which build
+# only where testing is enabled ("module 'BrokerServer' was not compiled for testing" on a fresh machine).
 scratch=${BROKER_INSTALL_SCRATCH:-.build-install}
 echo "== swift build -c $configuration (broker, broker-full) in $scratch" >&2
 swift build --scratch-path "$scratch" -c "$configuration" --product broker >&2
 swift build --scratch-path "$scratch" -c "$configuration" --product broker-full >&2
 products=$(swift build --scratch-path "$scratch" -c "$configuration" --show-bin-path)
-echo "== the manual (swift package generate-manual)" >&2
-swift package --scratch-path "$scratch" generate-manual --configuration "$configuration" >&2
-manual=$scratch/plugins/GenerateManual/outputs/broker-full/broker.1
+echo "== the manual (argument-parser's generate-manual on broker-full)" >&2
+swift build --scratch-path "$scratch" --product generate-manual >&2
+manual_directory=$(mktemp -d)
+trap 'rm -rf "$manual_directory"' EXIT
+"$(swift build --scratch-path "$scratch" --show-bin-path)/generate-manual" "$products/broker-full" \
+  --output-directory "$manual_directory" >&2
+manual=$manual_directory/broker.1
 [ -s "$manual" ] || { echo "install.sh: the manual was not generated ($manual)" >&2; exit 1; }
 
 installed=()
