@@ -72,8 +72,7 @@ extension AppTokenService {
     /// `token` verified as one of the broker's access tokens whose audience `asking` is entitled to; throws
     /// otherwise.
     private func verifiedForIntrospection(_ token: String, asking: ResourceServer) throws -> VerifiedJWT {
-        let options = JWTVerifier.Options(issuer: issuer, audience: nil, expectedType: "at+jwt")
-        let verified = try JWTVerifier(keys: tokens.keys.current.keySet, options: options).verify(token, now: now)
+        let verified = try tokens.anyAudienceVerifier().verify(token, now: now)
         let audiences: [String]
         switch verified.claims["aud"] {
         case .string(let one)?: audiences = [one]

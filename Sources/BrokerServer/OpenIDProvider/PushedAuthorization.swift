@@ -14,8 +14,6 @@ extension AuthorizationService {
     /// The `request_uri` scheme RFC 9126 §2.2 uses.
     static let requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
 
-    /// `POST /auth/par` for `app` (already authenticated): 201 `{request_uri, expires_in}`, or 400 with the error
-    /// the authorization endpoint would have sent to the redirect URI.
     /// The authorization request parameters a pushed request keeps (RT3-7, RT3-8): what `/auth/authorize` reads.
     /// Client credentials (`client_secret`, an assertion) and anything unknown are dropped before it is stored.
     static let pushedParameters: Set<String> = [
@@ -24,7 +22,9 @@ extension AuthorizationService {
         "acr_values", "claims", "resource", "request",
     ]
 
-    /// `POST /auth/par` with the source `address`: the app's and the address's push limits first (RT3-8).
+    /// `POST /auth/par` for `app` (already authenticated): 201 `{request_uri, expires_in}`, or 400 with the error
+    /// the authorization endpoint would have sent to the redirect URI.
+    /// Every push first takes from the app's and the source `address`'s limits (RT3-8).
     func push(_ parameters: [String: String], app: AppRecord, address: String?) async throws -> APIResponse {
         try await pushesPerApp.admit(
             app.clientID, metrics: metrics, limit: "par_app",
@@ -32,10 +32,6 @@ extension AuthorizationService {
         try await pushesPerAddress.admit(
             address, metrics: metrics, limit: "par_address",
             "too many pushed authorization requests from this address; wait and try again")
-        return try await push(parameters, app: app)
-    }
-
-    func push(_ parameters: [String: String], app: AppRecord) async throws -> APIResponse {
         if let named = parameters["client_id"], named != app.clientID {
             throw APIError.invalidRequest("client_id is not the authenticated app")
         }

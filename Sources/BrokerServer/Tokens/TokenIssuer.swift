@@ -267,10 +267,7 @@ final class TokenIssuer: Sendable {
     /// those it issues for: the APIs' (``verifier()``) or an app's own (its `client_id`). Revocation,
     /// introspection and userinfo take both; which one a caller may use is that caller's rule.
     func verifyAnyAccessToken(_ token: String) throws -> VerifiedJWT {
-        let verified = try JWTVerifier(
-            keys: keys.current.keySet,
-            options: JWTVerifier.Options(issuer: issuer, audience: nil, expectedType: "at+jwt")
-        ).verify(token, now: now)
+        let verified = try anyAudienceVerifier().verify(token, now: now)
         switch verified.claims["aud"] {
         case .some(.string(configuration.audience)):
             return verified
@@ -281,6 +278,15 @@ final class TokenIssuer: Sendable {
             // Another audience: a CI client's token minted for an API of its choosing, or an account token.
             throw JWTError.audienceMismatch
         }
+    }
+
+    /// The verifier of the broker's access tokens whatever their `aud`: signature, `iss`, `typ`, times. Each
+    /// caller applies its own audience rule (``verifyAnyAccessToken(_:)``, introspection's entitlement).
+    func anyAudienceVerifier() -> JWTVerifier {
+        JWTVerifier(
+            keys: keys.current.keySet,
+            options: JWTVerifier.Options(issuer: issuer, audience: nil, expectedType: "at+jwt")
+        )
     }
 
     /// An account token (RT2-1): the proof, beyond an API access token, that account changes ask for — adding
