@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS] [HARNESS ...]
+# scripts/fuzz.sh --build-only [HARNESS ...]
 #
 # Builds the libFuzzer harnesses of Fuzz/ (swiftc -sanitize=fuzzer,address, in their own scratch folder) and
 # runs each for SECONDS (default 60) from its committed seed corpus (Fuzz/corpus/<harness>); what libFuzzer
@@ -7,12 +8,15 @@
 # exits 1 when a harness crashed, broke a property, timed out on an input or ran out of memory; the input that
 # did it is kept under <scratch>/findings/<harness>/ (replay: BROKER_FUZZ_DATA=Fuzz/data <binary> <file>).
 #
+# --build-only builds the harnesses and runs none (the test command builds them early, beside its other builds).
 # Harnesses: json form jwt jwk phc oauth1 loopback config cache webauthn dbus (all when none are named).
 # Environment: BROKER_FUZZ_BUILD (scratch folder, default .build-fuzz), BROKER_FUZZ_JOBS (harnesses run at
 # once, default the number of cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=false
+if [ "${1:-}" = --build-only ]; then build_only=true; shift; set -- 0 "$@"; fi
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 harnesses=("$@")
@@ -38,6 +42,7 @@ for harness in "${harnesses[@]}"; do
     exit 1
   fi
 done
+$build_only && exit 0
 
 run() {
   local harness=$1 corpus="$scratch/corpus/$1" findings="$scratch/findings/$1/"

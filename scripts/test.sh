@@ -4,17 +4,78 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Every step's heading carries the time since the start ([12m05s]): where a run's minutes went is in its log.
+started=$SECONDS
+step() { printf '== [%dm%02ds] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*" >&2; }
+
 scripts/setup.sh
 
-echo "== swift format lint" >&2
+step "swift format lint"
 swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Plugins Package.swift
+
+# Three builds, all before any test runs: the development build with the tests, the release build that
+# scripts/install.sh makes as users run it, and the fuzz harnesses (sanitizers, their own scratch folder). A build
+# has long stretches on one core (the release configuration compiles each module whole), so the three together
+# take little more than the longest alone; a build beside the suites instead starved their servers (a PostgreSQL
+# connection missed its 5 s). The dependencies are resolved once first: the three then agree on one graph, and
+# no two write Package.resolved at once on a fresh clone.
+step "swift package resolve"
+swift package resolve >/dev/null
+
+# scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
+# a throw-away prefix; InstallTests then runs what it installed and uninstalls it. It builds in a scratch folder of
+# its own (.build-install), so it needs no build lock of the development build's. The fuzz harnesses likewise
+# (.build-fuzz). Each writes to a log, printed only if it fails.
+install_prefix=$(mktemp -d)
+install_log=$(mktemp)
+fuzz_log=$(mktemp)
+suite_log=$(mktemp)
+install_pid=
+fuzz_pid=
+# A failed step ends the run: the background builds' whole process trees go with it.
+kill_tree() {
+    local child
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+cleanup() {
+    [ -n "$install_pid" ] && kill_tree "$install_pid"
+    [ -n "$fuzz_pid" ] && kill_tree "$fuzz_pid"
+    rm -rf "$install_prefix" "$install_log" "$fuzz_log" "$suite_log"
+}
+trap cleanup EXIT
+step "scripts/install.sh --prefix $install_prefix (release, twice; in the background)"
+(scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") \
+    >"$install_log" 2>&1 &
+install_pid=$!
+step "scripts/fuzz.sh --build-only (in the background)"
+scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+# wait_for NAME PID LOG: a failed background step prints the end of its log and ends the run.
+wait_for() {
+    local status=0
+    wait "$2" || status=$?
+    if [ "$status" -ne 0 ]; then
+        {
+            echo "== FAILED (exit $status): $1"
+            tail -n 80 "$3"
+        } >&2
+        exit "$status"
+    fi
+    step "done: $1"
+}
 
 # Quiet (errors only) here and in the test runs below: the build's progress lines alone come to 200 kB, and a
 # CI page keeps only the first 512 kB of a run's output, so a failure near the end would not be seen.
 # With the tests, and with SwiftPM's check that every target imports only the targets it declares (a target
 # that reaches another through a third's dependencies builds today and breaks when the third changes).
-echo "== swift build (the tests too; undeclared target imports are errors)" >&2
+step "swift build (the tests too; undeclared target imports are errors)"
 swift build --quiet --build-tests --explicit-target-dependency-import-check error
+wait_for "scripts/fuzz.sh --build-only" "$fuzz_pid" "$fuzz_log"
+fuzz_pid=
+wait_for "scripts/install.sh --prefix $install_prefix" "$install_pid" "$install_log"
+install_pid=
+grep -a '^installed broker' "$install_log" >&2 || true
 
 # The load suite saturates every core with scrypt for tens of seconds (and its database-outage test stops the
 # shared PostgreSQL cluster, its crash test kills brokers fifty times); on a 2-core CI machine it would starve
@@ -23,46 +84,8 @@ swift build --quiet --build-tests --explicit-target-dependency-import-check erro
 # Every suite runs beside one throw-away PostgreSQL cluster (scripts/with-postgres.sh): the store contract and
 # the scale-out tests use it. The PostgreSQL tests alone: scripts/with-postgres.sh swift test --filter Postgres
 #
-# scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
-# a throw-away prefix; InstallTests then runs what it installed and uninstalls it. It builds in a scratch folder
-# of its own (.build-install), so it needs no build lock of the suites'; it runs in the background beside the
-# fuzzing at the end, whose harnesses run for a fixed time and measure nothing, never beside the suites (a release
-# build beside them starved their servers: a PostgreSQL connection then missed its 5 s). Its output goes to a log,
-# printed only if it fails.
-install_prefix=$(mktemp -d)
-install_log=$(mktemp)
-suite_log=$(mktemp)
-install_pid=
-# A failed step ends the run: the install's whole process tree goes with it.
-kill_tree() {
-    local child
-    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
-    kill "$1" 2>/dev/null || true
-}
-trap '[ -n "$install_pid" ] && kill_tree "$install_pid"; rm -rf "$install_prefix" "$install_log" "$suite_log"' EXIT
-start_install() {
-    echo "== scripts/install.sh --prefix $install_prefix (release, twice; in the background)" >&2
-    (scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") \
-        >"$install_log" 2>&1 &
-    install_pid=$!
-}
-wait_for_install() {
-    local status=0
-    wait "$install_pid" || status=$?
-    install_pid=
-    if [ "$status" -ne 0 ]; then
-        {
-            echo "== FAILED (exit $status): scripts/install.sh --prefix $install_prefix"
-            tail -n 80 "$install_log"
-        } >&2
-        exit "$status"
-    fi
-    grep -a '^installed broker' "$install_log" >&2 || true
-}
-
 # Each run is bounded (scripts/bounded.sh): a stalled run prints every thread's stack and fails, well inside
-# CI's 90 minutes, instead of running into that limit with nothing said. On a 2-core CI machine the first
-# takes about 12 minutes (building the tests included) and the load suite about 4.
+# CI's 90 minutes, instead of running into that limit with nothing said.
 # A failed run ends with a summary of what failed (every failed expectation, crash or stall line), so that the
 # reason is in the last lines of a long log, where a CI page shows it.
 run_suite() {
@@ -88,19 +111,18 @@ verbosity=--quiet
 # CLI processes, Python, git, nginx, Chromium), whose processes then have the cores to themselves instead of
 # sharing two with every other suite (a held request or a CLI timeout no longer depends on what else runs);
 # then the load suite alone.
-echo "== swift test (unit and in-process suites)" >&2
-run_suite 40 swift test $verbosity --skip BrokerEndToEndTests
-echo "== swift test (end to end: processes, all but the load suite and the installed tree)" >&2
+step "swift test (unit and in-process suites)"
+run_suite 40 swift test $verbosity --skip-build --skip BrokerEndToEndTests
+step "swift test (end to end: processes, all but the load suite and the installed tree)"
 run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests --skip InstallTests
-echo "== swift test (the load suite, alone)" >&2
+step "swift test (the load suite, alone)"
 run_suite 20 swift test $verbosity --skip-build --filter LoadTests
+step "swift test (the installed tree: InstallTests)"
+export BROKER_TEST_INSTALL_PREFIX=$install_prefix
+run_suite 10 swift test $verbosity --skip-build --filter InstallTests
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.
-start_install
-echo "== fuzzing (each harness ${BROKER_FUZZ_SECONDS:-15} s)" >&2
+step "fuzzing (each harness ${BROKER_FUZZ_SECONDS:-15} s)"
 scripts/fuzz.sh "${BROKER_FUZZ_SECONDS:-15}"
-wait_for_install
-echo "== swift test (the installed tree: InstallTests)" >&2
-export BROKER_TEST_INSTALL_PREFIX=$install_prefix
-run_suite 10 swift test $verbosity --skip-build --filter InstallTests
+step "all passed"
