@@ -12,6 +12,10 @@ scripts/setup.sh
 
 step "swift format lint"
 swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Plugins Package.swift
+# The docs' links first (seconds, no build): a broken one fails here. Their runnable snippets run after the suites.
+step "scripts/check-docs.py self-test; scripts/check-docs.py links"
+scripts/check-docs.py self-test
+scripts/check-docs.py links
 
 # Three builds, all before any test runs: the development build with the tests, the release build that
 # scripts/install.sh makes as users run it, and the fuzz harnesses (sanitizers, their own scratch folder). A build
@@ -20,7 +24,7 @@ swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Plugins Pa
 # connection missed its 5 s). The dependencies are resolved once first: the three then agree on one graph, and
 # no two write Package.resolved at once on a fresh clone.
 step "swift package resolve"
-swift package resolve >/dev/null
+swift package resolve >/dev/null 2>&1 || swift package resolve
 
 # scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
 # a throw-away prefix; InstallTests then runs what it installed and uninstalls it. It builds in a scratch folder of
@@ -120,6 +124,11 @@ run_suite 20 swift test $verbosity --skip-build --filter LoadTests
 step "swift test (the installed tree: InstallTests)"
 export BROKER_TEST_INSTALL_PREFIX=$install_prefix
 run_suite 10 swift test $verbosity --skip-build --filter InstallTests
+
+# The runnable snippets of the docs (the README's tour: emulators, a broker, a sign-in) on the development build,
+# after the suites: the tour takes the documented ports 8787 and 8788, which nothing else holds by then.
+step "scripts/check-docs.py run (the docs' runnable snippets)"
+scripts/check-docs.py run --bin "$(swift build --show-bin-path)"
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.
