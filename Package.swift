@@ -13,6 +13,43 @@ let swiftSettings: [SwiftSetting] = [
 /// A libFuzzer build (scripts/fuzz.sh sets BROKER_FUZZ=1): the harnesses are declared, the build-tool plugin is not.
 let fuzzing = Context.environment["BROKER_FUZZ"] == "1"
 
+/// Products of our dependencies that several targets use, named once.
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
+let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
+
+/// The sign-in providers. Each is one folder under Providers/ holding two targets: its schema (`<Name>Schema`, in
+/// Schema/: the keys its configuration section accepts, their defaults and checks — no HTTP stack, no
+/// cryptography, so the configuration loader and its fuzz harness link neither libcurl nor OpenSSL) and its
+/// module (the rest of the folder), built on what it names here. The catalogs (Providers/Catalog) list them.
+let providers: [(name: String, builtOn: [Target.Dependency])] = [
+    ("Google", ["OpenIDConnect"]),
+    ("MicrosoftAccount", ["OpenIDConnect"]),
+    ("Facebook", ["BrokerCrypto", "BrokerHTTPTypes"]),
+    ("Twitter", ["BrokerCrypto", "BrokerHTTPTypes"]),
+]
+let providerModules = providers.map { Target.Dependency(stringLiteral: $0.name) }
+let providerSchemas = providers.map { Target.Dependency(stringLiteral: $0.name + "Schema") }
+let providerTargets: [Target] = providers.flatMap { provider in
+    [
+        .target(
+            name: provider.name + "Schema",
+            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
+            path: "Providers/\(provider.name)/Schema",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: provider.name,
+            dependencies: ["BrokerCore", "ProviderSupport", .init(stringLiteral: provider.name + "Schema")]
+                + provider.builtOn,
+            path: "Providers/\(provider.name)",
+            exclude: ["Schema"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+}
+
 let package = Package(
     name: "broker",
     products: [
@@ -43,7 +80,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
-        // C libraries: system-library shims, reached only through BrokerCrypto / BrokerHTTP.
+        // C libraries: system-library shims, each reached through one target of ours only: OpenSSL through
+        // BrokerCrypto, libcurl through BrokerHTTP, libqrencode through BrokerClient.
         .systemLibrary(
             name: "CCurl",
             path: "Sources/CCurl",
@@ -106,7 +144,7 @@ let package = Package(
                 "BrokerCore", "BrokerSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -116,7 +154,7 @@ let package = Package(
             name: "BrokerPostgres",
             dependencies: [
                 "BrokerCore", "BrokerStore", "BrokerSystem",
-                .product(name: "Logging", package: "swift-log"),
+                logging,
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
@@ -136,16 +174,14 @@ let package = Package(
             dependencies: [
                 "BrokerConfiguration", "BrokerCore", "BrokerStore", "BrokerSystem",
                 .target(name: "BrokerPostgres", condition: .when(traits: ["PostgreSQL"])),
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
-        // Sign-in provider modules (Providers/), one protocol (BrokerCore.IdentityProvider). Each provider is a
-        // folder with two targets: its schema (Schema/: the keys its configuration section accepts, their
-        // defaults and checks — no HTTP stack, no cryptography, so the configuration loader and its fuzz harness
-        // link neither libcurl nor OpenSSL) and its module. ProviderSchemaSupport holds what schemas share
-        // (ProviderSchema, ProviderSection, the endpoint rule); ProviderSupport what modules share (descriptors:
-        // a schema and a factory, OAuth 2.0 plumbing, the discovery + JWKS cache).
+        // Sign-in provider modules (Providers/, `providers` above), one protocol (BrokerCore.IdentityProvider).
+        // ProviderSchemaSupport holds what schemas share (ProviderSchema, ProviderSection, the endpoint rule);
+        // ProviderSupport what modules share (descriptors: a schema and a factory, OAuth 2.0 plumbing, the
+        // discovery + JWKS cache); OpenIDConnect the family Google and Microsoft are built on.
         .target(
             name: "ProviderSchemaSupport",
             dependencies: ["BrokerCore"],
@@ -156,7 +192,7 @@ let package = Package(
             name: "ProviderSupport",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSchemaSupport",
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             path: "Providers/ProviderSupport",
             swiftSettings: swiftSettings
@@ -167,71 +203,17 @@ let package = Package(
             path: "Providers/OpenIDConnect",
             swiftSettings: swiftSettings
         ),
-        .target(
-            name: "GoogleSchema",
-            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
-            path: "Providers/Google/Schema",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "Google",
-            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport", "GoogleSchema"],
-            path: "Providers/Google",
-            exclude: ["Schema"],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "MicrosoftAccountSchema",
-            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
-            path: "Providers/MicrosoftAccount/Schema",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "MicrosoftAccount",
-            dependencies: ["BrokerCore", "OpenIDConnect", "ProviderSupport", "MicrosoftAccountSchema"],
-            path: "Providers/MicrosoftAccount",
-            exclude: ["Schema"],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "FacebookSchema",
-            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
-            path: "Providers/Facebook/Schema",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "Facebook",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSupport", "FacebookSchema"],
-            path: "Providers/Facebook",
-            exclude: ["Schema"],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "TwitterSchema",
-            dependencies: ["BrokerCore", "ProviderSchemaSupport"],
-            path: "Providers/Twitter/Schema",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "Twitter",
-            dependencies: ["BrokerCore", "BrokerCrypto", "BrokerHTTPTypes", "ProviderSupport", "TwitterSchema"],
-            path: "Providers/Twitter",
-            exclude: ["Schema"],
-            swiftSettings: swiftSettings
-        ),
         // The list of providers this build offers (one line per provider), and the list of their schemas.
         .target(
             name: "BrokerProviders",
-            dependencies: ["Facebook", "Google", "MicrosoftAccount", "ProviderSupport", "Twitter"],
+            dependencies: providerModules + ["ProviderSupport"],
             path: "Providers/Catalog",
             exclude: ["Schemas"],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "BrokerProviderSchemas",
-            dependencies: [
-                "FacebookSchema", "GoogleSchema", "MicrosoftAccountSchema", "ProviderSchemaSupport", "TwitterSchema",
-            ],
+            dependencies: providerSchemas + ["ProviderSchemaSupport"],
             path: "Providers/Catalog/Schemas",
             swiftSettings: swiftSettings
         ),
@@ -240,10 +222,10 @@ let package = Package(
             name: "ProviderEmulators",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "Twitter",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                hummingbird,
+                httpTypes,
+                logging,
+                nioCore,
             ],
             swiftSettings: swiftSettings
         ),
@@ -254,11 +236,11 @@ let package = Package(
                 "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerStore",
                 "BrokerSystem",
                 "ProviderSupport",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Logging", package: "swift-log"),
+                hummingbird,
+                httpTypes,
+                logging,
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                nioCore,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -300,9 +282,9 @@ let package = Package(
                 "BrokerStores",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Atomics", package: "swift-atomics"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                nioCore,
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -318,7 +300,7 @@ let package = Package(
             name: "broker-bench",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "BrokerServer", "BrokerStore",
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             path: "Benchmarks/Sources/broker-bench",
             swiftSettings: swiftSettings
@@ -327,8 +309,8 @@ let package = Package(
         .executableTarget(
             name: "hummingbird-floor",
             dependencies: [
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                hummingbird,
+                nioCore,
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/Sources/hummingbird-floor",
@@ -341,7 +323,7 @@ let package = Package(
             name: "BrokerTesting",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerSystem",
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -361,7 +343,7 @@ let package = Package(
             dependencies: [
                 "BrokerPostgres", "BrokerStore", "BrokerStores", "BrokerConfiguration", "BrokerCore", "BrokerTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -370,16 +352,10 @@ let package = Package(
         .target(
             name: "BrokerTestSupport",
             dependencies: [
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
-                "BrokerCore",
-                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
-                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP",
+                "BrokerProviderSchemas", "BrokerProviders", "BrokerServer", "BrokerStore", "BrokerSystem",
+                "BrokerTesting", "Google", "MicrosoftAccount", "OpenIDConnect", "ProviderSupport",
+                httpTypes, hummingbird, .product(name: "HummingbirdTesting", package: "hummingbird"), logging, nioCore,
             ],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
@@ -394,18 +370,11 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerTestSupport",
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
-                "BrokerCore",
-                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
-                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerPostgres",
+                "BrokerProviderSchemas", "BrokerProviders", "BrokerServer", "BrokerStore", "BrokerSystem",
+                "BrokerTestSupport", "BrokerTesting",
+                httpTypes, hummingbird, logging, nioCore,
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -419,26 +388,19 @@ let package = Package(
         .testTarget(
             name: "BrokerEndToEndTests",
             dependencies: [
-                "BrokerTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
-                "BrokerConfiguration", "BrokerServer", "BrokerStore", "BrokerPostgres", "BrokerCrypto", "BrokerHTTP",
-                "BrokerCore",
-                "BrokerClient", "BrokerCredentials", "BrokerSystem", "Facebook",
-                "Google", "MicrosoftAccount", "OpenIDConnect", "Twitter", "BrokerTesting", "BrokerProviders",
-                "BrokerProviderSchemas", "ProviderSchemaSupport", "ProviderSupport",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP",
+                "BrokerPostgres", "BrokerServer", "BrokerStore", "BrokerSystem", "BrokerTestSupport", "BrokerTesting",
+                "Google", "OpenIDConnect", "ProviderSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), logging,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ProviderTests",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "ProviderSupport",
-                "Twitter", .product(name: "Logging", package: "swift-log"),
-            ],
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "ProviderSchemaSupport",
+                "ProviderSupport", logging,
+            ] + providerModules,
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -451,7 +413,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-    ]
+    ] + providerTargets
 )
 
 // Text data compiled into a target as a string constant (the common-password list): the data stays a text file in

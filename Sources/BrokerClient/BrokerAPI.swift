@@ -50,11 +50,11 @@ package struct SessionResponse: Sendable {
     }
 }
 
-/// A minted CI token (no refresh token); `document` is the broker's whole answer.
+/// A minted CI token (no refresh token): the broker's answer, read as the server wrote it.
 package struct MintedToken: Sendable {
-    package var accessToken: Secret
-    package var expiresIn: Int64
-    package var document: JSONValue
+    package var response: TokenResponse
+    package var accessToken: Secret { Secret(response.accessToken) }
+    package var expiresIn: Int64 { response.expiresIn }
 }
 
 /// One provider as `/auth/providers` lists it.
@@ -362,10 +362,11 @@ package struct BrokerAPI: Sendable {
         if let ttl { fields.append(("ttl", String(ttl))) }
         let document = try await send(
             HTTPClientRequest.form(url: baseURL + "/auth/token", fields: fields, headers: headers), expect: 200)
-        guard let token = document["access_token"]?.stringValue, !token.isEmpty,
-            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
-        else { throw .badResponse("the token response lacks access_token or expires_in") }
-        return MintedToken(accessToken: Secret(token), expiresIn: expiresIn, document: document)
+        do {
+            return MintedToken(response: try TokenResponse(json: document))
+        } catch {
+            throw .badResponse(error.description)
+        }
     }
 
     static let accept: [(name: String, value: String)] = [(name: "Accept", value: "application/json")]
@@ -479,18 +480,20 @@ package struct BrokerAPI: Sendable {
         return .document(document)
     }
 
+    /// The session answer, read by the type the server writes it with.
     static func session(from document: JSONValue) throws(BrokerAPIError) -> SessionResponse {
-        guard let user = document["user_id"]?.stringValue.flatMap(UserID.init),
-            let access = document["access_token"]?.stringValue, !access.isEmpty,
-            let expiresIn = document["expires_in"]?.intValue, expiresIn > 0
-        else { throw .badResponse("the session response lacks user_id, access_token or expires_in") }
-        let provider = document["provider"]?.stringValue.flatMap(ProviderID.init(rawValue:)) ?? user.provider
+        let response: TokenResponse
+        do {
+            response = try TokenResponse(json: document)
+        } catch {
+            throw .badResponse(error.description)
+        }
         return SessionResponse(
-            userID: user,
-            provider: provider,
-            accessToken: Secret(access),
-            expiresIn: expiresIn,
-            refreshToken: document["refresh_token"]?.stringValue.map(Secret.init)
+            userID: response.userID,
+            provider: response.provider,
+            accessToken: Secret(response.accessToken),
+            expiresIn: response.expiresIn,
+            refreshToken: response.refreshToken.map(Secret.init)
         )
     }
 }

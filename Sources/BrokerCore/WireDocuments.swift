@@ -19,10 +19,12 @@ package struct TokenResponse: Sendable, Equatable {
     package var refreshToken: String?
     /// An account token's scope (`account`), said when it is not the default.
     package var scope: String?
+    /// What a token exchange issued (RFC 8693 §2.2.1: `urn:ietf:params:oauth:token-type:access_token`).
+    package var issuedTokenType: String?
 
     package init(
         userID: UserID, provider: ProviderID, accessToken: String, tokenType: String, expiresIn: Int64,
-        refreshToken: String? = nil, scope: String? = nil
+        refreshToken: String? = nil, scope: String? = nil, issuedTokenType: String? = nil
     ) {
         self.userID = userID
         self.provider = provider
@@ -31,6 +33,7 @@ package struct TokenResponse: Sendable, Equatable {
         self.expiresIn = expiresIn
         self.refreshToken = refreshToken
         self.scope = scope
+        self.issuedTokenType = issuedTokenType
     }
 
     package var json: JSONValue {
@@ -40,6 +43,7 @@ package struct TokenResponse: Sendable, Equatable {
         ]
         if let refreshToken { body["refresh_token"] = .string(refreshToken) }
         if let scope { body["scope"] = .string(scope) }
+        if let issuedTokenType { body["issued_token_type"] = .string(issuedTokenType) }
         return .object(body)
     }
 
@@ -56,6 +60,60 @@ package struct TokenResponse: Sendable, Equatable {
         self.expiresIn = expiresIn
         refreshToken = json["refresh_token"]?.stringValue
         scope = json["scope"]?.stringValue
+        issuedTokenType = json["issued_token_type"]?.stringValue
+    }
+}
+
+/// A token as the CLI prints it with `--format json` (`broker token`, `broker mint`, online or offline): the
+/// fields of the broker's answer it has (``TokenResponse``'s names: `user_id`, `provider`, `access_token`,
+/// `token_type`, `expires_in`, `scope`, `issued_token_type`), when it expires (`expires_at`, seconds since 1970), and what the command
+/// adds — the session's `broker` and `profile`, an offline mint's `header` and `claims`.
+package struct TokenOutput: Sendable, Equatable {
+    package var userID: UserID?
+    package var provider: ProviderID?
+    package var accessToken: String
+    package var tokenType: String
+    package var expiresIn: Int64
+    package var expiresAt: Int64
+    package var scope: String?
+    package var issuedTokenType: String?
+    /// Fields the command adds beside the token's (never one of the token's own names).
+    package var extra: [String: JSONValue]
+
+    package init(
+        userID: UserID? = nil, provider: ProviderID? = nil, accessToken: String, tokenType: String, expiresIn: Int64,
+        expiresAt: Int64, scope: String? = nil, issuedTokenType: String? = nil, extra: [String: JSONValue] = [:]
+    ) {
+        self.userID = userID
+        self.provider = provider
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.expiresAt = expiresAt
+        self.scope = scope
+        self.issuedTokenType = issuedTokenType
+        self.extra = extra
+    }
+
+    /// The broker's answer, received at `now`.
+    package init(_ response: TokenResponse, receivedAt now: Int64, extra: [String: JSONValue] = [:]) {
+        self.init(
+            userID: response.userID, provider: response.provider, accessToken: response.accessToken,
+            tokenType: response.tokenType, expiresIn: response.expiresIn, expiresAt: now + response.expiresIn,
+            scope: response.scope, issuedTokenType: response.issuedTokenType, extra: extra)
+    }
+
+    package var json: JSONValue {
+        var body = extra
+        if let userID { body["user_id"] = .string(userID.description) }
+        if let provider { body["provider"] = .string(provider.rawValue) }
+        body["access_token"] = .string(accessToken)
+        body["token_type"] = .string(tokenType)
+        body["expires_in"] = .int(expiresIn)
+        body["expires_at"] = .int(expiresAt)
+        if let scope { body["scope"] = .string(scope) }
+        if let issuedTokenType { body["issued_token_type"] = .string(issuedTokenType) }
+        return .object(body)
     }
 }
 

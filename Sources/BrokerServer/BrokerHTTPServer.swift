@@ -28,15 +28,25 @@ package enum BrokerHTTPServer {
             ErrorAndLogMiddleware(
                 logger: logger, metrics: service.metrics, trustedProxies: service.configuration.trustedProxies))
         for routes in [
-            ObservabilityRoutes.collection(service, metrics: metrics),
-            DiscoveryRoutes.collection(service),
-            AccountRoutes.collection(service),
-            TokenRoutes.collection(service),
-            OpenIDProviderRoutes.collection(service),
-            PasskeyRoutes.collection(service),
-            SignInRoutes.collection(service),
-            DeviceRoutes.collection(service),
-            LinkRoutes.collection(service),
+            ObservabilityRoutes(
+                health: HealthCheck(store: service.store, logger: logger), exposition: service.exposition,
+                metrics: metrics
+            ).collection(),
+            DiscoveryRoutes(discovery: service.discovery).collection(),
+            AccountRoutes(
+                accounts: service.accounts, passwords: service.passwords, selfService: service.selfService,
+                verification: service.verification, endpoint: service.tokenEndpoint
+            ).collection(),
+            TokenRoutes(endpoint: service.tokenEndpoint, grants: service.grants).collection(),
+            OpenIDProviderRoutes(
+                authorization: service.authorization, appTokens: service.appTokens, clients: service.clients,
+                passwords: service.passwords
+            ).collection(),
+            PasskeyRoutes(passkeys: service.passkeys, authorization: service.authorization, devices: service.devices)
+                .collection(),
+            SignInRoutes(signIn: service.signIn, passkeys: service.passkeys).collection(),
+            DeviceRoutes(devices: service.devices).collection(),
+            LinkRoutes(links: service.links).collection(),
         ] {
             router.addRoutes(routes)
         }
@@ -53,7 +63,8 @@ package enum BrokerHTTPServer {
     {
         let counter = ConnectionCounter(limit: cap, perNetwork: limits.perAddress)
         let documents = ConstantDocuments(
-            documents: DiscoveryRoutes.documents(service), logger: logger, metrics: service.metrics)
+            documents: DiscoveryRoutes(discovery: service.discovery).documents, logger: logger, metrics: service.metrics
+        )
         return HTTPServerBuilder { responder in
             BrokerHTTP1Channel(responder: responder) {
                 connectionHandlers(counter: counter, limits: limits, documents: documents, logger: logger)
@@ -122,7 +133,7 @@ package enum BrokerHTTPServer {
             let metricsRouter = Router(context: BrokerRequestContext.self)
             metricsRouter.middlewares.add(ErrorAndLogMiddleware(logger: logger))
             metricsRouter.get("/metrics") { request, _ in
-                metricsResponse(request, service: service, token: metrics.token)
+                metricsResponse(request, exposition: service.exposition, token: metrics.token)
             }
             // Guarded like the main port (RT2-9): the request deadline, a small cap of its own with quick 503s
             // above it, and a hard stop on accepting — idle connections to it can no longer fill the

@@ -46,7 +46,7 @@ extension Broker {
                     let opened = try await StoreOpener.open(configuration, logger: StoreOpener.quietLogger)
                     let version = try await opened.schemaVersion()
                     await opened.close()
-                    Console.error("the database is at schema version \(version) (this broker's newest)")
+                    Console.note("the database is at schema version \(version) (this broker's newest)")
                     Console.out(String(version))
                 } catch {
                     throw CommandFailure("cannot migrate: \(error)")
@@ -117,7 +117,7 @@ extension Broker {
                         let now = SystemClock().seconds()
                         _ = try await vault.ring(now: now)
                         for name in ["client-secrets", "flow-state"] { _ = try await vault.secretKey(name, now: now) }
-                        Console.error("the keys are sealed under \(master.origin): give the target's brokers that key")
+                        Console.note("the keys are sealed under \(master.origin): give the target's brokers that key")
                     }
                     var tables: [(Schema.Table, [[StoreValue]])] = []
                     for table in Schema.tables { tables.append((table, try await from.exportRows(table))) }

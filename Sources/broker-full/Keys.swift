@@ -74,13 +74,13 @@ extension Broker {
                         ])
                     await store.close()
                     if let previous = ring.retired.first {
-                        Console.error(
+                        Console.note(
                             "key \(ring.current.kid) is now current; \(previous.kid) stays published for \(retention) s"
                         )
                     } else {
-                        Console.error("key \(ring.current.kid) is now current")
+                        Console.note("key \(ring.current.kid) is now current")
                     }
-                    Console.error("id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
+                    Console.note("id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
                     Console.out(ring.current.kid)
                 } catch {
                     throw CommandFailure("\(error)")

@@ -179,17 +179,15 @@ extension Broker {
             case .header:
                 Console.out("Authorization: Bearer \(token)")
             case .json:
-                let document: JSONValue = .object([
-                    "access_token": .string(token),
-                    "token_type": "Bearer",
-                    "expires_in": .int(Int64(ttl)),
-                    "expires_at": .int(now + Int64(ttl)),
-                    "header": .object([
-                        "alg": .string(key.algorithm.rawValue), "kid": .string(signer.kid), "typ": "JWT",
-                    ]),
-                    "claims": .object(claimSet),
-                ])
-                Console.out(document.serialized())
+                let output = TokenOutput(
+                    accessToken: token, tokenType: "Bearer", expiresIn: Int64(ttl), expiresAt: now + Int64(ttl),
+                    extra: [
+                        "header": .object([
+                            "alg": .string(key.algorithm.rawValue), "kid": .string(signer.kid), "typ": "JWT",
+                        ]),
+                        "claims": .object(claimSet),
+                    ])
+                Console.out(output.json.serialized())
             }
         }
     }

@@ -68,9 +68,7 @@ extension Broker.Mint {
         case .raw: Console.out(token)
         case .header: Console.out("Authorization: Bearer \(token)")
         case .json:
-            var document = minted.document.objectValue ?? [:]
-            document["expires_at"] = .int(SystemClock().seconds() + minted.expiresIn)
-            Console.out(JSONValue.object(document).serialized())
+            Console.out(TokenOutput(minted.response, receivedAt: SystemClock().seconds()).json.serialized())
         }
     }
 

@@ -19,17 +19,11 @@ enum SessionTokenFormat: String, ExpressibleByArgument, CaseIterable {
         case .header:
             return "Authorization: Bearer " + session.accessToken.exposed
         case .json:
-            let document: JSONValue = [
-                "user_id": .string(session.userID.description),
-                "provider": .string(session.provider.rawValue),
-                "access_token": .string(session.accessToken.exposed),
-                "token_type": "Bearer",
-                "expires_at": .int(session.expiresAt),
-                "expires_in": .int(max(0, session.remaining(at: now))),
-                "broker": .string(session.key.brokerURL),
-                "profile": .string(session.key.profile),
-            ]
-            return document.serialized()
+            let output = TokenOutput(
+                userID: session.userID, provider: session.provider, accessToken: session.accessToken.exposed,
+                tokenType: "Bearer", expiresIn: max(0, session.remaining(at: now)), expiresAt: session.expiresAt,
+                extra: ["broker": .string(session.key.brokerURL), "profile": .string(session.key.profile)])
+            return output.json.serialized()
         case .execCredential:
             // client.authentication.k8s.io/v1 ExecCredential: kubectl caches the token until the timestamp.
             let document: JSONValue = [

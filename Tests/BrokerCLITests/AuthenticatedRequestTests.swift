@@ -55,19 +55,20 @@ struct AuthenticatedRequestTests {
             defer { locked.unlock() }
             _ = try locked.save(
                 Session(
-                    key: settings.key, userID: UserID("custom:0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b")!,
+                    key: settings.key,
+                    userID: UserID(provider: .custom, subject: "0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b"),
                     provider: .custom, accessToken: Secret("first.access.token"), expiresAt: 4_000_000_000,
                     refreshToken: Secret("rt-1")))
         }
 
         func request(
             _ url: String = AuthenticatedRequestTests.api, method: String = "POST", body: String? = "{\"n\":1}"
-        )
+        ) throws
             -> AuthenticatedRequest
         {
             let recorder = recorder
             var request = AuthenticatedRequest(
-                settings: settings, target: APIURL(url)!, url: url, method: method,
+                settings: settings, target: try #require(APIURL(url)), url: url, method: method,
                 headers: [(name: "X-Api-Key", value: "caller-key")], body: body.map { Array($0.utf8) },
                 sessions: sessions
             ) { _ in Output(recorder) }
@@ -158,7 +159,7 @@ struct AuthenticatedRequestTests {
         fixture.transport.onJSON("POST", Self.broker + "/auth/token", status: 400, ["error": "invalid_grant"])
         let asked = Mutex<[ProviderID?]>([])
         let notices = Mutex<[String]>([])
-        var request = fixture.request()
+        var request = try fixture.request()
         let settings = fixture.settings
         request.signIn = { provider in
             asked.withLock { $0.append(provider) }
@@ -188,7 +189,7 @@ struct AuthenticatedRequestTests {
             return response
         }
         fixture.transport.on("GET", elsewhere, Self.answer(200, "landed"))
-        var request = fixture.request(method: "GET", body: nil)
+        var request = try fixture.request(method: "GET", body: nil)
         request.followRedirects = true
         let outcome = try await request.send(minValid: 60)
         #expect(outcome.finalURL.description == elsewhere && outcome.response.status == 200)
@@ -212,7 +213,7 @@ struct AuthenticatedRequestTests {
             response.redirectURL = Self.api
             return response
         }
-        var request = fixture.request(method: "GET", body: nil)
+        var request = try fixture.request(method: "GET", body: nil)
         request.followRedirects = true
         request.maxRedirects = 3
         let failure = await #expect(throws: AuthenticatedRequest.Failure.self) { try await request.send(minValid: 60) }

@@ -52,8 +52,9 @@ struct CredentialStoreTests {
 
     static func session(_ key: SessionKey) -> Session {
         Session(
-            key: key, userID: UserID("custom:0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b")!, provider: .custom,
-            accessToken: Secret("a.b.c"), expiresAt: 4_000_000_000, refreshToken: Secret("rt-secret"))
+            key: key, userID: UserID(provider: .custom, subject: "0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b"),
+            provider: .custom, accessToken: Secret("a.b.c"), expiresAt: 4_000_000_000, refreshToken: Secret("rt-secret")
+        )
     }
 
     /// No session bus at all: `auto` stores in the file with one notice per home; `keyring` refuses.

@@ -47,4 +47,21 @@ struct WireDocumentTests {
             json: ["device_code": "d", "user_code": "u", "verification_uri": "v", "expires_in": 60, "interval": 0])
         #expect(device.interval == 1, "never a busy loop")
     }
+
+    /// What the CLI prints with `--format json` is the server's answer under the server's names, plus when it
+    /// expires and what the command adds: read back by the very type the server writes, nothing lost.
+    @Test func whatTheCLIPrintsIsTheServersAnswer() throws {
+        let user = try #require(UserID("client:deploy"))
+        let answer = TokenResponse(
+            userID: user, provider: "client", accessToken: "a.b.c", tokenType: "Bearer", expiresIn: 300,
+            scope: "read", issuedTokenType: "urn:ietf:params:oauth:token-type:access_token")
+        let printed = TokenOutput(answer, receivedAt: 1_000, extra: ["profile": "ci"]).json
+        #expect(printed["expires_at"]?.intValue == 1_300 && printed["profile"]?.stringValue == "ci")
+        #expect(try TokenResponse(json: printed) == answer)
+        let keys = Set(printed.objectValue?.keys.map { $0 } ?? [])
+        #expect(keys == Set(answer.json.objectValue?.keys.map { $0 } ?? []).union(["expires_at", "profile"]))
+        // An offline mint knows no user id or provider: neither is printed.
+        let offline = TokenOutput(accessToken: "h.p.s", tokenType: "Bearer", expiresIn: 60, expiresAt: 60).json
+        #expect(offline["user_id"] == nil && offline["provider"] == nil && offline["scope"] == nil)
+    }
 }

@@ -10,7 +10,8 @@ struct AESGCMTests {
         var index = text.startIndex
         while index < text.endIndex {
             let next = text.index(index, offsetBy: 2)
-            bytes.append(UInt8(text[index..<next], radix: 16)!)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { preconditionFailure("not hex: \(text)") }
+            bytes.append(byte)
             index = next
         }
         return bytes

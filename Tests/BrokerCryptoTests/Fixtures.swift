@@ -51,7 +51,8 @@ func hexBytes(_ hex: String) -> [UInt8] {
     var index = hex.startIndex
     while index < hex.endIndex {
         let next = hex.index(index, offsetBy: 2)
-        out.append(UInt8(hex[index..<next], radix: 16)!)
+        guard let byte = UInt8(hex[index..<next], radix: 16) else { preconditionFailure("not hex: \(hex)") }
+        out.append(byte)
         index = next
     }
     return out

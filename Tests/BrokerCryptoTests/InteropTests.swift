@@ -35,10 +35,11 @@ struct InteropTests {
                     "iss": .string(issuer), "aud": .string(audience), "sub": .string("ours-\(key.algorithm.rawValue)"),
                     "iat": .int(now), "nbf": .int(now), "exp": .int(now + 300),
                 ]))
-            jwks.append(try JSONValue.parse(Array(JSONEncoder().encode(try key.jwk())))!)
+            jwks.append(try #require(try JSONValue.parse(Array(JSONEncoder().encode(try key.jwk())))))
             if key.kind != .ed25519 {
-                privates[key.algorithm.rawValue] = try JSONValue.parse(
-                    Array(JSONEncoder().encode(try key.jwk(includePrivate: true))))!
+                let secret: JSONValue = try #require(
+                    try JSONValue.parse(Array(JSONEncoder().encode(try key.jwk(includePrivate: true)))))
+                privates[key.algorithm.rawValue] = secret
             }
         }
         let ours: JSONValue = .object([

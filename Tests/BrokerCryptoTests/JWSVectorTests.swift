@@ -93,8 +93,9 @@ struct JWSVectorTests {
             }
             for test in group["tests"]?.arrayValue ?? [] {
                 let id = test["tcId"]?.intValue ?? -1
-                let ok = key.verify(
-                    signature: hexBytes(test["sig"]!.stringValue!), message: hexBytes(test["msg"]!.stringValue!))
+                let signature = try #require(test["sig"]?.stringValue)
+                let message = try #require(test["msg"]?.stringValue)
+                let ok = key.verify(signature: hexBytes(signature), message: hexBytes(message))
                 let result = test["result"]?.stringValue
                 if ok { accepted += 1 }
                 if expectAllInvalid {

@@ -3,15 +3,12 @@ import BrokerCrypto
 import BrokerHTTP
 import BrokerTestSupport
 import BrokerTesting
-import Facebook
 import Foundation
 import Google
 import Logging
-import MicrosoftAccount
 import OpenIDConnect
 import ProviderSupport
 import Testing
-import Twitter
 
 /// ID token verification of the shared OIDC module, against tokens signed by joserfc (Tests/Interop/ci_issuer.py
 /// acting as the provider: discovery, JWKS, and ID tokens with the claims each case needs).
@@ -71,61 +68,5 @@ struct OpenIDConnectTests {
                 #expect(error.description.contains(reason), "\(name): \(error)")
             }
         }
-    }
-
-    @Test func googleAcceptsBothOfItsIssuerSpellingsOnlyForTheRealIssuer() throws {
-        let real = try Google.configuration(
-            ProviderSection(id: Google.id, values: ["client_id": "c", "client_secret": "s"]))
-        #expect(real.acceptedIssuers == ["https://accounts.google.com", "accounts.google.com"])
-        #expect(real.tokenEndpoint?.url == "https://oauth2.googleapis.com/token")
-        let emulated = try Google.configuration(
-            ProviderSection(
-                id: Google.id,
-                values: [
-                    "client_id": "c", "client_secret": "s", "issuer": "http://127.0.0.1:1/google",
-                ]))
-        #expect(emulated.acceptedIssuers == ["http://127.0.0.1:1/google"])
-        #expect(emulated.tokenEndpoint == nil, "from the emulator's discovery")
-        #expect(throws: ProviderError.self) {
-            try Google.configuration(ProviderSection(id: Google.id, values: ["client_id": "c"]))
-        }
-
-        // The module's defaults are the production endpoints in Config/providers/google.json.
-        let file = BrokerProcess.repositoryRoot.appendingPathComponent("Config/providers/google.json")
-        let json = try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
-        for (key, value) in Google.defaults { #expect(json[key]?.stringValue == value, "\(key)") }
-    }
-}
-
-/// The modules' production defaults are the endpoints in Config/providers/<id>.json.
-@Suite("provider defaults match Config/providers")
-struct ProviderDefaultsTests {
-    static func json(_ name: String) throws -> JSONValue {
-        let file = BrokerProcess.repositoryRoot.appendingPathComponent("Config/providers/\(name).json")
-        return try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
-    }
-
-    @Test func facebookTwitterMicrosoft() throws {
-        let facebook = try Self.json("facebook")
-        for (key, value) in Facebook.descriptor.schema.defaults {
-            #expect(facebook[key]?.stringValue == value, "facebook \(key)")
-        }
-        let twitter = try Self.json("twitter")
-        for (key, value) in TwitterProvider.defaults {
-            #expect(twitter["oauth2"]?[key]?.stringValue == value, "x \(key)")
-        }
-        for (key, value) in TwitterOAuth1Provider.defaults {
-            #expect(twitter["oauth1"]?[key]?.stringValue == value, "x oauth1 \(key)")
-        }
-        let microsoft = try Self.json("microsoftaccount")
-        let configuration = try MicrosoftAccount.configuration(
-            ProviderSection(id: MicrosoftAccount.id, values: ["client_id": "c", "client_secret": "s"]))
-        func templated(_ key: String) -> String? {
-            microsoft[key]?.stringValue?.replacingOccurrences(of: "{tenant}", with: "consumers")
-        }
-        #expect(configuration.authorizationEndpoint?.url == templated("authorization_endpoint"))
-        #expect(configuration.tokenEndpoint?.url == templated("token_endpoint"))
-        #expect(configuration.jwksURI?.url == templated("jwks_uri"))
-        #expect(microsoft["consumers_tenant_id"]?.stringValue == MicrosoftAccount.consumersTenantID)
     }
 }

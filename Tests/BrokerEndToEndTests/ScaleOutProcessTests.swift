@@ -105,6 +105,8 @@ struct ScaleOutProcessTests {
         let shared = try await Shared.make()
         let migrated = try await CLI.run(["db", "migrate"] + shared.options, environment: shared.environment)
         #expect(migrated.status == 0 && migrated.stdout == "\(Schema.current)\n", "\(migrated.stderr)")
+        #expect(
+            migrated.stderr.contains("schema version") && !migrated.stderr.contains("broker:"), "\(migrated.stderr)")
         // A newer broker's migration, written as one would: the one write no store API makes.
         try await TestPostgres.psql(
             shared.url, "INSERT INTO broker_schema_migrations VALUES (\(Schema.current + 1), 'from the future', 0)")
@@ -186,6 +188,7 @@ struct ScaleOutProcessTests {
         let sqlite = "sqlite:" + single.dataDirectory + "/broker.sqlite3"
         let copied = try await CLI.run(["db", "copy", "--from", sqlite, "--to", url], environment: environment)
         #expect(copied.status == 0, "\(copied.stderr)")
+        #expect(copied.stderr.contains("sealed under") && !copied.stderr.contains("broker:"), "\(copied.stderr)")
         #expect(copied.stdout.contains("users 1") && copied.stdout.contains("clients 1"), "\(copied.stdout)")
         #expect(copied.stdout.contains("apps 1"), "\(copied.stdout)")
         let listed = try await CLI.run(

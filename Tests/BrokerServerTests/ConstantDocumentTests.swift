@@ -431,8 +431,8 @@ struct ConstantDocumentTests {
         let directory = try TemporaryDirectory.make(prefix: "broker-discovery")
         let store = try SQLiteStore(path: directory.appendingPathComponent("broker.sqlite3").path)
         let broker = try await InProcessBroker(shared: (store: store, master: master))
-        let first = broker.service.discovery()
-        let again = broker.service.discovery()
+        let first = broker.service.discovery.discovery()
+        let again = broker.service.discovery.discovery()
         let bytes = try #require(first.serialized)
         #expect(bytes == first.body.serializedBytes + [0x0A], "the body as it is sent, with its newline")
         let sameStorage = bytes.withUnsafeBufferPointer { mine in
@@ -447,7 +447,7 @@ struct ConstantDocumentTests {
         _ = try await vault.rotate(
             kind: .ed25519, now: broker.clock.seconds(), retention: broker.service.keys.retention)
         #expect(try await broker.service.keys.refresh(now: broker.clock.seconds()))
-        let rotated = broker.service.discovery()
+        let rotated = broker.service.discovery.discovery()
         #expect(rotated.body["access_token_signing_alg_values_supported"] == .array(["EdDSA", "ES256"]))
         #expect(rotated.serialized == rotated.body.serializedBytes + [0x0A])
         #expect(rotated.serialized != first.serialized)
@@ -465,9 +465,9 @@ struct ConstantDocumentTests {
     /// that is not kept after it.
     @Test func theDiscoveryDocumentFollowsTheIssuerSetAtStart() async throws {
         let broker = try await InProcessBroker(issuer: nil)
-        let before = broker.service.discovery()
+        let before = broker.service.discovery.discovery()
         broker.service.serverStarted(host: "127.0.0.1", port: 4321)
-        let after = broker.service.discovery()
+        let after = broker.service.discovery.discovery()
         #expect(after.body["issuer"] == "http://127.0.0.1:4321")
         #expect(after.body["token_endpoint"] == "http://127.0.0.1:4321/auth/token")
         #expect(before.body["issuer"] != after.body["issuer"])

@@ -19,7 +19,10 @@ struct DPoPTests {
     typealias Reply = InProcessBroker.Client.Reply
     static let issuer = "http://broker.test"
     static let password = "correct horse battery staple"
-    static let dpop = HTTPField.Name("DPoP")!
+    static let dpop: HTTPField.Name = {
+        guard let name = HTTPField.Name("DPoP") else { preconditionFailure("DPoP is a field name") }
+        return name
+    }()
 
     static func proof(
         _ key: AsymmetricKey, _ method: String, _ path: String, token: String? = nil, nonce: String? = nil,

@@ -33,9 +33,22 @@ package final class EmulatorProcess: @unchecked Sendable {
         let printed = try await eventually {
             let text = (try? String(contentsOfFile: emulator.output, encoding: .utf8)) ?? ""
             line = text.contains("\n") ? text.split(separator: "\n").first : nil
-            return line != nil
+            return line != nil || emulator.process.termination != nil
         }
-        guard printed, let line else { throw ServerTestError("broker emulate printed no ready line within 180 s") }
+        if line == nil, let ended = emulator.process.termination {
+            throw ServerTestError("broker emulate exited (\(ended)) before its ready line (its stderr is above)")
+        }
+        guard printed, let line else {
+            // Once seen under a loaded suite (2026-11-29) with nothing on stderr: what every thread of the
+            // process was doing says why the next time.
+            let stacks = try? await ProcessRunner.run(
+                "gdb", ["-p", "\(emulator.process.pid)", "-batch", "-ex", "thread apply all bt 16"],
+                timeout: .seconds(120))
+            emulator.process.send(SIGKILL)
+            throw ServerTestError(
+                "broker emulate printed no ready line within 180 s; its threads:\n"
+                    + (stacks?.stdout ?? "(gdb did not run)"))
+        }
         guard line.hasPrefix("emulator listening on http://") else {
             throw ServerTestError("unexpected emulator line: \(line)")
         }

@@ -71,9 +71,9 @@ for kind in [KeyKind.ecP256, .rsa(bits: 2048), .ed25519] {
     let key = try AsymmetricKey.generate(kind)
     let signer = try JWTSigner(key: key)
     let token = try signer.sign(claims: claims, type: "at+jwt")
-    let dot = token.lastIndex(of: ".")!
+    guard let dot = token.lastIndex(of: "."), let signature = Base64URL.decode(token[token.index(after: dot)...])
+    else { fatalError("a signed token has a signature") }
     let message = Array(token[..<dot].utf8)
-    let signature = Base64URL.decode(token[token.index(after: dot)...])!
     let publicKey = try key.publicKey()
     var keys = JWTKeySet()
     try keys.add(key)

@@ -167,15 +167,12 @@ final class ClientService: ContextualService {
         else {
             throw refused("the subject token (jti \(jti.prefix(64))) has already been exchanged", client: client.name)
         }
-        var response = try mintedResponse(
+        let response = try mintedResponse(
             client: client,
             input: input,
-            federated: .object(["iss": .string(trust.issuer), "sub": .string(subject)])
+            federated: .object(["iss": .string(trust.issuer), "sub": .string(subject)]),
+            issuedTokenType: Self.accessTokenType
         )
-        if case .object(var body) = response.body {
-            body["issued_token_type"] = .string(Self.accessTokenType)
-            response.body = .object(body)
-        }
         logger.info(
             "token exchanged",
             metadata: ["broker.client": "\(client.name)", "broker.federated_sub": "\(subject.prefix(200))"]
@@ -201,7 +198,9 @@ final class ClientService: ContextualService {
 
     /// Issues the access token of a CI client: requested scopes ∩ allowed, the requested lifetime capped by
     /// `mint_max_ttl`, the requested audience or the broker's.
-    func mintedResponse(client: ClientRecord, input: RequestInput, federated: JSONValue?) throws -> APIResponse {
+    func mintedResponse(
+        client: ClientRecord, input: RequestInput, federated: JSONValue?, issuedTokenType: String? = nil
+    ) throws -> APIResponse {
         var ttl = Self.defaultMintTTL
         switch input.fields["ttl"] {
         case nil, .null?: break
@@ -243,7 +242,7 @@ final class ClientService: ContextualService {
         // The session response's shape (a client is its own user, `client:<name>`), as BrokerCore writes it.
         let answer = TokenResponse(
             userID: UserID(provider: "client", subject: client.name), provider: "client", accessToken: token,
-            tokenType: TokenIssuer.tokenType, expiresIn: ttl, scope: scope)
+            tokenType: TokenIssuer.tokenType, expiresIn: ttl, scope: scope, issuedTokenType: issuedTokenType)
         return .tokens(answer.json)
     }
 

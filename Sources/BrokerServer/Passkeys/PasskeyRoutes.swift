@@ -2,10 +2,13 @@ import BrokerCore
 import Hummingbird
 
 /// The passkey routes (issue "Passkeys"), as one collection the router adds.
-enum PasskeyRoutes {
-    static func collection(_ service: BrokerService) -> RouteCollection<BrokerRequestContext> {
+struct PasskeyRoutes {
+    let passkeys: PasskeyService
+    let authorization: AuthorizationService
+    let devices: DeviceService
+
+    func collection() -> RouteCollection<BrokerRequestContext> {
         typealias Server = BrokerHTTPServer
-        let passkeys = service.passkeys
         let routes = RouteCollection(context: BrokerRequestContext.self)
         // The pages' one script: public, cacheable for a day, never sniffed as anything else.
         routes.get("/auth/passkey.js") { _, _ in
@@ -52,12 +55,12 @@ enum PasskeyRoutes {
         }
         routes.post("/auth/authorize/passkey") { request, _ in
             Server.response(
-                try await service.authorization.passkey(
+                try await authorization.passkey(
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
         routes.post("/auth/device/passkey") { request, context in
             Server.response(
-                try await service.devices.passkeySignIn(
+                try await devices.passkeySignIn(
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }

@@ -38,6 +38,21 @@ final class SignInService: ContextualService {
         perState = RateLimiter(capacity: 5, per: Double(Self.pendingLifetime), clock: context.tokens.clock)
     }
 
+    /// `GET /auth/providers`: the enabled providers this broker has a module for, and the passkey when passkeys
+    /// are on (a passkey signs in through the broker's own page, the CLI's loopback flow).
+    func providers(passkeysEnabled: Bool) -> APIResponse {
+        var list: [ProvidersResponse.Entry] = configuration.enabledProviders.filter {
+            $0 == .custom || identityProviders[$0] != nil
+        }.map { id in
+            let schema = configuration.schema(id)
+            return ProvidersResponse.Entry(
+                id: id.rawValue, name: schema?.displayName ?? "Email and password",
+                flow: (schema?.flow ?? .password).rawValue)
+        }
+        if passkeysEnabled { list.append(ProvidersResponse.Entry(id: "passkey", name: "Passkey", flow: "browser")) }
+        return APIResponse(status: 200, body: ProvidersResponse(providers: list).json)
+    }
+
     /// 429 when `address` has started or completed too many sign-ins lately.
     func limit(_ address: String?) throws {
         if let address, let wait = perAddress.take(SourceAddress.network(address)) {
