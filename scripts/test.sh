@@ -133,5 +133,5 @@ scripts/check-docs.py run --bin "$(swift build --show-bin-path)"
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.
 step "fuzzing (each harness ${BROKER_FUZZ_SECONDS:-15} s)"
-scripts/fuzz.sh "${BROKER_FUZZ_SECONDS:-15}"
+scripts/fuzz.sh --no-build "${BROKER_FUZZ_SECONDS:-15}"
 step "all passed"

@@ -33,15 +33,25 @@ package final class SMTPSink: @unchecked Sendable {
 
     /// The messages once `condition` holds for them; waits on the sink's "accepted" lines (off the cooperative
     /// pool), at most `timeout` for each next one.
+    /// - Parameter sender: the broker process that sends them: when they do not come, the error carries its
+    ///   mail log lines (each attempt, its error, the retries), which say whether the broker tried, when, and
+    ///   what the mail server answered.
     package func messages(
-        timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([JSONValue]) -> Bool
+        timeout: Duration = .seconds(60), from sender: BrokerProcess? = nil,
+        until condition: @escaping @Sendable ([JSONValue]) -> Bool
     ) async throws -> [JSONValue] {
         try await offThread { [self] in
             while true {
                 let kept = try messages()
                 if condition(kept) { return kept }
                 guard server.nextLine(timeout: timeout) == "accepted" else {
-                    throw ServerTestError("smtp_sink.py: the awaited messages did not come within \(timeout)")
+                    let log = sender.map { process in
+                        process.stderr.split(separator: "\n").filter { $0.contains("mail") }.suffix(20)
+                            .joined(separator: "\n")
+                    }
+                    throw ServerTestError(
+                        "smtp_sink.py: the awaited messages did not come within \(timeout); \(kept.count) came"
+                            + (log.map { "; the broker's mail log:\n" + $0 } ?? ""))
                 }
             }
         }
