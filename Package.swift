@@ -398,8 +398,8 @@ let package = Package(
         .testTarget(
             name: "ProviderTests",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerTesting", "OpenIDConnect", "ProviderSchemaSupport",
-                "ProviderSupport", logging,
+                "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviderSchemas", "BrokerProviders", "BrokerTesting",
+                "OpenIDConnect", "ProviderSchemaSupport", "ProviderSupport", logging,
             ] + providerModules,
             swiftSettings: swiftSettings
         ),
