@@ -54,41 +54,33 @@ def slug(heading: str) -> str:
     return "".join(kept).replace(" ", "-")
 
 
-def without_code(text: str) -> str:
-    """The text with fenced code blocks and code spans blanked to spaces: same length, same line breaks."""
+def fenced(text: str):
+    """Each line of the text with whether it belongs to a fenced code block (its fences included)."""
     fence = None
-    kept = []
     for line in text.split("\n"):
         stripped = line.lstrip()
         match = re.match(r"(`{3,}|~{3,})", stripped)
         if match and (fence is None or stripped.startswith(fence)):
             fence = match.group(1) if fence is None else None
-            kept.append(" " * len(line))
-        elif fence is not None:
-            kept.append(" " * len(line))
+            yield line, True
         else:
-            kept.append(re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line))
-    return "\n".join(kept)
+            yield line, fence is not None
+
+
+def without_code(text: str) -> str:
+    """The text with fenced code blocks and code spans blanked to spaces: same length, same line breaks."""
+    return "\n".join(
+        " " * len(line) if in_code else re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
+        for line, in_code in fenced(text)
+    )
 
 
 def anchors(text: str) -> set[str]:
     """The anchors of a Markdown file's headings."""
     seen: dict[str, int] = {}
     result = set()
-    fence = None
-    for line in text.split("\n"):
-        stripped = line.lstrip()
-        match = re.match(r"(`{3,}|~{3,})", stripped)
-        if match:
-            if fence is None:
-                fence = match.group(1)
-                continue
-            if stripped.startswith(fence):
-                fence = None
-                continue
-        if fence is not None:
-            continue
-        heading = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+    for line, in_code in fenced(text):
+        heading = None if in_code else re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if not heading:
             continue
         base = slug(heading.group(2))

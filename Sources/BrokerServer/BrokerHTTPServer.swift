@@ -29,7 +29,7 @@ package enum BrokerHTTPServer {
                 logger: logger, metrics: service.metrics, trustedProxies: service.configuration.trustedProxies))
         for routes in [
             ObservabilityRoutes(
-                health: HealthCheck(store: service.store, logger: logger), exposition: service.exposition,
+                health: HealthCheck(store: service.store, logger: service.logger), exposition: service.exposition,
                 metrics: metrics
             ).collection(),
             DiscoveryRoutes(discovery: service.discovery).collection(),

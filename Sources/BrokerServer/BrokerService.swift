@@ -200,9 +200,6 @@ package final class BrokerService: ContextualService {
     /// What `GET /metrics` answers with.
     var exposition: MetricsExposition { MetricsExposition(metrics: metrics, tokens: tokens, hashingPool: hashingPool) }
 
-    /// `GET /metrics`: the Prometheus text exposition.
-    func metricsExposition() -> [UInt8] { exposition.bytes() }
-
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {
         audit.tick()

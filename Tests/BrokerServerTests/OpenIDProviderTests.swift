@@ -663,7 +663,7 @@ struct OpenIDProviderTests {
             #expect(verified.claims["events"]?[BackchannelLogout.event]?.objectValue?.isEmpty == true)
             #expect(verified.claims["nonce"] == nil && verified.claims["jti"]?.stringValue != nil)
             #expect(verified.claims["iat"] != nil && verified.claims["exp"] != nil)
-            let metrics = String(decoding: broker.service.metricsExposition(), as: UTF8.self)
+            let metrics = String(decoding: broker.service.exposition.bytes(), as: UTF8.self)
             #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"delivered\"} 1"))
             #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"retried\"} 1"))
         }
@@ -689,7 +689,7 @@ struct OpenIDProviderTests {
                 try #require(attempts < 20, "given up within the window")
             }
             #expect(broker.transport.count("POST", hook) >= 6, "retried with back-off for an hour")
-            let metrics = String(decoding: broker.service.metricsExposition(), as: UTF8.self)
+            let metrics = String(decoding: broker.service.exposition.bytes(), as: UTF8.self)
             #expect(metrics.contains("broker_backchannel_logouts_total{outcome=\"given_up\"} 1"))
         }
     }

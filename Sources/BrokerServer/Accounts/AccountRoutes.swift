@@ -44,7 +44,7 @@ struct AccountRoutes {
             try await Server.response(
                 verification.confirm(
                     Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
-                    secure: passwords.secure))
+                    secure: verification.secure))
         }
         routes.post("/auth/verify/resend") { request, context in
             try await Server.response(
