@@ -10,7 +10,7 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
-/// A libFuzzer build (scripts/fuzz.sh sets BROKER_FUZZ=1): the harnesses are declared, the build-tool plugin is not.
+/// A libFuzzer build (scripts/fuzz.sh sets BROKER_FUZZ=1): the harnesses are declared.
 let fuzzing = Context.environment["BROKER_FUZZ"] == "1"
 
 /// Products of our dependencies that several targets use, named once.
@@ -248,8 +248,6 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            // The plugin's input; a fuzz build has no plugin to read it.
-            exclude: fuzzing ? ["Accounts/common-passwords.txt"] : [],
             // The built-in mail templates, compiled into the binary (Config/mail links here); a deployment
             // overrides them with mail.templates_dir.
             resources: [
@@ -260,8 +258,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings,
             // The common-password list (Accounts/common-passwords.txt) becomes a string constant at build time.
-            // Fuzz builds (BROKER_FUZZ=1, below) leave the plugin out: no harness needs this target.
-            plugins: fuzzing ? [] : ["EmbedText"]
+            plugins: ["EmbedText"]
         ),
 
         // The command people run: a warm `broker token` answered by a fully static executable
@@ -417,15 +414,8 @@ let package = Package(
 )
 
 // Text data compiled into a target as a string constant (the common-password list): the data stays a text file in
-// the repository, the binary still carries it. Not in fuzz builds: SwiftPM builds a plugin's tool with the build's
-// flags, and under `-sanitize=fuzzer` its `main` clashed with libFuzzer's (a harmless but alarming link error in
-// every harness's build).
-if !fuzzing {
-    package.targets += [
-        .executableTarget(name: "embed-text", path: "Plugins/embed-text", swiftSettings: swiftSettings),
-        .plugin(name: "EmbedText", capability: .buildTool(), dependencies: ["embed-text"]),
-    ]
-}
+// the repository, the binary still carries it. A plugin without a tool of its own (its command is /bin/sh).
+package.targets += [.plugin(name: "EmbedText", capability: .buildTool())]
 
 // libFuzzer harnesses (Fuzz/, run by scripts/fuzz.sh), declared only when BROKER_FUZZ=1: they have no `main`
 // of their own (libFuzzer's is linked in), so they build only with `-sanitize=fuzzer`, in their own scratch

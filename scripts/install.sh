@@ -52,9 +52,13 @@ fi
 # In a scratch folder of its own (.build-install): release artifacts apart from the development build's, and no
 # wait for its build lock. Only the two products are built in release. The manual comes from argument-parser's own
 # generate-manual tool run on the release broker-full; its plugin (`swift package generate-manual`) would first
-# build every target of the package in release — the test support's `@testable` imports included, which build
-# only where testing is enabled ("module 'BrokerServer' was not compiled for testing" on a fresh machine).
+# build every target of the package in release, the tests included.
 scratch=${BROKER_INSTALL_SCRATCH:-.build-install}
+# SwiftPM orders some compiler flags from a Set (the trait defines of a package with several traits enabled:
+# Hummingbird's -DConfigurationSupport -DFullFoundation), and Swift seeds its hashing per process: two builds then
+# differ in one flag's place, and the second compiles Hummingbird and all that depends on it again (a second
+# install, or the test command's install after its own build of the same objects).
+export SWIFT_DETERMINISTIC_HASHING=1
 echo "== swift build -c $configuration (broker, broker-full) in $scratch" >&2
 swift build --scratch-path "$scratch" -c "$configuration" --product broker >&2
 swift build --scratch-path "$scratch" -c "$configuration" --product broker-full >&2

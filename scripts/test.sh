@@ -17,41 +17,38 @@ step "scripts/check-docs.py self-test; scripts/check-docs.py links"
 scripts/check-docs.py self-test
 scripts/check-docs.py links
 
-# Three builds, all before any test runs: the development build with the tests, the release build that
-# scripts/install.sh makes as users run it, and the fuzz harnesses (sanitizers, their own scratch folder). A build
-# has long stretches on one core (the release configuration compiles each module whole), so the three together
-# take little more than the longest alone; a build beside the suites instead starved their servers (a PostgreSQL
-# connection missed its 5 s). The dependencies are resolved once first: the three then agree on one graph, and
-# no two write Package.resolved at once on a fresh clone.
+# One build of everything, in the release configuration, in the scratch folder scripts/install.sh uses
+# (.build-install): the products users install and the tests that run them are compiled once, from one set of
+# objects. The tests import our modules without `@testable` (what they reach is `package`), so the library
+# modules compile exactly as `swift build -c release --product broker` compiles them, and install.sh below finds
+# them built. (A debug build for the tests beside a release build for the install was two compiles of swift-nio,
+# Hummingbird, PostgresNIO, GRDB and two BoringSSLs: 42 of a fresh run's 57 minutes.) The fuzz harnesses build
+# in their own folder (sanitizers) beside it. Dependencies are resolved once first, so that the two builds agree
+# on one graph and never write Package.resolved at once on a fresh clone.
 step "swift package resolve"
 swift package resolve >/dev/null 2>&1 || swift package resolve
 
-# scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
-# a throw-away prefix; InstallTests then runs what it installed and uninstalls it. It builds in a scratch folder of
-# its own (.build-install), so it needs no build lock of the development build's. The fuzz harnesses likewise
-# (.build-fuzz). Each writes to a log, printed only if it fails.
+scratch=.build-install
+# `swift test` takes the options that make its test build. The build step below is `swift test --filter '^$'`
+# (a name no test has): it builds and runs nothing. Not `swift test list`: that ignores --disable-testable-imports,
+# compiles every module with -enable-testing, and install.sh's build then compiled all of them again (9 minutes).
+test_options=(-c release --scratch-path "$scratch" --disable-testable-imports)
 install_prefix=$(mktemp -d)
 install_log=$(mktemp)
 fuzz_log=$(mktemp)
 suite_log=$(mktemp)
-install_pid=
 fuzz_pid=
-# A failed step ends the run: the background builds' whole process trees go with it.
+# A failed step ends the run: the background build's whole process tree goes with it.
 kill_tree() {
     local child
     for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
     kill "$1" 2>/dev/null || true
 }
 cleanup() {
-    [ -n "$install_pid" ] && kill_tree "$install_pid"
     [ -n "$fuzz_pid" ] && kill_tree "$fuzz_pid"
     rm -rf "$install_prefix" "$install_log" "$fuzz_log" "$suite_log"
 }
 trap cleanup EXIT
-step "scripts/install.sh --prefix $install_prefix (release, twice; in the background)"
-(scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") \
-    >"$install_log" 2>&1 &
-install_pid=$!
 step "scripts/fuzz.sh --build-only (in the background)"
 scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
@@ -71,15 +68,39 @@ wait_for() {
 
 # Quiet (errors only) here and in the test runs below: the build's progress lines alone come to 200 kB, and a
 # CI page keeps only the first 512 kB of a run's output, so a failure near the end would not be seen.
-# With the tests, and with SwiftPM's check that every target imports only the targets it declares (a target
-# that reaches another through a third's dependencies builds today and breaks when the third changes).
-step "swift build (the tests too; undeclared target imports are errors)"
-swift build --quiet --build-tests --explicit-target-dependency-import-check error
+# With SwiftPM's check that every target imports only the targets it declares (a target that reaches another
+# through a third's dependencies builds today and breaks when the third changes).
+step "swift build, release, in $scratch (the products and the tests; undeclared target imports are errors)"
+build_log=$(mktemp)
+# SWIFT_DETERMINISTIC_HASHING: as scripts/install.sh's builds have it (why: there), so that they find this one's
+# objects; only the builds have it, not the tests' processes.
+if ! SWIFT_DETERMINISTIC_HASHING=1 swift test "${test_options[@]}" --explicit-target-dependency-import-check error \
+    --filter '^$' >"$build_log" 2>&1; then
+    grep -av '^\[[0-9]*/[0-9]*\]' "$build_log" | tail -n 120 >&2
+    rm -f "$build_log"
+    exit 1
+fi
+rm -f "$build_log"
+step "done: the release build"
+
+# scripts/install.sh as users run it — the release configuration — twice (the second run must be harmless), into
+# a throw-away prefix; InstallTests then runs what it installed and uninstalls it. Its build finds the products
+# built above and relinks nothing; only argument-parser's generate-manual tool is new.
+step "scripts/install.sh --prefix $install_prefix (twice)"
+if ! (scripts/install.sh --prefix "$install_prefix" && scripts/install.sh --prefix "$install_prefix") \
+    >"$install_log" 2>&1; then
+    echo "== FAILED: scripts/install.sh" >&2
+    tail -n 80 "$install_log" >&2
+    exit 1
+fi
+grep -a '^installed broker' "$install_log" >&2 || true
+# The products were built above: a module of ours compiled again here means the two builds' flags parted.
+if grep -aE '^\[[0-9]+/[0-9]+\] Compiling (Broker|broker)' "$install_log" >&2; then
+    echo "== FAILED: scripts/install.sh compiled again what the test build had built (above)" >&2
+    exit 1
+fi
 wait_for "scripts/fuzz.sh --build-only" "$fuzz_pid" "$fuzz_log"
 fuzz_pid=
-wait_for "scripts/install.sh --prefix $install_prefix" "$install_pid" "$install_log"
-install_pid=
-grep -a '^installed broker' "$install_log" >&2 || true
 
 # The load suite saturates every core with scrypt for tens of seconds (and its database-outage test stops the
 # shared PostgreSQL cluster, its crash test kills brokers fifty times); on a 2-core CI machine it would starve
@@ -116,19 +137,19 @@ verbosity=--quiet
 # sharing two with every other suite (a held request or a CLI timeout no longer depends on what else runs);
 # then the load suite alone.
 step "swift test (unit and in-process suites)"
-run_suite 40 swift test $verbosity --skip-build --skip BrokerEndToEndTests
+run_suite 40 swift test "${test_options[@]}" $verbosity --skip-build --skip BrokerEndToEndTests
 step "swift test (end to end: processes, all but the load suite and the installed tree)"
-run_suite 40 swift test $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests --skip InstallTests
+run_suite 40 swift test "${test_options[@]}" $verbosity --skip-build --filter BrokerEndToEndTests --skip LoadTests --skip InstallTests
 step "swift test (the load suite, alone)"
-run_suite 20 swift test $verbosity --skip-build --filter LoadTests
+run_suite 20 swift test "${test_options[@]}" $verbosity --skip-build --filter LoadTests
 step "swift test (the installed tree: InstallTests)"
 export BROKER_TEST_INSTALL_PREFIX=$install_prefix
-run_suite 10 swift test $verbosity --skip-build --filter InstallTests
+run_suite 10 swift test "${test_options[@]}" $verbosity --skip-build --filter InstallTests
 
-# The runnable snippets of the docs (the README's tour: emulators, a broker, a sign-in) on the development build,
+# The runnable snippets of the docs (the README's tour: emulators, a broker, a sign-in) on the release build,
 # after the suites: the tour takes the documented ports 8787 and 8788, which nothing else holds by then.
 step "scripts/check-docs.py run (the docs' runnable snippets)"
-scripts/check-docs.py run --bin "$(swift build --show-bin-path)"
+scripts/check-docs.py run --bin "$(swift build -c release --scratch-path "$scratch" --show-bin-path)"
 
 # Each libFuzzer harness (Fuzz/) from its seed corpus for a short time: a crash or broken property fails the
 # run. The long run (BENCHMARKS.md "Fuzzing") is scripts/fuzz.sh with a larger SECONDS.

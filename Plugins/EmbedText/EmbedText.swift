@@ -1,3 +1,4 @@
+import Foundation
 import PackagePlugin
 
 /// Compiles a target's text data into it: every `.txt` file of the target that is not a declared resource
@@ -7,22 +8,57 @@ import PackagePlugin
 /// eleven thousand lines); the binary still carries it, so a copied binary needs no resource bundle beside it.
 /// A string literal rather than `embedInCode`'s byte array: the array literal of this size takes the release
 /// compiler ~24 s, the string ~1 s.
+///
+/// The text is checked here, when the build is planned (UTF-8, no control character but the newline), and the
+/// literal's raw delimiter chosen (enough `#`s that no quote or backslash in the text is followed by as many);
+/// the command is `/bin/sh` wrapping the file in that literal. No tool of our own: SwiftPM links a plugin's tool
+/// again whenever the build before asked for other products, and the plugin's output, rewritten, then
+/// recompiled BrokerServer in every build (the test build and each `swift build --product` of the install).
 @main
 struct EmbedText: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         guard let target = target as? SourceModuleTarget else { return [] }
-        let tool = try context.tool(named: "embed-text")
-        return target.sourceFiles.filter { $0.url.pathExtension == "txt" && $0.type == .unknown }.map { file in
+        return try target.sourceFiles.filter { $0.url.pathExtension == "txt" && $0.type == .unknown }.map { file in
             let stem = file.url.deletingPathExtension().lastPathComponent
             let output = context.pluginWorkDirectoryURL.appending(path: "\(stem).swift")
+            let delimiter = try Self.delimiter(for: file.url)
+            let head =
+                "// Generated at build time by the EmbedText plugin from \(file.url.lastPathComponent); edit that file.\n\n"
+                + "let \(identifier(stem))Text: String = \(delimiter)\"\"\"\n"
+            let tail = "\"\"\"\(delimiter)\n"
             return .buildCommand(
                 displayName: "Embedding \(file.url.lastPathComponent)",
-                executable: tool.url,
-                arguments: [file.url.path(), output.path(), identifier(stem) + "Text"],
+                executable: URL(filePath: "/bin/sh"),
+                // The file ends with a newline (checked): the literal's last line break is not part of the string.
+                arguments: [
+                    "-c", #"{ printf '%s' "$3"; cat "$1"; printf '%s' "$4"; } > "$2""#, "sh", file.url.path(),
+                    output.path(), head, tail,
+                ],
                 inputFiles: [file.url],
                 outputFiles: [output]
             )
         }
+    }
+
+    /// The raw-string delimiter for the file's text, after checking the text can be one.
+    static func delimiter(for file: URL) throws -> String {
+        let name = file.lastPathComponent
+        guard let data = FileManager.default.contents(atPath: file.path()) else {
+            throw EmbedError("\(name): cannot be read")
+        }
+        guard let text = String(data: data, encoding: .utf8) else { throw EmbedError("\(name): is not UTF-8") }
+        guard text.hasSuffix("\n") else { throw EmbedError("\(name): does not end with a newline") }
+        let lines = text.dropLast().split(separator: "\n", omittingEmptySubsequences: false)
+        if let line = lines.firstIndex(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+            throw EmbedError("\(name): line \(line + 1) holds a control character")
+        }
+        var hashes = 1
+        while text.contains("\"" + String(repeating: "#", count: hashes))
+            || text.contains("\\" + String(repeating: "#", count: hashes))
+        {
+            hashes += 1
+        }
+        return String(repeating: "#", count: hashes)
     }
 
     /// `common-passwords` → `commonPasswords`.
@@ -31,4 +67,9 @@ struct EmbedText: BuildToolPlugin {
         guard let first = words.first else { return "embedded" }
         return first.lowercased() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
     }
+}
+
+struct EmbedError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = "EmbedText: " + description }
 }

@@ -16,7 +16,9 @@ package enum AESGCM {
     }
 
     /// With a given nonce: for known-answer tests only (a nonce must never repeat under one key).
-    static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8], associatedData: [UInt8]) throws -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8], associatedData: [UInt8]) throws
+        -> [UInt8]
+    {
         guard key.count == keySize, nonce.count == nonceSize else {
             throw CryptoError.invalidParameters("AES-256-GCM needs a 32-byte key and a 12-byte nonce")
         }

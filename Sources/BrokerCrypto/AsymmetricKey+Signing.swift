@@ -115,12 +115,12 @@ extension AsymmetricKey {
 /// (DER) form is read or written: minimal lengths, no negative numbers, no trailing bytes. OpenSSL's own
 /// verification re-encodes what it parses and refuses anything else, so an encoding this type got wrong would
 /// fail every verification that meets it.
-enum ECDSASignature {
+package enum ECDSASignature {
     static let componentLength = 32
 
     /// `r || s` from a DER `ECDSA-Sig-Value`; throws for anything but the canonical encoding of two numbers of at
     /// most 32 bytes.
-    static func rawFromDER(_ der: [UInt8]) throws -> [UInt8] {
+    package static func rawFromDER(_ der: [UInt8]) throws -> [UInt8] {
         // Made only when thrown: making it reads (and empties) OpenSSL's error queue, 1,156 instructions that
         // every signature paid under callgrind.
         func malformed() -> CryptoError { CryptoError.openSSL("ECDSA signature decoding") }
@@ -147,7 +147,7 @@ enum ECDSASignature {
     }
 
     /// The DER `ECDSA-Sig-Value` of a 64-byte `r || s`; nil for any other length.
-    static func derFromRaw(_ raw: [UInt8]) -> [UInt8]? {
+    package static func derFromRaw(_ raw: [UInt8]) -> [UInt8]? {
         guard raw.count == 2 * componentLength else { return nil }
         var der: [UInt8] = [0x30, 0]
         der.reserveCapacity(2 + 2 * (3 + componentLength))

@@ -12,15 +12,15 @@ import Synchronization
 /// The keys that own pools (``AsymmetricKey``, ``HMACKey``) free their own OpenSSL objects in their `deinit`,
 /// before their pools go: OpenSSL counts the references a context holds (`EVP_PKEY_CTX_new_from_pkey` takes
 /// one on its key), so the key object itself is released by whichever goes last.
-struct ContextPool: ~Copyable, Sendable {
+package struct ContextPool: ~Copyable, Sendable {
     /// How many contexts are kept at most: more than the threads that use one key at once.
-    static let capacity = 16
+    package static let capacity = 16
 
     private let kept = Mutex<[ContextHandle]>([])
     private let free: @Sendable (OpaquePointer) -> Void
 
     /// A pool whose contexts are freed with `free` (`EVP_PKEY_CTX_free`, `EVP_MD_CTX_free`, `EVP_MAC_CTX_free`).
-    init(free: @escaping @Sendable (OpaquePointer) -> Void) {
+    package init(free: @escaping @Sendable (OpaquePointer) -> Void) {
         self.free = free
     }
 
@@ -29,12 +29,12 @@ struct ContextPool: ~Copyable, Sendable {
     }
 
     /// A kept context, now the caller's alone; `nil` when none is kept (the caller makes one).
-    func take() -> OpaquePointer? {
+    package func take() -> OpaquePointer? {
         kept.withLock { $0.popLast() }?.pointer
     }
 
     /// Keeps `context` for the next operation, or frees it when ``capacity`` are kept already.
-    func giveBack(_ context: OpaquePointer) {
+    package func giveBack(_ context: OpaquePointer) {
         let isKept = kept.withLock { contexts -> Bool in
             guard contexts.count < Self.capacity else { return false }
             contexts.append(ContextHandle(pointer: context))
@@ -44,7 +44,7 @@ struct ContextPool: ~Copyable, Sendable {
     }
 
     /// How many contexts are kept now (for tests).
-    var keptCount: Int { kept.withLock { $0.count } }
+    package var keptCount: Int { kept.withLock { $0.count } }
 }
 
 /// An OpenSSL context that one holder at a time uses: a ``ContextPool``'s caller between `take` and `giveBack`, or

@@ -105,14 +105,14 @@ package struct JWTVerifier: Sendable {
     }
 
     /// The number of segments when a token does not have three.
-    struct SegmentCount: Error {
-        let segments: Int
+    package struct SegmentCount: Error {
+        package let segments: Int
     }
 
     /// A compact JWS's three segments (RFC 7515 §7.1), found with `memchr`: splitting the token's bytes through
     /// the standard library's generic `split` looked at each byte in turn, ~5,300 instructions of each
     /// `GET /auth/me` (a 600-byte token) under callgrind.
-    static func segments(_ bytes: [UInt8]) -> Result<[ArraySlice<UInt8>], SegmentCount> {
+    package static func segments(_ bytes: [UInt8]) -> Result<[ArraySlice<UInt8>], SegmentCount> {
         bytes.withUnsafeBufferPointer { buffer in
             // The first two dots' positions and how many there are in all.
             var first = 0

@@ -118,7 +118,8 @@ package struct PasswordHasher: Sendable {
         return (Parameters(logN: logN, r: r, p: p), salt, hash)
     }
 
-    static func scrypt(password: [UInt8], salt: [UInt8], parameters: Parameters, length: Int) throws -> [UInt8] {
+    package static func scrypt(password: [UInt8], salt: [UInt8], parameters: Parameters, length: Int) throws -> [UInt8]
+    {
         var out = [UInt8](repeating: 0, count: length)
         let maxMemory = UInt64(parameters.memoryBytes + 1024 * 1024)
         // An empty password still needs a valid pointer.

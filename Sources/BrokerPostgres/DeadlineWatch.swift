@@ -9,7 +9,7 @@ import Synchronization
 /// first. It runs
 /// only while something is registered, so an idle broker has no timer at all. A deadline fires at most one tick
 /// late.
-final class DeadlineWatch: Sendable {
+package final class DeadlineWatch: Sendable {
     private struct Watched {
         let expiry: ContinuousClock.Instant
         let expire: @Sendable () -> Void
@@ -24,10 +24,10 @@ final class DeadlineWatch: Sendable {
     private let state = Mutex(State())
     private let tick: Duration
 
-    init(tick: Duration = .milliseconds(100)) { self.tick = tick }
+    package init(tick: Duration = .milliseconds(100)) { self.tick = tick }
 
     /// Runs `expire` once `duration` from now has passed, unless ``release(_:)`` takes it back first.
-    func watch(for duration: Duration, expire: @escaping @Sendable () -> Void) -> UInt64 {
+    package func watch(for duration: Duration, expire: @escaping @Sendable () -> Void) -> UInt64 {
         let expiry = ContinuousClock.now.advanced(by: duration)
         let (id, start) = state.withLock { state -> (UInt64, Bool) in
             state.nextID &+= 1
@@ -40,15 +40,15 @@ final class DeadlineWatch: Sendable {
         return id
     }
 
-    func release(_ id: UInt64) {
+    package func release(_ id: UInt64) {
         _ = state.withLock { $0.watched.removeValue(forKey: id) }
     }
 
     /// How many expiries are registered (for tests).
-    var count: Int { state.withLock { $0.watched.count } }
+    package var count: Int { state.withLock { $0.watched.count } }
 
     /// Whether the watching task is running (for tests: it stops when nothing is registered).
-    var isTicking: Bool { state.withLock { $0.ticking } }
+    package var isTicking: Bool { state.withLock { $0.ticking } }
 
     private func watch() async {
         while true {

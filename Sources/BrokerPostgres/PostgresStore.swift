@@ -35,7 +35,7 @@ package final class PostgresStore: Store {
     /// Concurrent client reads (every `client_credentials` mint) share queries the same way.
     let clientReads: ReadBatcher<String, ClientRecord>
     /// How many calls' deadlines are being watched (for tests: none once every call has answered).
-    var watchedDeadlines: Int { watch.count }
+    package var watchedDeadlines: Int { watch.count }
 
     package var isShared: Bool { true }
 
@@ -161,7 +161,7 @@ package final class PostgresStore: Store {
     ///
     /// The choke point of every call: timed under the calling store method's name (`function`; `nil` for a
     /// batched read, which its callers time one by one).
-    func run<T: Sendable>(
+    package func run<T: Sendable>(
         _ what: String, deadline: Duration? = nil, function: StaticString? = #function,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {

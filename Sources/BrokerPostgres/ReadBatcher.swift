@@ -15,15 +15,21 @@ import Synchronization
 /// deadline, a read is answered by then whatever it is waiting for (its place in the queue, or a batch that
 /// does not answer): queueing behind a stuck batch does not add a second deadline to the first.
 /// How long a batched read may wait in all, where its expiry is kept, and what it throws then.
-struct ReadDeadline: Sendable {
+package struct ReadDeadline: Sendable {
     let duration: Duration
     let watch: DeadlineWatch
     let error: @Sendable () -> any Error
+
+    package init(duration: Duration, watch: DeadlineWatch, error: @escaping @Sendable () -> any Error) {
+        self.duration = duration
+        self.watch = watch
+        self.error = error
+    }
 }
 
-final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+package final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Reads the values for `keys` (distinct); a key without a value is simply absent from the answer.
-    typealias Fetch = @Sendable (_ keys: [Key]) async throws -> [Key: Value]
+    package typealias Fetch = @Sendable (_ keys: [Key]) async throws -> [Key: Value]
 
     private struct Waiter {
         let key: Key
@@ -60,7 +66,7 @@ final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     ///   - lanes: how many batches may be in flight at once.
     ///   - maxBatch: the most reads one query answers.
     ///   - deadline: how long a read may take in all; `nil` for no limit of the batcher's own.
-    init(lanes: Int = 1, maxBatch: Int = 64, deadline: ReadDeadline? = nil) {
+    package init(lanes: Int = 1, maxBatch: Int = 64, deadline: ReadDeadline? = nil) {
         precondition(lanes >= 1 && maxBatch >= 1)
         self.lanes = lanes
         self.maxBatch = maxBatch
@@ -68,17 +74,17 @@ final class ReadBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// How many queries have been sent and how many reads they answered (for tests and benchmarks).
-    var counts: (batches: Int, reads: Int) { state.withLock { ($0.batches, $0.reads) } }
+    package var counts: (batches: Int, reads: Int) { state.withLock { ($0.batches, $0.reads) } }
 
     /// How many reads are queued, not yet sent (for tests).
-    var queuedCount: Int { state.withLock { $0.queued.count } }
+    package var queuedCount: Int { state.withLock { $0.queued.count } }
 
     /// How many reads are not yet answered (for tests).
-    var waitingCount: Int { state.withLock { $0.waiting.count } }
+    package var waitingCount: Int { state.withLock { $0.waiting.count } }
 
     /// The value for `key`, read in a batch by `fetch` (the fetch of whichever read starts the lane; every read
     /// of one batcher must pass the same query).
-    func read(_ key: Key, fetch: @escaping Fetch) async throws -> Value? {
+    package func read(_ key: Key, fetch: @escaping Fetch) async throws -> Value? {
         let id = state.withLock { state in
             state.nextID &+= 1
             return state.nextID

@@ -3,7 +3,7 @@ package import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import HTTPTypes
-import Hummingbird
+package import Hummingbird
 package import HummingbirdCore
 package import Logging
 import NIOCore
@@ -20,7 +20,7 @@ import UnixSignals
 /// The broker's HTTP surface on Hummingbird.
 package enum BrokerHTTPServer {
     /// The whole route table: the middlewares, then each feature's routes (their folders hold their services).
-    static func router(
+    package static func router(
         service: BrokerService, logger: Logger, metrics: MetricsEndpoint = MetricsEndpoint()
     ) -> Router<BrokerRequestContext> {
         let router = Router(context: BrokerRequestContext.self)
@@ -73,7 +73,7 @@ package enum BrokerHTTPServer {
     }
 
     /// A new connection's own handlers, in order: the guard first, so that it sees every request and answer.
-    static func connectionHandlers(
+    package static func connectionHandlers(
         counter: ConnectionCounter, limits: ConnectionLimits, documents: ConstantDocuments, logger: Logger
     ) -> [any RemovableChannelHandler] {
         let connectionGuard = ConnectionGuardHandler(counter: counter, limits: limits, logger: logger)

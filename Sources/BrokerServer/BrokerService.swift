@@ -9,14 +9,25 @@ package import ProviderSupport
 import Synchronization
 
 /// A response body with its status and headers, before it meets HTTP.
-struct APIResponse: Sendable {
+package struct APIResponse: Sendable {
     var status: Int
-    var body: JSONValue
+    package var body: JSONValue
     var headers: [(String, String)] = []
     /// A page instead of JSON (``Page``): sent as it is, with the headers' own Content-Type.
     var html: String?
     /// ``body`` serialized already (with its final newline), for a document that changes rarely: sent as it is.
-    var serialized: [UInt8]?
+    package var serialized: [UInt8]?
+
+    package init(
+        status: Int, body: JSONValue, headers: [(String, String)] = [], html: String? = nil,
+        serialized: [UInt8]? = nil
+    ) {
+        self.status = status
+        self.body = body
+        self.headers = headers
+        self.html = html
+        self.serialized = serialized
+    }
 
     /// Token responses must not be cached (RFC 6749 §5.1).
     static func tokens(_ body: JSONValue, status: Int = 200) -> APIResponse {
@@ -40,11 +51,11 @@ package final class BrokerService: ContextualService {
 
     /// The token issuer, store, logger, metrics and audit trail every service shares (its configuration, clock
     /// and issuer derived from them).
-    let context: ServiceContext
+    package let context: ServiceContext
     let accounts: AccountService
-    let signIn: SignInService
+    package let signIn: SignInService
     let grants: GrantService
-    let clients: ClientService
+    package let clients: ClientService
     let passwords: PasswordService
     let verification: VerificationService
     let selfService: AccountSelfService
@@ -52,17 +63,17 @@ package final class BrokerService: ContextualService {
     let devices: DeviceService
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
-    let appTokens: AppTokenService
+    package let appTokens: AppTokenService
     /// Passkeys: their ceremonies, pages and account API.
-    let passkeys: PasskeyService
+    package let passkeys: PasskeyService
     /// Sends the back-channel logouts the store queues.
-    let backchannel: BackchannelLogout
+    package let backchannel: BackchannelLogout
     /// `POST /auth/token`, and the DPoP binding of every request that issues tokens.
     let tokenEndpoint: TokenEndpoint
     /// The discovery document and the JWKS.
-    let discovery: DiscoveryService
+    package let discovery: DiscoveryService
     /// Sends reset mail; `nil` without a `mail` section.
-    let mailer: Mailer?
+    package let mailer: Mailer?
     let hashingPool: HashingPool
 
     /// Builds the broker on `store`: loads (or creates, or imports from the data directory) the keys sealed
@@ -195,10 +206,12 @@ package final class BrokerService: ContextualService {
     }
 
     var now: Int64 { tokens.now }
-    var keys: KeyManager { tokens.keys }
+    package var keys: KeyManager { tokens.keys }
 
     /// What `GET /metrics` answers with.
-    var exposition: MetricsExposition { MetricsExposition(metrics: metrics, tokens: tokens, hashingPool: hashingPool) }
+    package var exposition: MetricsExposition {
+        MetricsExposition(metrics: metrics, tokens: tokens, hashingPool: hashingPool)
+    }
 
     /// Re-reads keys and drops expired refresh tokens; called periodically by the server.
     package func maintain() async {

@@ -4,7 +4,7 @@ import Logging
 
 /// What every service of the broker works with, made once by ``BrokerService``: the token issuer (and through
 /// it the configuration, the clock and the signing keys), the store, the log, the metrics and the audit trail.
-struct ServiceContext: Sendable {
+package struct ServiceContext: Sendable {
     let tokens: TokenIssuer
     let store: any Store
     let logger: Logger
@@ -14,15 +14,15 @@ struct ServiceContext: Sendable {
 
 /// A service on the shared ``ServiceContext``: its five companions, and what is derived from them, written
 /// once here instead of as the same stored properties in every service.
-protocol ContextualService: Sendable {
+package protocol ContextualService: Sendable {
     var context: ServiceContext { get }
 }
 
 extension ContextualService {
-    var tokens: TokenIssuer { context.tokens }
+    package var tokens: TokenIssuer { context.tokens }
     var store: any Store { context.store }
     var logger: Logger { context.logger }
-    var metrics: BrokerMetrics { context.metrics }
+    package var metrics: BrokerMetrics { context.metrics }
     var audit: AuditTrail { context.audit }
     /// The injected clock's time, in whole seconds.
     var now: Int64 { context.tokens.now }

@@ -11,10 +11,20 @@ package enum TestPaths {
         ProcessInfo.processInfo.environment["BROKER_BIN"] ?? built("broker")
     }
 
-    /// An executable of this package in the debug build folder.
+    /// An executable of this package, from the build folder the running tests were built in: the test binary
+    /// (`<scratch>/<configuration>/brokerPackageTests.xctest`) sits beside the products it was built with, so the
+    /// debug build's tests run the debug binaries and the test command's release build its release binaries.
     package static func built(_ name: String) -> String {
-        repositoryRoot.appendingPathComponent(".build/debug/\(name)").path
+        productsDirectory.appendingPathComponent(name).path
     }
+
+    /// The folder of the running test binary (its real path: SwiftPM's `debug` and `release` are links).
+    package static let productsDirectory: URL = {
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()
+    }()
 
     /// A script under `Tests/Interop/`.
     package static func interop(_ script: String) -> String {

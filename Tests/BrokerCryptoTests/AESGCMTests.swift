@@ -1,7 +1,6 @@
+import BrokerCrypto
 import BrokerTesting
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("AES-256-GCM")
 struct AESGCMTests {

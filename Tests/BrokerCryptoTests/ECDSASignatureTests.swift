@@ -1,7 +1,6 @@
 import BrokerCore
+import BrokerCrypto
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("ES256 signatures: DER ECDSA-Sig-Value <-> JWS r || s")
 struct ECDSASignatureTests {

@@ -1,9 +1,8 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerCrypto
 
 /// Cross-language checks: Python's joserfc verifies our tokens and signs tokens we must accept, and we reject a
 /// catalogue of forgeries it builds. Runs `Tests/Interop/jose_interop.py` with `python3` (or `BROKER_PYTHON`).

@@ -1,9 +1,8 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("JWS known answers and Wycheproof")
 struct JWSVectorTests {

@@ -1,9 +1,8 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("Keys: generation, PEM, JWK, thumbprints")
 struct KeyTests {

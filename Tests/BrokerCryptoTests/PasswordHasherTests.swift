@@ -1,9 +1,8 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("scrypt password hashes")
 struct PasswordHasherTests {

@@ -1,10 +1,9 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerTesting
 import Foundation
 import Synchronization
 import Testing
-
-@testable import BrokerCrypto
 
 @Suite("Base64URL")
 struct Base64URLTests {

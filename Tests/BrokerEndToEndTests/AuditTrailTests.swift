@@ -1,12 +1,11 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerServer
 import BrokerSystem
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerServer
 
 /// The audit trail (`server.audit_log`): a scripted day against a real `broker serve` and the admin CLI on
 /// its store, every event in order as one JSON object per line, no secret anywhere in it, and log rotation

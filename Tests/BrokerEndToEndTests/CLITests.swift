@@ -454,7 +454,7 @@ struct CLISessionTests {
 @Suite("the credential store survives writers killed at random moments")
 struct CredentialStoreCrashTests {
     static var writer: String {
-        BrokerProcess.repositoryRoot.appendingPathComponent(".build/debug/broker-cache-writer").path
+        TestPaths.built("broker-cache-writer")
     }
 
     @Test func killNineAHundredTimes() async throws {

@@ -1,11 +1,10 @@
 import BrokerCore
 import BrokerCredentials
+import BrokerServer
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerServer
 
 /// A folder with the helper names linked to `broker`, as scripts/install.sh links them.
 struct HelperLinks {

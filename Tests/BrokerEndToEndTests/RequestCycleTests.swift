@@ -2,13 +2,12 @@ import BrokerCore
 import BrokerCredentials
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerServer
 
 /// Tests/Interop/resource_server.py: an API (and a git server) that trusts the broker's tokens as a third
 /// party does — joserfc against the broker's JWKS, the broker's /auth/me for revocation — on a clock the

@@ -1,12 +1,11 @@
 import BrokerCore
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// `POST /auth/account/delete` and `GET /auth/account/export`, and `broker account delete|export`.
 @Suite("deleting and exporting one's own account")

@@ -3,14 +3,13 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// The second attack review's findings (issue "Attack review, second round"), each reproduced as it was found
 /// and shown closed, in process on the manual clock.

@@ -2,14 +2,13 @@ import BrokerClient
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// The third attack review's findings (issue "Attack review, third round"), each reproduced as it was found and
 /// shown closed, in process on the manual clock.

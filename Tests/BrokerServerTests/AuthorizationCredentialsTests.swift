@@ -1,7 +1,6 @@
 import BrokerCore
+import BrokerServer
 import Testing
-
-@testable import BrokerServer
 
 /// `Authorization: <scheme> <credentials>` read among the bytes (``AuthorizationCredentials``): the same reading
 /// as the splitting by `Character`s it replaced, on every value built from the pieces below.

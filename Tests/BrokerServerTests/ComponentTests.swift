@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
@@ -11,8 +12,6 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Synchronization
 import Testing
-
-@testable import BrokerServer
 
 extension LoginThrottle {
     /// A failure recorded directly, as a settled attempt that was never admitted.

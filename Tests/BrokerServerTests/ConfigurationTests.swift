@@ -2,12 +2,11 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerProviderSchemas
 import BrokerProviders
+import BrokerServer
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Testing
-
-@testable import BrokerServer
 
 /// Configuration files, environment variables and their errors.
 @Suite("configuration")

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
@@ -13,8 +14,6 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import Testing
-
-@testable import BrokerServer
 
 /// The signing keys and the discovery document answered on the event loop, beneath the router (issue 35,
 /// goal 1): the same bytes, request id, log line and metrics as the router's way; the connection guard sees

@@ -1,14 +1,13 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// DPoP (RFC 9449) in process: a proof at the token endpoint binds the access token (`cnf.jkt`) and a public
 /// client's refresh token to the proof's key; `/auth/me` and `/auth/userinfo` then want `Authorization: DPoP`

@@ -1,13 +1,12 @@
 import BrokerConfiguration
 import BrokerCore
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// `server.enumeration_protection`: registration answers a known and an unknown address alike — status, body,
 /// and the same work (the password is hashed either way) — and only the mail to the address differs.

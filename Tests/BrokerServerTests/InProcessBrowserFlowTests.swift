@@ -1,14 +1,13 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// The browser flow's state machine in process: `/start`, the provider (Google's OpenID Connect, scripted on
 /// the outbound transport), `/callback`, and the `authorization_code` grant — with its windows (the pending

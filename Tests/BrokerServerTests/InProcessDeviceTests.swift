@@ -1,14 +1,13 @@
 import BrokerClient
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// The device authorization grant (RFC 8628) in process, on the manual clock: the protocol's answers and
 /// edge cases, the pages' protections, and the custom and provider ways to approve.

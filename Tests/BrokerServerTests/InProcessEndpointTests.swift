@@ -1,14 +1,13 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// Endpoint logic in the test process (``InProcessBroker``): errors, grants, rotation, revocation, throttling
 /// and expiry — time windows crossed by advancing the manual clock, never by sleeping.

@@ -1,13 +1,12 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// `POST /auth/link`, the ticket it gives, and the attach at redemption, against the scripted Google of
 /// ``InProcessBrowserFlowTests`` on the manual clock: who may link, what a stolen ticket or start URL is

@@ -1,14 +1,13 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerHTTP
+import BrokerServer
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Logging
 import Testing
-
-@testable import BrokerServer
 
 extension BrokerMetrics {
     /// The exposition as text (tests).

@@ -1,13 +1,12 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerServer
 import BrokerSystem
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// `GET /metrics` (Prometheus text format) and `X-Request-Id`: counters move by exactly the events a test
 /// causes, labels never carry an email or a token, Debian's `promtool` accepts the exposition, and a real

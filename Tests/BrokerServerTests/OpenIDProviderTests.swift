@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
@@ -8,8 +9,6 @@ import Foundation
 import HTTPTypes
 import Synchronization
 import Testing
-
-@testable import BrokerServer
 
 /// The OpenID Provider in process (issue "Sign in to any app"): an app's whole sign-in through the broker's
 /// pages, its tokens, and the negative cases the OpenID conformance plan checks, on the manual clock.

@@ -1,14 +1,13 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// Passkeys in process: added through `broker passkey add`'s ticket and page, then signing in to an app, to the
 /// CLI's loopback page and on `/device`, each with a software authenticator; the refusals a relying party owes

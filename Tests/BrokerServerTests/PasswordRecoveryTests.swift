@@ -1,11 +1,10 @@
 import BrokerCore
+import BrokerServer
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// Password reset and change through the broker's endpoints, with the mail going to a real SMTP server.
 @Suite("password reset and change")

@@ -1,14 +1,13 @@
 import BrokerCore
 import BrokerCrypto
 import BrokerPostgres
+import BrokerServer
 import BrokerStore
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import Logging
 import Testing
-
-@testable import BrokerServer
 
 /// Two brokers on one PostgreSQL database, each with its own store connection pool, in process: what one
 /// writes the other honours (accounts, sessions, reuse detection, the throttle, the browser flow's state,

@@ -2,13 +2,12 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerProviderSchemas
 import BrokerProviders
+import BrokerServer
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// Address verification: the mailed link, the page's button, `email_verified` in tokens and `/auth/me`, and
 /// `server.require_verified_email`.

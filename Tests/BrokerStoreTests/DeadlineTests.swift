@@ -1,11 +1,10 @@
 import BrokerCore
+import BrokerPostgres
+import BrokerStore
 import BrokerTesting
 import Logging
 import Synchronization
 import Testing
-
-@testable import BrokerPostgres
-@testable import BrokerStore
 
 /// The deadlines every PostgreSQL call runs under. Nothing here sleeps to cross a window: a deadline's firing is
 /// awaited as an event, and what must not fire is shown by the order in which one watch fires its expiries.

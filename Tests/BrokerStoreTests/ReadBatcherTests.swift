@@ -1,9 +1,8 @@
+import BrokerPostgres
+import BrokerStore
 import BrokerTesting
 import Synchronization
 import Testing
-
-@testable import BrokerPostgres
-@testable import BrokerStore
 
 /// The batching behind PostgreSQL's session reads. The fetch here is scripted: each batch reports its keys, then
 /// waits until the test lets it answer, so which reads share a query is decided by the test, not by how fast the

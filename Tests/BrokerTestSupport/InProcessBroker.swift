@@ -4,6 +4,7 @@ package import BrokerCrypto
 import BrokerHTTP
 import BrokerProviderSchemas
 import BrokerProviders
+package import BrokerServer
 package import BrokerStore
 package import BrokerTesting
 package import Foundation
@@ -13,8 +14,6 @@ import HummingbirdTesting
 package import Logging
 import NIOCore
 import Testing
-
-@testable package import BrokerServer
 
 /// The broker's application built in the test process: the real router, services and SQLite store, on a
 /// manual clock and a scripted outbound transport, driven through Hummingbird's in-memory test client.

@@ -1,12 +1,11 @@
 import BrokerCore
 import BrokerHTTP
+import BrokerServer
 package import BrokerSystem
 import BrokerTesting
 package import Foundation
 import HTTPTypes
 import Testing
-
-@testable import BrokerServer
 
 /// Debian's Prometheus on a free loopback port, scraping one target every second with a bearer token file.
 package final class PrometheusProcess: @unchecked Sendable {

@@ -1,13 +1,12 @@
 import BrokerConfiguration
 package import BrokerCore
 import BrokerHTTP
+import BrokerServer
 import BrokerTesting
 import Foundation
 import HTTPTypes
 import Logging
 import Testing
-
-@testable import BrokerServer
 
 /// Tests/Interop/smtp_sink.py: a real SMTP server (aiosmtpd) that parses each message it accepts with Python's
 /// email package and keeps it as a JSON line.

@@ -1,5 +1,5 @@
 /// What makes an email and a password acceptable for a custom account.
-enum AccountRules {
+package enum AccountRules {
     /// NIST SP 800-63B 3.1.1.2: at least 8 characters; at most 128 is our ceiling (scrypt does not care, but
     /// a bound keeps requests small).
     static let passwordLength = 8...128
@@ -15,7 +15,7 @@ enum AccountRules {
         (try? normalizedEmail(raw).get()) ?? raw.trimmingWhitespace().lowercased()
     }
 
-    static func normalizedEmail(_ raw: String) -> Result<String, RuleViolation> {
+    package static func normalizedEmail(_ raw: String) -> Result<String, RuleViolation> {
         let email = raw.trimmingWhitespace().lowercased()
         guard !email.isEmpty else { return .failure(RuleViolation("email is empty")) }
         guard email.utf8.count <= 254 else { return .failure(RuleViolation("email is longer than 254 characters")) }
@@ -67,7 +67,7 @@ enum AccountRules {
     }
 
     /// Why `password` is refused for `email`, or `nil` when it is acceptable.
-    static func passwordProblem(_ password: String, email: String) -> RuleViolation? {
+    package static func passwordProblem(_ password: String, email: String) -> RuleViolation? {
         let length = password.count
         guard length >= passwordLength.lowerBound else {
             return RuleViolation("the password must have at least \(passwordLength.lowerBound) characters")
@@ -101,7 +101,7 @@ enum AccountRules {
 }
 
 /// A rule an input breaks, said so that a person can fix it.
-struct RuleViolation: Error, Equatable {
+package struct RuleViolation: Error, Equatable {
     let message: String
     init(_ message: String) { self.message = message }
 }

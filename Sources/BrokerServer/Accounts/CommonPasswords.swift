@@ -3,7 +3,7 @@
 /// The list is `common-passwords.txt` beside this file, one password per line, most common first, lowercase:
 /// zxcvbn 4.4.28's "passwords" frequency list (PyPI), entries of 8 to 128 characters. The EmbedText build
 /// plugin compiles it in as `commonPasswordsText`, so the binary needs no file beside it.
-enum CommonPasswords {
+package enum CommonPasswords {
     /// The list, one password per line.
-    static var text: String { commonPasswordsText }
+    package static var text: String { commonPasswordsText }
 }

@@ -8,9 +8,9 @@ import Synchronization
 /// grow memory and latency without limit. Here at most `workers` hashes run at once, at most `queueLimit`
 /// wait, and beyond that ``run(_:)`` fails at once with ``Busy`` (the caller answers 429 + Retry-After), so
 /// `/auth/me`, refresh and the JWKS keep answering whatever logins do.
-final class HashingPool: Sendable {
+package final class HashingPool: Sendable {
     /// The pool and its queue are full.
-    struct Busy: Error {}
+    package struct Busy: Error {}
 
     private struct State {
         var jobs: [@Sendable () -> Void] = []
@@ -26,7 +26,7 @@ final class HashingPool: Sendable {
     private let available = DispatchSemaphore(value: 0)
     private let metrics: BrokerMetrics?
 
-    init(workers: Int, queueLimit: Int, metrics: BrokerMetrics? = nil) {
+    package init(workers: Int, queueLimit: Int, metrics: BrokerMetrics? = nil) {
         self.metrics = metrics
         self.workers = max(1, workers)
         self.queueLimit = max(0, queueLimit)
@@ -38,7 +38,7 @@ final class HashingPool: Sendable {
     }
 
     /// Runs `work` on a pool thread, or throws ``Busy`` at once when every thread is busy and the queue full.
-    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    package func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let accepted = state.withLock { state -> Bool in
                 guard !state.stopped, state.queued < queueLimit + max(0, workers - state.running) else {
@@ -60,7 +60,7 @@ final class HashingPool: Sendable {
     }
 
     /// Jobs waiting plus jobs running (for tests).
-    var load: Int { state.withLock { $0.queued + $0.running } }
+    package var load: Int { state.withLock { $0.queued + $0.running } }
 
     /// Jobs waiting for a thread (the queue-depth metric).
     var queued: Int { state.withLock { $0.queued } }

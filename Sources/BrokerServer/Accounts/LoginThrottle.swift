@@ -1,6 +1,6 @@
-import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-import BrokerStore
+package import BrokerStore
 import Synchronization
 
 /// Growing back-off after failed logins, per account, per client address, and per account *and* address
@@ -22,14 +22,14 @@ import Synchronization
 ///   (``Table/store(_:)``): each decision reads and writes its keys' rows in one transaction that holds them,
 ///   so a guesser spread over brokers is slowed as if there were one. A reservation older than a minute is
 ///   dropped (its broker died mid-attempt).
-final class LoginThrottle: Sendable {
+package final class LoginThrottle: Sendable {
     /// Where the counters live.
-    enum Table: Sendable {
+    package enum Table: Sendable {
         case memory
         case store(any Store)
     }
 
-    struct Policy: Sendable {
+    package struct Policy: Sendable {
         var freeFailures: Int
         var baseDelay: Double = 1
         var maxDelay: Double = 900
@@ -37,7 +37,7 @@ final class LoginThrottle: Sendable {
     }
 
     /// What an attempt may do.
-    enum Admission: Equatable {
+    package enum Admission: Equatable {
         /// Refused for `seconds` more (429).
         case blocked(seconds: Double)
         /// Go ahead; counted as a failure until settled.
@@ -60,7 +60,7 @@ final class LoginThrottle: Sendable {
     private let table: Table
     private let entries = Mutex([String: Entry]())
 
-    init(
+    package init(
         account: Policy = Policy(freeFailures: 5),
         address: Policy = Policy(freeFailures: 30),
         maxEntries: Int = 100_000,
@@ -101,7 +101,7 @@ final class LoginThrottle: Sendable {
     }
 
     /// Seconds until `account` or `address` may try again, or `nil` when both may try now (no reservation).
-    func retryAfter(account: String, address: String?) async throws -> Double? {
+    package func retryAfter(account: String, address: String?) async throws -> Double? {
         let time = clock.now()
         return try await update(Self.allKeys(account: account, address: address)) { entries in
             var wait = 0.0
@@ -115,7 +115,7 @@ final class LoginThrottle: Sendable {
     /// Decides whether an attempt may go on and, when it may, holds its place until
     /// ``settle(account:address:succeeded:)``: attempts in flight count against the free failures, so a burst
     /// of parallel guesses gets what a sequence gets.
-    func admit(account: String, address: String?) async throws -> Admission {
+    package func admit(account: String, address: String?) async throws -> Admission {
         let time = clock.now()
         let accountPolicy = accountPolicy
         let addressPolicy = addressPolicy
@@ -184,7 +184,7 @@ final class LoginThrottle: Sendable {
     ///
     /// Settling an `.open` attempt that was never admitted simply counts the verdict: that is how a failure
     /// or a success is recorded directly.
-    func settle(account: String, address: String?, admission: Admission, succeeded: Bool) async throws {
+    package func settle(account: String, address: String?, admission: Admission, succeeded: Bool) async throws {
         let time = clock.now()
         try await update(Self.allKeys(account: account, address: address)) { [self] entries in
             makeRoom(&entries, now: time)
@@ -209,7 +209,7 @@ final class LoginThrottle: Sendable {
     }
 
     /// Gives an admitted attempt's place back without a verdict (the server was too busy to check it).
-    func refund(account: String, address: String?, admission: Admission) async throws {
+    package func refund(account: String, address: String?, admission: Admission) async throws {
         try await update(Self.allKeys(account: account, address: address)) { [self] entries in
             for (key, _) in keys(account: account, address: address, admission: admission) {
                 guard var entry = entries[key] else { continue }

@@ -8,10 +8,10 @@ import ProviderSupport
 /// CI minting: the `client_credentials` grant (RFC 6749 §4.4) and OAuth 2.0 Token Exchange (RFC 8693) of a
 /// CI platform's OIDC token. Both issue a short-lived access token with `sub: client:<name>` and no refresh
 /// token.
-final class ClientService: ContextualService {
-    let context: ServiceContext
+package final class ClientService: ContextualService {
+    package let context: ServiceContext
     /// Client secrets are stored as keyed hashes (``ClientSecretHasher``).
-    let clientSecrets: ClientSecretHasher
+    package let clientSecrets: ClientSecretHasher
     /// Compared against when a client id is unknown, so that it costs what a wrong secret costs.
     let dummyClientSecretHash: String
     /// The keys of the CI platforms that clients trust for token exchange.

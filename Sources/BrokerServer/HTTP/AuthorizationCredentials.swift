@@ -6,14 +6,14 @@ import BrokerCore
 /// instructions of a mint or `GET /auth/me` under callgrind. The reading is the one those three places had: spaces
 /// before the scheme are skipped, the scheme ends at the next space, and what follows that space, without the
 /// spaces and tabs around it (HTTP's optional white space), is the credentials.
-struct AuthorizationCredentials {
+package struct AuthorizationCredentials {
     /// The scheme as sent; ``isScheme(_:)`` compares it.
-    let scheme: Substring
+    package let scheme: Substring
     /// What follows the scheme, trimmed; may be empty when only white space followed it.
-    let credentials: String
+    package let credentials: String
 
     /// `nil` when no space and nothing after it follow the scheme.
-    init?(_ value: String) {
+    package init?(_ value: String) {
         let utf8 = value.utf8
         let space = UInt8(ascii: " ")
         guard let schemeStart = utf8.firstIndex(where: { $0 != space }),
@@ -29,5 +29,5 @@ struct AuthorizationCredentials {
     }
 
     /// Whether the scheme is `name` (given in lowercase) without regard to ASCII case: `Bearer`, `bearer`, `BEARER`.
-    func isScheme(_ name: String) -> Bool { ASCIIToken.equal(scheme, name) }
+    package func isScheme(_ name: String) -> Bool { ASCIIToken.equal(scheme, name) }
 }

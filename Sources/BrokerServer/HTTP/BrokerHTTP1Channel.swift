@@ -1,6 +1,6 @@
 import HummingbirdCore
-import Logging
-import NIOCore
+package import Logging
+package import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
@@ -13,7 +13,7 @@ import NIOHTTPTypesHTTP1
 /// parts, before that conversion, so a document's request is answered without it. The rest is Hummingbird's
 /// setup as it is: the same decoder limits, no pipelining assistance (the async channel handles pipelining), the
 /// connection-state handler, and Hummingbird's own request loop.
-struct BrokerHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
+package struct BrokerHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     let responder: HTTPChannelHandler.Responder
@@ -30,7 +30,7 @@ struct BrokerHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 
     /// A connection's pipeline: NIO's HTTP/1.1 decoder and encoder, `handlers`, the conversion to HTTP types,
     /// Hummingbird's connection state.
-    static func configure(
+    package static func configure(
         _ pipeline: ChannelPipeline.SynchronousOperations, _ handlers: [any RemovableChannelHandler], logger: Logger
     ) throws {
         // Hummingbird's own limits (HTTP1Channel.Configuration.DecoderConfiguration's defaults).

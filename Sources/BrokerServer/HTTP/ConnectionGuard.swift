@@ -78,7 +78,7 @@ package enum DescriptorLimit {
 
 /// The count of open connections, in all and per source network, shared by every connection's
 /// ``ConnectionGuardHandler``.
-final class ConnectionCounter: Sendable {
+package final class ConnectionCounter: Sendable {
     private struct Counts {
         var open = 0
         var perNetwork: [String: Int] = [:]
@@ -87,7 +87,7 @@ final class ConnectionCounter: Sendable {
     let limit: Int
     let perNetworkLimit: Int?
 
-    init(limit: Int, perNetwork: Int? = nil) {
+    package init(limit: Int, perNetwork: Int? = nil) {
         self.limit = limit
         perNetworkLimit = perNetwork
     }

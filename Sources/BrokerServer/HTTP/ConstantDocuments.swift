@@ -1,24 +1,35 @@
 import BrokerCore
 import Glibc
 import HTTPTypes
-import Logging
-import NIOCore
-import NIOHTTP1
+package import Logging
+package import NIOCore
+package import NIOHTTP1
 
 /// The documents a `GET` answers the same way for every caller — the signing keys and the discovery document —
 /// each named once, for the router and for ``ConstantDocumentHandler`` alike, so the two cannot drift apart.
-struct ConstantDocuments: Sendable {
-    struct Document: Sendable {
+package struct ConstantDocuments: Sendable {
+    package struct Document: Sendable {
         /// The route, as the router has it: the label of the request metrics too.
         let path: String
         /// Worked out at each request (the key set changes when a key rotates).
-        let answer: @Sendable () -> APIResponse
+        package let answer: @Sendable () -> APIResponse
+
+        package init(path: String, answer: @escaping @Sendable () -> APIResponse) {
+            self.path = path
+            self.answer = answer
+        }
     }
 
-    let documents: [Document]
+    package let documents: [Document]
     /// The request log's logger and metrics (``ErrorAndLogMiddleware``'s).
     let logger: Logger
     let metrics: BrokerMetrics?
+
+    package init(documents: [Document], logger: Logger, metrics: BrokerMetrics?) {
+        self.documents = documents
+        self.logger = logger
+        self.metrics = metrics
+    }
 
     func document(_ path: String) -> Document? {
         for document in documents where document.path == path { return document }
@@ -58,9 +69,9 @@ struct ConstantDocuments: Sendable {
 ///
 /// A server winding down closes idle connections through Hummingbird's connection-state handler, after this
 /// one: between requests a connection is idle, since this handler answers a request as its end arrives.
-final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = HTTPServerRequestPart
+package final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = HTTPServerRequestPart
 
     private let documents: ConstantDocuments
     private let connectionGuard: ConnectionGuardHandler
@@ -76,15 +87,15 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
         self.connectionGuard = connectionGuard
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         encoder = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         encoder = nil
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let head):
@@ -113,7 +124,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
         }
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         held = nil
         context.fireChannelInactive()
     }
@@ -155,7 +166,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     /// An answer's bytes but for the request id and the date, and its request metrics.
-    struct Prepared {
+    package struct Prepared {
         let api: APIResponse
         /// The status line and the fields through `Content-Length`.
         let head: ByteBuffer
@@ -185,7 +196,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
 
     /// `api` as the router's way sends it (``BrokerHTTPServer/responseParts(_:)``, then Hummingbird's
     /// `Content-Length`): the status line and fields the way NIO's encoder writes them.
-    static func prepare(_ api: APIResponse, recorder: BrokerMetrics.RequestRecorder?) -> Prepared {
+    package static func prepare(_ api: APIResponse, recorder: BrokerMetrics.RequestRecorder?) -> Prepared {
         let parts = BrokerHTTPServer.responseParts(api)
         var head = ByteBuffer()
         let status = HTTPResponseStatus(statusCode: api.status)
@@ -199,7 +210,7 @@ final class ConstantDocumentHandler: ChannelInboundHandler, RemovableChannelHand
 
     /// The whole answer: `answer`, then the request id and the date after `Content-Length`, as Hummingbird and
     /// the request log add them.
-    static func encoded(_ answer: Prepared, requestID: String, date: String, allocator: ByteBufferAllocator)
+    package static func encoded(_ answer: Prepared, requestID: String, date: String, allocator: ByteBufferAllocator)
         -> ByteBuffer
     {
         var buffer = allocator.buffer(
@@ -247,11 +258,11 @@ enum ASCIIToken {
 }
 
 /// The `Date` field's format (RFC 9110 §5.6.7, IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
-enum HTTPDate {
+package enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    static func text(secondsSince1970 seconds: Int) -> String {
+    package static func text(secondsSince1970 seconds: Int) -> String {
         let time = UTCTime(epochSeconds: Int64(seconds))
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let clock = "\(two(time.hour)):\(two(time.minute)):\(two(time.second))"

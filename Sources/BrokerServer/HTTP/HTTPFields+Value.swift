@@ -1,11 +1,11 @@
 import BrokerCore
-import HTTPTypes
+package import HTTPTypes
 
 extension HTTPFields {
     /// The field's value, as `self[name]` gives it (several fields of one name joined by `, `, or `; ` for
     /// `Cookie`), without its cost: that getter joins through a lazy map the standard library runs unspecialized,
     /// ~2,000 instructions a call under callgrind (10,382 per CI mint), where a single field needs none.
-    func value(_ name: HTTPField.Name) -> String? {
+    package func value(_ name: HTTPField.Name) -> String? {
         let values = self[values: name]
         switch values.count {
         case 0: return nil

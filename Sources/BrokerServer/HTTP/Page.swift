@@ -4,7 +4,7 @@ import BrokerStore
 /// The broker's own web pages (password reset): server-rendered HTML with no script and no external asset,
 /// every value escaped, readable at a phone's width; sent with a strict Content-Security-Policy, no framing,
 /// no caching and no referrer (the page's URL carries a secret).
-enum Page {
+package enum Page {
     static let headers: [(String, String)] = [
         ("Content-Type", "text/html; charset=utf-8"),
         (

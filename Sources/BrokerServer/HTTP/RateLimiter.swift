@@ -1,4 +1,4 @@
-import BrokerCore
+package import BrokerCore
 import BrokerStore
 import Synchronization
 
@@ -6,7 +6,7 @@ import Synchronization
 /// `capacity` requests at once, refilled at `capacity / period` per second (``TokenBucket``'s arithmetic, as in
 /// the store). Bounded: when the table is full, full buckets (which hold no information) are dropped first,
 /// then the oldest.
-final class RateLimiter: Sendable {
+package final class RateLimiter: Sendable {
     private typealias Stored = (tokens: Double, updated: Double)
 
     let bucket: TokenBucket
@@ -17,14 +17,14 @@ final class RateLimiter: Sendable {
     /// - Parameters:
     ///   - capacity: requests a key may make at once.
     ///   - period: seconds in which a spent bucket fills up again.
-    init(capacity: Int, per period: Double, clock: any WallClock, maxKeys: Int = 100_000) {
+    package init(capacity: Int, per period: Double, clock: any WallClock, maxKeys: Int = 100_000) {
         bucket = TokenBucket(capacity: capacity, period: period)
         self.clock = clock
         self.maxKeys = maxKeys
     }
 
     /// Takes one token for `key`: `nil` when the request may go on, else the seconds until it may.
-    func take(_ key: String) -> Double? {
+    package func take(_ key: String) -> Double? {
         let now = clock.now()
         return buckets.withLock { buckets in
             if buckets.count >= maxKeys, buckets[key] == nil { evict(&buckets, now: now, keep: maxKeys / 2) }
@@ -42,7 +42,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Returns a token taken for a request that was not served after all (the server was busy).
-    func giveBack(_ key: String) {
+    package func giveBack(_ key: String) {
         buckets.withLock { buckets in
             guard let stored = buckets[key] else { return }
             buckets[key] = (min(bucket.capacity, stored.tokens + 1), stored.updated)

@@ -2,7 +2,7 @@ import Hummingbird
 import NIOCore
 
 /// The request context: Hummingbird's core storage plus the peer address (login throttling per address).
-struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
+package struct BrokerRequestContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: SocketAddress?
     /// The client this request stands for: the peer, or with a trusted proxy the address it forwarded

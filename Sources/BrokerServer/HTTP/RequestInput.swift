@@ -1,15 +1,15 @@
 import BrokerCore
 
 /// A request body's parameters, from JSON or from `application/x-www-form-urlencoded`.
-struct RequestInput: Sendable {
+package struct RequestInput: Sendable {
     let fields: [String: JSONValue]
 
     /// The largest body any endpoint reads; larger ones get 413 before they are read.
-    static let maxBodySize = 64 * 1024
+    package static let maxBodySize = 64 * 1024
 
     /// Parses `body` by its media type: JSON (also when no type is given) must be an object; a form may not
     /// repeat a parameter (RFC 6749 §3.2: parameters "MUST NOT be included more than once").
-    static func parse(body: [UInt8], contentType: String?, allowForm: Bool) throws(APIError) -> RequestInput {
+    package static func parse(body: [UInt8], contentType: String?, allowForm: Bool) throws(APIError) -> RequestInput {
         guard let contentType else {
             // A body without a type is what a cross-site form or fetch can send without a preflight; reading
             // it as JSON let any web page post to /auth/login.
@@ -46,7 +46,7 @@ struct RequestInput: Sendable {
     /// place, over the value's contiguous bytes: making the type as an array and a string (the way before) cost
     /// ~3,500 instructions of a mint under callgrind, splitting and lowercasing it by characters ~14,000, and
     /// walking the string's UTF-8 view by its indices ~5,000.
-    static func hasMediaType(_ contentType: String, _ expected: String) -> Bool {
+    package static func hasMediaType(_ contentType: String, _ expected: String) -> Bool {
         var contentType = contentType
         var expected = expected
         return contentType.withUTF8 { value in
@@ -60,7 +60,7 @@ struct RequestInput: Sendable {
     }
 
     /// A required string parameter.
-    func string(_ name: String) throws(APIError) -> String {
+    package func string(_ name: String) throws(APIError) -> String {
         guard let value = fields[name] else { throw APIError.invalidRequest("\"\(name)\" is required") }
         guard case .string(let text) = value else { throw APIError.invalidRequest("\"\(name)\" must be a string") }
         guard !text.isEmpty else { throw APIError.invalidRequest("\"\(name)\" is empty") }

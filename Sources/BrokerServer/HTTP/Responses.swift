@@ -1,7 +1,7 @@
 import BrokerCore
-import HTTPTypes
-import Hummingbird
-import NIOCore
+package import HTTPTypes
+package import Hummingbird
+package import NIOCore
 
 /// The HTTP edge every route shares: API answers and errors as responses, bodies and queries read strictly.
 extension BrokerHTTPServer {
@@ -16,7 +16,7 @@ extension BrokerHTTPServer {
 
     /// An answer's status, header fields and body bytes: the router's ``response(_:)`` and
     /// ``ConstantDocumentHandler`` both send these (the latter with `Content-Length` added as Hummingbird adds it).
-    static func responseParts(_ api: APIResponse) -> (
+    package static func responseParts(_ api: APIResponse) -> (
         status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer
     ) {
         var headers = HTTPFields()
@@ -60,7 +60,7 @@ extension BrokerHTTPServer {
     /// Hummingbird reads before the next request anyway. Asking the body for it went through more of
     /// Hummingbird's and NIO's async sequences than Hummingbird's own read of the end: ~8,000 instructions a
     /// mint under callgrind.
-    nonisolated(nonsending) static func collected(
+    package nonisolated(nonsending) static func collected(
         _ body: RequestBody, upTo limit: Int, declaredLength: Int? = nil
     ) async throws -> ByteBuffer {
         if declaredLength == 0 { return ByteBuffer() }

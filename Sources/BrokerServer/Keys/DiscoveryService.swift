@@ -5,8 +5,8 @@ import Synchronization
 
 /// The two documents a relying party reads first: the OpenID discovery document and the signing keys (JWKS),
 /// made from the issuer and the key ring.
-final class DiscoveryService: ContextualService {
-    let context: ServiceContext
+package final class DiscoveryService: ContextualService {
+    package let context: ServiceContext
 
     init(context: ServiceContext) { self.context = context }
 
@@ -44,7 +44,7 @@ final class DiscoveryService: ContextualService {
         let accessTokenAlgorithms: [String]
     }
 
-    func discovery() -> APIResponse {
+    package func discovery() -> APIResponse {
         let inputs = DiscoveryInputs(
             issuer: issuer, idTokenAlgorithms: idTokenAlgorithms, accessTokenAlgorithms: accessTokenAlgorithms)
         if let kept = madeDiscovery.withLock({ $0 }), kept.from == inputs { return kept.response }

@@ -1,5 +1,5 @@
-import BrokerCore
-import BrokerCrypto
+package import BrokerCore
+package import BrokerCrypto
 import BrokerStore
 import BrokerSystem
 import Synchronization
@@ -9,8 +9,8 @@ import Synchronization
 /// Keys in the store (``KeyVault``) are re-read when the stored ring changes (so `broker keys rotate`, run
 /// against the same store, reaches every broker within a second or two without a restart), and retired keys
 /// leave the JWKS once every token they signed has expired. A key given with `--signing-key` is the only key.
-final class KeyManager: Sendable {
-    enum Source: Sendable {
+package final class KeyManager: Sendable {
+    package enum Source: Sendable {
         case vault(KeyVault)
         case external(AsymmetricKey)
     }
@@ -18,21 +18,21 @@ final class KeyManager: Sendable {
     /// One set of keys and what is worked out from them. A class: every signed or verified token and every JWKS
     /// reads ``current``, which then takes one reference under the lock instead of copying a dozen fields (the
     /// copy was 2% of a JWKS request's CPU).
-    final class State: Sendable {
-        let ring: KeyRing
+    package final class State: Sendable {
+        package let ring: KeyRing
         let signer: JWTSigner
         let keySet: JWTKeySet
-        let jwks: JSONValue
+        package let jwks: JSONValue
         /// ``jwks`` as sent, serialized once per key set rather than once per request.
         let jwksBytes: [UInt8]
         let algorithms: [String]
-        let publishedKIDs: [String]
+        package let publishedKIDs: [String]
         /// The stored ring this state was built from (``KeyVault/fingerprint(_:)``); empty for an external key.
         let fingerprint: [String]
         /// Signs id tokens with RS256 (``KeyVault/idTokenKeys(now:generate:)``), when this broker has that key.
         let idTokenSigner: JWTSigner?
         /// The id-token keys, the signing one first, and the stored secret they were read from.
-        let idTokenKeys: [AsymmetricKey]
+        package let idTokenKeys: [AsymmetricKey]
         /// Their key ids (RFC 7638 thumbprints), worked out once per set of keys rather than at every refresh.
         let idTokenKIDs: [String]
         let idTokenStamp: String
@@ -64,11 +64,11 @@ final class KeyManager: Sendable {
         }
     }
 
-    let source: Source
+    package let source: Source
     /// Where the id-token keys are re-read from (a rotation by another process), if anywhere.
-    let idTokenVault: KeyVault?
+    package let idTokenVault: KeyVault?
     /// How long a retired key stays published: the longest token lifetime plus the verifiers' leeway.
-    let retention: Int64
+    package let retention: Int64
     private let state: Mutex<State>
 
     private init(source: Source, idTokenVault: KeyVault?, retention: Int64, state: State) {
@@ -81,7 +81,7 @@ final class KeyManager: Sendable {
     /// Loads the keys (creating or importing the first one for a vault).
     /// - Parameter idTokens: the id-token keys as read (``KeyVault/idTokenKeys(now:generate:)``) and the vault
     ///   to watch for their rotation.
-    static func make(
+    package static func make(
         source: Source, idTokens: (keys: [AsymmetricKey], stamp: String, vault: KeyVault)? = nil, retention: Int64,
         now: Int64
     ) async throws -> KeyManager {
@@ -105,12 +105,12 @@ final class KeyManager: Sendable {
                 idTokenStamp: idTokens?.stamp ?? "", now: now, retention: retention, fingerprint: fingerprint))
     }
 
-    var current: State { state.withLock { $0 } }
+    package var current: State { state.withLock { $0 } }
 
     /// Re-reads the key ring if the store's changed, and drops retired keys whose tokens have all expired.
     /// Returns whether the published set changed; an unreadable ring keeps the keys in use (and throws).
     @discardableResult
-    func refresh(now: Int64) async throws -> Bool {
+    package func refresh(now: Int64) async throws -> Bool {
         let old = current
         var ring = old.ring
         var fingerprint = old.fingerprint

@@ -14,7 +14,7 @@ import BrokerSystem
 /// client-secret HMAC key and the sign-in sealing key. Every broker on one database is given the same one;
 /// the database alone opens none of them.
 package struct MasterKey: Sendable {
-    let bytes: [UInt8]
+    package let bytes: [UInt8]
     /// Where it came from, for error messages (`--master-key-file /etc/broker/master.key`, `BROKER_MASTER_KEY`).
     package let origin: String
 
@@ -72,7 +72,7 @@ package struct MasterKey: Sendable {
     }
 
     /// 32 bytes in base64 or base64url (surrounding whitespace ignored).
-    static func parse(_ text: String, origin: String) throws -> MasterKey {
+    package static func parse(_ text: String, origin: String) throws -> MasterKey {
         let trimmed = text.trimmingWhitespace()
         let bytes = Base64URL.decode(trimmed) ?? Base64URL.decode(Self.base64URL(trimmed))
         guard let bytes, bytes.count == AESGCM.keySize else {

@@ -1,13 +1,13 @@
-import BrokerConfiguration
-import BrokerCore
+package import BrokerConfiguration
+package import BrokerCore
 import BrokerCrypto
 import BrokerHTTP
 import BrokerSystem
-import Logging
+package import Logging
 import Synchronization
 
 /// Which message: the template pair it is made from.
-enum MailKind: String, Sendable {
+package enum MailKind: String, Sendable {
     case reset
     case verify
     /// To the owner of an address someone tried to register again (`server.enumeration_protection`), with a
@@ -92,19 +92,19 @@ struct MailTemplates: Sendable {
 }
 
 /// One message for one person.
-struct OutgoingMail: Sendable {
+package struct OutgoingMail: Sendable {
     let kind: MailKind
     let to: String
-    let subject: String
-    let text: String
-    let html: String
+    package let subject: String
+    package let text: String
+    package let html: String
 }
 
 /// Sends the broker's mail: composes it from the templates, hands it to the SMTP server through libcurl, and
 /// retries a bounded number of times. Requests never wait for mail: they enqueue and answer, so an unknown
 /// address and a known one take the same time, and a mail server that is down costs nothing but a log line.
 /// The links in messages are secrets: they are never logged.
-final class Mailer: Sendable {
+package final class Mailer: Sendable {
     let client: SMTPClient
     let from: String
     let fromAddress: String
@@ -119,7 +119,7 @@ final class Mailer: Sendable {
     let clock: any WallClock
     private let pending = PendingMail()
 
-    init(
+    package init(
         configuration: MailConfiguration, password: Secret?, issuer: @escaping @Sendable () -> String, logger: Logger,
         metrics: BrokerMetrics,
         clock: any WallClock, backoff: @escaping @Sendable (Int) -> Duration = { .seconds(5 << min($0, 6)) }
@@ -144,7 +144,9 @@ final class Mailer: Sendable {
 
     /// The message of `kind` for `email`, with `link` and the other values filled in. `name` is shown only when
     /// it can be trusted: see ``shownName(_:verified:)``.
-    func compose(_ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64) -> OutgoingMail {
+    package func compose(_ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64)
+        -> OutgoingMail
+    {
         let pair =
             templates.pairs[kind] ?? MailTemplates.Pair(subject: kind.rawValue, text: "{{link}}", html: "{{link}}")
         let values = [
@@ -179,11 +181,11 @@ final class Mailer: Sendable {
     }
 
     /// Waits for every message enqueued so far (tests; a broker stopping).
-    func flush() async { await pending.waitAll() }
+    package func flush() async { await pending.waitAll() }
 
     /// Tries up to `maxAttempts` times; a permanent refusal (5xx) ends it at once. Returns whether it was sent.
     @discardableResult
-    func deliver(_ mail: OutgoingMail) async -> Bool {
+    package func deliver(_ mail: OutgoingMail) async -> Bool {
         let domain = fromAddress.split(separator: "@").last.map(String.init) ?? "broker"
         let message = MIMEMessage.compose(mail, from: from, domain: domain, now: clock.seconds())
         for attempt in 1...maxAttempts {

@@ -7,14 +7,22 @@
 /// name a user, and successes, are never folded. The table is bounded: when it is full the oldest window closes
 /// early (its summary written), so memory stays flat under any number of addresses. A pure value: tested on
 /// numbers, and held under the trail's lock.
-struct AuditAggregator {
-    struct Summary: Equatable {
+package struct AuditAggregator {
+    package struct Summary: Equatable {
         var event: String
         var network: String
         /// Events folded into this summary (not stored one by one).
-        var count: Int
+        package var count: Int
         var from: Int64
         var until: Int64
+
+        package init(event: String, network: String, count: Int, from: Int64, until: Int64) {
+            self.event = event
+            self.network = network
+            self.count = count
+            self.from = from
+            self.until = until
+        }
     }
 
     private struct Window {
@@ -31,14 +39,14 @@ struct AuditAggregator {
     /// The earliest moment a window ends: no scan before it.
     private var nextEnd = Int64.max
 
-    init(burst: Int = 5, window: Int64 = 600, maxKeys: Int = 10_000) {
+    package init(burst: Int = 5, window: Int64 = 600, maxKeys: Int = 10_000) {
         self.burst = burst
         self.window = window
         self.maxKeys = maxKeys
     }
 
     /// Whether this event is stored on its own, and the summaries of windows that have ended by `now`.
-    mutating func admit(event: String, network: String, now: Int64) -> (store: Bool, summaries: [Summary]) {
+    package mutating func admit(event: String, network: String, now: Int64) -> (store: Bool, summaries: [Summary]) {
         var summaries = due(now: now)
         let key = event + "\u{0}" + network
         if var open = windows[key] {
@@ -62,7 +70,7 @@ struct AuditAggregator {
     }
 
     /// The summaries of windows that ended by `now`, their windows closed.
-    mutating func due(now: Int64) -> [Summary] {
+    package mutating func due(now: Int64) -> [Summary] {
         guard now >= nextEnd else { return [] }
         var summaries: [Summary] = []
         var earliest = Int64.max
@@ -79,7 +87,7 @@ struct AuditAggregator {
     }
 
     /// Every open window's summary, the windows closed (before the process exits).
-    mutating func drain() -> [Summary] {
+    package mutating func drain() -> [Summary] {
         due(now: .max)
     }
 

@@ -269,7 +269,7 @@ package final class AuditTrail: Sendable {
     }
 
     /// RFC 3339 UTC, seconds.
-    static func timestamp(_ seconds: Int64) -> String {
+    package static func timestamp(_ seconds: Int64) -> String {
         var time = time_t(seconds)
         var parts = tm()
         gmtime_r(&time, &parts)

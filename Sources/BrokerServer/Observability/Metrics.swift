@@ -137,7 +137,7 @@ package final class BrokerMetrics: StoreObserver {
         return RequestRecorder(counter: counter, histogram: histogram)
     }
 
-    struct RequestRecorder: Sendable {
+    package struct RequestRecorder: Sendable {
         fileprivate let counter: Counter
         fileprivate let histogram: DurationHistogram
 
@@ -254,7 +254,7 @@ package final class BrokerMetrics: StoreObserver {
     }
 
     /// The text exposition, with the gauges that are read rather than counted brought up to date first.
-    func exposition(signingKeyCreatedAt: Int64?, hashQueueDepth depth: Int, now: Int64) -> [UInt8] {
+    package func exposition(signingKeyCreatedAt: Int64?, hashQueueDepth depth: Int, now: Int64) -> [UInt8] {
         signingKeyAge.set(Double(signingKeyCreatedAt.map { max(0, now - $0) } ?? 0))
         hashQueueDepth.set(Double(depth))
         return registry.emitToBuffer()

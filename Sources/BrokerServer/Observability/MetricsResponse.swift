@@ -6,12 +6,12 @@ import NIOCore
 
 /// The Prometheus text exposition: the metrics, with the gauges read when it is asked for (the signing key's
 /// age, the password-hash queue's depth).
-struct MetricsExposition: Sendable {
+package struct MetricsExposition: Sendable {
     let metrics: BrokerMetrics
     let tokens: TokenIssuer
     let hashingPool: HashingPool
 
-    func bytes() -> [UInt8] {
+    package func bytes() -> [UInt8] {
         metrics.exposition(
             signingKeyCreatedAt: tokens.keys.current.ring.current.createdAt, hashQueueDepth: hashingPool.queued,
             now: tokens.now)

@@ -7,9 +7,9 @@ import Logging
 /// The token endpoint for apps and `/auth/userinfo` (issue "Sign in to any app"): the `authorization_code`
 /// grant with client authentication (`client_secret_basic`, `client_secret_post`, or none + PKCE for public
 /// apps), id tokens, and the claims the granted scopes allow.
-final class AppTokenService: ContextualService {
-    let context: ServiceContext
-    let secrets: ClientSecretHasher
+package final class AppTokenService: ContextualService {
+    package let context: ServiceContext
+    package let secrets: ClientSecretHasher
 
     init(
         context: ServiceContext, secrets: ClientSecretHasher
@@ -141,7 +141,7 @@ final class AppTokenService: ContextualService {
 
     /// `at_hash`: the left half of the SHA-256 of the access token, base64url (Core 3.1.3.6; every algorithm
     /// broker signs with uses SHA-256 or, for EdDSA, is given it by convention).
-    static func halfHash(_ token: String) -> String {
+    package static func halfHash(_ token: String) -> String {
         Base64URL.encode(Array(Digest.sha256(token).prefix(16)))
     }
 

@@ -1,6 +1,6 @@
 import BrokerCore
 import BrokerCrypto
-import BrokerHTTP
+package import BrokerHTTP
 import BrokerStore
 import Logging
 import Synchronization
@@ -13,15 +13,15 @@ import Synchronization
 /// before sending loses none and any broker of a shared store may send them. This sender claims what is due,
 /// posts it, and takes it off the queue, or tries again with back-off until ``LogoutDelivery/retryFor`` has
 /// passed.
-final class BackchannelLogout: ContextualService {
-    let context: ServiceContext
+package final class BackchannelLogout: ContextualService {
+    package let context: ServiceContext
     let http: @Sendable () -> any HTTPTransport
     /// How the sender waits between passes when nothing wakes it (a real, cancellable sleep; tests record the
     /// waits instead).
     let pause: @Sendable (Duration) async -> Void
 
     /// The member of `events` that makes a JWT a logout token (§2.4).
-    static let event = "http://schemas.openid.net/event/backchannel-logout"
+    package static let event = "http://schemas.openid.net/event/backchannel-logout"
     /// A logout token's lifetime: long enough for a slow receiver's clock, short enough not to be worth keeping.
     static let lifetime: Int64 = 120
     /// The longest wait for an app's answer.
@@ -36,7 +36,7 @@ final class BackchannelLogout: ContextualService {
     }
     private let wake = Mutex(Wake())
 
-    init(
+    package init(
         context: ServiceContext, http: @escaping @Sendable () -> any HTTPTransport,
         pause: @escaping @Sendable (Duration) async -> Void = { try? await Task.sleep(for: $0) }
     ) {
@@ -46,7 +46,7 @@ final class BackchannelLogout: ContextualService {
     }
 
     /// Tells the sender that deliveries were queued: a wait under way ends now, or the next one does not begin.
-    func kick() {
+    package func kick() {
         let waiter = wake.withLock { wake in
             guard let waiter = wake.waiter else {
                 wake.pending = true
@@ -63,7 +63,7 @@ final class BackchannelLogout: ContextualService {
     /// One wait at a time (the sender's loop); the kick is a continuation resumed once, and the sleep is
     /// cancelled when the kick wins (an `AsyncStream` would not do: cancelling its waiting iterator terminates
     /// the stream, and every later wait would return at once — a busy loop on the store).
-    func waitForWork(upTo limit: Duration) async {
+    package func waitForWork(upTo limit: Duration) async {
         let kicked = wake.withLock { wake in
             defer { wake.pending = false }
             return wake.pending
@@ -102,12 +102,12 @@ final class BackchannelLogout: ContextualService {
     }
 
     /// The wait before attempt `n + 1` after `n` failed ones: 5 s, doubling, at most 10 minutes.
-    static func backoff(afterAttempts attempts: Int) -> Int64 {
+    package static func backoff(afterAttempts attempts: Int) -> Int64 {
         min(5 << min(max(attempts - 1, 0), 7), 600)
     }
 
     /// Sends every delivery due now (one batch at a time until none is due); returns how many were delivered.
-    @discardableResult func deliverDue() async -> Int {
+    @discardableResult package func deliverDue() async -> Int {
         var delivered = 0
         while true {
             let claimed: [LogoutDelivery]

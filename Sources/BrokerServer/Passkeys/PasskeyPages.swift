@@ -5,7 +5,7 @@ import BrokerCore
 extension Page {
     /// The Content-Security-Policy of a page with a passkey form: the broker's own script and its own
     /// `/auth/passkey/options`, nothing else.
-    static let passkeyPolicy =
+    package static let passkeyPolicy =
         "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
         + "frame-ancestors 'none'; base-uri 'none'"
 

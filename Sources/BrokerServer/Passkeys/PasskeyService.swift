@@ -1,4 +1,4 @@
-import BrokerConfiguration
+package import BrokerConfiguration
 import BrokerCore
 import BrokerCrypto
 import BrokerStore
@@ -20,8 +20,8 @@ extension TokenIssuer {
     }
 }
 
-final class PasskeyService: ContextualService {
-    let context: ServiceContext
+package final class PasskeyService: ContextualService {
+    package let context: ServiceContext
     let flowKey: [UInt8]
 
     init(
@@ -31,7 +31,7 @@ final class PasskeyService: ContextualService {
         self.flowKey = flowKey
     }
 
-    var settings: PasskeySettings { tokens.passkeySettings }
+    package var settings: PasskeySettings { tokens.passkeySettings }
 
     var relyingParty: WebAuthnRelyingParty? {
         guard case .on(let id, let origin) = settings else { return nil }

@@ -1,4 +1,4 @@
-import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 
 /// A browser sign-in in progress, as the broker seals it into its own `state` towards the provider: nothing is
@@ -6,10 +6,10 @@ import BrokerCrypto
 ///
 /// Sealed with AES-256-GCM under the broker's flow key, the provider id as associated data (a state from one
 /// provider's start cannot complete another's). One encoder and one decoder, here.
-struct SealedSignIn: Sendable, Hashable {
+package struct SealedSignIn: Sendable, Hashable {
     /// What the sign-in is for, and so which service finishes it (issue "Rooms for the next floor": one value,
     /// not a set of optionals that had to agree).
-    enum Purpose: Sendable, Hashable {
+    package enum Purpose: Sendable, Hashable {
         /// The CLI's loopback sign-in: a code for ``SealedSignIn/redirectURI``.
         case loopback
         /// `broker link`: the provider account is attached to `user`, while `session` (the one that asked, a
@@ -38,8 +38,22 @@ struct SealedSignIn: Sendable, Hashable {
     /// Seconds since the epoch after which the sign-in is refused.
     var expiresAt: Int64
     /// The single-use marker, spent in the store when the sign-in completes.
-    var marker: String
+    package var marker: String
     var purpose: Purpose = .loopback
+
+    package init(
+        cliState: String, codeChallenge: String, redirectURI: String, nonce: String, providerVerifier: String,
+        expiresAt: Int64, marker: String, purpose: Purpose = .loopback
+    ) {
+        self.cliState = cliState
+        self.codeChallenge = codeChallenge
+        self.redirectURI = redirectURI
+        self.nonce = nonce
+        self.providerVerifier = providerVerifier
+        self.expiresAt = expiresAt
+        self.marker = marker
+        self.purpose = purpose
+    }
 
     /// Longest sealed state accepted back (a bound on work before any check).
     static let maxSealedLength = 12_288
@@ -51,7 +65,7 @@ struct SealedSignIn: Sendable, Hashable {
     }
 
     /// The sealed, base64url form.
-    func seal(key: [UInt8], provider: ProviderID) throws -> String {
+    package func seal(key: [UInt8], provider: ProviderID) throws -> String {
         var fields: [String: JSONValue] = [
             Field.cliState.rawValue: .string(cliState), Field.codeChallenge.rawValue: .string(codeChallenge),
             Field.redirectURI.rawValue: .string(redirectURI), Field.nonce.rawValue: .string(nonce),
@@ -77,7 +91,7 @@ struct SealedSignIn: Sendable, Hashable {
 
     /// Opens a sealed state; `nil` when it is malformed, tampered with, sealed for another provider or key, or
     /// names more than one purpose (or half of one).
-    static func open(_ sealed: String, key: [UInt8], provider: ProviderID) -> SealedSignIn? {
+    package static func open(_ sealed: String, key: [UInt8], provider: ProviderID) -> SealedSignIn? {
         guard sealed.utf8.count <= maxSealedLength, let box = Base64URL.decode(sealed),
             let opened = AESGCM.open(box, key: key, associatedData: Array(provider.rawValue.utf8)),
             let fields = JSONValue.parse(opened)?.objectValue,

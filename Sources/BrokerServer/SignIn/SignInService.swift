@@ -14,12 +14,12 @@ import Synchronization
 /// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, checks that its
 /// marker is unspent, asks the provider module for the identity, and only then spends the marker (once) and
 /// hands the CLI a one-time code.
-final class SignInService: ContextualService {
-    let context: ServiceContext
+package final class SignInService: ContextualService {
+    package let context: ServiceContext
     /// The sign-in provider modules this broker's configuration enables.
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
-    let flowKey: [UInt8]
+    package let flowKey: [UInt8]
     /// Where an app's sign-in goes once a provider vouched for someone (set by ``BrokerService``).
     let appSignIns = AppSignInHook()
     /// Starts and callbacks per client address: 120 at once, 120 more a minute (each may cost a provider call).

@@ -1,15 +1,15 @@
 import BrokerConfiguration
-import BrokerCore
+package import BrokerCore
 import BrokerCrypto
-import BrokerStore
+package import BrokerStore
 import Synchronization
 
 /// The one place that issues the broker's tokens: sessions with their first refresh token, RFC 9068 access
 /// tokens for users and CI clients, and the verifier of the broker's own access tokens. Every service that
 /// ends in a token goes through it, so `iss`, `aud`, lifetimes and the signing key are decided once.
-final class TokenIssuer: Sendable {
+package final class TokenIssuer: Sendable {
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
-    static let cliClientID = AppRules.cliClientID
+    package static let cliClientID = AppRules.cliClientID
 
     let configuration: ServerConfiguration
     let store: any Store
@@ -32,7 +32,7 @@ final class TokenIssuer: Sendable {
     }
 
     /// The issuer (`iss`, and the base of every URL in discovery).
-    var issuer: String { issuerValue.withLock { $0 } }
+    package var issuer: String { issuerValue.withLock { $0 } }
 
     /// Sets the issuer once the port is known (`--port 0`), unless one was configured.
     func serverStarted(host: String, port: Int) {
@@ -65,7 +65,7 @@ final class TokenIssuer: Sendable {
     /// `signedInWith` is the way in the sign-in went through (recorded, so that unlinking it ends the session).
     /// `emailVerified`: the address's standing when the caller has just read it (a password sign-in has the
     /// account in hand); `nil` reads it from the store.
-    func startSession(
+    package func startSession(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
     ) async throws -> JSONValue {
         try await startSessionReturningID(
@@ -74,7 +74,7 @@ final class TokenIssuer: Sendable {
     }
 
     /// ``startSession(user:clientID:scope:signedInWith:emailVerified:)`` that also returns the new session's id.
-    func startSessionReturningID(
+    package func startSessionReturningID(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
