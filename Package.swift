@@ -19,18 +19,21 @@ let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
 let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
 
-/// The sign-in providers. Each is one folder under Providers/ holding two targets: its schema (`<Name>Schema`, in
-/// Schema/: the keys its configuration section accepts, their defaults and checks — no HTTP stack, no
-/// cryptography, so the configuration loader and its fuzz harness link neither libcurl nor OpenSSL) and its
-/// module (the rest of the folder), built on what it names here. The catalogs (Providers/Catalog) list them.
+/// The sign-in providers, in the order people see them: the one place a provider is named. Each is one folder under
+/// Providers/ holding three targets: its schema (`<Name>Schema`, in Schema/: the keys its configuration section
+/// accepts, their defaults and checks — no HTTP stack, no cryptography, so the configuration loader and its fuzz
+/// harness link neither libcurl nor OpenSSL), its module (the rest of the folder), built on what it names here,
+/// and its emulator for `broker emulate` (`<Name>Emulator`, in Emulator/). The three catalogs (Providers/Catalog)
+/// are generated from this list (the ProviderCatalog plugin); a test lists the folders against them.
 let providers: [(name: String, builtOn: [Target.Dependency])] = [
     ("Google", ["OpenIDConnect"]),
-    ("MicrosoftAccount", ["OpenIDConnect"]),
     ("Facebook", ["BrokerCrypto", "BrokerHTTPTypes"]),
+    ("MicrosoftAccount", ["OpenIDConnect"]),
     ("Twitter", ["BrokerCrypto", "BrokerHTTPTypes"]),
 ]
 let providerModules = providers.map { Target.Dependency(stringLiteral: $0.name) }
 let providerSchemas = providers.map { Target.Dependency(stringLiteral: $0.name + "Schema") }
+let providerEmulators = providers.map { Target.Dependency(stringLiteral: $0.name + "Emulator") }
 let providerTargets: [Target] = providers.flatMap { provider in
     [
         .target(
@@ -44,7 +47,16 @@ let providerTargets: [Target] = providers.flatMap { provider in
             dependencies: ["BrokerCore", "ProviderSupport", .init(stringLiteral: provider.name + "Schema")]
                 + provider.builtOn,
             path: "Providers/\(provider.name)",
-            exclude: ["Schema"],
+            exclude: ["Schema", "Emulator", "production.json"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: provider.name + "Emulator",
+            dependencies: [
+                "BrokerCore", "BrokerCrypto", "ProviderEmulators", .init(stringLiteral: provider.name), hummingbird,
+                httpTypes,
+            ],
+            path: "Providers/\(provider.name)/Emulator",
             swiftSettings: swiftSettings
         ),
     ]
@@ -203,25 +215,37 @@ let package = Package(
             path: "Providers/OpenIDConnect",
             swiftSettings: swiftSettings
         ),
-        // The list of providers this build offers (one line per provider), and the list of their schemas.
+        // The catalogs: the providers this build offers, their schemas, their emulators, each list generated
+        // from the target's dependencies (`providers` above) by the ProviderCatalog plugin.
         .target(
             name: "BrokerProviders",
             dependencies: providerModules + ["ProviderSupport"],
             path: "Providers/Catalog",
-            exclude: ["Schemas"],
-            swiftSettings: swiftSettings
+            exclude: ["Schemas", "Emulators"],
+            swiftSettings: swiftSettings,
+            plugins: ["ProviderCatalog"]
         ),
         .target(
             name: "BrokerProviderSchemas",
             dependencies: providerSchemas + ["ProviderSchemaSupport"],
             path: "Providers/Catalog/Schemas",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["ProviderCatalog"]
         ),
-        // Protocol-faithful provider emulators (`broker emulate`).
+        .target(
+            name: "BrokerEmulators",
+            dependencies: providerEmulators + ["ProviderEmulators"],
+            path: "Providers/Catalog/Emulators",
+            swiftSettings: swiftSettings,
+            plugins: ["ProviderCatalog"]
+        ),
+        .plugin(name: "ProviderCatalog", capability: .buildTool()),
+        // What the provider emulators (`broker emulate`) share: the OpenID Connect and OAuth 2.0 engines each
+        // provider's Emulator/ folder configures, the consent page, the one server they all mount on.
         .target(
             name: "ProviderEmulators",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "Twitter",
+                "BrokerCore", "BrokerCrypto",
                 hummingbird,
                 httpTypes,
                 logging,
@@ -275,7 +299,8 @@ let package = Package(
             dependencies: [
                 "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
                 "BrokerProviderSchemas",
-                "BrokerServer", "BrokerStore", "BrokerSystem", "ProviderEmulators", "ProviderSupport",
+                "BrokerServer", "BrokerStore", "BrokerSystem", "BrokerEmulators", "ProviderEmulators",
+                "ProviderSupport",
                 "BrokerStores",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Atomics", package: "swift-atomics"),
@@ -396,7 +421,8 @@ let package = Package(
             name: "ProviderTests",
             dependencies: [
                 "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviderSchemas", "BrokerProviders", "BrokerTesting",
-                "OpenIDConnect", "ProviderSchemaSupport", "ProviderSupport", logging,
+                "OpenIDConnect", "ProviderSchemaSupport", "ProviderSupport", "BrokerEmulators", "ProviderEmulators",
+                logging,
             ] + providerModules,
             swiftSettings: swiftSettings
         ),

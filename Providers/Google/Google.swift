@@ -6,7 +6,7 @@ package import ProviderSupport
 /// Google: OpenID Connect with issuer `https://accounts.google.com`. Google's ID tokens carry either
 /// `https://accounts.google.com` or `accounts.google.com` as `iss`, both accepted for the default issuer;
 /// `aud` must be our client id, `azp` is checked when present, and an email counts only with
-/// `email_verified`. Production endpoints: Config/providers/google.json (kept equal to ``defaults``); what the
+/// `email_verified`. Production endpoints: production.json beside this file (kept equal to ``defaults``); what the
 /// configuration accepts: ``GoogleSchema``.
 package enum Google {
     package static let id = GoogleSchema.id

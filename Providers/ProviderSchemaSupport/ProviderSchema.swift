@@ -2,7 +2,7 @@ package import BrokerCore
 
 /// What a provider module tells the broker's configuration about itself: its id and name, how people sign in
 /// with it, the configuration keys it accepts (with their production defaults, kept equal to
-/// `Config/providers/<id>.json`) and the rules between them.
+/// each provider folder's `production.json`) and the rules between them.
 ///
 /// The schema is apart from the module (`Providers/<Name>/Schema`, a target of its own that needs no HTTP stack
 /// or cryptography): the configuration loader checks a `providers.<id>` section against it without linking
@@ -43,7 +43,7 @@ package struct ProviderSchema: Sendable {
     /// The key named `name`, if the provider accepts it.
     package func key(_ name: String) -> ProviderConfigKey? { keys.first { $0.name == name } }
 
-    /// The production defaults of the keys that have one (what `Config/providers/<id>.json` holds).
+    /// The production defaults of the keys that have one (what the provider folder's `production.json` holds).
     package var defaults: [String: String] {
         keys.reduce(into: [:]) { result, key in
             if let value = key.defaultValue { result[key.name] = value }

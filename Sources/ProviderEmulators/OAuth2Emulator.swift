@@ -2,29 +2,93 @@ package import BrokerCore
 import BrokerCrypto
 import Synchronization
 
-/// Facebook Login and X's OAuth 2.0, emulated: a consent page, single-use codes bound to the client, the
-/// `redirect_uri` and (for X, where it is mandatory) the PKCE challenge, and the profile endpoint each
-/// module reads. Facebook's Graph `me` insists on a correct `appsecret_proof`, as an app with "Require App
-/// Secret" does; X's token endpoint insists on HTTP Basic, as it does for confidential clients.
+/// A plain OAuth 2.0 provider's endpoints, emulated: a consent page, single-use codes bound to the client, the
+/// `redirect_uri` and the PKCE challenge when one was sent, and the profile endpoint each module reads. What
+/// differs between providers — which requests they refuse, how they authenticate clients, their error and
+/// profile shapes — is the ``Dialect`` a provider's folder declares (`Providers/Facebook/Emulator`,
+/// `Providers/Twitter/Emulator`).
 package final class OAuth2Emulator: Sendable {
-    package enum Kind: Sendable { case facebook, twitter }
-
     package struct Account: Sendable {
         package let id: String
         package let userID: String
         package let name: String
         package let email: String?
+
+        package init(id: String, userID: String, name: String, email: String?) {
+            self.id = id
+            self.userID = userID
+            self.name = name
+            self.email = email
+        }
     }
 
-    package let kind: Kind
-    let clientID: String
-    let clientSecret: String
-    let accounts: [Account]
+    /// One provider's ways.
+    package struct Dialect: Sendable {
+        /// As the pages name it ("Facebook", "X").
+        package let name: String
+        package let clientID: String
+        package let clientSecret: String
+        package let accounts: [Account]
+        /// The account for a typed test user that is not one of ``accounts``, made up (stably) from the name.
+        package let madeUp: @Sendable (String) -> Account
+        /// What the provider refuses in an authorization request beyond an unknown client or a missing
+        /// `redirect_uri` (its PKCE rules): the page it shows, or `nil` to go on.
+        package let refuseAuthorization: @Sendable ([String: String]) -> OpenIDEmulator.Reply?
+        /// The redirect's fields when the user cancels (before `state`).
+        package let denial: [(String, String)]
+        /// Client authentication at the token endpoint by HTTP Basic only (X's confidential clients); otherwise
+        /// by `client_id` and `client_secret` parameters.
+        package let basicAuthentication: Bool
+        /// Whether the token request must say `grant_type=authorization_code`.
+        package let requiresGrantType: Bool
+        /// An error answer of the token endpoint: status, OAuth error code, message.
+        package let error: @Sendable (Int, String, String) -> OpenIDEmulator.Reply
+        /// What access tokens start with, and their lifetime in seconds.
+        package let tokenPrefix: String
+        package let tokenLifetime: Int64
+        /// The profile endpoint's answer to an unknown or missing access token.
+        package let invalidToken: OpenIDEmulator.Reply
+        /// The profile endpoint's answer for `account`, reached with `token` and the request's `query` (the
+        /// client secret for checks such as Facebook's `appsecret_proof`).
+        package let profile:
+            @Sendable (_ account: Account, _ token: String, _ query: [String: String], _ secret: String)
+                -> OpenIDEmulator.Reply
 
-    package static let facebookAppID = "1234567890123456"
-    package static let facebookAppSecret = "emulated-facebook-app-secret"
-    package static let twitterClientID = "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ"
-    package static let twitterClientSecret = "emulated-twitter-client-secret"
+        package init(
+            name: String, clientID: String, clientSecret: String, accounts: [Account],
+            madeUp: @escaping @Sendable (String) -> Account,
+            refuseAuthorization: @escaping @Sendable ([String: String]) -> OpenIDEmulator.Reply?,
+            denial: [(String, String)], basicAuthentication: Bool, requiresGrantType: Bool,
+            error: @escaping @Sendable (Int, String, String) -> OpenIDEmulator.Reply, tokenPrefix: String,
+            tokenLifetime: Int64, invalidToken: OpenIDEmulator.Reply,
+            profile: @escaping @Sendable (Account, String, [String: String], String) -> OpenIDEmulator.Reply
+        ) {
+            self.name = name
+            self.clientID = clientID
+            self.clientSecret = clientSecret
+            self.accounts = accounts
+            self.madeUp = madeUp
+            self.refuseAuthorization = refuseAuthorization
+            self.denial = denial
+            self.basicAuthentication = basicAuthentication
+            self.requiresGrantType = requiresGrantType
+            self.error = error
+            self.tokenPrefix = tokenPrefix
+            self.tokenLifetime = tokenLifetime
+            self.invalidToken = invalidToken
+            self.profile = profile
+        }
+
+        /// A known account by id, else the made-up one.
+        package func account(named name: String) -> Account {
+            accounts.first { $0.id == name } ?? madeUp(name)
+        }
+    }
+
+    package let dialect: Dialect
+    var clientID: String { dialect.clientID }
+    var accounts: [Account] { dialect.accounts }
+    var name: String { dialect.name }
 
     struct Grant {
         let redirectURI: String
@@ -39,23 +103,11 @@ package final class OAuth2Emulator: Sendable {
 
     let approveAs: String?
 
-    package init(_ kind: Kind, approveAs: String? = nil, clock: any WallClock) {
-        self.kind = kind
+    package init(_ dialect: Dialect, approveAs: String? = nil, clock: any WallClock) {
+        self.dialect = dialect
         self.approveAs = approveAs
         self.clock = clock
-        switch kind {
-        case .facebook:
-            clientID = Self.facebookAppID
-            clientSecret = Self.facebookAppSecret
-            accounts = Self.accounts(for: .facebook)
-        case .twitter:
-            clientID = Self.twitterClientID
-            clientSecret = Self.twitterClientSecret
-            accounts = Self.accounts(for: .twitter)
-        }
     }
-
-    var name: String { kind == .facebook ? "Facebook" : "X" }
 
     /// `GET` the dialog / authorize endpoint; `approve_as=USER` (or `--approve-as`) approves at once.
     package func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
@@ -67,51 +119,13 @@ package final class OAuth2Emulator: Sendable {
         return (try? consent(form)) ?? page
     }
 
-    /// ``account(named:kind:)`` for this emulator.
-    func account(named name: String) -> Account { Self.account(named: name, kind: kind) }
-
-    /// The test accounts of a provider (X's are shared by its OAuth 2.0 and OAuth 1.0a emulators).
-    static func accounts(for kind: Kind) -> [Account] {
-        switch kind {
-        case .facebook:
-            [
-                Account(id: "erin", userID: "10158123456789012", name: "Erin Example", email: "erin@example.com"),
-                Account(id: "frank", userID: "10158987654321098", name: "Frank No-Email", email: nil),
-            ]
-        case .twitter:
-            [
-                Account(id: "grace", userID: "2244994945", name: "Grace Example", email: nil),
-                Account(id: "heidi", userID: "783214", name: "Heidi Example", email: nil),
-            ]
-        }
-    }
-
-    /// A known account by id, else one made up (stably) from the typed name.
-    static func account(named name: String, kind: Kind) -> Account {
-        if let known = accounts(for: kind).first(where: { $0.id == name }) { return known }
-        let digits = Digest.sha256(name).map { String($0 % 10) }.joined()
-        return kind == .facebook
-            ? Account(id: name, userID: "10" + digits.prefix(15), name: name, email: "\(name)@example.com")
-            : Account(id: name, userID: "1" + digits.prefix(17), name: name, email: nil)
-    }
-
     func consentPage(_ query: [String: String]) -> OpenIDEmulator.Reply {
         guard query["client_id"] == clientID else {
             return .page(status: 400, html: OpenIDEmulator.page("\(name): invalid client", "Invalid App ID."))
         }
         guard let redirect = query["redirect_uri"], redirect.hasPrefix("http://") || redirect.hasPrefix("https://")
         else { return .page(status: 400, html: OpenIDEmulator.page("\(name): URL blocked", "Invalid redirect_uri.")) }
-        if kind == .facebook, query["code_challenge"] != nil, query["code_challenge_method"] != "S256" {
-            return .page(
-                status: 400, html: OpenIDEmulator.page("Facebook: invalid request", "Unsupported PKCE method."))
-        }
-        if kind == .twitter {
-            guard query["response_type"] == "code", query["code_challenge_method"] == "S256",
-                let challenge = query["code_challenge"], (43...128).contains(challenge.utf8.count)
-            else {
-                return .page(status: 400, html: OpenIDEmulator.page("X: invalid request", "PKCE (S256) is required."))
-            }
-        }
+        if let refusal = dialect.refuseAuthorization(query) { return refusal }
         return OpenIDEmulator.consentPage(
             title: "Log in with \(name) (emulated)", hidden: query, users: accounts.map { ($0.id, $0.name) }, action: ""
         )
@@ -125,7 +139,7 @@ package final class OAuth2Emulator: Sendable {
         var fields: [(String, String)]
         let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }
         if form["decision"] == "allow",
-            let account = typed.map(account(named:)) ?? accounts.first(where: { $0.id == form["account"] })
+            let account = typed.map(dialect.account(named:)) ?? accounts.first(where: { $0.id == form["account"] })
         {
             let code = try SecureRandom.token(byteCount: 24)
             grants.withLock {
@@ -134,13 +148,8 @@ package final class OAuth2Emulator: Sendable {
                     expiresAt: clock.seconds() + 600)
             }
             fields = [("code", code)]
-        } else if kind == .facebook {
-            fields = [
-                ("error", "access_denied"), ("error_code", "200"), ("error_description", "Permissions error"),
-                ("error_reason", "user_denied"),
-            ]
         } else {
-            fields = [("error", "access_denied")]
+            fields = dialect.denial
         }
         if let state = form["state"] { fields.append(("state", state)) }
         return .redirect(redirect + "?" + FormEncoding.encode(fields))
@@ -148,26 +157,19 @@ package final class OAuth2Emulator: Sendable {
 
     /// The token endpoint (Facebook: GET or POST `oauth/access_token`; X: POST `2/oauth2/token`).
     package func token(_ form: [String: String], authorization: String?) throws -> OpenIDEmulator.Reply {
-        func error(_ status: Int, _ code: String, _ message: String) -> OpenIDEmulator.Reply {
-            if kind == .facebook {
-                return .json(
-                    status: status,
-                    .object(["error": .object(["message": .string(message), "type": "OAuthException", "code": 100])]))
-            }
-            return .json(status: status, .object(["error": .string(code), "error_description": .string(message)]))
-        }
+        let error = dialect.error
         var id = form["client_id"]
         var secret = form["client_secret"]
-        if kind == .twitter {
+        if dialect.basicAuthentication {
             guard let authorization, authorization.hasPrefix("Basic "),
                 let basic = HTTPBasic.credentials(fromToken: String(authorization.dropFirst(6)))
             else { return error(401, "unauthorized_client", "Missing valid authorization header") }
             (id, secret) = (basic.id, basic.secret)
         }
-        guard id == clientID, let secret, ConstantTime.equals(secret, clientSecret) else {
+        guard id == clientID, let secret, ConstantTime.equals(secret, dialect.clientSecret) else {
             return error(401, "unauthorized_client", "Error validating client secret.")
         }
-        if kind == .twitter && form["grant_type"] != "authorization_code" {
+        if dialect.requiresGrantType && form["grant_type"] != "authorization_code" {
             return error(400, "invalid_request", "Value passed for the grant type was invalid.")
         }
         guard let code = form["code"], let grant = grants.withLock({ $0.removeValue(forKey: code) }) else {
@@ -187,56 +189,23 @@ package final class OAuth2Emulator: Sendable {
                 return error(400, "invalid_request", "Value passed for the authorization code was invalid.")
             }
         }
-        let accessToken = (kind == .facebook ? "EAAB" : "") + (try SecureRandom.token(byteCount: 32))
+        let accessToken = dialect.tokenPrefix + (try SecureRandom.token(byteCount: 32))
         tokens.withLock { $0[accessToken] = grant.account }
         return .json(
             status: 200,
             .object([
                 "access_token": .string(accessToken), "token_type": "bearer",
-                "expires_in": .int(kind == .facebook ? 5_183_944 : 7200),
+                "expires_in": .int(dialect.tokenLifetime),
             ]))
     }
 
-    /// Facebook's Graph `me` (with `appsecret_proof`) or X's `2/users/me`.
+    /// The profile endpoint (Facebook's Graph `me`, X's `2/users/me`): the access token from `Authorization:
+    /// Bearer` or the `access_token` parameter.
     package func me(_ query: [String: String], authorization: String?) -> OpenIDEmulator.Reply {
         let bearer = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
         guard let token = bearer ?? query["access_token"], let account = tokens.withLock({ $0[token] }) else {
-            if kind == .facebook {
-                return .json(
-                    status: 400,
-                    .object([
-                        "error": .object([
-                            "message": "Invalid OAuth access token.", "type": "OAuthException", "code": 190,
-                        ])
-                    ]))
-            }
-            return .json(status: 401, .object(["title": "Unauthorized", "detail": "Unauthorized", "status": 401]))
+            return dialect.invalidToken
         }
-        if kind == .twitter {
-            return .json(
-                status: 200,
-                .object([
-                    "data": .object([
-                        "id": .string(account.userID), "name": .string(account.name), "username": .string(account.id),
-                    ])
-                ]))
-        }
-        let expected = HMAC.authenticate(.sha256, key: Array(clientSecret.utf8), data: Array(token.utf8)).hexString
-        guard let proof = query["appsecret_proof"], ConstantTime.equals(proof, expected) else {
-            return .json(
-                status: 400,
-                .object([
-                    "error": .object([
-                        "message": "Invalid appsecret_proof provided in the API argument",
-                        "type": "GraphMethodException",
-                        "code": 100,
-                    ])
-                ]))
-        }
-        let fields = Set((query["fields"] ?? "id,name").split(separator: ",").map(String.init))
-        var body: [String: JSONValue] = ["id": .string(account.userID)]
-        if fields.contains("name") { body["name"] = .string(account.name) }
-        if fields.contains("email"), let email = account.email { body["email"] = .string(email) }
-        return .json(status: 200, .object(body))
+        return dialect.profile(account, token, query, dialect.clientSecret)
     }
 }

@@ -7,9 +7,10 @@ import Synchronization
 /// `redirect_uri` or PKCE verifier that does not match the authorization request, a code used twice or
 /// too late, a wrong client secret, two client authentication methods at once.
 ///
-/// Two flavours: Google (under `/google`) and the Microsoft identity platform v2 (under
-/// `/microsoft/{tenant}/…`, with Microsoft's tenant-templated issuer and `tid`/`oid` claims). Endpoints:
-/// discovery, keys, `authorize` (a consent page whose form posts back), `token`, `userinfo`.
+/// Each provider's folder declares its flavour (`Providers/Google/Emulator`, `Providers/MicrosoftAccount/Emulator`):
+/// client, accounts, endpoint paths, tenants. Endpoints: discovery, keys, `authorize` (a consent page whose
+/// form posts back), `token`, `userinfo`. An account with a tenant gets the Microsoft identity platform v2's
+/// claims (`tid`, `oid`, `ver`, no `email_verified`).
 package final class OpenIDEmulator: Sendable {
     package struct Account: Sendable {
         package let id: String
@@ -20,45 +21,63 @@ package final class OpenIDEmulator: Sendable {
         /// Microsoft: the account's tenant (`tid`) and object id (`oid`).
         package var tenantID: String? = nil
         package var objectID: String? = nil
+
+        package init(
+            id: String, subject: String, email: String, emailVerified: Bool, name: String, tenantID: String? = nil,
+            objectID: String? = nil
+        ) {
+            self.id = id
+            self.subject = subject
+            self.email = email
+            self.emailVerified = emailVerified
+            self.name = name
+            self.tenantID = tenantID
+            self.objectID = objectID
+        }
     }
 
+    /// What one provider's emulator is (its folder under `Providers/` declares it): its client, its test
+    /// accounts and the shapes that differ between providers.
     package struct Flavor: Sendable {
+        /// The endpoints' paths under the discovery base (`/authorize`, `/token`, `/jwks` for Google).
+        package struct Paths: Sendable {
+            package let authorize: String
+            package let token: String
+            package let keys: String
+
+            package init(authorize: String, token: String, keys: String) {
+                self.authorize = authorize
+                self.token = token
+                self.keys = keys
+            }
+        }
+
         package let name: String
         package let clientID: String
         package let clientSecret: String
         package let accounts: [Account]
+        package let paths: Paths
+        /// Whether an account may sign in through a tenant path segment (Microsoft's `consumers`,
+        /// `organizations`, a tenant id); a flavour without tenants is never asked.
+        package let inTenant: @Sendable (Account, String) -> Bool
+        /// The account for a typed test user that is not one of ``accounts``: made up from the name, stably
+        /// (the same name, the same subject), in the tenant the request names.
+        package let madeUp: @Sendable (_ name: String, _ tenant: String?) -> Account
+
+        package init(
+            name: String, clientID: String, clientSecret: String, accounts: [Account], paths: Paths,
+            inTenant: @escaping @Sendable (Account, String) -> Bool = { _, _ in true },
+            madeUp: @escaping @Sendable (_ name: String, _ tenant: String?) -> Account
+        ) {
+            self.name = name
+            self.clientID = clientID
+            self.clientSecret = clientSecret
+            self.accounts = accounts
+            self.paths = paths
+            self.inTenant = inTenant
+            self.madeUp = madeUp
+        }
     }
-
-    package static let google = Flavor(
-        name: "Google",
-        clientID: "emulated-google-client.apps.googleusercontent.com",
-        clientSecret: "emulated-google-secret",
-        accounts: [
-            // Google subjects are 21-digit numbers.
-            Account(
-                id: "alice", subject: "104512345678901234567", email: "alice@example.com", emailVerified: true,
-                name: "Alice Example"),
-            Account(
-                id: "bob", subject: "109876543210987654321", email: "bob@example.net", emailVerified: false,
-                name: "Bob Unverified"),
-        ])
-
-    package static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
-
-    package static let microsoft = Flavor(
-        name: "Microsoft",
-        clientID: "6731de76-14a6-49ae-97bc-6eba6914391e",
-        clientSecret: "emulated-microsoft-secret",
-        accounts: [
-            Account(
-                id: "carol", subject: "AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ", email: "carol@outlook.com",
-                emailVerified: true, name: "Carol Personal", tenantID: consumersTenantID,
-                objectID: "00000000-0000-0000-6d1e-5e3f2a1b0c9d"),
-            Account(
-                id: "dave", subject: "Zf2Jq6lXoWmQ2nGm0zQ1hQ4w5y7uR9tPqLkJhGfDsAa", email: "dave@contoso.example",
-                emailVerified: false, name: "Dave Work", tenantID: "72f988bf-86f1-41af-91ab-2d7cd011db47",
-                objectID: "4f5e6d7c-8b9a-4c3d-9e2f-1a0b9c8d7e6f"),
-        ])
 
     package let flavor: Flavor
     var clientID: String { flavor.clientID }
@@ -91,30 +110,15 @@ package final class OpenIDEmulator: Sendable {
         self.clock = clock
     }
 
-    /// Microsoft's issuer for a tenant segment: the consumer tenant's id for `consumers`, the literal
-    /// `{tenantid}` template for `common` and `organizations`, the id itself otherwise.
-    package static func microsoftIssuer(base: String, tenant: String) -> String {
-        let tid: String
-        switch tenant {
-        case "consumers": tid = consumersTenantID
-        case "common", "organizations": tid = "{tenantid}"
-        default: tid = tenant
-        }
-        return "\(base)/\(tid)/v2.0"
-    }
-
-    /// Google: `base` is `…/google`. Microsoft: `base` is `…/microsoft/{tenant}`, `issuer` the templated one.
+    /// The discovery document: `base` is the flavour's endpoints' base (`…/google`, `…/microsoft/{tenant}`),
+    /// `issuer` the issuer it names (Microsoft's templated one for `common`).
     package func discovery(base: String, issuer: String) -> JSONValue {
-        let endpoints: (String, String, String) =
-            flavor.name == "Google"
-            ? (base + "/authorize", base + "/token", base + "/jwks")
-            : (base + "/oauth2/v2.0/authorize", base + "/oauth2/v2.0/token", base + "/discovery/v2.0/keys")
-        return .object([
+        .object([
             "issuer": .string(issuer),
-            "authorization_endpoint": .string(endpoints.0),
-            "token_endpoint": .string(endpoints.1),
+            "authorization_endpoint": .string(base + flavor.paths.authorize),
+            "token_endpoint": .string(base + flavor.paths.token),
             "userinfo_endpoint": .string(base + "/userinfo"),
-            "jwks_uri": .string(endpoints.2),
+            "jwks_uri": .string(base + flavor.paths.keys),
             "response_types_supported": ["code"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
@@ -142,18 +146,10 @@ package final class OpenIDEmulator: Sendable {
         case text(String)
     }
 
-    /// The accounts a tenant segment may sign in (Microsoft: `consumers` only personal accounts,
-    /// `organizations` only work accounts, a tenant id only its own).
+    /// The accounts a tenant segment may sign in (all without one).
     func accounts(tenant: String?) -> [Account] {
         guard let tenant else { return flavor.accounts }
-        return flavor.accounts.filter { account in
-            switch tenant {
-            case "common": true
-            case "consumers": account.tenantID == Self.consumersTenantID
-            case "organizations": account.tenantID != Self.consumersTenantID
-            default: account.tenantID == tenant
-            }
-        }
+        return flavor.accounts.filter { flavor.inTenant($0, tenant) }
     }
 
     /// `GET …/authorize`: checks the request as the provider does, then shows the consent page — or, with
@@ -167,32 +163,9 @@ package final class OpenIDEmulator: Sendable {
         return (try? consent(form, tenant: tenant)) ?? page
     }
 
-    /// A typed test user: a known account by id, else one made up from the name (stable: the same name,
-    /// the same subject).
+    /// A typed test user: a known account by id, else the flavour's made-up one.
     func account(named name: String, tenant: String?) -> Account {
-        if let known = accounts(tenant: tenant).first(where: { $0.id == name }) { return known }
-        let digest = Digest.sha256(name)
-        let digits = digest.map { String($0 % 10) }.joined()
-        if flavor.name == "Google" {
-            return Account(
-                id: name, subject: "1" + digits.prefix(20), email: "\(name)@example.com", emailVerified: true,
-                name: name)
-        }
-        let hex = digest.hexString
-        let oid = [
-            hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4),
-            hex.dropFirst(20).prefix(12),
-        ]
-        .joined(separator: "-")
-        let tid: String
-        switch tenant {
-        case nil, "consumers", "common": tid = Self.consumersTenantID
-        case "organizations": tid = "72f988bf-86f1-41af-91ab-2d7cd011db47"
-        case let id?: tid = id
-        }
-        return Account(
-            id: name, subject: Base64URL.encode(Array(digest.prefix(32))), email: "\(name)@outlook.com",
-            emailVerified: true, name: name, tenantID: tid, objectID: oid)
+        accounts(tenant: tenant).first { $0.id == name } ?? flavor.madeUp(name, tenant)
     }
 
     func consentPage(_ query: [String: String], tenant: String? = nil) -> Reply {
@@ -346,7 +319,7 @@ package final class OpenIDEmulator: Sendable {
 
     /// The sign-in page every emulator shows: the request's parameters carried in hidden fields, the test
     /// users to pick from, a field to type any other, and allow / deny buttons.
-    static func consentPage(
+    package static func consentPage(
         title: String, hidden: [String: String], users: [(id: String, label: String)], action: String,
         allow: String = "Continue"
     ) -> Reply {
@@ -372,7 +345,7 @@ package final class OpenIDEmulator: Sendable {
                 """))
     }
 
-    static func page(_ title: String, _ body: String) -> String {
+    package static func page(_ title: String, _ body: String) -> String {
         """
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><title>\(HTML.escape(title))</title></head>

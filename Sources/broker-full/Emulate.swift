@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerCore
+import BrokerEmulators
 import BrokerServer
 import Logging
 import ProviderEmulators
@@ -16,13 +17,13 @@ extension Broker {
         static let configuration = CommandConfiguration(
             abstract: "Serve protocol-faithful emulators of the sign-in providers, for offline runs and tests.",
             discussion: """
-                Prints one line, "emulator listening on http://H:P", once it accepts connections.
-                Paths: /google (OIDC), /microsoft/{tenant} (identity platform v2), /facebook/v19.0 (dialog,
-                Graph), /twitter (OAuth 2.0 under /i/oauth2 and /2, OAuth 1.0a under /oauth and /1.1).
-                Config/emulated.json points a broker at it (default port 8788).
-                Each sign-in page lists test users (Google: alice, bob; Microsoft: carol, dave; Facebook:
-                erin, frank; X: grace, heidi) and takes any typed name. A script approves without the page
-                by adding approve_as=USER to the provider's authorize URL, or for every sign-in with
+                Prints one line, "emulator listening on http://H:P", once it accepts connections. \
+                Config/emulated.json points a broker at it (default port 8788). The emulators, each under its path:
+
+                \(BrokerEmulators.all.map { "- " + $0.summary }.joined(separator: "\n"))
+
+                Each sign-in page lists its test users and takes any typed name. A script approves without the \
+                page by adding approve_as=USER to the provider's authorize URL, or for every sign-in with \
                 --approve-as USER.
                 """
         )
@@ -53,7 +54,8 @@ extension Broker {
             }
             do {
                 try await EmulatorServer.run(
-                    host: host, port: port, approveAs: approveAs, logger: Logger(label: "broker.emulate"),
+                    emulators: BrokerEmulators.all, host: host, port: port, approveAs: approveAs,
+                    logger: Logger(label: "broker.emulate"),
                     clock: SystemClock()
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host

@@ -106,61 +106,15 @@ extension Broker {
             let logger = Logger(label: "broker")
             logger.debug("Swift concurrency's jobs run on \(executorDescription)")
 
-            var metricsEndpoint = MetricsEndpoint(port: configuration.metricsPort, host: configuration.metricsHost)
-            if let file = configuration.metricsTokenFile {
-                let path = PosixFile.expandingTilde(file)
-                do {
-                    metricsEndpoint.token = Secret(try PosixFile.readSecret(path: path))
-                } catch {
-                    throw CommandFailure("cannot start: cannot read the metrics token file \(path): \(error.reason)")
-                }
-            }
-            // The mail password: BROKER_MAIL_PASSWORD, else mail.password_file; never a setting of its own.
-            var mailPassword: Secret?
-            if let mail = configuration.mail {
-                if let value = ProcessInfo.processInfo.environment["BROKER_MAIL_PASSWORD"], !value.isEmpty {
-                    mailPassword = Secret(value)
-                } else if let path = mail.passwordFile.map(PosixFile.expandingTilde) {
-                    do {
-                        mailPassword = Secret(try PosixFile.readSecret(path: path))
-                    } catch {
-                        throw CommandFailure("cannot start: cannot read mail.password_file \(path): \(error.reason)")
-                    }
-                }
-                if mail.username != nil && mailPassword == nil {
-                    throw CommandFailure(
-                        "cannot start: mail.username is set but there is no password "
-                            + "(BROKER_MAIL_PASSWORD or mail.password_file)")
-                }
-            }
+            let environment = ProcessInfo.processInfo.environment
             let service: BrokerService
+            let secrets: BrokerStartup.Secrets
             do {
-                let brokerStore = try await StoreOpener.open(configuration, logger: logger)
-                let audit: AuditTrail
-                do {
-                    audit = try AuditTrail(
-                        destination: AuditTrail.destination(configuration.auditLog), clock: SystemClock(),
-                        store: configuration.auditStore ? brokerStore : nil)
-                } catch {
-                    throw CommandFailure("cannot start: cannot open the audit log: \(error)")
-                }
-                let signingKey = try configuration.signingKeyFile.map {
-                    try SigningKeyFile.load(path: PosixFile.expandingTilde($0))
-                }
-                let master = try await MasterKey.load(
-                    configuration: configuration, environment: ProcessInfo.processInfo.environment,
-                    store: brokerStore)
-                service = try await BrokerService.open(
-                    configuration: configuration,
-                    providers: BrokerProviders.all,
-                    store: brokerStore,
-                    signingKey: signingKey,
-                    master: master,
-                    logger: logger,
-                    clock: SystemClock(),
-                    audit: audit,
-                    mailPassword: mailPassword
-                )
+                secrets = try BrokerStartup.secrets(configuration, environment: environment)
+                service = try await BrokerStartup.service(
+                    configuration: configuration, providers: BrokerProviders.all,
+                    store: try await StoreOpener.open(configuration, logger: logger), secrets: secrets,
+                    environment: environment, logger: logger)
             } catch let error as ExitCode {
                 throw error
             } catch {
@@ -168,17 +122,9 @@ extension Broker {
             }
             do {
                 try await BrokerHTTPServer.run(
-                    service: service,
-                    host: configuration.host,
-                    port: configuration.port,
-                    limits: ConnectionLimits(
-                        maxConnections: configuration.maxConnections,
-                        requestTimeout: configuration.requestTimeout,
-                        perAddress: configuration.connectionsPerAddress,
-                        trustedProxies: configuration.trustedProxies
-                    ),
-                    metrics: metricsEndpoint,
-                    logger: logger
+                    service: service, host: configuration.host, port: configuration.port,
+                    limits: BrokerStartup.limits(configuration),
+                    metrics: BrokerStartup.metricsEndpoint(configuration, secrets: secrets), logger: logger
                 ) { host, port in
                     let shown = host.contains(":") ? "[\(host)]" : host
                     Console.out("broker listening on http://\(shown):\(port)")

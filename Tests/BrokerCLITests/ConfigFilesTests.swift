@@ -10,11 +10,6 @@ import Testing
 struct ConfigFilesTests {
     static let configDirectory = TestPaths.repositoryRoot.appendingPathComponent("Config")
 
-    static func jsonFiles() throws -> [URL] {
-        let enumerator = FileManager.default.enumerator(at: configDirectory, includingPropertiesForKeys: nil)
-        return (enumerator?.allObjects as? [URL] ?? []).filter { $0.pathExtension == "json" }
-    }
-
     /// Every string value under a key that names an endpoint or issuer.
     static func endpoints(in value: JSONValue, key: String = "") -> [String] {
         switch value {
@@ -27,11 +22,20 @@ struct ConfigFilesTests {
         }
     }
 
+    /// Each provider folder's production endpoints (`Providers/Google/production.json`, …).
+    static func productionFiles() throws -> [URL] {
+        let providers = TestPaths.repositoryRoot.appendingPathComponent("Providers")
+        return try FileManager.default.contentsOfDirectory(atPath: providers.path).map {
+            providers.appendingPathComponent($0).appendingPathComponent("production.json")
+        }.filter { FileManager.default.fileExists(atPath: $0.path) }
+    }
+
     @Test func productionEndpointsAreValidJSONAndHTTPS() throws {
-        let files = try ConfigFilesTests.jsonFiles().filter { $0.path.contains("/providers/") }
+        let files = try ConfigFilesTests.productionFiles()
         #expect(
-            Set(files.map { $0.deletingPathExtension().lastPathComponent })
-                == ["google", "microsoftaccount", "facebook", "twitter"])
+            Set(files.map { $0.deletingLastPathComponent().lastPathComponent.lowercased() })
+                == Set(BrokerProviders.all.map(\.id.rawValue)))
+        #expect(files.count == 4, "\(files)")
         for file in files {
             let value = try #require(JSONValue.parse(Array(try Data(contentsOf: file))), "\(file.lastPathComponent)")
             let urls = ConfigFilesTests.endpoints(in: value)

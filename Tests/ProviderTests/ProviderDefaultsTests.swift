@@ -10,12 +10,21 @@ import ProviderSupport
 import Testing
 import Twitter
 
-/// The modules' production defaults are the endpoints in Config/providers/<id>.json.
-@Suite("provider defaults match Config/providers")
+/// The modules' production defaults are the endpoints in each provider folder's `production.json`
+/// (`Providers/Google/production.json`: what people read to see where broker goes in production).
+@Suite("provider defaults match each folder's production.json")
 struct ProviderDefaultsTests {
+    /// The `production.json` of the provider folder whose name is `id` (any case: `MicrosoftAccount`).
+    static func productionFile(_ id: String) throws -> URL {
+        let root = TestPaths.repositoryRoot.appendingPathComponent("Providers")
+        let folder = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: root.path).first { $0.lowercased() == id },
+            "a folder Providers/<Name> for \(id)")
+        return root.appendingPathComponent(folder).appendingPathComponent("production.json")
+    }
+
     static func json(_ name: String) throws -> JSONValue {
-        let file = TestPaths.repositoryRoot.appendingPathComponent("Config/providers/\(name).json")
-        return try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
+        try #require(JSONValue.parse(Array(try Data(contentsOf: try productionFile(name)))))
     }
 
     @Test func googleAcceptsBothOfItsIssuerSpellingsOnlyForTheRealIssuer() throws {
@@ -35,9 +44,8 @@ struct ProviderDefaultsTests {
             try Google.configuration(ProviderSection(id: Google.id, values: ["client_id": "c"]))
         }
 
-        // The module's defaults are the production endpoints in Config/providers/google.json.
-        let file = TestPaths.repositoryRoot.appendingPathComponent("Config/providers/google.json")
-        let json = try #require(JSONValue.parse(Array(try Data(contentsOf: file))))
+        // The module's defaults are the production endpoints in Providers/Google/production.json.
+        let json = try Self.json("google")
         for (key, value) in Google.defaults { #expect(json[key]?.stringValue == value, "\(key)") }
     }
 

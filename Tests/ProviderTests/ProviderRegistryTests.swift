@@ -1,14 +1,17 @@
 import BrokerCore
+import BrokerEmulators
 import BrokerProviderSchemas
 import BrokerProviders
 import BrokerTesting
 import Foundation
+import ProviderEmulators
 import ProviderSchemaSupport
 import ProviderSupport
 import Testing
 
-/// Adding a provider touches several places today (a folder, the manifest's `providers` list, two catalogs, its
-/// production defaults): this lists the provider folders and fails on any place one was forgotten.
+/// Adding a provider is one folder under Providers/ (its module, `Schema/`, `Emulator/`, `production.json`) and one
+/// line in the manifest's `providers` list, from which the ProviderCatalog plugin writes the three catalogs: this
+/// lists the provider folders and fails when one is missing from a catalog or lacks a part.
 @Suite("every provider folder is registered")
 struct ProviderRegistryTests {
     /// The provider folders: those under Providers/ with a Schema/ of their own.
@@ -26,16 +29,24 @@ struct ProviderRegistryTests {
         let fromFolders = folders.map { $0.lowercased() }.sorted()
         let descriptors = BrokerProviders.all.map(\.id.rawValue).sorted()
         let schemas = BrokerProviderSchemas.all.map(\.id.rawValue).sorted()
-        #expect(descriptors == fromFolders, "Providers/Catalog/BrokerProviders.swift lists every provider folder")
-        #expect(schemas == fromFolders, "Providers/Catalog/Schemas/BrokerProviderSchemas.swift lists every one")
-        for id in fromFolders {
-            let defaults = TestPaths.repositoryRoot.appendingPathComponent("Config/providers/\(id).json")
-            #expect(FileManager.default.fileExists(atPath: defaults.path), "Config/providers/\(id).json")
+        #expect(descriptors == fromFolders, "BrokerProviders.all has every provider folder (Package.swift providers)")
+        #expect(schemas == fromFolders, "BrokerProviderSchemas.all has every one")
+        #expect(BrokerEmulators.all.count == folders.count, "BrokerEmulators.all has one emulator per provider")
+        let root = TestPaths.repositoryRoot.appendingPathComponent("Providers")
+        for folder in folders {
+            for part in ["production.json", "Emulator"] {
+                let path = root.appendingPathComponent(folder).appendingPathComponent(part).path
+                #expect(FileManager.default.fileExists(atPath: path), "Providers/\(folder)/\(part)")
+            }
         }
         // A descriptor's schema is the very schema the configuration loader is given (one definition of its keys).
         for descriptor in BrokerProviders.all {
             let schema = BrokerProviderSchemas.all.first { $0.id == descriptor.id }
             #expect(schema?.displayName == descriptor.schema.displayName, "\(descriptor.id)")
         }
+        // The catalogs keep the manifest's order, which is the order people see: all three the same.
+        #expect(BrokerProviders.all.map(\.id) == BrokerProviderSchemas.all.map(\.id))
+        let emulatorOrder = BrokerEmulators.all.map(\.path)
+        #expect(emulatorOrder == ["google", "facebook", "microsoft", "twitter"], "Package.swift's order")
     }
 }

@@ -1,18 +1,5 @@
-import FacebookSchema
-import GoogleSchema
-import MicrosoftAccountSchema
-package import ProviderSchemaSupport
-import TwitterSchema
-
-/// What each provider this build offers accepts in its configuration section, in the order of
-/// `BrokerProviders.all` (a test holds the two lists to each other). The configuration loader and its fuzz
-/// harness take this list: checking a section needs neither the modules nor the HTTP stack and cryptography
-/// they link.
-package enum BrokerProviderSchemas {
-    package static let all: [ProviderSchema] = [
-        GoogleSchema.schema,
-        FacebookSchema.schema,
-        MicrosoftAccountSchema.schema,
-        TwitterSchema.schema,
-    ]
-}
+/// What each provider this build offers accepts in its configuration section: `BrokerProviderSchemas.all`, in
+/// the order of `BrokerProviders.all` (both written by the ProviderCatalog plugin from Package.swift's
+/// `providers`). The configuration loader and its fuzz harness take this list: checking a section needs neither
+/// the modules nor the HTTP stack and cryptography they link.
+package enum BrokerProviderSchemas {}

@@ -2,7 +2,7 @@ package import BrokerCore
 package import ProviderSchemaSupport
 
 /// What `providers.facebook` accepts: `client_id`, `client_secret`, the Graph API version and the endpoints
-/// on it (Config/providers/facebook.json). The module is ``Facebook`` (../Facebook.swift).
+/// on it (../production.json). The module is ``Facebook`` (../Facebook.swift).
 package enum FacebookSchema {
     package static let id: ProviderID = "facebook"
     package static let defaultGraphVersion = "v19.0"

@@ -2,7 +2,7 @@ package import BrokerCore
 package import ProviderSchemaSupport
 
 /// What `providers.google` accepts: `client_id`, `client_secret`, and the issuer and endpoints with their
-/// production values (Config/providers/google.json). The module is ``Google`` (../Google.swift).
+/// production values (../production.json). The module is ``Google`` (../Google.swift).
 package enum GoogleSchema {
     package static let id: ProviderID = "google"
     package static let defaultIssuer = "https://accounts.google.com"

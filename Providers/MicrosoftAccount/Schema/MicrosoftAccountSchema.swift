@@ -2,7 +2,7 @@ package import BrokerCore
 package import ProviderSchemaSupport
 
 /// What `providers.microsoftaccount` accepts: `client_id`, `client_secret`, the tenant, and the issuer
-/// template and endpoint overrides (Config/providers/microsoftaccount.json). The module is
+/// template and endpoint overrides (../production.json). The module is
 /// ``MicrosoftAccount`` (../MicrosoftAccount.swift).
 package enum MicrosoftAccountSchema {
     package static let id: ProviderID = "microsoftaccount"

@@ -2,7 +2,7 @@ package import BrokerCore
 package import ProviderSchemaSupport
 
 /// What `providers.twitter` accepts: the mode (OAuth 2.0 or 1.0a), each mode's credentials and endpoints
-/// (Config/providers/twitter.json), and the rule that OAuth 1.0a needs its consumer key and secret. The module
+/// (../production.json), and the rule that OAuth 1.0a needs its consumer key and secret. The module
 /// is ``Twitter`` (../Twitter.swift).
 package enum TwitterSchema {
     package static let id: ProviderID = "twitter"

@@ -1,5 +1,6 @@
 package import BrokerCore
 import BrokerCrypto
+package import ProviderEmulators
 import Synchronization
 import Twitter
 
@@ -22,7 +23,7 @@ package final class OAuth1Emulator: Sendable {
         let account: OAuth2Emulator.Account
     }
 
-    static let accounts = OAuth2Emulator.accounts(for: .twitter)
+    static let accounts = TwitterEmulator.dialect.accounts
 
     private let requestTokens = Mutex<[String: RequestToken]>([:])
     private let accessTokens = Mutex<[String: AccessToken]>([:])
@@ -124,7 +125,7 @@ package final class OAuth1Emulator: Sendable {
         }
         let separator = pending.callback.contains("?") ? "&" : "?"
         let typed = form["typed_user"].flatMap { $0.isEmpty ? nil : $0 }.map {
-            OAuth2Emulator.account(named: $0, kind: .twitter)
+            TwitterEmulator.dialect.account(named: $0)
         }
         guard form["decision"] == "allow",
             let account = typed ?? Self.accounts.first(where: { $0.id == form["account"] })
