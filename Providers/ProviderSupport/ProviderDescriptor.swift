@@ -8,7 +8,8 @@ package import ProviderSchemaSupport
 /// The executable hands the broker one list of descriptors (`BrokerProviders.all`) and the configuration the
 /// matching list of schemas (`BrokerProviderSchemas.all`); the broker iterates them and never names a
 /// provider. Adding a provider is a folder under `Providers/` (its module; its schema in `Schema/`, its emulator in
-/// `Emulator/`, its `production.json`) and one line in Package.swift's `providers`: the lists are generated.
+/// `Emulator/`, its `production.json`, linked from `Config/providers/<id>.json`) and one line in Package.swift's
+/// `providers`: the lists are generated.
 package struct ProviderDescriptor: Sendable {
     package var schema: ProviderSchema
     /// Builds the module from its (checked) section.

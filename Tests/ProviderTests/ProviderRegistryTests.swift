@@ -9,9 +9,10 @@ import ProviderSchemaSupport
 import ProviderSupport
 import Testing
 
-/// Adding a provider is one folder under Providers/ (its module, `Schema/`, `Emulator/`, `production.json`) and one
-/// line in the manifest's `providers` list, from which the ProviderCatalog plugin writes the three catalogs: this
-/// lists the provider folders and fails when one is missing from a catalog or lacks a part.
+/// Adding a provider is one folder under Providers/ (its module, `Schema/`, `Emulator/`, `production.json`), one
+/// line in the manifest's `providers` list, from which the ProviderCatalog plugin writes the three catalogs, and
+/// the link Config/providers/<id>.json: this lists the provider folders and fails when one is missing from a
+/// catalog or lacks a part.
 @Suite("every provider folder is registered")
 struct ProviderRegistryTests {
     /// The provider folders: those under Providers/ with a Schema/ of their own.
@@ -23,7 +24,7 @@ struct ProviderRegistryTests {
         }.sorted()
     }
 
-    @Test func eachFolderIsInBothCatalogsWithItsProductionDefaults() throws {
+    @Test func eachFolderIsInEveryCatalogWithAllItsParts() throws {
         let folders = try Self.folders()
         #expect(folders.count >= 4, "\(folders)")
         let fromFolders = folders.map { $0.lowercased() }.sorted()
@@ -38,6 +39,12 @@ struct ProviderRegistryTests {
                 let path = root.appendingPathComponent(folder).appendingPathComponent(part).path
                 #expect(FileManager.default.fileExists(atPath: path), "Providers/\(folder)/\(part)")
             }
+            // Where the contract says production defaults are kept: a link to the folder's file.
+            let id = folder.lowercased()
+            let link = TestPaths.repositoryRoot.appendingPathComponent("Config/providers/\(id).json").path
+            #expect(
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: link))
+                    == "../../Providers/\(folder)/production.json", "Config/providers/\(id).json")
         }
         // A descriptor's schema is the very schema the configuration loader is given (one definition of its keys).
         for descriptor in BrokerProviders.all {
