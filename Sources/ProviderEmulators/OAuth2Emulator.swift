@@ -111,12 +111,7 @@ package final class OAuth2Emulator: Sendable {
 
     /// `GET` the dialog / authorize endpoint; `approve_as=USER` (or `--approve-as`) approves at once.
     package func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
-        let page = consentPage(query)
-        guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
-        var form = query
-        form["decision"] = "allow"
-        form["typed_user"] = user
-        return (try? consent(form)) ?? page
+        OpenIDEmulator.approvingAtOnce(query, approveAs: approveAs, page: consentPage(query), consent: consent)
     }
 
     func consentPage(_ query: [String: String]) -> OpenIDEmulator.Reply {

@@ -155,12 +155,22 @@ package final class OpenIDEmulator: Sendable {
     /// `GET …/authorize`: checks the request as the provider does, then shows the consent page — or, with
     /// `approve_as=USER` in the query (or `--approve-as`), approves at once as that test user.
     package func authorize(_ query: [String: String], tenant: String? = nil) -> Reply {
-        let page = consentPage(query, tenant: tenant)
+        Self.approvingAtOnce(query, approveAs: approveAs, page: consentPage(query, tenant: tenant)) {
+            try consent($0, tenant: tenant)
+        }
+    }
+
+    /// Every emulator's authorize answer: its consent `page`, or — when the page would be shown and the query
+    /// says `approve_as=USER` (or the emulator was started with `--approve-as USER`) — the page's form posted
+    /// at once to `consent` as that test user (the page again if that fails).
+    package static func approvingAtOnce(
+        _ query: [String: String], approveAs: String?, page: Reply, consent: ([String: String]) throws -> Reply
+    ) -> Reply {
         guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
         var form = query
         form["decision"] = "allow"
         form["typed_user"] = user
-        return (try? consent(form, tenant: tenant)) ?? page
+        return (try? consent(form)) ?? page
     }
 
     /// A typed test user: a known account by id, else the flavour's made-up one.

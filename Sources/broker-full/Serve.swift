@@ -2,11 +2,9 @@ import ArgumentParser
 import BrokerClient
 import BrokerConfiguration
 import BrokerCore
-import BrokerCrypto
 import BrokerProviders
 import BrokerServer
 import BrokerStores
-import BrokerSystem
 import Logging
 import NIOCore
 import NIOPosix

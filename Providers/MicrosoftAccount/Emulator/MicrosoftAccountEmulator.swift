@@ -2,14 +2,15 @@ import BrokerCore
 import BrokerCrypto
 import HTTPTypes
 import Hummingbird
+import MicrosoftAccount
 package import ProviderEmulators
 
 /// The Microsoft identity platform v2 under `/microsoft/{tenant}/…`, for `broker emulate`: the
 /// tenant-templated issuer, `tid` and `oid` claims, and the tenant segments' rules (`consumers` signs in
 /// personal accounts only, `organizations` work accounts only, a tenant id its own).
 package enum MicrosoftAccountEmulator {
-    /// The tenant of personal Microsoft accounts.
-    package static let consumersTenantID = "9188040d-6c67-4c5b-b112-36a304b66dad"
+    /// The tenant of personal Microsoft accounts (the module's constant).
+    static let consumersTenantID = MicrosoftAccount.consumersTenantID
     static let workTenantID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
     package static let flavor = OpenIDEmulator.Flavor(

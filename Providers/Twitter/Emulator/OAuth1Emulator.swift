@@ -101,12 +101,7 @@ package final class OAuth1Emulator: Sendable {
     /// `GET /twitter/oauth/authorize?oauth_token=…`: the consent page; `approve_as=USER` (or
     /// `--approve-as`) approves at once.
     package func authorize(_ query: [String: String]) -> OpenIDEmulator.Reply {
-        let page = consentPage(query)
-        guard case .page(200, _) = page, let user = query["approve_as"] ?? approveAs else { return page }
-        var form = query
-        form["decision"] = "allow"
-        form["typed_user"] = user
-        return (try? consent(form)) ?? page
+        OpenIDEmulator.approvingAtOnce(query, approveAs: approveAs, page: consentPage(query), consent: consent)
     }
 
     func consentPage(_ query: [String: String]) -> OpenIDEmulator.Reply {
