@@ -67,6 +67,10 @@ extension PostgresStore {
                 "WITH gone AS (DELETE FROM apps WHERE client_id = \(clientID) RETURNING 1) SELECT count(*)::int FROM gone",
                 connection, logger)
             guard gone == 1 else { return nil }
+            // Codes name their client without a reference (the CLI's is no row): its codes go with it.
+            try await connection.query(
+                "DELETE FROM authorization_codes WHERE client_id = \(clientID)", logger: logger
+            ).drain()
             let rows = try await connection.query(
                 """
                 UPDATE sessions SET revoked_at = \(now) WHERE client_id = \(clientID) AND revoked_at IS NULL
@@ -200,82 +204,6 @@ extension PostgresStore {
                 )
             }
             return nil
-        }
-    }
-
-    package func createAppCode(_ code: AppCodeRecord) async throws {
-        try await query(
-            "app code",
-            """
-            INSERT INTO app_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope, nonce, auth_time,
-                signed_in_with, browser_session, expires_at)
-            VALUES (\(code.hash.hex), \(code.clientID), \(code.userID.description), \(code.redirectURI),
-                \(code.codeChallenge), \(code.scope), \(code.nonce), \(code.authTime), \(code.signedInWith.rawValue),
-                \(code.browserSession), \(code.expiresAt))
-            """)
-    }
-
-    package func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption {
-        let logger = logger
-        return try await transaction("app code redemption") { connection in
-            let rows = try await connection.query(
-                """
-                SELECT client_id, user_id, redirect_uri, code_challenge, scope, nonce, auth_time, signed_in_with,
-                    browser_session, expires_at, used_at, session_id
-                FROM app_codes WHERE hash = \(hash.hex) FOR UPDATE
-                """, logger: logger
-            ).decode(
-                (String, String, String, String?, String, String?, Int64, String, String, Int64, Int64?, String?).self
-            )
-            for try await row in rows {
-                if row.10 != nil { return .reused(session: row.11) }
-                guard row.9 > now, let user = UserID(row.1), let provider = ProviderID(rawValue: row.7) else {
-                    return .unknown
-                }
-                try await connection.query(
-                    "UPDATE app_codes SET used_at = \(now) WHERE hash = \(hash.hex)", logger: logger
-                ).drain()
-                // Only while the browser session it was issued in still stands (RT3-5), in this transaction.
-                let live = try await connection.query(
-                    """
-                    SELECT id FROM browser_sessions WHERE id = \(row.8) AND revoked_at IS NULL AND expires_at > \(now)
-                    FOR SHARE
-                    """, logger: logger
-                ).decode(String.self)
-                var stands = false
-                for try await _ in live { stands = true }
-                guard stands else { return .browserSessionEnded }
-                return .redeemed(
-                    AppCodeRecord(
-                        hash: hash, clientID: row.0, userID: user, redirectURI: row.2, codeChallenge: row.3,
-                        scope: row.4, nonce: row.5, authTime: row.6, signedInWith: provider, browserSession: row.8,
-                        expiresAt: row.9))
-            }
-            return .unknown
-        }
-    }
-
-    package func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
-        let logger = logger
-        try await transaction("app code session") { connection in
-            try await connection.query(
-                "UPDATE app_codes SET session_id = \(session) WHERE hash = \(hash.hex)", logger: logger
-            ).drain()
-            try await connection.query(
-                """
-                INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
-                SELECT c.browser_session, \(session), c.client_id, \(now) FROM app_codes c
-                JOIN browser_sessions b ON b.id = c.browser_session WHERE c.hash = \(hash.hex)
-                ON CONFLICT DO NOTHING
-                """, logger: logger
-            ).drain()
-            try await connection.query(
-                """
-                UPDATE sessions SET revoked_at = \(now) WHERE id = \(session) AND revoked_at IS NULL AND NOT EXISTS (
-                    SELECT 1 FROM app_codes c JOIN browser_sessions b ON b.id = c.browser_session
-                    WHERE c.hash = \(hash.hex) AND b.revoked_at IS NULL AND b.expires_at > \(now))
-                """, logger: logger
-            ).drain()
         }
     }
 

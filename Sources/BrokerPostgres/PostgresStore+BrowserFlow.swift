@@ -11,44 +11,85 @@ extension PostgresStore {
         try await query(
             "code issue",
             """
-            INSERT INTO authorization_codes
-                (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
-                 link_session)
-            VALUES (\(code.hash.hex), \(code.userID.description), \(code.codeChallenge), \(code.redirectURI),
-                    \(code.expiresAt), \(code.link?.serialized), \(code.signedInWith?.rawValue),
-                    \(code.linkSession))
+            INSERT INTO authorization_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope, nonce,
+                auth_time, signed_in_with, browser_session, link_identity, link_session, expires_at)
+            VALUES (\(code.hash.hex), \(code.clientID), \(code.userID.description), \(code.redirectURI),
+                \(code.codeChallenge), \(code.scope), \(code.nonce), \(code.authTime), \(code.signedInWith.rawValue),
+                \(code.browserSession), \(code.link?.serialized), \(code.linkSession), \(code.expiresAt))
             """)
     }
 
     package func redeemAuthorizationCode(hash: [UInt8], now: Int64) async throws -> CodeRedemption {
-        let client = client
-        return try await run("code redemption") {
-            let spent = try await client.query(
+        let logger = logger
+        return try await transaction("code redemption") { connection in
+            let rows = try await connection.query(
                 """
-                UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex) AND used_at IS NULL
-                RETURNING user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
-                          link_session
-                """
-            ).decode((String, String, String, Int64, String?, String?, String?).self)
-            for try await (user, challenge, redirect, expires, link, way, linkSession) in spent {
-                guard let userID = UserID(user) else { return .unknown }
+                SELECT client_id, user_id, redirect_uri, code_challenge, scope, nonce, auth_time, signed_in_with,
+                    browser_session, expires_at, used_at, session_id, link_identity, link_session
+                FROM authorization_codes WHERE hash = \(hash.hex) FOR UPDATE
+                """, logger: logger
+            ).decode(
+                (
+                    String, String, String, String?, String, String?, Int64, String, String?, Int64, Int64?, String?,
+                    String?, String?
+                ).self)
+            for try await row in rows {
+                if row.10 != nil { return .reused(session: row.11) }
+                guard row.9 > now else { return .expired }
+                guard let user = UserID(row.1), let provider = ProviderID(rawValue: row.7) else {
+                    return .unknown
+                }
+                try await connection.query(
+                    "UPDATE authorization_codes SET used_at = \(now) WHERE hash = \(hash.hex)", logger: logger
+                ).drain()
+                if let browserSession = row.8 {
+                    // Only while the browser session it was issued in still stands (RT3-5), in this transaction.
+                    let live = try await connection.query(
+                        """
+                        SELECT id FROM browser_sessions
+                        WHERE id = \(browserSession) AND revoked_at IS NULL AND expires_at > \(now) FOR SHARE
+                        """, logger: logger
+                    ).decode(String.self)
+                    var stands = false
+                    for try await _ in live { stands = true }
+                    guard stands else { return .browserSessionEnded }
+                }
                 return .redeemed(
                     AuthorizationCodeRecord(
-                        hash: hash, userID: userID, codeChallenge: challenge, redirectURI: redirect,
-                        expiresAt: expires, link: link.flatMap(IdentityRecord.init(serialized:)),
-                        signedInWith: way.flatMap(ProviderID.init(rawValue:)), linkSession: linkSession))
+                        hash: hash, clientID: row.0, userID: user, redirectURI: row.2, codeChallenge: row.3,
+                        scope: row.4, nonce: row.5, authTime: row.6, signedInWith: provider, browserSession: row.8,
+                        link: row.12.flatMap(IdentityRecord.init(serialized:)), linkSession: row.13,
+                        expiresAt: row.9))
             }
-            let earlier = try await client.query(
-                "SELECT session_id FROM authorization_codes WHERE hash = \(hash.hex)"
-            ).decode(String?.self)
-            for try await session in earlier { return .reused(sessionID: session) }
             return .unknown
         }
     }
 
-    package func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
-        try await query(
-            "code session", "UPDATE authorization_codes SET session_id = \(sessionID) WHERE hash = \(hash.hex)")
+    package func attachSession(_ session: String, toCode hash: [UInt8], now: Int64) async throws {
+        let logger = logger
+        try await transaction("code session") { connection in
+            try await connection.query(
+                "UPDATE authorization_codes SET session_id = \(session) WHERE hash = \(hash.hex)", logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
+                SELECT c.browser_session, \(session), c.client_id, \(now) FROM authorization_codes c
+                JOIN browser_sessions b ON b.id = c.browser_session JOIN apps a ON a.client_id = c.client_id
+                WHERE c.hash = \(hash.hex)
+                ON CONFLICT DO NOTHING
+                """, logger: logger
+            ).drain()
+            try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now) WHERE id = \(session) AND revoked_at IS NULL AND EXISTS (
+                    SELECT 1 FROM authorization_codes c WHERE c.hash = \(hash.hex) AND c.browser_session IS NOT NULL
+                    AND NOT EXISTS (
+                        SELECT 1 FROM browser_sessions b WHERE b.id = c.browser_session
+                        AND b.revoked_at IS NULL AND b.expires_at > \(now)))
+                """, logger: logger
+            ).drain()
+        }
     }
 
     package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {

@@ -162,7 +162,6 @@ extension PostgresStore {
                 "DELETE FROM state_markers WHERE expires_at < \(shortLivedBefore)",
                 "DELETE FROM email_links WHERE expires_at < \(before)",
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
-                "DELETE FROM app_codes WHERE expires_at < \(before)",
                 "DELETE FROM browser_sessions WHERE expires_at < \(before)",
                 "DELETE FROM pushed_requests WHERE expires_at < \(shortLivedBefore)",
                 "DELETE FROM rate_limits WHERE full_at < \(Double(before))",

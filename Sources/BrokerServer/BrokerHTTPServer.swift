@@ -44,7 +44,8 @@ package enum BrokerHTTPServer {
             ).collection(),
             PasskeyRoutes(passkeys: service.passkeys, authorization: service.authorization, devices: service.devices)
                 .collection(),
-            SignInRoutes(signIn: service.signIn, passkeys: service.passkeys).collection(),
+            SignInRoutes(signIn: service.signIn, callback: service.signInCallback, passkeys: service.passkeys)
+                .collection(),
             DeviceRoutes(devices: service.devices).collection(),
             LinkRoutes(links: service.links).collection(),
         ] {

@@ -61,6 +61,8 @@ package final class BrokerService: ContextualService {
     let selfService: AccountSelfService
     let links: LinkService
     let devices: DeviceService
+    /// A provider's callback, ended by the feature that asked for the sign-in.
+    let signInCallback: SignInCallback
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
     package let appTokens: AppTokenService
@@ -186,9 +188,8 @@ package final class BrokerService: ContextualService {
             context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,
             passkeys: passkeys)
         self.authorization = authorization
-        signIn.appSignIns.set { user, provider, request in
-            try await authorization.providerSignedIn(user: user, provider: provider, sealedRequest: request)
-        }
+        signInCallback = SignInCallback(
+            signIn: signIn, authorization: authorization, links: links, devices: devices)
         let appTokens = AppTokenService(context: context, secrets: clientSecretHasher)
         self.appTokens = appTokens
         tokenEndpoint = TokenEndpoint(context: context, grants: grants, appTokens: appTokens, clients: clients)

@@ -637,6 +637,54 @@ package enum Schema {
                 CREATE INDEX recovery_addresses_email ON recovery_addresses(email);
                 """
         ),
+        Migration(
+            version: 17,
+            name: "one authorization code record for the CLI and apps (codes live a minute: those in flight go)",
+            sqlite: """
+                DROP TABLE authorization_codes;
+                DROP TABLE app_codes;
+                CREATE TABLE authorization_codes (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    client_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    redirect_uri TEXT NOT NULL,
+                    code_challenge TEXT,
+                    scope TEXT NOT NULL,
+                    nonce TEXT,
+                    auth_time INTEGER NOT NULL,
+                    signed_in_with TEXT NOT NULL,
+                    browser_session TEXT,
+                    link_identity TEXT,
+                    link_session TEXT,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER,
+                    session_id TEXT
+                );
+                CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
+                """,
+            postgres: """
+                DROP TABLE authorization_codes;
+                DROP TABLE app_codes;
+                CREATE TABLE authorization_codes (
+                    hash TEXT PRIMARY KEY,
+                    client_id TEXT NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    redirect_uri TEXT NOT NULL,
+                    code_challenge TEXT,
+                    scope TEXT NOT NULL,
+                    nonce TEXT,
+                    auth_time BIGINT NOT NULL,
+                    signed_in_with TEXT NOT NULL,
+                    browser_session TEXT,
+                    link_identity TEXT,
+                    link_session TEXT,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    session_id TEXT
+                );
+                CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -741,9 +789,10 @@ extension Schema {
         Table(
             name: "authorization_codes",
             columns: [
-                ("hash", .text), ("user_id", .text), ("code_challenge", .text), ("redirect_uri", .text),
-                ("expires_at", .integer), ("used_at", .integer), ("session_id", .text), ("link_identity", .text),
-                ("signed_in_with", .text), ("link_session", .text),
+                ("hash", .text), ("client_id", .text), ("user_id", .text), ("redirect_uri", .text),
+                ("code_challenge", .text), ("scope", .text), ("nonce", .text), ("auth_time", .integer),
+                ("signed_in_with", .text), ("browser_session", .text), ("link_identity", .text),
+                ("link_session", .text), ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
             ]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(

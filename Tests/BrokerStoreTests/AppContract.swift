@@ -98,26 +98,26 @@ struct AppContract {
         let user = try await store.providerUser(Make.user("google"))
         try await Self.browser(store, "b-1", of: user)
         let hash = Make.hash()
-        let code = AppCodeRecord(
+        let code = AuthorizationCodeRecord(
             hash: hash, clientID: "wiki", userID: user.id, redirectURI: "https://wiki.example/cb",
             codeChallenge: nil, scope: "openid email", nonce: "n", authTime: Make.now - 5, signedInWith: "google",
             browserSession: "b-1", expiresAt: Make.now + 60)
-        try await store.createAppCode(code)
-        let outcomes = try await withThrowingTaskGroup(of: AppCodeRedemption.self) { group in
-            for _ in 0..<20 { group.addTask { try await store.redeemAppCode(hash: hash, now: Make.now) } }
-            return try await group.reduce(into: [AppCodeRedemption]()) { $0.append($1) }
+        try await store.createAuthorizationCode(code)
+        let outcomes = try await withThrowingTaskGroup(of: CodeRedemption.self) { group in
+            for _ in 0..<20 { group.addTask { try await store.redeemAuthorizationCode(hash: hash, now: Make.now) } }
+            return try await group.reduce(into: [CodeRedemption]()) { $0.append($1) }
         }
         #expect(outcomes.filter { $0 == .redeemed(code) }.count == 1, "\(outcomes)")
         #expect(outcomes.filter { $0 == .reused(session: nil) }.count == 19)
-        try await store.attachSession("s-1", toAppCode: hash, now: Make.now)
-        #expect(try await store.redeemAppCode(hash: hash, now: Make.now) == .reused(session: "s-1"))
-        #expect(try await store.redeemAppCode(hash: Make.hash(), now: Make.now) == .unknown)
+        try await store.attachSession("s-1", toCode: hash, now: Make.now)
+        #expect(try await store.redeemAuthorizationCode(hash: hash, now: Make.now) == .reused(session: "s-1"))
+        #expect(try await store.redeemAuthorizationCode(hash: Make.hash(), now: Make.now) == .unknown)
 
         let late = Make.hash()
         var expiring = code
         expiring.hash = late
-        try await store.createAppCode(expiring)
-        #expect(try await store.redeemAppCode(hash: late, now: Make.now + 60) == .unknown, "expired")
+        try await store.createAuthorizationCode(expiring)
+        #expect(try await store.redeemAuthorizationCode(hash: late, now: Make.now + 60) == .expired)
     }
 
     /// RT3-5: a code issued before its browser session ended (end-session, reset, `sessions revoke`) was still
@@ -131,8 +131,8 @@ struct AppContract {
         let user = try await store.providerUser(Make.user("google"))
         func code(_ browser: String) async throws -> [UInt8] {
             let hash = Make.hash()
-            try await store.createAppCode(
-                AppCodeRecord(
+            try await store.createAuthorizationCode(
+                AuthorizationCodeRecord(
                     hash: hash, clientID: "wiki", userID: user.id, redirectURI: "https://wiki.example/cb",
                     codeChallenge: nil, scope: "openid", nonce: nil, authTime: Make.now, signedInWith: "google",
                     browserSession: browser, expiresAt: Make.now + 60))
@@ -141,14 +141,16 @@ struct AppContract {
         try await Self.browser(store, "ended", of: user)
         let issued = try await code("ended")
         #expect(try await store.revokeBrowserSession(id: "ended", now: Make.now))
-        #expect(try await store.redeemAppCode(hash: issued, now: Make.now) == .browserSessionEnded)
-        #expect(try await store.redeemAppCode(hash: issued, now: Make.now) == .reused(session: nil), "spent")
-        #expect(try await store.redeemAppCode(hash: try await code("never-was"), now: Make.now) == .browserSessionEnded)
+        #expect(try await store.redeemAuthorizationCode(hash: issued, now: Make.now) == .browserSessionEnded)
+        #expect(try await store.redeemAuthorizationCode(hash: issued, now: Make.now) == .reused(session: nil), "spent")
+        #expect(
+            try await store.redeemAuthorizationCode(hash: try await code("never-was"), now: Make.now)
+                == .browserSessionEnded)
 
         // Ended between the redemption and the session's start: the session goes with it.
         try await Self.browser(store, "racing", of: user)
         let racing = try await code("racing")
-        guard case .redeemed = try await store.redeemAppCode(hash: racing, now: Make.now) else {
+        guard case .redeemed = try await store.redeemAuthorizationCode(hash: racing, now: Make.now) else {
             Issue.record("a code of a live browser session is redeemed")
             return
         }
@@ -156,7 +158,7 @@ struct AppContract {
         var session = Make.session(for: user)
         session.clientID = "wiki"
         try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
-        try await store.attachSession(session.id, toAppCode: racing, now: Make.now)
+        try await store.attachSession(session.id, toCode: racing, now: Make.now)
         #expect(try await store.session(id: session.id)?.revokedAt != nil)
     }
 
@@ -179,17 +181,17 @@ struct AppContract {
         _ store: any Store, _ user: UserRecord, app: String, through browser: String
     ) async throws -> String {
         let hash = Make.hash()
-        try await store.createAppCode(
-            AppCodeRecord(
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
                 hash: hash, clientID: app, userID: user.id, redirectURI: "https://\(app).example/cb",
                 codeChallenge: nil,
                 scope: "openid", nonce: nil, authTime: Make.now, signedInWith: "google", browserSession: browser,
                 expiresAt: Make.now + 60))
-        _ = try await store.redeemAppCode(hash: hash, now: Make.now)
+        _ = try await store.redeemAuthorizationCode(hash: hash, now: Make.now)
         var session = Make.session(for: user)
         session.clientID = app
         try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
-        try await store.attachSession(session.id, toAppCode: hash, now: Make.now)
+        try await store.attachSession(session.id, toCode: hash, now: Make.now)
         return session.id
     }
 

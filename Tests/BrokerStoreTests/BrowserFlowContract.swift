@@ -11,14 +11,14 @@ struct BrowserFlowContract {
         let store = try await kind.make()
         let user = try await store.providerUser(Make.user("google"))
         let code = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: user.id, codeChallenge: "challenge", redirectURI: "http://127.0.0.1:5/cb",
-            expiresAt: Make.now + 60)
+            hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:5/cb",
+            codeChallenge: "challenge", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60)
         try await store.createAuthorizationCode(code)
         #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
-        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(sessionID: nil))
-        try await store.attachSession(toCode: code.hash, sessionID: "session-1")
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(session: nil))
+        try await store.attachSession("session-1", toCode: code.hash, now: Make.now)
         #expect(
-            try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(sessionID: "session-1"))
+            try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(session: "session-1"))
         #expect(try await store.redeemAuthorizationCode(hash: Make.hash(), now: Make.now) == .unknown)
     }
 
@@ -27,8 +27,8 @@ struct BrowserFlowContract {
         let store = try await kind.make()
         let user = try await store.providerUser(Make.user("google"))
         let code = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:5/cb",
-            expiresAt: Make.now + 60)
+            hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:5/cb",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60)
         try await store.createAuthorizationCode(code)
         let outcomes = try await withThrowingTaskGroup(of: CodeRedemption.self) { group in
             for _ in 0..<30 {
@@ -37,7 +37,42 @@ struct BrowserFlowContract {
             return try await group.reduce(into: [CodeRedemption]()) { $0.append($1) }
         }
         #expect(outcomes.filter { $0 == .redeemed(code) }.count == 1)
-        #expect(outcomes.filter { $0 == .reused(sessionID: nil) }.count == 29)
+        #expect(outcomes.filter { $0 == .reused(session: nil) }.count == 29)
+    }
+
+    /// One record for the CLI and apps (schema v17): a CLI code issued in no browser session is redeemed, and the
+    /// session it starts is not taken for one whose browser session ended (RT3-5 applies to codes of a browser
+    /// session only); an expired code is told apart and starts nothing; an app's removal takes its codes along.
+    @Test(arguments: StoreUnderTest.available)
+    func aCodeWithoutABrowserSessionStartsALastingSessionAndAnAppsCodesGoWithIt(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.providerUser(Make.user("google"))
+        let code = AuthorizationCodeRecord(
+            hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:5/callback",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60)
+        try await store.createAuthorizationCode(code)
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
+        var session = Make.session(for: user)
+        session.clientID = "broker-cli"
+        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        try await store.attachSession(session.id, toCode: code.hash, now: Make.now)
+        #expect(try await store.session(id: session.id)?.revokedAt == nil, "no browser session to have ended")
+        #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(session: session.id))
+
+        var late = code
+        late.hash = Make.hash()
+        try await store.createAuthorizationCode(late)
+        #expect(try await store.redeemAuthorizationCode(hash: late.hash, now: Make.now + 60) == .expired)
+        #expect(try await store.redeemAuthorizationCode(hash: late.hash, now: Make.now + 61) == .expired, "unspent")
+
+        try await store.createApp(
+            AppRecord(clientID: "wiki", secretHash: nil, redirectURIs: ["https://wiki.example/cb"], createdAt: Make.now)
+        )
+        var appCode = code
+        (appCode.hash, appCode.clientID, appCode.redirectURI) = (Make.hash(), "wiki", "https://wiki.example/cb")
+        try await store.createAuthorizationCode(appCode)
+        #expect(try await store.deleteApp(clientID: "wiki", now: Make.now) != nil)
+        #expect(try await store.redeemAuthorizationCode(hash: appCode.hash, now: Make.now) == .unknown)
     }
 
     @Test(arguments: StoreUnderTest.available)

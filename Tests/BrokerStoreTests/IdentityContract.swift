@@ -191,8 +191,8 @@ struct IdentityContract {
         let hash = Make.hash()
         try await store.createAuthorizationCode(
             AuthorizationCodeRecord(
-                hash: hash, userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:9/cb",
-                expiresAt: Make.now + 60, signedInWith: "google"))
+                hash: hash, clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:9/cb",
+                codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60))
         guard case .redeemed(let code) = try await store.redeemAuthorizationCode(hash: hash, now: Make.now) else {
             Issue.record("the code was not redeemed")
             return
@@ -262,13 +262,13 @@ struct IdentityContract {
         let ada = try await Self.custom(store, "ada@example.com")
         let identity = IdentityRecord(provider: "twitter", subject: "2244994945", email: nil, name: "Grace \"G\"")
         let code = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: ada.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/callback",
-            expiresAt: Make.now + 60, link: identity)
+            hash: Make.hash(), clientID: "broker-cli", userID: ada.id, redirectURI: "http://127.0.0.1:1/callback",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", link: identity, expiresAt: Make.now + 60)
         try await store.createAuthorizationCode(code)
         #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
         let plain = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: ada.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/callback",
-            expiresAt: Make.now + 60)
+            hash: Make.hash(), clientID: "broker-cli", userID: ada.id, redirectURI: "http://127.0.0.1:1/callback",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60)
         try await store.createAuthorizationCode(plain)
         #expect(try await store.redeemAuthorizationCode(hash: plain.hash, now: Make.now) == .redeemed(plain))
     }

@@ -214,11 +214,11 @@ struct SessionContract {
         let (liveUser, live, liveToken) = try await Make.signedIn(store, lifetime: 10_000)
         let user = try await store.providerUser(Make.user())
         let oldCode = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
-            expiresAt: Make.now + 10)
+            hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:1/cb",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 10)
         let newCode = AuthorizationCodeRecord(
-            hash: Make.hash(), userID: user.id, codeChallenge: "c", redirectURI: "http://127.0.0.1:1/cb",
-            expiresAt: Make.now + 10_000)
+            hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:1/cb",
+            codeChallenge: "c", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 10_000)
         try await store.createAuthorizationCode(oldCode)
         try await store.createAuthorizationCode(newCode)
         #expect(try await store.spendStateMarker("old", expiresAt: Make.now + 10))

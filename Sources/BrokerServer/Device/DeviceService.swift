@@ -74,7 +74,7 @@ final class DeviceService: ContextualService {
             if let taken = try await store.identities(user: user).first(where: { $0.identity.provider == provider }) {
                 throw APIError(
                     status: 409, code: .alreadyLinked,
-                    detail: SignInService.providerTakenMessage(
+                    detail: LinkMessages.providerTaken(
                         signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
             }
             linkUser = user
@@ -284,6 +284,51 @@ final class DeviceService: ContextualService {
         return onward
     }
 
+    /// A provider vouched for someone in this flow's sign-in (``SignInCallback``): the confirmation page
+    /// (Allow / Deny) for the authorization, if it is still waiting; for a link, only once the identity can be
+    /// attached.
+    func providerSignedIn(_ vouched: VouchedSignIn, userCode: String) async throws -> APIResponse {
+        let (record, provider) = (vouched.identity, vouched.provider)
+        guard let authorization = try await store.pendingDeviceAuthorization(userCode: userCode, now: now) else {
+            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
+        }
+        if let linkUser = authorization.linkUser {
+            // A link: the provider account signs in as nobody here; it is attached once the person allows it,
+            // and only while the session that asked is live (RT2-1).
+            guard let target = try await store.user(id: linkUser),
+                try await tokens.isLive(session: authorization.linkSession ?? "", of: linkUser)
+            else {
+                throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
+            }
+            if let (reason, problem) = try await linkProblem(record, to: linkUser) {
+                metrics.link(provider: provider.rawValue, outcome: reason)
+                audit.record(
+                    "linked", outcome: "failure", user: linkUser,
+                    fields: ["provider": provider.rawValue, "reason": reason, "flow": "device"])
+                throw SignInRedirect(
+                    reason: "link_refused",
+                    response: Page.response(status: 409, Page.message(title: "Not linked", text: problem)))
+            }
+            return try DeviceApproval.confirmationPage(
+                user: target, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+                signedInWith: provider, linking: record, providerName: signIn.displayName(provider))
+        }
+        let user: UserRecord
+        switch try await store.signIn(record, now: now) {
+        case .user(let found): user = found
+        case .unlinked(let former):
+            throw signIn.refusal(
+                vouched.sealed, reason: "unlinked", code: .accessDenied,
+                description: "this \(signIn.displayName(provider)) account was unlinked from the user \(former)")
+        }
+        logger.info(
+            "signed in for a device", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
+        return try DeviceApproval.confirmationPage(
+            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+            signedInWith: provider, proof: DeviceApproval.proof(identity: record))
+    }
+
     /// `POST /auth/device/password {user_code, email, password, csrf}`: the custom account, then the
     /// confirmation.
     func passwordSignIn(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
@@ -440,9 +485,9 @@ extension DeviceService {
             audit.record("linked", user: user, fields: ["provider": identity.provider.rawValue, "flow": "device"])
             return .attached(new: true)
         case .alreadyLinked: return .attached(new: false)
-        case .ownedByAnotherUser: problem = SignInService.ownedMessage(name)
+        case .ownedByAnotherUser: problem = LinkMessages.owned(name)
         case .providerTaken(let subject):
-            problem = SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject)
+            problem = LinkMessages.providerTaken(name, provider: identity.provider, subject: subject)
         case .userMissing: problem = "the user to link to no longer exists"
         }
         audit.record(

@@ -6,7 +6,8 @@ import Logging
 
 /// Account linking: the ways one user signs in. A provider account is attached only after its own sign-in
 /// (never by matching emails): `POST /auth/link` gives the signed-in CLI a ``LinkTicket`` for the browser flow,
-/// and the identity is attached when the code that flow ends in is redeemed (``GrantService/link(_:to:)``). An
+/// and the identity is attached when the code that flow ends in is redeemed (``attachLinked(_:to:)``, at the
+/// `authorization_code` grant). An
 /// email + password way in is added directly (`{"provider": "custom", "email", "password"}`). The user keeps
 /// the id of their first identity whatever is linked or unlinked later.
 final class LinkService: ContextualService {
@@ -21,6 +22,42 @@ final class LinkService: ContextualService {
     }
 
     var context: ServiceContext { accounts.context }
+
+    /// A provider vouched for someone in a `broker link`'s sign-in (``SignInCallback``): a one-time code at the
+    /// CLI's loopback, the identity attached only when the code is redeemed with the CLI's verifier. Refused here
+    /// already when the provider account is someone else's, or the session that asked has ended, so the person
+    /// sees why in the browser (and the CLI, at its loopback).
+    func providerSignedIn(
+        _ vouched: VouchedSignIn, request: AuthorizationRequest, link: AuthorizationRequest.LinkTarget
+    ) async throws -> APIResponse {
+        let (record, provider) = (vouched.identity, vouched.provider)
+        guard request.clientID == CLIClient.clientID, CLIClient.isLoopbackRedirect(request.redirectURI) else {
+            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.staleAppForm))
+        }
+        var refusal: (String, String)?
+        if try await !tokens.isLive(session: link.session, of: link.user) {
+            refusal = ("session_ended", "the session that asked for this link has ended; run broker link again")
+        } else {
+            refusal = try await linkProblem(record, to: link.user)
+        }
+        if let (reason, problem) = refusal {
+            metrics.link(provider: provider.rawValue, outcome: reason)
+            audit.record(
+                "linked", outcome: "failure", user: link.user,
+                fields: ["provider": provider.rawValue, "reason": reason])
+            throw SignInRedirect(
+                reason: "link_refused",
+                response: .redirect(
+                    request.response(
+                        [("error", OAuthErrorCode.accessDenied.rawValue), ("error_description", problem)],
+                        issuer: issuer)))
+        }
+        let location = try await AuthorizationCodes(context: context).issue(
+            request, user: link.user, signedInWith: provider, authTime: now, browserSession: nil, link: record,
+            linkSession: link.session)
+        logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
+        return .redirect(location)
+    }
 
     /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
     /// Reading them changes nothing, so an API access token is enough here (as at `/auth/me`); an account token
@@ -92,7 +129,7 @@ final class LinkService: ContextualService {
         if let taken = try await store.identities(user: user.id).first(where: { $0.identity.provider == provider }) {
             throw APIError(
                 status: 409, code: .alreadyLinked,
-                detail: SignInService.providerTakenMessage(
+                detail: LinkMessages.providerTaken(
                     signIn.displayName(provider), provider: provider, subject: taken.identity.subject))
         }
         let ticket = try LinkTicket(

@@ -4,9 +4,10 @@ import BrokerCrypto
 import BrokerStore
 import Logging
 
-/// The token endpoint for apps and `/auth/userinfo` (issue "Sign in to any app"): the `authorization_code`
-/// grant with client authentication (`client_secret_basic`, `client_secret_post`, or none + PKCE for public
-/// apps), id tokens, and the claims the granted scopes allow.
+/// The `authorization_code` grant — the one grant of the authorization endpoint's codes, for apps and the broker
+/// CLI alike (``CLIClient``) — with client authentication (`client_secret_basic`, `client_secret_post`, or none +
+/// PKCE for public clients), id tokens, and `/auth/userinfo` with the claims the granted scopes allow (issue
+/// "Sign in to any app").
 package final class AppTokenService: ContextualService {
     package let context: ServiceContext
     package let secrets: ClientSecretHasher
@@ -33,8 +34,11 @@ package final class AppTokenService: ContextualService {
         headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
 
     /// The app a token request authenticates as (RFC 6749 §2.3): Basic or the form's `client_secret` for a
-    /// confidential app (exactly one way), no secret for a public one.
-    func authenticate(_ input: RequestInput, authorization: String?) async throws -> AppRecord {
+    /// confidential app (exactly one way), no secret for a public one. `cliWhenUnnamed`: a code request that names
+    /// no client and sends no Basic is the broker CLI's (the contract's code exchange names none).
+    func authenticate(_ input: RequestInput, authorization: String?, cliWhenUnnamed: Bool = false) async throws
+        -> AppRecord
+    {
         var clientID = try input.optionalString("client_id")
         var secret = try input.optionalString("client_secret")
         if let authorization, authorization.lowercased().hasPrefix("basic ") {
@@ -45,7 +49,10 @@ package final class AppTokenService: ContextualService {
             clientID = pair.id
             secret = pair.secret
         }
-        guard let clientID, let app = try await app(clientID: clientID) else {
+        if clientID == nil, secret == nil, cliWhenUnnamed { clientID = CLIClient.clientID }
+        guard let clientID,
+            let app = try await cliWhenUnnamed ? client(clientID: clientID) : app(clientID: clientID)
+        else {
             throw Self.invalidClient
         }
         // Some native clients (oidc-agent) send an empty secret for a public app: that is no secret.
@@ -57,9 +64,10 @@ package final class AppTokenService: ContextualService {
         }
     }
 
-    /// `grant_type=authorization_code` for an app.
+    /// `grant_type=authorization_code`: an app's code, or the CLI's. A second use of a code fails and revokes the
+    /// session the first one started (RFC 6749 §4.1.2).
     func authorizationCode(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
-        let app = try await authenticate(input, authorization: authorization)
+        let app = try await authenticate(input, authorization: authorization, cliWhenUnnamed: true)
         let code = try input.string("code")
         let redirectURI = try input.string("redirect_uri")
         let verifier = try input.optionalString("code_verifier")
@@ -67,8 +75,8 @@ package final class AppTokenService: ContextualService {
             throw APIError.invalidGrant("the code is not one this broker issued")
         }
         let hash = Digest.sha256(code)
-        let record: AppCodeRecord
-        switch try await store.redeemAppCode(hash: hash, now: now) {
+        let record: AuthorizationCodeRecord
+        switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
         case .unknown:
             throw APIError.invalidGrant("the code is not valid")
         case .reused(let sessionID):
@@ -80,13 +88,17 @@ package final class AppTokenService: ContextualService {
                     fields: ["session": String(sessionID.prefix(8)), "client_id": app.clientID])
             }
             throw APIError.invalidGrant("the code has already been used")
+        case .expired:
+            throw APIError.invalidGrant("the code has expired; sign in again")
         case .browserSessionEnded:
             throw APIError.invalidGrant(
                 "the sign-in this code came from has ended (signed out, revoked or reset); sign in again")
         case .redeemed(let found):
             record = found
         }
-        guard record.clientID == app.clientID else { throw APIError.invalidGrant("the code was issued to another app") }
+        guard record.clientID == app.clientID else {
+            throw APIError.invalidGrant("the code was issued to another client")
+        }
         guard record.redirectURI == redirectURI else {
             throw APIError.invalidGrant("redirect_uri is not the one the code was issued for")
         }
@@ -100,10 +112,11 @@ package final class AppTokenService: ContextualService {
         guard let user = try await store.user(id: record.userID) else {
             throw APIError.invalidGrant("the account no longer exists")
         }
+        if app.clientID == CLIClient.clientID { return try await cliSession(record, hash: hash, user: user) }
         let scopes = record.scope.split(separator: " ").map(String.init)
         let (session, sessionID) = try await tokens.startSessionReturningID(
             user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith)
-        try await store.attachSession(sessionID, toAppCode: hash, now: now)
+        try await store.attachSession(sessionID, toCode: hash, now: now)
         var answer = OpenIDTokenResponse(
             accessToken: session.accessToken, tokenType: TokenIssuer.tokenType, expiresIn: session.expiresIn,
             scope: record.scope,
@@ -118,8 +131,31 @@ package final class AppTokenService: ContextualService {
         return .tokens(answer.json)
     }
 
+    /// The CLI's code, redeemed: a CLI session (the APIs' audience, DPoP-bound when the request sent a proof),
+    /// after attaching the identity of a `broker link` while the session that asked for it is live (RT2-1).
+    private func cliSession(_ record: AuthorizationCodeRecord, hash: [UInt8], user: UserRecord) async throws
+        -> APIResponse
+    {
+        guard record.codeChallenge != nil else { throw APIError.invalidGrant("the code is not valid") }
+        if let identity = record.link {
+            guard let asking = record.linkSession, try await tokens.isLive(session: asking, of: user.id) else {
+                audit.record(
+                    "linked", outcome: "failure", user: user.id,
+                    fields: ["provider": identity.provider.rawValue, "reason": "session_ended"])
+                throw APIError.invalidGrant("the session that asked for this link has ended; run broker link again")
+            }
+            try await attachLinked(identity, to: user)
+        }
+        let (response, sessionID) = try await tokens.startSessionReturningID(
+            user: user, clientID: CLIClient.clientID, scope: nil, signedInWith: record.signedInWith)
+        try await store.attachSession(sessionID, toCode: hash, now: now)
+        return .tokens(response.json)
+    }
+
     /// The id token (Core 2): signed with the app's algorithm (RS256 unless it chose another).
-    func idToken(user: UserRecord, app: AppRecord, code: AppCodeRecord, accessToken: String, scopes: [String])
+    func idToken(
+        user: UserRecord, app: AppRecord, code: AuthorizationCodeRecord, accessToken: String, scopes: [String]
+    )
         async throws -> String
     {
         let issuedAt = now
@@ -127,9 +163,10 @@ package final class AppTokenService: ContextualService {
             "iss": .string(tokens.issuer), "sub": .string(user.id.description), "aud": .string(app.clientID),
             "azp": .string(app.clientID), "iat": .int(issuedAt),
             "exp": .int(issuedAt + tokens.configuration.accessTokenTTL), "auth_time": .int(code.authTime),
-            "sid": .string(code.browserSession), "at_hash": .string(Self.halfHash(accessToken)),
+            "at_hash": .string(Self.halfHash(accessToken)),
             "amr": .array([code.signedInWith == .custom ? "pwd" : "fed"]), "idp": .string(code.signedInWith.rawValue),
         ]
+        if let browserSession = code.browserSession { claims["sid"] = .string(browserSession) }
         if let nonce = code.nonce { claims["nonce"] = .string(nonce) }
         claims.merge(try await profileClaims(user: user, scopes: scopes)) { _, new in new }
         guard let signer = tokens.keys.current.idTokenSigner(algorithm: app.idTokenAlgorithm) else {

@@ -1,8 +1,8 @@
 import BrokerCore
 import BrokerCrypto
 
-/// An app's authorization request (OpenID Connect Core 3.1.2.1) once its client and redirect URI are known to
-/// be good: what the sign-in and consent pages carry (sealed, in a hidden field) and a provider's round trip
+/// An authorization request (OpenID Connect Core 3.1.2.1), an app's or the CLI's (``CLIClient``), once its
+/// client and redirect URI are known to be good: what the sign-in and consent pages carry (sealed, in a hidden field) and a provider's round trip
 /// carries in its state, so that nothing is stored before someone signs in.
 struct AuthorizationRequest: Sendable, Hashable {
     var clientID: String
@@ -18,6 +18,15 @@ struct AuthorizationRequest: Sendable, Hashable {
     var expectedSubject: String?
     /// When the sealed request stops being accepted (the pages' lifetime).
     var expiresAt: Int64
+    /// For `broker link` (the CLI only, from a ``LinkTicket``): the provider account signed in with is attached
+    /// to this user rather than signing in as anyone.
+    var link: LinkTarget?
+
+    /// The user a link attaches to, and the session that asked for it (RT2-1: the link dies with it).
+    struct LinkTarget: Sendable, Hashable {
+        var user: UserID
+        var session: String
+    }
 
     /// How long a person has for the sign-in and consent pages.
     static let lifetime: Int64 = 1800
@@ -35,6 +44,10 @@ struct AuthorizationRequest: Sendable, Hashable {
         if let maxAge { fields["m"] = .int(maxAge) }
         if let loginHint { fields["l"] = .string(loginHint) }
         if let expectedSubject { fields["u"] = .string(expectedSubject) }
+        if let link {
+            fields["k"] = .string(link.user.description)
+            fields["ks"] = .string(link.session)
+        }
         return try SealedDocument.seal(fields, key: key, purpose: Self.associatedData)
     }
 
@@ -46,11 +59,17 @@ struct AuthorizationRequest: Sendable, Hashable {
             let prompt = fields["p"]?.arrayValue?.compactMap(\.stringValue),
             let expiresAt = fields["e"]?.intValue, now <= expiresAt
         else { return nil }
+        var link: LinkTarget?
+        switch (fields["k"]?.stringValue.flatMap(UserID.init), fields["ks"]?.stringValue) {
+        case (nil, nil): link = nil
+        case (let user?, let session?) where !session.isEmpty: link = LinkTarget(user: user, session: session)
+        default: return nil
+        }
         return AuthorizationRequest(
             clientID: clientID, redirectURI: redirectURI, scopes: scopes, state: fields["t"]?.stringValue,
             nonce: fields["n"]?.stringValue, codeChallenge: fields["x"]?.stringValue, prompt: Set(prompt),
             maxAge: fields["m"]?.intValue, loginHint: fields["l"]?.stringValue,
-            expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt)
+            expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt, link: link)
     }
 
     /// `redirect_uri` with `parameters`, `state` and `iss` (RFC 9207) added to its query.

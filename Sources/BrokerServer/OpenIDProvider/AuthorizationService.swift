@@ -6,7 +6,8 @@ import Logging
 
 /// `/auth/authorize` and the pages behind it (OpenID Connect Core 3.1.2, issue "Sign in to any app"): the
 /// request is checked, the person signs in (or already is: the broker's own browser session), allows the app
-/// (or did before, or it is first-party), and the app gets a one-time code at its redirect URI.
+/// (or did before, or it is first-party), and the app gets a one-time code at its redirect URI. The broker CLI
+/// is one of its clients (``CLIClient``), built in.
 ///
 /// Errors go to the redirect URI only once the client and the redirect URI are known to be good; before that
 /// the person gets a page and nobody is redirected anywhere (never an open redirect).
@@ -18,13 +19,11 @@ final class AuthorizationService: ContextualService {
     let flowKey: [UInt8]
     let backchannel: BackchannelLogout
     let passkeys: PasskeyService
+    let codes: AuthorizationCodes
     /// Pushed requests each app may store (RT3-8): a public app authenticates with nothing, so its client id
     /// alone would let anyone fill the store; counted per app and per source address, in the store.
     let pushesPerApp: SharedRateLimiter
     let pushesPerAddress: SharedRateLimiter
-
-    /// How long an app's code lives (RFC 6749 §4.1.2 recommends at most ten minutes).
-    static let codeLifetime: Int64 = 60
 
     init(
         context: ServiceContext, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
@@ -38,6 +37,7 @@ final class AuthorizationService: ContextualService {
         self.signIn = signIn
         self.flowKey = flowKey
         sessions = BrowserSessions(store: context.store, tokens: context.tokens)
+        codes = AuthorizationCodes(context: context)
         pushesPerApp = SharedRateLimiter(
             "par_app", capacity: 600, per: 60, store: context.store, clock: context.tokens.clock)
         pushesPerAddress = SharedRateLimiter(
@@ -78,6 +78,15 @@ final class AuthorizationService: ContextualService {
             .refused(request, error, description)
         }
         if let state = request.state, state.utf8.count > 1024 { return refuse(.invalidRequest, "state is too long") }
+        if app.clientID == CLIClient.clientID {
+            // The CLI checks `state` and always sends one, with an explicit S256 (the contract's loopback flow).
+            guard let state = request.state, !state.isEmpty, state.utf8.count <= CLIClient.maxState else {
+                return refuse(.invalidRequest, "state is required (at most 512 characters)")
+            }
+            guard parameters["code_challenge_method"] == "S256" else {
+                return refuse(.invalidRequest, "code_challenge_method must be S256")
+            }
+        }
         if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse(.invalidRequest, "nonce is too long") }
         if parameters["request"] != nil { return refuse(.requestNotSupported, "request objects are not supported") }
         guard let responseType = parameters["response_type"] else {
@@ -135,7 +144,7 @@ final class AuthorizationService: ContextualService {
         guard let clientID = query["client_id"], !clientID.isEmpty else {
             return badRequestPage("The app did not say who it is (client_id is missing).")
         }
-        guard let app = try await app(clientID: clientID) else {
+        guard let app = try await client(clientID: clientID) else {
             return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
         }
         var parameters = query
@@ -153,7 +162,7 @@ final class AuthorizationService: ContextualService {
                 "\(app.clientID) must push its sign-in requests to the broker first (RFC 9126: request_uri from "
                     + "/auth/par).")
         }
-        guard let redirectURI = parameters["redirect_uri"], AppRules.matches(redirectURI, of: app) else {
+        guard let redirectURI = parameters["redirect_uri"], CLIClient.redirectAllowed(redirectURI, for: app) else {
             return badRequestPage(
                 "The address \(app.clientID) asked to return to is not one it registered (redirect_uri).")
         }
@@ -244,7 +253,8 @@ final class AuthorizationService: ContextualService {
             return .failure(Page.response(status: 403, Page.staleAppForm))
         }
         guard let request = AuthorizationRequest.open((try? input.string("request")) ?? "", key: flowKey, now: now),
-            let app = try await store.app(clientID: request.clientID), AppRules.matches(request.redirectURI, of: app)
+            let app = try await client(clientID: request.clientID),
+            CLIClient.redirectAllowed(request.redirectURI, for: app)
         else {
             return .failure(Page.response(status: 400, Page.staleAppForm))
         }
@@ -283,7 +293,7 @@ final class AuthorizationService: ContextualService {
     func registerPage(query: [String: String]) async throws -> APIResponse {
         guard tokens.configuration.customEnabled,
             let request = AuthorizationRequest.open(query["request"] ?? "", key: flowKey, now: now),
-            let app = try await store.app(clientID: request.clientID)
+            let app = try await client(clientID: request.clientID)
         else { return Page.response(status: 400, Page.staleAppForm) }
         return try registerForm(request, app: app, problem: nil, email: request.loginHint)
     }
@@ -335,7 +345,7 @@ final class AuthorizationService: ContextualService {
     }
 
     /// `POST /auth/authorize/provider {request, csrf, provider}`: off to the provider; its callback comes back
-    /// into this request (``providerSignedIn(user:provider:sealedRequest:)``).
+    /// into this request (``providerSignedIn(_:request:browserBound:)``).
     func provider(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
         let (request, app): (AuthorizationRequest, AppRecord)
         switch try await formRequest(input, cookie: cookie) {
@@ -347,7 +357,7 @@ final class AuthorizationService: ContextualService {
         else {
             return try signInPage(request, app: app, problem: "Choose one of the ways to sign in below.", status: 400)
         }
-        let started = try await signIn.startAppSignIn(
+        let started = try await signIn.startAuthorizationSignIn(
             provider: provider, request: try request.seal(key: flowKey), address: address)
         guard let location = started.headers.first(where: { $0.0 == "Location" })?.1 else { return started }
         var onward = Page.response(status: 200, Page.onward(to: location, name: signIn.displayName(provider)))
@@ -355,12 +365,55 @@ final class AuthorizationService: ContextualService {
         return onward
     }
 
-    /// A provider's callback for an app's sign-in: the browser session starts, and the request goes on.
-    func providerSignedIn(user: UserRecord, provider: ProviderID, sealedRequest: String) async throws -> APIResponse {
-        guard let request = AuthorizationRequest.open(sealedRequest, key: flowKey, now: now),
-            let app = try await store.app(clientID: request.clientID), AppRules.matches(request.redirectURI, of: app)
+    /// A provider vouched for someone in this request's sign-in (``SignInCallback``): the identity becomes a
+    /// user, the browser session starts, and the request goes on. The CLI's `/auth/{provider}/start`
+    /// (`browserBound` false) starts no browser session: its code goes straight to the CLI's loopback.
+    func providerSignedIn(_ vouched: VouchedSignIn, request: AuthorizationRequest, browserBound: Bool)
+        async throws -> APIResponse
+    {
+        let provider = vouched.provider
+        let isCLI = request.clientID == CLIClient.clientID
+        guard let app = try await client(clientID: request.clientID),
+            CLIClient.redirectAllowed(request.redirectURI, for: app), browserBound || isCLI
         else {
             return Page.response(status: 400, Page.staleAppForm)
+        }
+        let user: UserRecord
+        switch try await store.signIn(vouched.identity, now: now) {
+        case .user(let found): user = found
+        case .unlinked(let former):
+            let unlinked = "this \(signIn.displayName(provider)) account was unlinked from the user \(former)"
+            guard isCLI else {
+                throw SignInRedirect(
+                    reason: "unlinked",
+                    response: Page.response(
+                        status: 400, Page.message(title: "Not signed in", text: unlinked + ". Sign in another way.")))
+            }
+            throw SignInRedirect(
+                reason: "unlinked",
+                response: .redirect(
+                    request.response(
+                        [
+                            ("error", OAuthErrorCode.accessDenied.rawValue),
+                            (
+                                "error_description",
+                                unlinked + "; sign in another way and run broker link --provider \(provider.rawValue) "
+                                    + "to attach it again"
+                            ),
+                        ], issuer: issuer)))
+        }
+        if isCLI {
+            logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+            audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
+        } else {
+            logger.info(
+                "signed in for an app", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
+            audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "app"])
+        }
+        guard browserBound else {
+            return .redirect(
+                try await codes.issue(
+                    request, user: user.id, signedInWith: provider, authTime: now, browserSession: nil))
         }
         let (session, setCookie) = try await sessions.start(user: user.id, signedInWith: provider)
         return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: setCookie)
@@ -431,15 +484,10 @@ final class AuthorizationService: ContextualService {
     private func issueCode(_ request: AuthorizationRequest, session: BrowserSessionRecord, fromForm: Bool)
         async throws -> APIResponse
     {
-        let code = try SecureRandom.token(byteCount: 32)
-        try await store.createAppCode(
-            AppCodeRecord(
-                hash: Digest.sha256(code), clientID: request.clientID, userID: session.userID,
-                redirectURI: request.redirectURI, codeChallenge: request.codeChallenge,
-                scope: request.scopes.joined(separator: " "), nonce: request.nonce, authTime: session.authTime,
-                signedInWith: session.signedInWith, browserSession: session.id, expiresAt: now + Self.codeLifetime))
+        let location = try await codes.issue(
+            request, user: session.userID, signedInWith: session.signedInWith, authTime: session.authTime,
+            browserSession: session.id)
         metrics.appAuthorization(outcome: "code")
-        let location = request.response([("code", code)], issuer: issuer)
         return fromForm ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
     }
 }

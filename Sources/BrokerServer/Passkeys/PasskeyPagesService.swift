@@ -151,7 +151,7 @@ extension PasskeyService {
     /// passkey button, for `broker login --provider passkey` (the same checks as a provider's `/start`).
     func loopbackPage(query: [String: String]) async throws -> APIResponse {
         guard enabled else { throw Self.unavailable }
-        let (redirectURI, state, challenge) = try SignInService.loopbackRequest(query)
+        let (redirectURI, state, challenge) = try CLIClient.loopbackRequest(query)
         let flow = try PasskeyLoopback(
             redirectURI: redirectURI, state: state, codeChallenge: challenge, expiresAt: now + PasskeyLoopback.lifetime
         ).seal(key: flowKey)
@@ -183,13 +183,13 @@ extension PasskeyService {
                     Page.passkeyLoopback(flow: (try? input.string("flow")) ?? "", csrf: csrf, problem: failure.message))
             )
         }
-        let code = try SecureRandom.token(byteCount: 32)
-        try await store.createAuthorizationCode(
-            AuthorizationCodeRecord(
-                hash: Digest.sha256(code), userID: user.id, codeChallenge: flow.codeChallenge,
-                redirectURI: flow.redirectURI, expiresAt: now + SignInService.codeLifetime, signedInWith: .passkey))
-        let location = SignInService.loopback(
-            flow.redirectURI, [("code", code)], state: flow.state, issuer: tokens.issuer)
+        // The CLI's authorization request, signed in with the passkey: its code, like every other.
+        let request = AuthorizationRequest(
+            clientID: CLIClient.clientID, redirectURI: flow.redirectURI, scopes: [], state: flow.state, nonce: nil,
+            codeChallenge: flow.codeChallenge, prompt: ["login"], maxAge: nil, loginHint: nil, expectedSubject: nil,
+            expiresAt: flow.expiresAt)
+        let location = try await AuthorizationCodes(context: context).issue(
+            request, user: user.id, signedInWith: .passkey, authTime: now, browserSession: nil)
         return FormGuard.clearing(Page.response(status: 200, Page.appOnward(to: location)), secure: secure)
     }
 }

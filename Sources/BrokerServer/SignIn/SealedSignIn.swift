@@ -7,30 +7,21 @@ import BrokerCrypto
 /// Sealed with AES-256-GCM under the broker's flow key, the provider id as associated data (a state from one
 /// provider's start cannot complete another's). One encoder and one decoder, here.
 package struct SealedSignIn: Sendable, Hashable {
-    /// What the sign-in is for, and so which service finishes it (issue "Rooms for the next floor": one value,
-    /// not a set of optionals that had to agree).
+    /// What the sign-in is for, and so which feature ends it (``SignInCallback``).
     package enum Purpose: Sendable, Hashable {
-        /// The CLI's loopback sign-in: a code for ``SealedSignIn/redirectURI``.
-        case loopback
-        /// `broker link`: the provider account is attached to `user`, while `session` (the one that asked, a
-        /// ``LinkTicket``'s) is live; also ends at the CLI's loopback.
-        case link(user: UserID, session: String)
         /// The device flow: the authorization with `userCode`; `binding` is the digest of the cookie set in the
         /// browser that typed the code (RT2-4), so the callback completes only there. Ends in the broker's
-        /// confirmation page.
+        /// confirmation page (`Device/`).
         case device(userCode: String, binding: String)
-        /// An app's sign-in (`/auth/authorize`): the sealed ``AuthorizationRequest`` the callback goes on with;
+        /// An authorization request (`/auth/authorize`, an app's or the CLI's, `OpenIDProvider/`; a `broker link`
+        /// when it carries a link, `Link/`): the sealed ``AuthorizationRequest`` the callback goes on with.
         /// `binding` is the digest of the cookie set in the browser that chose the provider (RT3-2), so that an
-        /// attacker's own callback URL, opened by someone else, cannot sign that browser in as the attacker.
-        case app(request: String, binding: String)
+        /// attacker's own callback URL, opened by someone else, cannot sign that browser in as the attacker;
+        /// `nil` for the CLI's `/auth/{provider}/start`, which starts no browser session: its code goes to the
+        /// CLI that holds the PKCE verifier and checks `state`, so a callback opened elsewhere helps nobody.
+        case authorization(request: String, binding: String?)
     }
 
-    /// The CLI's own `state`, handed back to its loopback listener (empty but for `.loopback` and `.link`).
-    var cliState: String
-    /// The CLI's PKCE S256 challenge, bound to the one-time code.
-    var codeChallenge: String
-    /// The CLI's loopback redirect URI.
-    var redirectURI: String
     /// The OIDC nonce the provider's ID token must carry.
     var nonce: String
     /// The PKCE verifier of the broker's own request to the provider.
@@ -39,15 +30,9 @@ package struct SealedSignIn: Sendable, Hashable {
     var expiresAt: Int64
     /// The single-use marker, spent in the store when the sign-in completes.
     package var marker: String
-    var purpose: Purpose = .loopback
+    var purpose: Purpose
 
-    package init(
-        cliState: String, codeChallenge: String, redirectURI: String, nonce: String, providerVerifier: String,
-        expiresAt: Int64, marker: String, purpose: Purpose = .loopback
-    ) {
-        self.cliState = cliState
-        self.codeChallenge = codeChallenge
-        self.redirectURI = redirectURI
+    package init(nonce: String, providerVerifier: String, expiresAt: Int64, marker: String, purpose: Purpose) {
         self.nonce = nonce
         self.providerVerifier = providerVerifier
         self.expiresAt = expiresAt
@@ -59,30 +44,23 @@ package struct SealedSignIn: Sendable, Hashable {
     static let maxSealedLength = 12_288
 
     private enum Field: String {
-        case cliState = "s", codeChallenge = "c", redirectURI = "r", nonce = "n", providerVerifier = "v"
-        case expiresAt = "e", marker = "m", linkUser = "l", deviceUserCode = "d", linkSession = "k"
-        case deviceBinding = "b", appRequest = "a"
+        case nonce = "n", providerVerifier = "v", expiresAt = "e", marker = "m", deviceUserCode = "d"
+        case binding = "b", request = "a"
     }
 
     /// The sealed, base64url form.
     package func seal(key: [UInt8], provider: ProviderID) throws -> String {
         var fields: [String: JSONValue] = [
-            Field.cliState.rawValue: .string(cliState), Field.codeChallenge.rawValue: .string(codeChallenge),
-            Field.redirectURI.rawValue: .string(redirectURI), Field.nonce.rawValue: .string(nonce),
-            Field.providerVerifier.rawValue: .string(providerVerifier), Field.expiresAt.rawValue: .int(expiresAt),
-            Field.marker.rawValue: .string(marker),
+            Field.nonce.rawValue: .string(nonce), Field.providerVerifier.rawValue: .string(providerVerifier),
+            Field.expiresAt.rawValue: .int(expiresAt), Field.marker.rawValue: .string(marker),
         ]
         switch purpose {
-        case .loopback: break
-        case .link(let user, let session):
-            fields[Field.linkUser.rawValue] = .string(user.description)
-            fields[Field.linkSession.rawValue] = .string(session)
         case .device(let userCode, let binding):
             fields[Field.deviceUserCode.rawValue] = .string(userCode)
-            fields[Field.deviceBinding.rawValue] = .string(binding)
-        case .app(let request, let binding):
-            fields[Field.appRequest.rawValue] = .string(request)
-            fields[Field.deviceBinding.rawValue] = .string(binding)
+            fields[Field.binding.rawValue] = .string(binding)
+        case .authorization(let request, let binding):
+            fields[Field.request.rawValue] = .string(request)
+            if let binding { fields[Field.binding.rawValue] = .string(binding) }
         }
         return Base64URL.encode(
             try AESGCM.seal(
@@ -95,9 +73,6 @@ package struct SealedSignIn: Sendable, Hashable {
         guard sealed.utf8.count <= maxSealedLength, let box = Base64URL.decode(sealed),
             let opened = AESGCM.open(box, key: key, associatedData: Array(provider.rawValue.utf8)),
             let fields = JSONValue.parse(opened)?.objectValue,
-            let cliState = fields[Field.cliState.rawValue]?.stringValue,
-            let codeChallenge = fields[Field.codeChallenge.rawValue]?.stringValue,
-            let redirectURI = fields[Field.redirectURI.rawValue]?.stringValue,
             let nonce = fields[Field.nonce.rawValue]?.stringValue,
             let providerVerifier = fields[Field.providerVerifier.rawValue]?.stringValue,
             let expiresAt = fields[Field.expiresAt.rawValue]?.intValue,
@@ -105,27 +80,21 @@ package struct SealedSignIn: Sendable, Hashable {
             let purpose = Self.purpose(fields)
         else { return nil }
         return SealedSignIn(
-            cliState: cliState, codeChallenge: codeChallenge, redirectURI: redirectURI, nonce: nonce,
-            providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, purpose: purpose)
+            nonce: nonce, providerVerifier: providerVerifier, expiresAt: expiresAt, marker: marker, purpose: purpose)
     }
 
-    /// The purpose the fields name: none of the purpose fields is `.loopback`; a link needs its user and its
-    /// session (RT2-1), a device sign-in its code and its browser binding (RT2-4), an app's sign-in its request
-    /// and its browser binding (RT3-2); any mixture is not ours.
+    /// The purpose the fields name: a device sign-in needs its code and its browser binding (RT2-4), an
+    /// authorization its request; any mixture, or neither, is not ours.
     private static func purpose(_ fields: [String: JSONValue]) -> Purpose? {
         func text(_ field: Field) -> String?? {
             guard let value = fields[field.rawValue] else { return .some(nil) }
             return value.stringValue.map { .some($0) } ?? nil
         }
-        guard let linkUser = text(.linkUser), let linkSession = text(.linkSession),
-            let userCode = text(.deviceUserCode),
-            let binding = text(.deviceBinding), let request = text(.appRequest)
+        guard let userCode = text(.deviceUserCode), let binding = text(.binding), let request = text(.request)
         else { return nil }
-        switch (linkUser, linkSession, userCode, binding, request) {
-        case (nil, nil, nil, nil, nil): return .loopback
-        case (let user?, let session?, nil, nil, nil): return UserID(user).map { .link(user: $0, session: session) }
-        case (nil, nil, let code?, let binding?, nil): return .device(userCode: code, binding: binding)
-        case (nil, nil, nil, let binding?, let request?): return .app(request: request, binding: binding)
+        switch (userCode, binding, request) {
+        case (let code?, let binding?, nil): return .device(userCode: code, binding: binding)
+        case (nil, let binding, let request?): return .authorization(request: request, binding: binding)
         default: return nil
         }
     }

@@ -4,6 +4,7 @@ import Hummingbird
 /// The providers on offer and the browser sign-in through one of them (start, and the provider's callback).
 struct SignInRoutes {
     let signIn: SignInService
+    let callback: SignInCallback
     let passkeys: PasskeyService
 
     func collection() -> RouteCollection<BrokerRequestContext> {
@@ -18,7 +19,7 @@ struct SignInRoutes {
         }
         routes.get("/auth/:provider/callback") { request, context in
             try await Server.response(
-                signIn.completeBrowserSignIn(
+                callback.complete(
                     provider: context.parameters.get("provider") ?? "", query: try Server.query(request),
                     cookie: request.headers.value(.cookie), address: context.clientAddress))
         }

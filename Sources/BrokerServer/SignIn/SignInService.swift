@@ -4,24 +4,22 @@ import BrokerCrypto
 import BrokerStore
 import Logging
 import ProviderSupport
-import Synchronization
 
-/// The browser flow at the broker (CONTRACT.md "The loopback browser flow"): `/auth/{provider}/start`,
-/// `/auth/{provider}/callback`, and the `authorization_code` grant.
+/// Signing in at a provider, for whichever feature asked (an authorization request — an app's or the CLI's — or
+/// the device flow): `/auth/{provider}/start` (the CLI's shortcut into an authorization request), the redirect
+/// to the provider, and the provider's answer turned into an identity (``vouch(provider:query:cookie:)``).
+/// What follows is the asking feature's (``SignInCallback``).
 ///
-/// Nothing is stored for a sign-in until the provider has vouched for someone: the pending sign-in (the CLI's
-/// state, challenge and loopback redirect, the broker's nonce and PKCE verifier, an expiry and a random
-/// marker) is sealed with AES-256-GCM into the broker's own `state`. The callback opens it, checks that its
-/// marker is unspent, asks the provider module for the identity, and only then spends the marker (once) and
-/// hands the CLI a one-time code.
+/// Nothing is stored for a sign-in until the provider has vouched for someone: the pending sign-in (what it is
+/// for, the broker's nonce and PKCE verifier, an expiry and a random marker) is sealed with AES-256-GCM into the
+/// broker's own `state`. The callback opens it, checks that its marker is unspent, asks the provider module for
+/// the identity, and only then spends the marker (once).
 package final class SignInService: ContextualService {
     package let context: ServiceContext
     /// The sign-in provider modules this broker's configuration enables.
     let identityProviders: [ProviderID: any IdentityProvider]
     /// Seals pending browser sign-ins into the broker's `state` (AES-256-GCM).
     package let flowKey: [UInt8]
-    /// Where an app's sign-in goes once a provider vouched for someone (set by ``BrokerService``).
-    let appSignIns = AppSignInHook()
     /// Starts and callbacks per client address: 120 at once, 120 more a minute (each may cost a provider call).
     let perAddress: RateLimiter
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
@@ -63,9 +61,6 @@ package final class SignInService: ContextualService {
 
     /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
     static let pendingLifetime: Int64 = 600
-    /// A one-time code must be redeemed within this many seconds.
-    static let codeLifetime: Int64 = 60
-
     /// The name people know a provider by (its descriptor's), for messages.
     func displayName(_ provider: ProviderID) -> String {
         configuration.schema(provider)?.displayName ?? provider.rawValue
@@ -97,68 +92,18 @@ package final class SignInService: ContextualService {
         return modules
     }
 
-    /// Whether `uri` is a loopback redirect the contract allows: `http`, host `127.0.0.1` or `[::1]`, any
-    /// port, path `/callback`, nothing else.
-    static func isLoopbackRedirect(_ uri: String) -> Bool {
-        guard uri.hasPrefix("http://") else { return false }
-        let rest = uri.dropFirst("http://".count)
-        guard let slash = rest.firstIndex(of: "/") else { return false }
-        let authority = rest[..<slash]
-        guard rest[slash...] == "/callback" else { return false }
-        let host: Substring
-        let port: Substring?
-        if authority.hasPrefix("[::1]") {
-            host = "[::1]"
-            let after = authority.dropFirst(5)
-            port = after.isEmpty ? nil : (after.hasPrefix(":") ? after.dropFirst() : "x")
-        } else if let colon = authority.firstIndex(of: ":") {
-            host = authority[..<colon]
-            port = authority[authority.index(after: colon)...]
-        } else {
-            host = authority
-            port = nil
-        }
-        guard host == "127.0.0.1" || host == "[::1]" else { return false }
-        if let port {
-            guard port.utf8.count <= 5, port.isASCIIDigits, let number = Int(port),
-                (1...65535).contains(number)
-            else { return false }
-        }
-        return true
-    }
-
     func callbackURL(_ provider: ProviderID) -> String { issuer + "/auth/\(provider.rawValue)/callback" }
 
-    /// The CLI's part of a loopback sign-in's start (RFC 8252, RFC 7636), as every `/start` checks it: a loopback
-    /// `redirect_uri` the contract allows, a `state` of at most 512 characters, and an S256 `code_challenge`.
-    static func loopbackRequest(_ query: [String: String]) throws(APIError)
-        -> (redirectURI: String, state: String, codeChallenge: String)
-    {
-        guard let redirectURI = query["redirect_uri"], Self.isLoopbackRedirect(redirectURI) else {
-            throw APIError.invalidRequest(
-                "redirect_uri must be http://127.0.0.1:PORT/callback or http://[::1]:PORT/callback")
-        }
-        guard let cliState = query["state"], !cliState.isEmpty, cliState.utf8.count <= 512 else {
-            throw APIError.invalidRequest("state is required (at most 512 characters)")
-        }
-        guard query["code_challenge_method"] == "S256" else {
-            throw APIError.invalidRequest("code_challenge_method must be S256")
-        }
-        guard let challenge = query["code_challenge"], PKCE.isValidS256Challenge(challenge) else {
-            throw APIError.invalidRequest("code_challenge must be an S256 challenge (43 base64url characters)")
-        }
-        return (redirectURI, cliState, challenge)
-    }
-
-    /// `GET /auth/{provider}/start`.
+    /// `GET /auth/{provider}/start`: the CLI's shortcut into an authorization request of the built-in client
+    /// (``CLIClient``) — straight to one provider, with a fresh sign-in there and no browser session — or, with a
+    /// `link_ticket`, a `broker link`.
     func startBrowserSignIn(provider name: String, query: [String: String], address: String? = nil) async throws
         -> APIResponse
     {
         let (provider, module) = try browserProvider(name)
         try limit(address)
-        let (redirectURI, cliState, challenge) = try Self.loopbackRequest(query)
-        var linkUser: UserID?
-        var linkSession: String?
+        let (redirectURI, cliState, challenge) = try CLIClient.loopbackRequest(query)
+        var link: AuthorizationRequest.LinkTarget?
         if let sealedTicket = query["link_ticket"] {
             guard let ticket = LinkTicket.open(sealedTicket, key: flowKey, provider: provider) else {
                 throw APIError.invalidRequest(
@@ -174,15 +119,15 @@ package final class SignInService: ContextualService {
                 throw APIError.invalidRequest(
                     "the session that asked for this link has ended (signed out or revoked); run broker link again")
             }
-            linkUser = ticket.user
-            linkSession = ticket.session
+            link = AuthorizationRequest.LinkTarget(user: ticket.user, session: ticket.session)
         }
+        let request = AuthorizationRequest(
+            clientID: CLIClient.clientID, redirectURI: redirectURI, scopes: [], state: cliState, nonce: nil,
+            codeChallenge: challenge, prompt: ["login"], maxAge: nil, loginHint: nil, expectedSubject: nil,
+            expiresAt: now + AuthorizationRequest.lifetime, link: link)
         return try await redirect(
-            to: provider, module: module,
-            SealedSignIn(
-                cliState: cliState, codeChallenge: challenge, redirectURI: redirectURI, nonce: "",
-                providerVerifier: "", expiresAt: 0, marker: "",
-                purpose: linkUser.map { .link(user: $0, session: linkSession ?? "") } ?? .loopback))
+            to: provider, module: module, purpose: .authorization(request: try request.seal(key: flowKey), binding: nil)
+        )
     }
 
     /// The device flow's sign-in at a provider (`POST /auth/device/signin`): the same sealed state, for the
@@ -195,18 +140,17 @@ package final class SignInService: ContextualService {
         // device of whoever sent them the link.
         let binding = try SecureRandom.token(byteCount: 32)
         var response = try await redirect(
-            to: provider, module: module,
-            SealedSignIn(
-                cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", purpose: .device(userCode: userCode, binding: Self.bindingDigest(binding))))
+            to: provider, module: module, purpose: .device(userCode: userCode, binding: Self.bindingDigest(binding)))
         response.headers.append(
             ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
         return response
     }
 
-    /// An app's sign-in at a provider (`POST /auth/authorize/provider`): the same sealed state, carrying the
-    /// app's sealed request; the callback hands the user to ``appSignIns``.
-    func startAppSignIn(provider: ProviderID, request: String, address: String?) async throws -> APIResponse {
+    /// An authorization request's sign-in at a provider, chosen on the sign-in page (`POST
+    /// /auth/authorize/provider`): the same sealed state, carrying the sealed request, bound to this browser.
+    func startAuthorizationSignIn(provider: ProviderID, request: String, address: String?) async throws
+        -> APIResponse
+    {
         let (provider, module) = try browserProvider(provider.rawValue)
         try limit(address)
         // Bound to this browser as the device flow's is (RT3-2): the callback completes only where the cookie
@@ -214,16 +158,14 @@ package final class SignInService: ContextualService {
         let binding = try SecureRandom.token(byteCount: 32)
         var response = try await redirect(
             to: provider, module: module,
-            SealedSignIn(
-                cliState: "", codeChallenge: "", redirectURI: "", nonce: "", providerVerifier: "", expiresAt: 0,
-                marker: "", purpose: .app(request: request, binding: Self.bindingDigest(binding))))
+            purpose: .authorization(request: request, binding: Self.bindingDigest(binding)))
         response.headers.append(
             ("Set-Cookie", bindingCookie(provider, value: binding, maxAge: Self.pendingLifetime)))
         return response
     }
 
-    /// The browser binding cookie of a device or app sign-in, sent only to the provider's callback. The CLI's
-    /// loopback and link sign-ins need none: their code goes to the CLI that holds the PKCE verifier and the
+    /// The browser binding cookie of a sign-in chosen in a browser, sent only to the provider's callback. The
+    /// CLI's `/start` needs none: their code goes to the CLI that holds the PKCE verifier and the
     /// `state` it checks, so a callback URL opened in another browser ends in a code nobody else can redeem.
     func bindingCookie(_ provider: ProviderID, value: String, maxAge: Int64) -> String {
         let secure = issuer.lowercased().hasPrefix("https://") ? "; Secure" : ""
@@ -242,17 +184,17 @@ package final class SignInService: ContextualService {
         }
     }
 
-    /// Seals `template` (with a fresh nonce, provider verifier, marker and expiry) into the provider's state
-    /// and answers with the redirect to the provider's authorization page.
-    private func redirect(to provider: ProviderID, module: any IdentityProvider, _ template: SealedSignIn)
+    /// Seals `purpose` (with a fresh nonce, provider verifier, marker and expiry) into the provider's state and
+    /// answers with the redirect to the provider's authorization page.
+    private func redirect(to provider: ProviderID, module: any IdentityProvider, purpose: SealedSignIn.Purpose)
         async throws -> APIResponse
     {
         let nonce = try SecureRandom.token(byteCount: 16)
         let verifier = try PKCE.generate().verifier
         let marker = try SecureRandom.token(byteCount: 16)
-        var sealed = template
-        (sealed.nonce, sealed.providerVerifier, sealed.marker) = (nonce, verifier, marker)
-        sealed.expiresAt = now + Self.pendingLifetime
+        let sealed = SealedSignIn(
+            nonce: nonce, providerVerifier: verifier, expiresAt: now + Self.pendingLifetime, marker: marker,
+            purpose: purpose)
         let state = try sealed.seal(key: flowKey, provider: provider)
         let pending = PendingSignIn(
             state: state, nonce: nonce, codeVerifier: verifier, callbackURL: callbackURL(provider))
@@ -296,30 +238,9 @@ package final class SignInService: ContextualService {
         return carry
     }
 
-    /// `GET /auth/{provider}/callback`.
-    func completeBrowserSignIn(
-        provider name: String, query: [String: String], cookie: String? = nil, address: String? = nil
-    ) async throws -> APIResponse {
-        try limit(address)
-        // The label is a provider this broker offers, never the path's text.
-        let label = ProviderID(rawValue: name).flatMap { identityProviders[$0] == nil ? nil : $0.rawValue } ?? "unknown"
-        var response: APIResponse
-        do {
-            response = try await metrics.counting(
-                success: "success",
-                { outcome in
-                    metrics.signIn(provider: label, outcome: outcome)
-                    if outcome != "success" {
-                        audit.record("sign_in", outcome: "failure", fields: ["provider": label, "reason": outcome])
-                    }
-                }
-            ) {
-                try await completeSignIn(provider: name, query: query, cookie: cookie)
-            }
-        } catch let redirect as SignInRedirect {
-            response = redirect.response
-        }
-        // The carried state has served its purpose (or is stale): drop it from the browser.
+    /// The sign-in's cookies, spent or stale once its callback is answered: dropped from the browser.
+    func clearingCookies(_ response: APIResponse, provider name: String, cookie: String?) -> APIResponse {
+        var response = response
         if let provider = ProviderID(rawValue: name), cookie?.contains("broker_flow_\(name)=") == true {
             response.headers.append(("Set-Cookie", self.cookie(provider, value: "", maxAge: 0)))
         }
@@ -329,26 +250,31 @@ package final class SignInService: ContextualService {
         return response
     }
 
-    private func completeSignIn(provider name: String, query: [String: String], cookie: String?) async throws
-        -> APIResponse
-    {
+    /// The metrics label of a callback's provider: one this broker offers, never the path's text.
+    func label(_ name: String) -> String {
+        ProviderID(rawValue: name).flatMap { identityProviders[$0] == nil ? nil : $0.rawValue } ?? "unknown"
+    }
+
+    /// `GET /auth/{provider}/callback`, up to the identity: the sealed state opened and checked, the provider
+    /// asked, the marker spent. Throws ``SignInRedirect`` (the error for whoever asked) when it ends without one.
+    func vouch(provider name: String, query: [String: String], cookie: String?) async throws -> VouchedSignIn {
         let (provider, module) = try browserProvider(name)
         guard let state = query["state"], let sealed = SealedSignIn.open(state, key: flowKey, provider: provider)
         else {
             throw APIError.invalidRequest("this sign-in's state is missing or was not issued by this broker")
         }
-        let (cliState, challenge, redirectURI) = (sealed.cliState, sealed.codeChallenge, sealed.redirectURI)
         let (nonce, verifier, expiry, marker) = (sealed.nonce, sealed.providerVerifier, sealed.expiresAt, sealed.marker)
         guard now <= expiry else {
             throw refusal(
                 sealed, reason: "expired", code: .accessDenied, description: "the sign-in took too long; start again")
         }
-        if case .device(_, let binding) = sealed.purpose, !bound(provider, cookieHeader: cookie, digest: binding) {
+        switch sealed.purpose {
+        case .device(_, let binding) where !bound(provider, cookieHeader: cookie, digest: binding):
             throw SignInRedirect(
                 reason: "other_browser", response: Page.response(status: 400, Page.deviceOtherBrowser))
-        }
-        if case .app(_, let binding) = sealed.purpose, !bound(provider, cookieHeader: cookie, digest: binding) {
+        case .authorization(_, let binding?) where !bound(provider, cookieHeader: cookie, digest: binding):
             throw SignInRedirect(reason: "other_browser", response: Page.response(status: 400, Page.appOtherBrowser))
+        default: break
         }
         // Checked now, spent only once the provider has vouched for someone: an unauthenticated request
         // with a state from /start (any visitor can get one) writes nothing.
@@ -389,236 +315,35 @@ package final class SignInService: ContextualService {
         guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
             throw APIError.invalidRequest("this sign-in has already been completed")
         }
-        let record = IdentityRecord(
-            provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
-            name: identity.name)
-        // Each purpose is finished by its own code.
-        switch sealed.purpose {
-        case .device(let userCode, _):
-            return try await completeDeviceSignIn(record, provider: provider, userCode: userCode, sealed: sealed)
-        case .app(let request, _):
-            return try await completeAppSignIn(record, provider: provider, request: request)
-        case .loopback:
-            return try await completeLoopbackSignIn(
-                record, provider: provider, redirectURI: redirectURI, cliState: cliState, challenge: challenge)
-        case .link(let user, let session):
-            return try await completeLinkSignIn(
-                record, provider: provider, linkUser: user, linkSession: session, redirectURI: redirectURI,
-                cliState: cliState, challenge: challenge)
-        }
+        return VouchedSignIn(
+            provider: provider,
+            identity: IdentityRecord(
+                provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
+                name: identity.name),
+            sealed: sealed)
     }
 
-    /// `broker link`, vouched for at the provider: a one-time code at the CLI's loopback, the identity attached
-    /// only when the code is redeemed with the CLI's verifier.
-    private func completeLinkSignIn(
-        _ record: IdentityRecord, provider: ProviderID, linkUser: UserID, linkSession: String, redirectURI: String,
-        cliState: String, challenge: String
-    ) async throws -> APIResponse {
-        let code = try SecureRandom.token(byteCount: 32)
-        // Attached only when the code is redeemed with the CLI's verifier; refused here already when the
-        // provider account is someone else's, or the session that asked has ended, so the person sees why
-        // in the browser.
-        var refusal: (String, String)?
-        if try await !tokens.isLive(session: linkSession, of: linkUser) {
-            refusal = ("session_ended", "the session that asked for this link has ended; run broker link again")
-        } else {
-            refusal = try await linkProblem(record, to: linkUser)
-        }
-        if let (reason, problem) = refusal {
-            metrics.link(provider: provider.rawValue, outcome: reason)
-            audit.record(
-                "linked", outcome: "failure", user: linkUser,
-                fields: ["provider": provider.rawValue, "reason": reason])
-            throw SignInRedirect(
-                reason: "link_refused",
-                response: .redirect(
-                    Self.loopback(
-                        redirectURI, [("error", OAuthErrorCode.accessDenied.rawValue), ("error_description", problem)],
-                        state: cliState,
-                        issuer: issuer)))
-        }
-        try await store.createAuthorizationCode(
-            AuthorizationCodeRecord(
-                hash: Digest.sha256(code), userID: linkUser, codeChallenge: challenge, redirectURI: redirectURI,
-                expiresAt: now + Self.codeLifetime, link: record, signedInWith: provider,
-                linkSession: linkSession))
-        logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
-        return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
-    }
-
-    /// The CLI's loopback sign-in, vouched for: a one-time code at its loopback redirect.
-    private func completeLoopbackSignIn(
-        _ record: IdentityRecord, provider: ProviderID, redirectURI: String, cliState: String, challenge: String
-    ) async throws -> APIResponse {
-        let code = try SecureRandom.token(byteCount: 32)
-        let user: UserRecord
-        switch try await store.signIn(record, now: now) {
-        case .user(let found): user = found
-        case .unlinked(let former):
-            throw SignInRedirect(
-                reason: "unlinked",
-                response: .redirect(
-                    Self.loopback(
-                        redirectURI,
-                        [
-                            ("error", OAuthErrorCode.accessDenied.rawValue),
-                            (
-                                "error_description",
-                                "this \(displayName(provider)) account was unlinked from the user \(former); sign in "
-                                    + "another way and run broker link --provider \(provider.rawValue) to attach it again"
-                            ),
-                        ], state: cliState, issuer: issuer)))
-        }
-        try await store.createAuthorizationCode(
-            AuthorizationCodeRecord(
-                hash: Digest.sha256(code),
-                userID: user.id,
-                codeChallenge: challenge,
-                redirectURI: redirectURI,
-                expiresAt: now + Self.codeLifetime,
-                signedInWith: provider
-            ))
-        logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
-        return .redirect(Self.loopback(redirectURI, [("code", code)], state: cliState, issuer: issuer))
-    }
-
-    /// An app's sign-in at a provider, vouched for: the user it signs in as goes on into the app's request.
-    private func completeAppSignIn(_ record: IdentityRecord, provider: ProviderID, request: String) async throws
-        -> APIResponse
-    {
-        let user: UserRecord
-        switch try await store.signIn(record, now: now) {
-        case .user(let found): user = found
-        case .unlinked(let former):
-            throw SignInRedirect(
-                reason: "unlinked",
-                response: Page.response(
-                    status: 400,
-                    Page.message(
-                        title: "Not signed in",
-                        text: "This \(displayName(provider)) account was unlinked from the user \(former). Sign in "
-                            + "another way.")))
-        }
-        guard let finish = appSignIns.finish else {
-            throw APIError.serviceUnavailable("apps cannot sign in on this broker")
-        }
-        logger.info("signed in for an app", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "app"])
-        return try await finish(user, provider, request)
-    }
-
-    /// A sign-in that ends without a user: a redirect carrying the error to the CLI's loopback, or for the
-    /// device flow a page saying why.
+    /// A sign-in that ends without a user: for an authorization request, the error at its redirect URI (the
+    /// app's or the CLI's, checked at the start); for the device flow, a page saying why.
     func refusal(_ sealed: SealedSignIn, reason: String, code: OAuthErrorCode, description: String)
         -> SignInRedirect
     {
-        if case .app(let appRequest, _) = sealed.purpose {
-            // An app's sign-in: the error goes back to the app (its redirect URI was checked at the start).
-            guard let request = AuthorizationRequest.open(appRequest, key: flowKey, now: now) else {
+        switch sealed.purpose {
+        case .authorization(let sealedRequest, _):
+            guard let request = AuthorizationRequest.open(sealedRequest, key: flowKey, now: now) else {
                 return SignInRedirect(reason: reason, response: Page.response(status: 400, Page.staleAppForm))
             }
             return SignInRedirect(
                 reason: reason,
                 response: .redirect(
                     request.response([("error", code.rawValue), ("error_description", description)], issuer: issuer)))
-        }
-        if case .device = sealed.purpose {
+        case .device:
             return SignInRedirect(
                 reason: reason,
                 response: Page.response(
                     status: 400,
                     Page.message(title: "Sign-in failed", text: description + ". Start again from the device page.")))
         }
-        return SignInRedirect(
-            reason: reason,
-            response: .redirect(
-                Self.loopback(
-                    sealed.redirectURI, [("error", code.rawValue), ("error_description", description)],
-                    state: sealed.cliState,
-                    issuer: issuer)))
-    }
-
-    /// The device flow after the provider vouched for someone: the confirmation page (Allow / Deny) for the
-    /// authorization, if it is still waiting.
-    private func completeDeviceSignIn(
-        _ record: IdentityRecord, provider: ProviderID, userCode: String, sealed: SealedSignIn
-    ) async throws -> APIResponse {
-        guard let authorization = try await store.pendingDeviceAuthorization(userCode: userCode, now: now) else {
-            throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
-        }
-        if let linkUser = authorization.linkUser {
-            // A link: the provider account signs in as nobody here; it is attached once the person allows it,
-            // and only while the session that asked is live (RT2-1).
-            guard let target = try await store.user(id: linkUser),
-                try await tokens.isLive(session: authorization.linkSession ?? "", of: linkUser)
-            else {
-                throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.deviceGone))
-            }
-            if let (reason, problem) = try await linkProblem(record, to: linkUser) {
-                metrics.link(provider: provider.rawValue, outcome: reason)
-                audit.record(
-                    "linked", outcome: "failure", user: linkUser,
-                    fields: ["provider": provider.rawValue, "reason": reason, "flow": "device"])
-                throw SignInRedirect(
-                    reason: "link_refused",
-                    response: Page.response(status: 409, Page.message(title: "Not linked", text: problem)))
-            }
-            return try DeviceApproval.confirmationPage(
-                user: target, authorization: authorization, key: flowKey, now: now,
-                secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider, linking: record,
-                providerName: displayName(provider))
-        }
-        let user: UserRecord
-        switch try await store.signIn(record, now: now) {
-        case .user(let found): user = found
-        case .unlinked(let former):
-            throw refusal(
-                sealed, reason: "unlinked", code: .accessDenied,
-                description: "this \(displayName(provider)) account was unlinked from the user \(former)")
-        }
-        logger.info(
-            "signed in for a device", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
-        return try DeviceApproval.confirmationPage(
-            user: user, authorization: authorization, key: flowKey, now: now,
-            secure: issuer.lowercased().hasPrefix("https://"), signedInWith: provider,
-            proof: DeviceApproval.proof(identity: record))
-    }
-
-    /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is
-    /// attached to them already). The store decides again, atomically, when the code is redeemed.
-    func linkProblem(_ identity: IdentityRecord, to user: UserID) async throws -> (reason: String, message: String)? {
-        let name = displayName(identity.provider)
-        if let owner = try await store.identityOwner(provider: identity.provider, subject: identity.subject) {
-            return owner == user ? nil : ("owned_by_another_user", Self.ownedMessage(name))
-        }
-        if identity.derivedUserID != user, try await store.user(id: identity.derivedUserID) != nil {
-            return ("owned_by_another_user", Self.ownedMessage(name))
-        }
-        if let taken = try await store.identities(user: user).first(where: {
-            $0.identity.provider == identity.provider
-        }) {
-            return (
-                "provider_taken",
-                Self.providerTakenMessage(name, provider: identity.provider, subject: taken.identity.subject)
-            )
-        }
-        return nil
-    }
-
-    static func ownedMessage(_ name: String) -> String {
-        "this \(name) account already signs in as another broker user; sign in with it and delete that user "
-            + "(broker account delete) or unlink it there, then link again"
-    }
-
-    static func providerTakenMessage(_ name: String, provider: ProviderID, subject: String) -> String {
-        "another \(name) account (\(subject)) is linked to this user; unlink it first "
-            + "(broker unlink --provider \(provider.rawValue))"
-    }
-
-    static func loopback(_ redirectURI: String, _ fields: [(String, String)], state: String, issuer: String) -> String {
-        redirectURI + "?" + FormEncoding.encode(fields + [("state", state), ("iss", issuer)])
     }
 
     private func browserProvider(_ name: String) throws -> (ProviderID, any IdentityProvider) {
@@ -630,6 +355,13 @@ package final class SignInService: ContextualService {
         }
         return (provider, module)
     }
+}
+
+/// What a provider's callback vouched for: the identity, the provider, and what the sign-in was for.
+struct VouchedSignIn: Sendable {
+    let provider: ProviderID
+    let identity: IdentityRecord
+    let sealed: SealedSignIn
 }
 
 /// A sign-in that failed at the provider or in time and is answered with a redirect to the client carrying the
@@ -644,15 +376,4 @@ struct SignInRedirect: Error {
 struct ConcealedFailure: Error {
     let reason: String
     let response: APIResponse
-}
-
-/// The late-bound link from a provider's callback to the OpenID Provider's ``AuthorizationService`` (made after
-/// the sign-in service it depends on).
-final class AppSignInHook: Sendable {
-    typealias Finish = @Sendable (UserRecord, ProviderID, String) async throws -> APIResponse
-    private let value = Mutex<Finish?>(nil)
-
-    var finish: Finish? { value.withLock { $0 } }
-
-    func set(_ finish: @escaping Finish) { value.withLock { $0 = finish } }
 }

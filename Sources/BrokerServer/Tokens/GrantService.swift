@@ -6,7 +6,8 @@ import Logging
 import ProviderSupport
 
 /// `POST /auth/token` (every grant), `POST /auth/revoke` and `GET /auth/me`: what the broker does with the
-/// tokens it issued, and the one-time codes of the browser flow.
+/// tokens it issued (the `authorization_code` grant, the CLI's and apps', is
+/// ``AppTokenService``'s).
 final class GrantService: ContextualService {
     let context: ServiceContext
     let clients: ClientService
@@ -35,7 +36,6 @@ final class GrantService: ContextualService {
             return try await metrics.counting(success: "issued", { mintCounted(grant: "token_exchange", $0) }) {
                 try await clients.tokenExchange(input, authorization: authorization)
             }
-        case "authorization_code": return try await authorizationCode(input)
         case DeviceService.grantType:
             return try await devices.grant(input)
         default:
@@ -218,102 +218,6 @@ final class GrantService: ContextualService {
     /// The session and user of an `Authorization: Bearer` user access token (not a CI client's).
     func authenticate(authorization: String?) async throws -> SessionView {
         try await tokens.authenticate(authorization: authorization)
-    }
-
-    /// `grant_type=authorization_code`: the CLI redeems its one-time code with its PKCE verifier. A second
-    /// use of a code fails and revokes the session the first one started (RFC 6749 §4.1.2).
-    func authorizationCode(_ input: RequestInput) async throws -> APIResponse {
-        let code = try input.string("code")
-        let verifier = try input.string("code_verifier")
-        let redirectURI = try input.string("redirect_uri")
-        guard code.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(code) != nil else {
-            throw APIError.invalidGrant("the code is not one this broker issued")
-        }
-        let hash = Digest.sha256(code)
-        switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
-        case .unknown:
-            throw APIError.invalidGrant("the code is not valid")
-        case .reused(let sessionID):
-            if let sessionID, try await store.revokeSession(id: sessionID, now: now) {
-                metrics.revocation(reason: "code_reuse")
-                audit.record(
-                    "authorization_code_reused", outcome: "failure", fields: ["session": String(sessionID.prefix(8))])
-            }
-            logger.warning("authorization code reused: its session revoked")
-            throw APIError.invalidGrant("the code was already used; the session it started has been revoked")
-        case .redeemed(let record):
-            guard now <= record.expiresAt else { throw APIError.invalidGrant("the code has expired; sign in again") }
-            guard record.redirectURI == redirectURI else {
-                throw APIError.invalidGrant("redirect_uri does not match the one the sign-in started with")
-            }
-            guard PKCE.verify(verifier: verifier, challenge: record.codeChallenge) else {
-                throw APIError.invalidGrant("code_verifier does not match the code_challenge")
-            }
-            guard let user = try await store.user(id: record.userID) else {
-                throw APIError.invalidGrant("the account of this code no longer exists")
-            }
-            if let identity = record.link {
-                // The session that asked for the link must still be live (RT2-1): a logout or revocation ends
-                // the tickets and codes it asked for.
-                guard let asking = record.linkSession, try await tokens.isLive(session: asking, of: user.id) else {
-                    audit.record(
-                        "linked", outcome: "failure", user: user.id,
-                        fields: ["provider": identity.provider.rawValue, "reason": "session_ended"])
-                    throw APIError.invalidGrant("the session that asked for this link has ended; run broker link again")
-                }
-                try await link(identity, to: user)
-            }
-            let (response, sessionID) = try await tokens.startSessionReturningID(
-                user: user, clientID: TokenIssuer.cliClientID, scope: nil,
-                signedInWith: record.link?.provider ?? record.signedInWith)
-            try await store.attachSession(toCode: hash, sessionID: sessionID)
-            return .tokens(response.json)
-        }
-    }
-}
-
-extension GrantService {
-    /// Attaches the provider account a `broker link` sign-in vouched for, now that the CLI that asked for the
-    /// link has shown its verifier.
-    func link(_ identity: IdentityRecord, to user: UserRecord) async throws {
-        let name = tokens.configuration.schema(identity.provider)?.displayName ?? identity.provider.rawValue
-        let outcome = try await store.linkIdentity(identity, to: user.id, now: now)
-        metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
-        switch outcome {
-        case .linked:
-            audit.record("linked", user: user.id, fields: ["provider": identity.provider.rawValue])
-            logger.info(
-                "identity linked", metadata: ["broker.user": "\(user.id)", "broker.provider": "\(identity.provider)"])
-        case .alreadyLinked:
-            break
-        case .ownedByAnotherUser:
-            audit.record(
-                "linked", outcome: "failure", user: user.id,
-                fields: ["provider": identity.provider.rawValue, "reason": "owned_by_another_user"])
-            throw APIError(status: 403, code: .accessDenied, detail: SignInService.ownedMessage(name))
-        case .providerTaken(let subject):
-            audit.record(
-                "linked", outcome: "failure", user: user.id,
-                fields: ["provider": identity.provider.rawValue, "reason": "provider_taken"])
-            throw APIError(
-                status: 403, code: .accessDenied,
-                detail: SignInService.providerTakenMessage(name, provider: identity.provider, subject: subject))
-        case .userMissing:
-            throw APIError.invalidGrant("the account of this code no longer exists")
-        }
-    }
-}
-
-extension LinkOutcome {
-    /// The outcome as a metrics label.
-    var label: String {
-        switch self {
-        case .linked: "linked"
-        case .alreadyLinked: "already_linked"
-        case .ownedByAnotherUser: "owned_by_another_user"
-        case .providerTaken: "provider_taken"
-        case .userMissing: "user_missing"
-        }
     }
 }
 

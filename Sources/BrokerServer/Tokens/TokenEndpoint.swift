@@ -61,10 +61,14 @@ final class TokenEndpoint: ContextualService {
         return response
     }
 
-    /// `POST /auth/token`: an app's code grant goes to ``AppTokenService``, everything else to ``GrantService``.
+    /// `POST /auth/token`: the code grant (apps' and the CLI's: one grant) goes to ``AppTokenService``, an app's
+    /// refresh with its authentication first, everything else to ``GrantService``.
     nonisolated(nonsending) func token(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
         let grant = try input.string("grant_type")
-        if grant == "authorization_code", AppTokenService.isAppRequest(input, authorization: authorization) {
+        if grant == "authorization_code" {
+            guard AppTokenService.isAppRequest(input, authorization: authorization) else {
+                return try await appTokens.authorizationCode(input, authorization: authorization)
+            }
             return try await metrics.counting(success: "issued", { self.metrics.appToken(outcome: $0) }) {
                 try await appTokens.authorizationCode(input, authorization: authorization)
             }

@@ -39,6 +39,8 @@ extension SQLiteStore {
         try await write { db in
             try db.execute(sql: "DELETE FROM apps WHERE client_id = ?", arguments: [clientID])
             guard db.changesCount == 1 else { return nil }
+            // Codes name their client without a reference (the CLI's is no row): its codes go with it.
+            try db.execute(sql: "DELETE FROM authorization_codes WHERE client_id = ?", arguments: [clientID])
             return try String.fetchAll(
                 db,
                 sql: "UPDATE sessions SET revoked_at = ? WHERE client_id = ? AND revoked_at IS NULL RETURNING id",
@@ -176,66 +178,6 @@ extension SQLiteStore {
                     (row["used_at"] as Int64?) != nil
                 )
             }
-        }
-    }
-
-    package func createAppCode(_ code: AppCodeRecord) async throws {
-        try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO app_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope, nonce,
-                        auth_time, signed_in_with, browser_session, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    code.hash.hex, code.clientID, code.userID.description, code.redirectURI, code.codeChallenge,
-                    code.scope, code.nonce, code.authTime, code.signedInWith.rawValue, code.browserSession,
-                    code.expiresAt,
-                ])
-        }
-    }
-
-    package func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption {
-        try await write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM app_codes WHERE hash = ?", arguments: [hash.hex])
-            else { return .unknown }
-            if (row["used_at"] as Int64?) != nil { return .reused(session: row["session_id"]) }
-            guard (row["expires_at"] as Int64) > now, let user = UserID(row["user_id"] as String),
-                let provider = ProviderID(rawValue: row["signed_in_with"] as String)
-            else { return .unknown }
-            try db.execute(sql: "UPDATE app_codes SET used_at = ? WHERE hash = ?", arguments: [now, hash.hex])
-            // Only while the browser session it was issued in still stands (RT3-5), decided in this transaction.
-            let live = try Bool.fetchOne(
-                db, sql: "SELECT revoked_at IS NULL AND expires_at > ? FROM browser_sessions WHERE id = ?",
-                arguments: [now, row["browser_session"] as String])
-            guard live == true else { return .browserSessionEnded }
-            return .redeemed(
-                AppCodeRecord(
-                    hash: hash, clientID: row["client_id"], userID: user, redirectURI: row["redirect_uri"],
-                    codeChallenge: row["code_challenge"], scope: row["scope"], nonce: row["nonce"],
-                    authTime: row["auth_time"], signedInWith: provider, browserSession: row["browser_session"],
-                    expiresAt: row["expires_at"]))
-        }
-    }
-
-    package func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws {
-        try await write { db in
-            try db.execute(sql: "UPDATE app_codes SET session_id = ? WHERE hash = ?", arguments: [session, hash.hex])
-            try db.execute(
-                sql: """
-                    INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
-                    SELECT c.browser_session, ?, c.client_id, ? FROM app_codes c
-                    JOIN browser_sessions b ON b.id = c.browser_session WHERE c.hash = ?
-                    ON CONFLICT DO NOTHING
-                    """,
-                arguments: [session, now, hash.hex])
-            try db.execute(
-                sql: """
-                    UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL AND NOT EXISTS (
-                        SELECT 1 FROM app_codes c JOIN browser_sessions b ON b.id = c.browser_session
-                        WHERE c.hash = ? AND b.revoked_at IS NULL AND b.expires_at > ?)
-                    """,
-                arguments: [now, session, hash.hex, now])
         }
     }
 

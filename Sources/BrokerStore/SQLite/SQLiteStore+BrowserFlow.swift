@@ -8,16 +8,15 @@ extension SQLiteStore {
         try await write { db in
             try db.execute(
                 sql: """
-                    INSERT INTO authorization_codes
-                    (hash, user_id, code_challenge, redirect_uri, expires_at, link_identity, signed_in_with,
-                     link_session)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO authorization_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope,
+                        nonce, auth_time, signed_in_with, browser_session, link_identity, link_session, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    code.hash.hex, code.userID.description, code.codeChallenge, code.redirectURI, code.expiresAt,
-                    code.link?.serialized, code.signedInWith?.rawValue, code.linkSession,
-                ]
-            )
+                    code.hash.hex, code.clientID, code.userID.description, code.redirectURI, code.codeChallenge,
+                    code.scope, code.nonce, code.authTime, code.signedInWith.rawValue, code.browserSession,
+                    code.link?.serialized, code.linkSession, code.expiresAt,
+                ])
         }
     }
 
@@ -25,42 +24,56 @@ extension SQLiteStore {
         try await write { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT user_id, code_challenge, redirect_uri, expires_at, used_at, session_id, link_identity,
-                               signed_in_with, link_session
-                        FROM authorization_codes WHERE hash = ?
-                        """,
-                    arguments: [hash.hex]
-                ),
-                let user = UserID(row["user_id"] as String)
+                    db, sql: "SELECT * FROM authorization_codes WHERE hash = ?", arguments: [hash.hex])
             else { return .unknown }
-            if (row["used_at"] as Int64?) != nil { return .reused(sessionID: row["session_id"]) }
+            if (row["used_at"] as Int64?) != nil { return .reused(session: row["session_id"]) }
+            guard (row["expires_at"] as Int64) > now else { return .expired }
+            guard let user = UserID(row["user_id"] as String),
+                let provider = ProviderID(rawValue: row["signed_in_with"] as String)
+            else { return .unknown }
             try db.execute(
-                sql: "UPDATE authorization_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL",
-                arguments: [now, hash.hex]
-            )
+                sql: "UPDATE authorization_codes SET used_at = ? WHERE hash = ?", arguments: [now, hash.hex])
+            let browserSession: String? = row["browser_session"]
+            if let browserSession {
+                // Only while the browser session it was issued in still stands (RT3-5), decided in this
+                // transaction.
+                let live = try Bool.fetchOne(
+                    db, sql: "SELECT revoked_at IS NULL AND expires_at > ? FROM browser_sessions WHERE id = ?",
+                    arguments: [now, browserSession])
+                guard live == true else { return .browserSessionEnded }
+            }
             return .redeemed(
                 AuthorizationCodeRecord(
-                    hash: hash,
-                    userID: user,
-                    codeChallenge: row["code_challenge"],
-                    redirectURI: row["redirect_uri"],
-                    expiresAt: row["expires_at"],
+                    hash: hash, clientID: row["client_id"], userID: user, redirectURI: row["redirect_uri"],
+                    codeChallenge: row["code_challenge"], scope: row["scope"], nonce: row["nonce"],
+                    authTime: row["auth_time"], signedInWith: provider, browserSession: browserSession,
                     link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:)),
-                    signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)),
-                    linkSession: row["link_session"]
-                )
-            )
+                    linkSession: row["link_session"], expiresAt: row["expires_at"]))
         }
     }
 
-    package func attachSession(toCode hash: [UInt8], sessionID: String) async throws {
+    package func attachSession(_ session: String, toCode hash: [UInt8], now: Int64) async throws {
         try await write { db in
             try db.execute(
-                sql: "UPDATE authorization_codes SET session_id = ? WHERE hash = ?",
-                arguments: [sessionID, hash.hex]
-            )
+                sql: "UPDATE authorization_codes SET session_id = ? WHERE hash = ?", arguments: [session, hash.hex])
+            try db.execute(
+                sql: """
+                    INSERT INTO app_signins (browser_session, session_id, client_id, created_at)
+                    SELECT c.browser_session, ?, c.client_id, ? FROM authorization_codes c
+                    JOIN browser_sessions b ON b.id = c.browser_session JOIN apps a ON a.client_id = c.client_id
+                    WHERE c.hash = ?
+                    ON CONFLICT DO NOTHING
+                    """,
+                arguments: [session, now, hash.hex])
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL AND EXISTS (
+                        SELECT 1 FROM authorization_codes c WHERE c.hash = ? AND c.browser_session IS NOT NULL
+                        AND NOT EXISTS (
+                            SELECT 1 FROM browser_sessions b WHERE b.id = c.browser_session
+                            AND b.revoked_at IS NULL AND b.expires_at > ?))
+                    """,
+                arguments: [now, session, hash.hex, now])
         }
     }
 

@@ -146,7 +146,6 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM state_markers WHERE expires_at < ?", arguments: [shortLivedBefore])
             try db.execute(sql: "DELETE FROM email_links WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
-            try db.execute(sql: "DELETE FROM app_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM pushed_requests WHERE expires_at < ?", arguments: [shortLivedBefore])
             try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])

@@ -66,53 +66,6 @@ package struct BrowserSessionRecord: Sendable, Hashable {
     }
 }
 
-/// An app's one-time authorization code, as stored: its SHA-256, never the code.
-package struct AppCodeRecord: Sendable, Hashable {
-    package var hash: [UInt8]
-    package var clientID: String
-    package var userID: UserID
-    package var redirectURI: String
-    /// The PKCE S256 challenge, when the app sent one (public apps must).
-    package var codeChallenge: String?
-    /// Space-separated, as granted.
-    package var scope: String
-    package var nonce: String?
-    package var authTime: Int64
-    package var signedInWith: ProviderID
-    package var browserSession: String
-    package var expiresAt: Int64
-
-    package init(
-        hash: [UInt8], clientID: String, userID: UserID, redirectURI: String, codeChallenge: String?, scope: String,
-        nonce: String?, authTime: Int64, signedInWith: ProviderID, browserSession: String, expiresAt: Int64
-    ) {
-        self.hash = hash
-        self.clientID = clientID
-        self.userID = userID
-        self.redirectURI = redirectURI
-        self.codeChallenge = codeChallenge
-        self.scope = scope
-        self.nonce = nonce
-        self.authTime = authTime
-        self.signedInWith = signedInWith
-        self.browserSession = browserSession
-        self.expiresAt = expiresAt
-    }
-}
-
-/// What spending an app's code found.
-package enum AppCodeRedemption: Sendable, Hashable {
-    /// First use: the code, now spent.
-    case redeemed(AppCodeRecord)
-    /// Spent before: the session it started (if any), which the caller revokes (RFC 6749 §4.1.2).
-    case reused(session: String?)
-    /// Unknown or expired.
-    case unknown
-    /// The browser session the code was issued in has ended since (signed out, revoked, reset, expired): the
-    /// code is spent and starts nothing (RT3-5).
-    case browserSessionEnded
-}
-
 /// A back-channel logout owed to an app (Back-Channel Logout 1.0 §2.5), as the queue holds it: written in the
 /// transaction that ends the browser session, so a broker that stops before sending loses none.
 package struct LogoutDelivery: Sendable, Hashable {
@@ -194,14 +147,6 @@ package protocol AppStore: Sendable {
 
     /// A refresh token as stored (introspection, RFC 7662), and whether it has been spent by a rotation.
     func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)?
-
-    func createAppCode(_ code: AppCodeRecord) async throws
-    /// Spends a code once, in one transaction.
-    func redeemAppCode(hash: [UInt8], now: Int64) async throws -> AppCodeRedemption
-    /// Records the session a redeemed code started (so that a replay can end it), and that the app signed in
-    /// through the code's browser session (so that its end reaches the app: back-channel logout). If that
-    /// browser session ended between the redemption and now, the new session is revoked with it (RT3-5).
-    func attachSession(_ session: String, toAppCode hash: [UInt8], now: Int64) async throws
 
     /// Back-channel logouts due at `now` (at most `limit`), each leased for ``LogoutDelivery/lease`` seconds
     /// to the caller so that no other broker sends it meanwhile. Deliveries for an app that no longer has a
