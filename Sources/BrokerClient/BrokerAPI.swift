@@ -139,11 +139,14 @@ package struct BrokerAPI: Sendable {
 
     /// The refresh grant. `scope: "account"` asks for an account token instead of an API access token: what the
     /// broker's account endpoints (link, unlink, password change, account delete and export) accept.
-    package func refresh(_ refreshToken: Secret, scope: String? = nil) async throws(BrokerAPIError)
-        -> SessionResponse
+    /// `resource` (RFC 8707): an access token for that API alone (its `aud`), which the broker must have
+    /// registered.
+    package func refresh(_ refreshToken: Secret, scope: String? = nil, resource: String? = nil)
+        async throws(BrokerAPIError) -> SessionResponse
     {
         var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken.exposed)]
         if let scope { fields.append(("scope", scope)) }
+        if let resource { fields.append(("resource", resource)) }
         let request = HTTPClientRequest.form(url: baseURL + "/auth/token", fields: fields)
         return try Self.session(from: await send(request, expect: 200))
     }

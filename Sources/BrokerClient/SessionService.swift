@@ -156,6 +156,35 @@ package struct SessionService: Sendable {
         return (response.accessToken, kept)
     }
 
+    /// An access token for one API (RFC 8707 `resource`: its `aud` is that API's URL, which the broker must have
+    /// registered): the refresh grant naming the resource, under the store's lock like any refresh. The rotated
+    /// refresh token is stored; the cached access token (the broker's audience) stays as it was. Returns the
+    /// session as the resource's token makes it — what `broker token --resource` prints — without storing it.
+    package func resourceToken(_ resource: String) async throws(SessionError) -> Session {
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
+        defer { locked.unlock() }
+        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
+        guard let current else { throw .signedOut(key) }
+        guard let refreshToken = current.refreshToken else {
+            throw .rejected(key, reason: "the session has no refresh token; sign in again (broker login)")
+        }
+        let response: SessionResponse
+        do {
+            response = try await api.refresh(refreshToken, resource: resource)
+        } catch let error where error.isAuthenticationRefusal {
+            try drop(locked)
+            throw .rejected(key, reason: error.description)
+        } catch {
+            throw .broker(error)
+        }
+        var kept = current
+        kept.refreshToken = response.refreshToken ?? current.refreshToken
+        _ = try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
+        var forResource = response.session(key: key, now: clock.seconds())
+        forResource.refreshToken = nil
+        return forResource
+    }
+
     /// Runs a credential-store operation, reporting its failure as ``SessionError/cache(_:)``.
     private func cacheStep<T>(_ body: () throws(TokenCacheError) -> T) throws(SessionError) -> T {
         do {

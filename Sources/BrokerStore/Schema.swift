@@ -685,6 +685,26 @@ package enum Schema {
                 CREATE INDEX authorization_codes_expiry ON authorization_codes(expires_at);
                 """
         ),
+        Migration(
+            version: 18,
+            name: "resources (RFC 8707): the APIs broker issues tokens for; the resource a code was granted for",
+            sqlite: """
+                CREATE TABLE resources (
+                    url TEXT PRIMARY KEY NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at INTEGER NOT NULL
+                );
+                ALTER TABLE authorization_codes ADD COLUMN resource TEXT;
+                """,
+            postgres: """
+                CREATE TABLE resources (
+                    url TEXT PRIMARY KEY,
+                    scopes TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                );
+                ALTER TABLE authorization_codes ADD COLUMN resource TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -793,7 +813,9 @@ extension Schema {
                 ("code_challenge", .text), ("scope", .text), ("nonce", .text), ("auth_time", .integer),
                 ("signed_in_with", .text), ("browser_session", .text), ("link_identity", .text),
                 ("link_session", .text), ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
+                ("resource", .text),
             ]),
+        Table(name: "resources", columns: [("url", .text), ("scopes", .text), ("created_at", .integer)]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(
             name: "signing_keys",

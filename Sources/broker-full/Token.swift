@@ -2,6 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerCore
 import BrokerProviderSchemas
+import BrokerServer
 import Glibc
 import ProviderSupport
 
@@ -24,13 +25,33 @@ extension Broker {
             name: .long, help: "raw (the JWT), header, json (the session without its refresh token), exec-credential.")
         var format: SessionTokenFormat = .raw
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "A token for this API alone (RFC 8707): its aud is URL, which the broker must have registered "
+                    + "(broker resource add). Fetched fresh each time.", valueName: "URL"))
+        var resource: String?
+
         func validate() throws {
             guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative") }
+            if let resource, let problem = ResourceIndicators.problem(resource) {
+                throw ValidationError("--resource \(resource): \(problem)")
+            }
         }
 
         func run() async throws {
             let settings = try client.settings()
-            let session = try await Self.session(settings, minValid: minValid)
+            let session: Session
+            if let resource {
+                let service = SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
+                do {
+                    session = try await service.resourceToken(resource)
+                } catch {
+                    throw ClientFailure.exit(error, settings: settings)
+                }
+            } else {
+                session = try await Self.session(settings, minValid: minValid)
+            }
             Console.out(format.render(session, now: SystemClock().seconds()))
         }
 

@@ -94,7 +94,7 @@ package final class ClientService: ContextualService {
             throw APIError.invalidClient("client authentication is required (HTTP Basic or client_id + client_secret)")
         }
         let client = try await authenticatedClient(presented)
-        return try mintedResponse(client: client, input: input, federated: nil)
+        return try await mintedResponse(client: client, input: input, federated: nil)
     }
 
     /// `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`: a JWT from the issuer the client
@@ -167,7 +167,7 @@ package final class ClientService: ContextualService {
         else {
             throw refused("the subject token (jti \(jti.prefix(64))) has already been exchanged", client: client.name)
         }
-        let response = try mintedResponse(
+        let response = try await mintedResponse(
             client: client,
             input: input,
             federated: .object(["iss": .string(trust.issuer), "sub": .string(subject)]),
@@ -197,10 +197,11 @@ package final class ClientService: ContextualService {
     }
 
     /// Issues the access token of a CI client: requested scopes ∩ allowed, the requested lifetime capped by
-    /// `mint_max_ttl`, the requested audience or the broker's.
+    /// `mint_max_ttl`, the requested audience or the broker's — or, with `resource` (RFC 8707), that registered
+    /// resource's.
     func mintedResponse(
         client: ClientRecord, input: RequestInput, federated: JSONValue?, issuedTokenType: String? = nil
-    ) throws -> APIResponse {
+    ) async throws -> APIResponse {
         var ttl = Self.defaultMintTTL
         switch input.fields["ttl"] {
         case nil, .null?: break
@@ -232,8 +233,13 @@ package final class ClientService: ContextualService {
             scope = client.scopes.joined(separator: " ")
         }
 
-        let audience = try input.optionalString("audience") ?? configuration.audience
-        guard !audience.isEmpty, audience.utf8.count <= 256 else {
+        let resource = try await ResourceIndicators.named(try input.optionalString("resource"), store: store)
+        let named = try input.optionalString("audience")
+        if let resource, let named, named != resource.url {
+            throw APIError.invalidRequest("audience and resource name different APIs; send one")
+        }
+        let audience = resource?.url ?? named ?? configuration.audience
+        guard !audience.isEmpty, resource != nil || audience.utf8.count <= 256 else {
             throw APIError.invalidRequest("audience must be 1–256 characters")
         }
 

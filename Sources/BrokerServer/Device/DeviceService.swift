@@ -148,6 +148,8 @@ final class DeviceService: ContextualService {
             throw APIError(status: 401, code: .invalidClient, detail: "client_id must be broker-cli")
         }
         let deviceCode = try input.string("device_code")
+        // RFC 8707: the first access token for a registered resource; checked before the poll spends anything.
+        let resource = try await ResourceIndicators.named(try input.optionalString("resource"), store: store)
         guard deviceCode.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(deviceCode) != nil else {
             throw APIError.invalidGrant("the device code is not one this broker issued")
         }
@@ -169,7 +171,8 @@ final class DeviceService: ContextualService {
                 throw APIError.invalidGrant("the approving account no longer exists")
             }
             let body = try await tokens.startSession(
-                user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: signedInWith)
+                user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: signedInWith,
+                resource: resource?.url)
             audit.record("sign_in", user: user.id, fields: ["flow": "device"])
             return .tokens(body)
         }

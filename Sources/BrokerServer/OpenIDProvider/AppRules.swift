@@ -66,11 +66,14 @@ package enum AppRules {
     }
 
     /// `scope` as a set the app may have: each known and allowed, no duplicates; `nil` when one is not.
-    package static func scopes(_ requested: String, app: AppRecord) -> [String]? {
+    package static func scopes(_ requested: String, app: AppRecord, resource: ResourceRecord? = nil) -> [String]? {
         let asked = requested.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         var granted: [String] = []
         for scope in asked where !granted.contains(scope) {
-            guard standardScopes.contains(scope) || app.scopes.contains(scope) else { return nil }
+            guard
+                standardScopes.contains(scope) || app.scopes.contains(scope)
+                    || resource?.scopes.contains(scope) == true
+            else { return nil }
             granted.append(scope)
         }
         return granted

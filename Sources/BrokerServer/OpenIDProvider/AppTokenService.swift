@@ -74,6 +74,8 @@ package final class AppTokenService: ContextualService {
         guard code.utf8.count == TokenIssuer.refreshTokenLength, Base64URL.decode(code) != nil else {
             throw APIError.invalidGrant("the code is not one this broker issued")
         }
+        // RFC 8707: checked before the code is spent, so that a refused resource spends nothing.
+        let named = try await ResourceIndicators.named(try input.optionalString("resource"), store: store)
         let hash = Digest.sha256(code)
         let record: AuthorizationCodeRecord
         switch try await store.redeemAuthorizationCode(hash: hash, now: now) {
@@ -112,10 +114,20 @@ package final class AppTokenService: ContextualService {
         guard let user = try await store.user(id: record.userID) else {
             throw APIError.invalidGrant("the account no longer exists")
         }
-        if app.clientID == CLIClient.clientID { return try await cliSession(record, hash: hash, user: user) }
+        // The resource the sign-in asked for, or — when it asked for none — any registered one named now.
+        if let named, let granted = record.resource, named.url != granted {
+            throw APIError(
+                status: 400, code: ResourceIndicators.invalidTarget,
+                detail: "the code was granted for another resource (\(granted.prefix(256)))")
+        }
+        let resource = named?.url ?? record.resource
+        if app.clientID == CLIClient.clientID {
+            return try await cliSession(record, hash: hash, user: user, resource: resource)
+        }
         let scopes = record.scope.split(separator: " ").map(String.init)
         let (session, sessionID) = try await tokens.startSessionReturningID(
-            user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith)
+            user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith,
+            resource: resource)
         try await store.attachSession(sessionID, toCode: hash, now: now)
         var answer = OpenIDTokenResponse(
             accessToken: session.accessToken, tokenType: TokenIssuer.tokenType, expiresIn: session.expiresIn,
@@ -133,9 +145,9 @@ package final class AppTokenService: ContextualService {
 
     /// The CLI's code, redeemed: a CLI session (the APIs' audience, DPoP-bound when the request sent a proof),
     /// after attaching the identity of a `broker link` while the session that asked for it is live (RT2-1).
-    private func cliSession(_ record: AuthorizationCodeRecord, hash: [UInt8], user: UserRecord) async throws
-        -> APIResponse
-    {
+    private func cliSession(
+        _ record: AuthorizationCodeRecord, hash: [UInt8], user: UserRecord, resource: String?
+    ) async throws -> APIResponse {
         guard record.codeChallenge != nil else { throw APIError.invalidGrant("the code is not valid") }
         if let identity = record.link {
             guard let asking = record.linkSession, try await tokens.isLive(session: asking, of: user.id) else {
@@ -147,7 +159,8 @@ package final class AppTokenService: ContextualService {
             try await attachLinked(identity, to: user)
         }
         let (response, sessionID) = try await tokens.startSessionReturningID(
-            user: user, clientID: CLIClient.clientID, scope: nil, signedInWith: record.signedInWith)
+            user: user, clientID: CLIClient.clientID, scope: nil, signedInWith: record.signedInWith,
+            resource: resource)
         try await store.attachSession(sessionID, toCode: hash, now: now)
         return .tokens(response.json)
     }

@@ -21,6 +21,8 @@ struct AuthorizationRequest: Sendable, Hashable {
     /// For `broker link` (the CLI only, from a ``LinkTicket``): the provider account signed in with is attached
     /// to this user rather than signing in as anyone.
     var link: LinkTarget?
+    /// The registered resource (RFC 8707) the request named: the `aud` of the access token its code gives.
+    var resource: String?
 
     /// The user a link attaches to, and the session that asked for it (RT2-1: the link dies with it).
     struct LinkTarget: Sendable, Hashable {
@@ -44,6 +46,7 @@ struct AuthorizationRequest: Sendable, Hashable {
         if let maxAge { fields["m"] = .int(maxAge) }
         if let loginHint { fields["l"] = .string(loginHint) }
         if let expectedSubject { fields["u"] = .string(expectedSubject) }
+        if let resource { fields["rs"] = .string(resource) }
         if let link {
             fields["k"] = .string(link.user.description)
             fields["ks"] = .string(link.session)
@@ -69,7 +72,8 @@ struct AuthorizationRequest: Sendable, Hashable {
             clientID: clientID, redirectURI: redirectURI, scopes: scopes, state: fields["t"]?.stringValue,
             nonce: fields["n"]?.stringValue, codeChallenge: fields["x"]?.stringValue, prompt: Set(prompt),
             maxAge: fields["m"]?.intValue, loginHint: fields["l"]?.stringValue,
-            expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt, link: link)
+            expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt, link: link,
+            resource: fields["rs"]?.stringValue)
     }
 
     /// `redirect_uri` with `parameters`, `state` and `iss` (RFC 9207) added to its query.

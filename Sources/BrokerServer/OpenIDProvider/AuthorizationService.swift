@@ -69,7 +69,7 @@ final class AuthorizationService: ContextualService {
 
     /// Checks an authorization request's parameters for `app` once its `redirect_uri` is known to be one it
     /// registered: the same checks at `/auth/authorize` and at `/auth/par` (RFC 9126 §2.1).
-    func check(_ parameters: [String: String], app: AppRecord, redirectURI: String) -> Checked {
+    func check(_ parameters: [String: String], app: AppRecord, redirectURI: String) async throws -> Checked {
         var request = AuthorizationRequest(
             clientID: app.clientID, redirectURI: redirectURI, scopes: [], state: parameters["state"],
             nonce: parameters["nonce"], codeChallenge: nil, prompt: [], maxAge: nil, loginHint: nil,
@@ -98,7 +98,15 @@ final class AuthorizationService: ContextualService {
         if let mode = parameters["response_mode"], mode != "query" {
             return refuse(.invalidRequest, "only response_mode=query is supported")
         }
-        guard let scopes = AppRules.scopes(parameters["scope"] ?? "", app: app) else {
+        // RFC 8707: a registered resource, whose entry may allow scopes beyond the app's own.
+        var resource: ResourceRecord?
+        do {
+            resource = try await ResourceIndicators.named(parameters["resource"], store: store)
+        } catch let error as APIError where error.code == ResourceIndicators.invalidTarget {
+            return refuse(error.code, error.detail)
+        }
+        request.resource = resource?.url
+        guard let scopes = AppRules.scopes(parameters["scope"] ?? "", app: app, resource: resource) else {
             return refuse(.invalidScope, "a scope is unknown or not allowed for this app")
         }
         request.scopes = scopes
@@ -168,7 +176,7 @@ final class AuthorizationService: ContextualService {
         }
         // From here on, errors go back to the app.
         let request: AuthorizationRequest
-        switch check(parameters, app: app, redirectURI: redirectURI) {
+        switch try await check(parameters, app: app, redirectURI: redirectURI) {
         case .refused(let refused, let error, let description):
             metrics.appAuthorization(outcome: error.rawValue)
             return errorRedirect(refused, error, description, page: false)

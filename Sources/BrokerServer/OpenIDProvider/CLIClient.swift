@@ -97,7 +97,7 @@ struct AuthorizationCodes: ContextualService {
                 hash: Digest.sha256(code), clientID: request.clientID, userID: user, redirectURI: request.redirectURI,
                 codeChallenge: request.codeChallenge, scope: request.scopes.joined(separator: " "),
                 nonce: request.nonce, authTime: authTime, signedInWith: signedInWith, browserSession: browserSession,
-                link: link, linkSession: linkSession, expiresAt: now + Self.lifetime))
+                link: link, linkSession: linkSession, resource: request.resource, expiresAt: now + Self.lifetime))
         return request.response([("code", code)], issuer: issuer)
     }
 }

@@ -8,7 +8,7 @@ import BrokerStore
 /// with a secret, or a CI client with one — and only about tokens meant for them (RT3-6): a refresh token only
 /// to the client it was issued to; an access token only to a client entitled to its audience — an app to its
 /// own (`aud` = its client id), a CI client (an operator's resource server) to the APIs' audience and its own
-/// name. Every other token, and every token that is not live (revoked, expired, spent, foreign, malformed), is
+/// name, or a registered resource (`broker resource add`). Every other token, and every token that is not live (revoked, expired, spent, foreign, malformed), is
 /// simply `{"active": false}`: asking is no oracle for the liveness of other clients' tokens.
 extension AppTokenService {
     /// Who asks: an app, or a CI client.
@@ -45,7 +45,7 @@ extension AppTokenService {
             if let scope = view.session.scope { claims["scope"] = .string(scope) }
             if let jkt = view.session.dpopJKT { claims["cnf"] = ["jkt": .string(jkt)] }
         } else {
-            guard let verified = try? verifiedForIntrospection(token, asking: asking) else { return inactive }
+            guard let verified = try? await verifiedForIntrospection(token, asking: asking) else { return inactive }
             // A user's token lives with its session; a CI client's with the client.
             if let subject = verified.subject, subject.hasPrefix("client:") {
                 guard try await store.client(name: String(subject.dropFirst("client:".count))) != nil else {
@@ -71,7 +71,7 @@ extension AppTokenService {
 
     /// `token` verified as one of the broker's access tokens whose audience `asking` is entitled to; throws
     /// otherwise.
-    private func verifiedForIntrospection(_ token: String, asking: ResourceServer) throws -> VerifiedJWT {
+    private func verifiedForIntrospection(_ token: String, asking: ResourceServer) async throws -> VerifiedJWT {
         let verified = try tokens.anyAudienceVerifier().verify(token, now: now)
         let audiences: [String]
         switch verified.claims["aud"] {
@@ -82,7 +82,12 @@ extension AppTokenService {
         let entitled: Bool
         switch asking {
         case .app(let id): entitled = audiences.contains(id)
-        case .client(let name): entitled = audiences.contains(name) || audiences.contains(configuration.audience)
+        case .client(let name):
+            // An operator's resource server: the APIs' audience, its own name, or a registered resource (RFC 8707
+            // — an API registered with `broker resource add` introspects with a CI client's credentials).
+            var registered = false
+            for audience in audiences where !registered { registered = try await store.resource(url: audience) != nil }
+            entitled = audiences.contains(name) || audiences.contains(configuration.audience) || registered
         }
         guard entitled, !audiences.contains(tokens.accountAudience) else { throw JWTError.audienceMismatch }
         return verified

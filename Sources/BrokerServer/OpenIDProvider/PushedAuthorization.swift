@@ -41,7 +41,7 @@ extension AuthorizationService {
         guard let redirectURI = parameters["redirect_uri"], AppRules.matches(redirectURI, of: app) else {
             throw APIError.invalidRequest("redirect_uri is not one the app registered")
         }
-        switch check(parameters, app: app, redirectURI: redirectURI) {
+        switch try await check(parameters, app: app, redirectURI: redirectURI) {
         case .refused(_, let error, let description):
             metrics.appAuthorization(outcome: error.rawValue)
             throw APIError(status: 400, code: error, detail: description)

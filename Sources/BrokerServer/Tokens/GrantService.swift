@@ -64,6 +64,14 @@ final class GrantService: ContextualService {
         // `scope=account`: an account token instead of an API access token (RT2-1); any other scope is the
         // session's own, as before.
         let wantsAccount = try input.optionalString("scope") == TokenIssuer.accountScope
+        // RFC 8707: a token for another registered resource, without a new sign-in. Checked before the rotation, so
+        // that a refused resource spends nothing.
+        let resource = try await ResourceIndicators.named(try input.optionalString("resource"), store: store)
+        if wantsAccount && resource != nil {
+            throw APIError(
+                status: 400, code: ResourceIndicators.invalidTarget,
+                detail: "an account token is for the broker's account endpoints only: no resource with scope=account")
+        }
         let next = try SecureRandom.token(byteCount: 32)
         let time = now
         let outcome = try await store.rotateRefreshToken(
@@ -113,6 +121,7 @@ final class GrantService: ContextualService {
                 clientID: view.session.clientID,
                 scope: view.session.scope,
                 signedInWith: view.session.signedInWith,
+                resource: resource?.url,
                 now: time
             )
             return .tokens(

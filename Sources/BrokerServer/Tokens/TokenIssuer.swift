@@ -66,16 +66,20 @@ package final class TokenIssuer: Sendable {
     /// `emailVerified`: the address's standing when the caller has just read it (a password sign-in has the
     /// account in hand); `nil` reads it from the store.
     package func startSession(
-        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
+        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
+        resource: String? = nil
     ) async throws -> JSONValue {
         try await startSessionReturningID(
-            user: user, clientID: clientID, scope: scope, signedInWith: signedInWith, emailVerified: emailVerified
+            user: user, clientID: clientID, scope: scope, signedInWith: signedInWith, emailVerified: emailVerified,
+            resource: resource
         ).response.json
     }
 
-    /// ``startSession(user:clientID:scope:signedInWith:emailVerified:)`` that also returns the new session's id.
+    /// ``startSession(user:clientID:scope:signedInWith:emailVerified:resource:)`` that also returns the new
+    /// session's id. `resource`: a registered resource (RFC 8707) the first access token is for.
     package func startSessionReturningID(
-        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil
+        user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
+        resource: String? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.argumentSafeToken(byteCount: 16)
@@ -107,7 +111,7 @@ package final class TokenIssuer: Sendable {
         if let emailVerified { verified = emailVerified } else { verified = try await self.emailVerified(user) }
         let access = try accessToken(
             user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
-            signedInWith: signedInWith, now: issuedAt)
+            signedInWith: signedInWith, resource: resource, now: issuedAt)
         return (
             sessionResponse(user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith),
             sessionID
@@ -143,10 +147,11 @@ package final class TokenIssuer: Sendable {
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
     /// session, so that revoking it ends its access tokens too).
     /// `idp` names the way in this session was started with (`signedInWith`), else the provider the user id was
-    /// made from; `sub` is the user id whatever the way in.
+    /// made from; `sub` is the user id whatever the way in. `aud` is `resource` when the request named a
+    /// registered one (RFC 8707), else the client's own audience (``audience(ofUserTokensFor:)``).
     func accessToken(
         user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?,
-        signedInWith: ProviderID? = nil, now: Int64
+        signedInWith: ProviderID? = nil, resource: String? = nil, now: Int64
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
@@ -160,7 +165,7 @@ package final class TokenIssuer: Sendable {
         if let name = user.name, isCLI || granted.contains("profile") { extra["name"] = .string(name) }
         if let scope { extra["scope"] = .string(scope) }
         return try sign(
-            subject: user.id.description, audience: audience(ofUserTokensFor: clientID),
+            subject: user.id.description, audience: resource ?? audience(ofUserTokensFor: clientID),
             lifetime: configuration.accessTokenTTL,
             idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
     }

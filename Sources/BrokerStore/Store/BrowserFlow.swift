@@ -23,13 +23,18 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     /// verifier, while ``linkSession`` (the session that asked) is live.
     package var link: IdentityRecord?
     package var linkSession: String?
+    /// The resource (RFC 8707) the request named: the `aud` of the access token the code is redeemed for
+    /// (schema v18); `nil`: the client's own audience.
+    package var resource: String?
     package var expiresAt: Int64
 
     package init(
         hash: [UInt8], clientID: String, userID: UserID, redirectURI: String, codeChallenge: String?,
         scope: String = "", nonce: String? = nil, authTime: Int64, signedInWith: ProviderID,
-        browserSession: String? = nil, link: IdentityRecord? = nil, linkSession: String? = nil, expiresAt: Int64
+        browserSession: String? = nil, link: IdentityRecord? = nil, linkSession: String? = nil,
+        resource: String? = nil, expiresAt: Int64
     ) {
+        self.resource = resource
         self.hash = hash
         self.clientID = clientID
         self.userID = userID

@@ -142,7 +142,7 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
 
 package protocol Store:
     ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
-    DeviceStore, RateLimitStore, AppStore, PasskeyStore
+    DeviceStore, RateLimitStore, AppStore, PasskeyStore, ResourceStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws

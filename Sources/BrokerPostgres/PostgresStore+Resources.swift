@@ -1,0 +1,43 @@
+import BrokerCore
+package import BrokerStore
+import PostgresNIO
+
+/// Resources, on PostgreSQL: one facet of the store, in the same order in both dialects.
+extension PostgresStore {
+    package func createResource(_ resource: ResourceRecord) async throws {
+        do {
+            try await query(
+                "resource creation",
+                """
+                INSERT INTO resources (url, scopes, created_at)
+                VALUES (\(resource.url), \(AppRecord.encode(resource.scopes)), \(resource.createdAt))
+                """)
+        } catch let error as StoreError where error.code == .conflict {
+            throw StoreError.conflict("a resource with this URL exists")
+        }
+    }
+
+    package func resource(url: String) async throws -> ResourceRecord? {
+        try await resources("SELECT url, scopes, created_at FROM resources WHERE url = \(url)").first
+    }
+
+    package func resources() async throws -> [ResourceRecord] {
+        try await resources("SELECT url, scopes, created_at FROM resources ORDER BY url")
+    }
+
+    private func resources(_ query: PostgresQuery) async throws -> [ResourceRecord] {
+        let client = client
+        return try await run("resource read") {
+            var found: [ResourceRecord] = []
+            let rows = try await client.query(query).decode((String, String, Int64).self)
+            for try await (url, scopes, createdAt) in rows {
+                found.append(ResourceRecord(url: url, scopes: AppRecord.decode(scopes), createdAt: createdAt))
+            }
+            return found
+        }
+    }
+
+    package func deleteResource(url: String) async throws -> Bool {
+        try await returnsRow("resource removal", "DELETE FROM resources WHERE url = \(url) RETURNING 1")
+    }
+}
