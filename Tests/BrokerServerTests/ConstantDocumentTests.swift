@@ -326,15 +326,20 @@ struct ConstantDocumentTests {
             let port = try #require(URLComponents(string: base)?.port)
             let connection = try RawHTTPConnection(port: port)
             var requests = ""
-            for path in ["/.well-known/jwks.json", "/.well-known/openid-configuration"] {
+            for path in [
+                "/.well-known/jwks.json", "/.well-known/openid-configuration",
+                "/.well-known/oauth-authorization-server",
+            ] {
                 for suffix in ["", "?via=router"] {
                     requests +=
                         "GET \(path)\(suffix) HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: r-\(suffix.count)\r\n\r\n"
                 }
             }
             try await connection.send(requests)
-            let answers = try await connection.answers(4)
-            for pair in [(answers[0], answers[1]), (answers[2], answers[3])] {
+            let answers = try await connection.answers(6)
+            // RFC 8414's metadata is the OpenID document, byte for byte.
+            #expect(answers[4].body == answers[2].body && !answers[4].body.isEmpty)
+            for pair in [(answers[0], answers[1]), (answers[2], answers[3]), (answers[4], answers[5])] {
                 #expect(pair.0.status == 200)
                 #expect(pair.0.statusLine == pair.1.statusLine)
                 #expect(pair.0.body == pair.1.body)
