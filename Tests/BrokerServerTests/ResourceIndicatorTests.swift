@@ -165,4 +165,30 @@ struct ResourceIndicatorTests {
             #expect(same.status == 200)
         }
     }
+
+    /// The device grant: the poll that collects the session may name the resource its first token is for; an
+    /// unregistered one is refused before the poll spends the approved code.
+    @Test func theDeviceGrantNamesTheResourceOfItsFirstToken() async throws {
+        typealias Device = InProcessDeviceTests
+        let broker = try await Self.registered()
+        try await broker.test { client in
+            #expect(try await client.register("dev@example.com", Self.password).status == 201)
+            let started = try await Device.authorize(client)
+            let deviceCode = try #require(started["device_code"]?.stringValue)
+            let userCode = try #require(started["user_code"]?.stringValue)
+            _ = try await Device.approveWithPassword(client, userCode: userCode, email: "dev@example.com")
+            func poll(_ resource: String) async throws -> InProcessBroker.Client.Reply {
+                try await client.form(
+                    "/auth/token",
+                    [
+                        ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode),
+                        ("client_id", "broker-cli"), ("resource", resource),
+                    ])
+            }
+            #expect(try await poll("https://unregistered.example/").error == "invalid_target")
+            let session = try await poll(Self.other)
+            #expect(session.status == 200, "the refused poll spent nothing")
+            #expect(try Self.audience(session) == .string(Self.other))
+        }
+    }
 }
