@@ -134,6 +134,27 @@ package struct SessionService: Sendable {
     /// the cached access token stays as it was — the account token is never cached, never printed and never
     /// sent anywhere but the broker's account endpoints. Returns it with the session as now stored.
     package func accountToken() async throws(SessionError) -> (token: Secret, session: Session) {
+        let (response, kept) = try await sideGrant(scope: "account", resource: nil)
+        return (response.accessToken, kept)
+    }
+
+    /// An access token for one API (RFC 8707 `resource`: its `aud` is that API's URL, which the broker must have
+    /// registered): the refresh grant naming the resource, under the store's lock like any refresh. The rotated
+    /// refresh token is stored; the cached access token (the broker's audience) stays as it was. Returns the
+    /// session as the resource's token makes it — what `broker token --resource` prints — without storing it.
+    package func resourceToken(_ resource: String) async throws(SessionError) -> Session {
+        let (response, _) = try await sideGrant(scope: nil, resource: resource)
+        var forResource = response.session(key: key, now: clock.seconds())
+        forResource.refreshToken = nil
+        return forResource
+    }
+
+    /// A refresh grant for a token the cache does not keep (an account token, a resource's token), under the
+    /// store's lock: only the rotated refresh token is stored, beside the cached access token as it was.
+    /// Returns the broker's answer and the session as now stored.
+    private func sideGrant(scope: String?, resource: String?) async throws(SessionError)
+        -> (response: SessionResponse, kept: Session)
+    {
         let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
         defer { locked.unlock() }
         let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
@@ -143,7 +164,7 @@ package struct SessionService: Sendable {
         }
         let response: SessionResponse
         do {
-            response = try await api.refresh(refreshToken, scope: "account")
+            response = try await api.refresh(refreshToken, scope: scope, resource: resource)
         } catch let error where error.isAuthenticationRefusal {
             try drop(locked)
             throw .rejected(key, reason: error.description)
@@ -153,36 +174,7 @@ package struct SessionService: Sendable {
         var kept = current
         kept.refreshToken = response.refreshToken ?? current.refreshToken
         kept = try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
-        return (response.accessToken, kept)
-    }
-
-    /// An access token for one API (RFC 8707 `resource`: its `aud` is that API's URL, which the broker must have
-    /// registered): the refresh grant naming the resource, under the store's lock like any refresh. The rotated
-    /// refresh token is stored; the cached access token (the broker's audience) stays as it was. Returns the
-    /// session as the resource's token makes it — what `broker token --resource` prints — without storing it.
-    package func resourceToken(_ resource: String) async throws(SessionError) -> Session {
-        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
-        defer { locked.unlock() }
-        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
-        guard let current else { throw .signedOut(key) }
-        guard let refreshToken = current.refreshToken else {
-            throw .rejected(key, reason: "the session has no refresh token; sign in again (broker login)")
-        }
-        let response: SessionResponse
-        do {
-            response = try await api.refresh(refreshToken, resource: resource)
-        } catch let error where error.isAuthenticationRefusal {
-            try drop(locked)
-            throw .rejected(key, reason: error.description)
-        } catch {
-            throw .broker(error)
-        }
-        var kept = current
-        kept.refreshToken = response.refreshToken ?? current.refreshToken
-        _ = try cacheStep { () throws(TokenCacheError) in try locked.save(kept) }
-        var forResource = response.session(key: key, now: clock.seconds())
-        forResource.refreshToken = nil
-        return forResource
+        return (response, kept)
     }
 
     /// Runs a credential-store operation, reporting its failure as ``SessionError/cache(_:)``.

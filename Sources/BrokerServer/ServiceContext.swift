@@ -1,6 +1,8 @@
 import BrokerConfiguration
+import BrokerCore
 import BrokerStore
 import Logging
+import ProviderSupport
 
 /// What every service of the broker works with, made once by ``BrokerService``: the token issuer (and through
 /// it the configuration, the clock and the signing keys), the store, the log, the metrics and the audit trail.
@@ -30,6 +32,11 @@ extension ContextualService {
     var issuer: String { context.tokens.issuer }
     /// Whether the broker is reached over HTTPS (cookies are `Secure` then).
     var secure: Bool { context.tokens.issuer.lowercased().hasPrefix("https://") }
+
+    /// The name people know a provider by (its schema's), for messages and pages.
+    func displayName(_ provider: ProviderID) -> String {
+        configuration.schema(provider)?.displayName ?? provider.rawValue
+    }
 
     /// The registered app `clientID` names, or `nil` for an id no app can have: malformed, or reserved (the
     /// CLI's id or the APIs' audience, RT3-10) even if a store from before the rule holds an app by that name.

@@ -110,9 +110,7 @@ final class VerificationService: ContextualService {
     /// The ways into `user` other than a password, as people know them (provider display names), for the
     /// pages a mailed link opens (RT2-5): whoever holds the address sees whose account it is part of.
     func otherWaysIn(_ user: UserID) async throws -> [String] {
-        try await store.identities(user: user).map {
-            tokens.configuration.schema($0.identity.provider)?.displayName ?? $0.identity.provider.rawValue
-        }
+        try await store.identities(user: user).map { displayName($0.identity.provider) }
     }
 
     /// `GET /auth/verify?token=…`: a page with one button; the link is not spent yet.

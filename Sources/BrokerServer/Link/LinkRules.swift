@@ -1,21 +1,14 @@
-import BrokerConfiguration
 import BrokerCore
 import BrokerStore
 import Logging
-import ProviderSupport
 
 /// What every way of linking shares (`broker link` through the browser flow, the device flow's link): why an
 /// identity cannot be attached, in words for the person linking, and the attachment itself.
 extension ContextualService {
-    /// The name people know a provider by (its descriptor's), for messages.
-    func providerName(_ provider: ProviderID) -> String {
-        configuration.schema(provider)?.displayName ?? provider.rawValue
-    }
-
     /// Why `identity` cannot be attached to `user`, in words for the person linking; `nil` when it can (or is
     /// attached to them already). The store decides again, atomically, when the code is redeemed.
     func linkProblem(_ identity: IdentityRecord, to user: UserID) async throws -> (reason: String, message: String)? {
-        let name = providerName(identity.provider)
+        let name = displayName(identity.provider)
         if let owner = try await store.identityOwner(provider: identity.provider, subject: identity.subject) {
             return owner == user ? nil : ("owned_by_another_user", LinkMessages.owned(name))
         }
@@ -36,7 +29,7 @@ extension ContextualService {
     /// Attaches the provider account a `broker link` sign-in vouched for, now that the CLI that asked for the
     /// link has shown its verifier.
     func attachLinked(_ identity: IdentityRecord, to user: UserRecord) async throws {
-        let name = providerName(identity.provider)
+        let name = displayName(identity.provider)
         let outcome = try await store.linkIdentity(identity, to: user.id, now: now)
         metrics.link(provider: identity.provider.rawValue, outcome: outcome.label)
         switch outcome {

@@ -390,12 +390,13 @@ final class AuthorizationService: ContextualService {
         switch try await store.signIn(vouched.identity, now: now) {
         case .user(let found): user = found
         case .unlinked(let former):
-            let unlinked = "this \(signIn.displayName(provider)) account was unlinked from the user \(former)"
+            let unlinked = "\(displayName(provider)) account was unlinked from the user \(former)"
             guard isCLI else {
                 throw SignInRedirect(
                     reason: "unlinked",
                     response: Page.response(
-                        status: 400, Page.message(title: "Not signed in", text: unlinked + ". Sign in another way.")))
+                        status: 400,
+                        Page.message(title: "Not signed in", text: "This " + unlinked + ". Sign in another way.")))
             }
             throw SignInRedirect(
                 reason: "unlinked",
@@ -405,8 +406,8 @@ final class AuthorizationService: ContextualService {
                             ("error", OAuthErrorCode.accessDenied.rawValue),
                             (
                                 "error_description",
-                                unlinked + "; sign in another way and run broker link --provider \(provider.rawValue) "
-                                    + "to attach it again"
+                                "this " + unlinked + "; sign in another way and run broker link --provider "
+                                    + "\(provider.rawValue) to attach it again"
                             ),
                         ], issuer: issuer)))
         }

@@ -52,6 +52,18 @@ enum CLIClient {
         return true
     }
 
+    /// The CLI's request as its loopback pages make it (`/auth/{provider}/start`, the passkey page): a fresh
+    /// sign-in (`prompt=login`) for the loopback `redirectURI`, handing back `state`, bound to `codeChallenge`.
+    static func loopbackAuthorization(
+        redirectURI: String, state: String, codeChallenge: String, expiresAt: Int64,
+        link: AuthorizationRequest.LinkTarget? = nil
+    ) -> AuthorizationRequest {
+        AuthorizationRequest(
+            clientID: clientID, redirectURI: redirectURI, scopes: [], state: state, nonce: nil,
+            codeChallenge: codeChallenge, prompt: ["login"], maxAge: nil, loginHint: nil, expectedSubject: nil,
+            expiresAt: expiresAt, link: link)
+    }
+
     /// The longest `state` the CLI may send (it is handed back in the loopback redirect).
     static let maxState = 512
 

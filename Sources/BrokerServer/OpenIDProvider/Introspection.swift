@@ -85,9 +85,10 @@ extension AppTokenService {
         case .client(let name):
             // An operator's resource server: the APIs' audience, its own name, or a registered resource (RFC 8707
             // — an API registered with `broker resource add` introspects with a CI client's credentials).
-            var registered = false
-            for audience in audiences where !registered { registered = try await store.resource(url: audience) != nil }
-            entitled = audiences.contains(name) || audiences.contains(configuration.audience) || registered
+            // The store is asked only when the token is for neither of the first two.
+            var found = audiences.contains(name) || audiences.contains(configuration.audience)
+            for audience in audiences where !found { found = try await store.resource(url: audience) != nil }
+            entitled = found
         }
         guard entitled, !audiences.contains(tokens.accountAudience) else { throw JWTError.audienceMismatch }
         return verified

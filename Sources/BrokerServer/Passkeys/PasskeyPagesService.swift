@@ -184,9 +184,8 @@ extension PasskeyService {
             )
         }
         // The CLI's authorization request, signed in with the passkey: its code, like every other.
-        let request = AuthorizationRequest(
-            clientID: CLIClient.clientID, redirectURI: flow.redirectURI, scopes: [], state: flow.state, nonce: nil,
-            codeChallenge: flow.codeChallenge, prompt: ["login"], maxAge: nil, loginHint: nil, expectedSubject: nil,
+        let request = CLIClient.loopbackAuthorization(
+            redirectURI: flow.redirectURI, state: flow.state, codeChallenge: flow.codeChallenge,
             expiresAt: flow.expiresAt)
         let location = try await AuthorizationCodes(context: context).issue(
             request, user: user.id, signedInWith: .passkey, authTime: now, browserSession: nil)

@@ -61,11 +61,6 @@ package final class SignInService: ContextualService {
 
     /// A pending sign-in lives at most this long (the person may be typing a password at the provider).
     static let pendingLifetime: Int64 = 600
-    /// The name people know a provider by (its descriptor's), for messages.
-    func displayName(_ provider: ProviderID) -> String {
-        configuration.schema(provider)?.displayName ?? provider.rawValue
-    }
-
     /// Builds the provider modules this broker's configuration enables, from the build's descriptors.
     ///
     /// - Throws: a ``ConfigurationError`` when a module refuses its section, or when the configuration enables a
@@ -121,9 +116,8 @@ package final class SignInService: ContextualService {
             }
             link = AuthorizationRequest.LinkTarget(user: ticket.user, session: ticket.session)
         }
-        let request = AuthorizationRequest(
-            clientID: CLIClient.clientID, redirectURI: redirectURI, scopes: [], state: cliState, nonce: nil,
-            codeChallenge: challenge, prompt: ["login"], maxAge: nil, loginHint: nil, expectedSubject: nil,
+        let request = CLIClient.loopbackAuthorization(
+            redirectURI: redirectURI, state: cliState, codeChallenge: challenge,
             expiresAt: now + AuthorizationRequest.lifetime, link: link)
         return try await redirect(
             to: provider, module: module, purpose: .authorization(request: try request.seal(key: flowKey), binding: nil)

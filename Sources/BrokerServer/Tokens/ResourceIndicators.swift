@@ -1,6 +1,7 @@
 import BrokerConfiguration
 import BrokerCore
 import BrokerStore
+import ProviderSupport
 
 /// Resource indicators (RFC 8707, issue "Tokens for every door"): a request that names `resource` gets an access
 /// token whose `aud` is that resource — one the operator registered (`broker resource add`) — and nothing else;
@@ -12,31 +13,16 @@ package enum ResourceIndicators {
     /// The longest resource indicator accepted.
     static let maxLength = 2048
 
-    /// Why `url` cannot be a resource indicator, or `nil`: an absolute `https` URI (or `http` on a loopback host,
-    /// for local APIs and tests), with a host, without a fragment (RFC 8707 §2), whitespace or controls.
+    /// Why `url` cannot be a resource indicator, or `nil`: a URL of the contract's endpoint rule
+    /// (``Endpoint/problem(_:)``: `https`, or `http` on a loopback host, a host and no user information), at most
+    /// ``maxLength`` characters, without a fragment (RFC 8707 §2), whitespace, controls or non-ASCII characters.
     package static func problem(_ url: String) -> String? {
         guard !url.isEmpty, url.utf8.count <= maxLength else { return "a resource is 1–\(maxLength) characters" }
         guard url.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && $0.isASCII }) else {
             return "a resource has no spaces, control or non-ASCII characters"
         }
         guard !url.contains("#") else { return "a resource has no fragment (RFC 8707 §2)" }
-        let lower = url.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("https://") {
-            rest = url.dropFirst("https://".count)
-        } else if lower.hasPrefix("http://") {
-            rest = url.dropFirst("http://".count)
-            let host = rest.prefix { $0 != "/" && $0 != "?" }
-            let name = host.hasPrefix("[") ? host.prefix { $0 != "]" } + "]" : host.prefix { $0 != ":" }
-            guard ["127.0.0.1", "[::1]", "localhost"].contains(name.lowercased()) else {
-                return "a resource is an https URL (http only on a loopback host)"
-            }
-        } else {
-            return "a resource is an https URL (http only on a loopback host)"
-        }
-        let host = rest.prefix { $0 != "/" && $0 != "?" }
-        guard !host.isEmpty, !host.contains("@") else { return "a resource URL names a host (and no user)" }
-        return nil
+        return Endpoint.problem(url).map { "a resource URL \($0)" }
     }
 
     /// The registered resource the request's `resource` names, `nil` when it names none.
