@@ -78,6 +78,8 @@ package struct ServerConfiguration: Sendable {
     package var webAuthnRPID: String?
     /// DPoP proofs must carry a nonce the broker gave (`server.dpop_nonce`, RFC 9449 §8–9).
     package var dpopNonce = false
+    /// Whether apps may register themselves at `POST /auth/clients` (RFC 7591, `server.client_registration`).
+    package var clientRegistration = ClientRegistration.off
     /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
     /// 202 and mail to the address — a confirmation link for a new account, a note with a reset link for an
     /// existing one — instead of 201 with a session or 409 `account_exists`.
@@ -157,6 +159,18 @@ package struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// Who may register an app at `POST /auth/clients` (RFC 7591).
+package enum ClientRegistration: String, Sendable, CaseIterable {
+    /// Nobody: apps are added by the operator (`broker client add`); the endpoint is not published.
+    case off
+    /// A client presenting an initial access token from `broker client registration-token` (RFC 7591 §3): public
+    /// or confidential, the redirect URIs `broker client add` accepts.
+    case token
+    /// Anyone, for public clients only (no secret), with loopback or https redirect URIs, a few per address per
+    /// hour: what an MCP client expects to find.
+    case open
+}
+
 extension ServerConfiguration {
     static let serverKeys: Set<String> = [
         "host", "port", "issuer", "data_dir", "database", "signing_key_file", "audience", "access_token_ttl",
@@ -168,7 +182,7 @@ extension ServerConfiguration {
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
         "require_par", "dpop_nonce", "webauthn_rp_id",
-        "device_code_ttl", "device_poll_interval",
+        "device_code_ttl", "device_poll_interval", "client_registration",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -379,6 +393,11 @@ extension ServerConfiguration {
             }
             webAuthnRPID = id
         case "dpop_nonce": dpopNonce = try boolean()
+        case "client_registration":
+            guard let mode = ClientRegistration(rawValue: try string()) else {
+                throw ConfigurationError(source: source, key: name, problem: "must be \"off\", \"token\" or \"open\"")
+            }
+            clientRegistration = mode
         case "enumeration_protection": enumerationProtection = try boolean()
         case "device_code_ttl": deviceCodeTTL = try integer(in: 5...86_400, unit: "seconds")
         case "device_poll_interval": devicePollInterval = try integer(in: 1...60, unit: "seconds")

@@ -11,23 +11,28 @@ extension PostgresStore {
                 "app creation",
                 """
                 INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
-                    backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par)
+                    backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
+                    registration_mode, client_name)
                 VALUES (\(app.clientID), \(app.secretHash), \(AppRecord.encode(app.redirectURIs)),
                     \(AppRecord.encode(app.postLogoutRedirectURIs)), \(app.backchannelLogoutURI),
                     \(Int64(app.firstParty ? 1 : 0)), \(app.idTokenAlgorithm), \(AppRecord.encode(app.scopes)),
-                    \(app.createdAt), \(Int64(app.requirePAR ? 1 : 0)))
+                    \(app.createdAt), \(Int64(app.requirePAR ? 1 : 0)), \(app.registration?.mode),
+                    \(app.registration?.clientName))
                 """)
         } catch let error as StoreError where error.code == .conflict {
             throw StoreError.conflict("an app with this client id exists")
         }
     }
 
-    typealias AppRow = (String, String?, String, String, String?, Int64, String, String, Int64, Int64)
+    typealias AppRow = (
+        String, String?, String, String, String?, Int64, String, String, Int64, Int64, String?, String?
+    )
     static func app(_ row: AppRow) -> AppRecord {
         AppRecord(
             clientID: row.0, secretHash: row.1, redirectURIs: AppRecord.decode(row.2),
             postLogoutRedirectURIs: AppRecord.decode(row.3), backchannelLogoutURI: row.4, firstParty: row.5 != 0,
-            idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8, requirePAR: row.9 != 0)
+            idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8, requirePAR: row.9 != 0,
+            registration: row.10.map { AppRecord.Registration(mode: $0, clientName: row.11) })
     }
 
     package func app(clientID: String) async throws -> AppRecord? {
@@ -36,7 +41,8 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at, require_par FROM apps WHERE client_id = \(clientID)
+                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name
+                FROM apps WHERE client_id = \(clientID)
                 """
             ).decode(AppRow.self)
             for try await row in rows { return Self.app(row) }
@@ -51,7 +57,8 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at, require_par FROM apps ORDER BY client_id
+                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name
+                FROM apps ORDER BY client_id
                 """
             ).decode(AppRow.self)
             for try await row in rows { apps.append(Self.app(row)) }

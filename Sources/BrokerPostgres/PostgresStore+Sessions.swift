@@ -164,6 +164,7 @@ extension PostgresStore {
                 "DELETE FROM device_codes WHERE expires_at < \(before)",
                 "DELETE FROM browser_sessions WHERE expires_at < \(before)",
                 "DELETE FROM pushed_requests WHERE expires_at < \(shortLivedBefore)",
+                "DELETE FROM registration_tokens WHERE expires_at < \(before)",
                 "DELETE FROM rate_limits WHERE full_at < \(Double(before))",
                 """
                 DELETE FROM login_throttle WHERE (in_flight = 0 OR in_flight_since < \(Double(before)))

@@ -40,7 +40,7 @@ package enum BrokerHTTPServer {
             TokenRoutes(endpoint: service.tokenEndpoint, grants: service.grants).collection(),
             OpenIDProviderRoutes(
                 authorization: service.authorization, appTokens: service.appTokens, clients: service.clients,
-                passwords: service.passwords
+                passwords: service.passwords, registrations: service.registrations
             ).collection(),
             PasskeyRoutes(passkeys: service.passkeys, authorization: service.authorization, devices: service.devices)
                 .collection(),

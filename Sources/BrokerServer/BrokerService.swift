@@ -10,7 +10,7 @@ import Synchronization
 
 /// A response body with its status and headers, before it meets HTTP.
 package struct APIResponse: Sendable {
-    var status: Int
+    package var status: Int
     package var body: JSONValue
     var headers: [(String, String)] = []
     /// A page instead of JSON (``Page``): sent as it is, with the headers' own Content-Type.
@@ -66,6 +66,8 @@ package final class BrokerService: ContextualService {
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
     package let appTokens: AppTokenService
+    /// `POST /auth/clients` (RFC 7591).
+    package let registrations: RegistrationService
     /// Passkeys: their ceremonies, pages and account API.
     package let passkeys: PasskeyService
     /// Sends the back-channel logouts the store queues.
@@ -192,6 +194,7 @@ package final class BrokerService: ContextualService {
             signIn: signIn, authorization: authorization, links: links, devices: devices)
         let appTokens = AppTokenService(context: context, secrets: clientSecretHasher)
         self.appTokens = appTokens
+        registrations = RegistrationService(context: context, secrets: clientSecretHasher)
         tokenEndpoint = TokenEndpoint(context: context, grants: grants, appTokens: appTokens, clients: clients)
         discovery = DiscoveryService(context: context)
     }

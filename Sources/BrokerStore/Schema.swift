@@ -705,6 +705,32 @@ package enum Schema {
                 ALTER TABLE authorization_codes ADD COLUMN resource TEXT;
                 """
         ),
+        Migration(
+            version: 19,
+            name: "bearer-only resources; apps that registered themselves (RFC 7591) and initial access tokens",
+            sqlite: """
+                ALTER TABLE resources ADD COLUMN bearer INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE apps ADD COLUMN registration_mode TEXT;
+                ALTER TABLE apps ADD COLUMN client_name TEXT;
+                CREATE TABLE registration_tokens (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    used_at INTEGER
+                );
+                """,
+            postgres: """
+                ALTER TABLE resources ADD COLUMN bearer BIGINT NOT NULL DEFAULT 0;
+                ALTER TABLE apps ADD COLUMN registration_mode TEXT;
+                ALTER TABLE apps ADD COLUMN client_name TEXT;
+                CREATE TABLE registration_tokens (
+                    hash TEXT PRIMARY KEY,
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT
+                );
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -783,6 +809,7 @@ extension Schema {
                 ("client_id", .text), ("secret_hash", .text), ("redirect_uris", .text),
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
                 ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
+                ("registration_mode", .text), ("client_name", .text),
             ]),
         Table(
             name: "consents",
@@ -815,7 +842,12 @@ extension Schema {
                 ("link_session", .text), ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
                 ("resource", .text),
             ]),
-        Table(name: "resources", columns: [("url", .text), ("scopes", .text), ("created_at", .integer)]),
+        Table(
+            name: "resources",
+            columns: [("url", .text), ("scopes", .text), ("created_at", .integer), ("bearer", .integer)]),
+        Table(
+            name: "registration_tokens",
+            columns: [("hash", .text), ("created_at", .integer), ("expires_at", .integer), ("used_at", .integer)]),
         Table(name: "state_markers", columns: [("marker", .text), ("expires_at", .integer)]),
         Table(
             name: "signing_keys",

@@ -18,7 +18,7 @@ extension Broker {
     struct Client: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Manage the CI clients that may mint tokens.",
-            subcommands: [Add.self, List.self, Remove.self]
+            subcommands: [Add.self, List.self, Remove.self, RegistrationToken.self]
         )
 
         /// Opens the store the configuration names.
@@ -396,6 +396,11 @@ extension Broker {
                             "created_at": .int(app.createdAt), "require_par": .bool(app.requirePAR),
                         ]
                         if let uri = app.backchannelLogoutURI { entry["backchannel_logout_uri"] = .string(uri) }
+                        if let registration = app.registration {
+                            var registered: [String: JSONValue] = ["mode": .string(registration.mode)]
+                            if let name = registration.clientName { registered["client_name"] = .string(name) }
+                            entry["registered"] = .object(registered)
+                        }
                         return .object(entry)
                     }
                     Console.out(JSONValue.object(["clients": .array(list + appList)]).serialized())
@@ -404,7 +409,8 @@ extension Broker {
                 for app in apps {
                     Console.out(
                         app.clientID + "\t" + (app.isPublic ? "public app" : "app") + "\tredirect_uris="
-                            + app.redirectURIs.joined(separator: ",") + (app.firstParty ? "\tfirst-party" : ""))
+                            + app.redirectURIs.joined(separator: ",") + (app.firstParty ? "\tfirst-party" : "")
+                            + (app.registration.map { "\tregistered itself (\($0.mode))" } ?? ""))
                 }
                 if clients.isEmpty && apps.isEmpty {
                     Console.note("no clients yet: broker client add NAME [--redirect-uri URI]")

@@ -32,7 +32,14 @@ extension Broker {
                     "A scope a client may ask for together with this resource; repeatable.", valueName: "S"))
             var scope: [String] = []
 
-            @Flag(name: .long, help: "Print {\"resource\", \"scopes\"}.")
+            @Flag(
+                name: .long,
+                help: ArgumentHelp(
+                    "The API takes plain bearer tokens only (a git server, a container registry): its tokens are "
+                        + "never DPoP-bound and live at most 300 seconds."))
+            var bearer = false
+
+            @Flag(name: .long, help: "Print {\"resource\", \"scopes\", \"bearer\"}.")
             var json = false
 
             func validate() throws {
@@ -48,7 +55,7 @@ extension Broker {
                 for item in scope where !unique.contains(item) { unique.append(item) }
                 do {
                     try await store.createResource(
-                        ResourceRecord(url: url, scopes: unique, createdAt: SystemClock().seconds()))
+                        ResourceRecord(url: url, scopes: unique, createdAt: SystemClock().seconds(), bearer: bearer))
                 } catch let error as StoreError where error.code == .conflict {
                     throw CommandFailure("a resource \(url) is registered already (broker resource list)")
                 } catch {
@@ -56,13 +63,20 @@ extension Broker {
                 }
                 await Client.audit(
                     configuration, store: store, "resource_added",
-                    fields: ["resource": url, "scopes": unique.joined(separator: " "), "via": "cli"])
+                    fields: [
+                        "resource": url, "scopes": unique.joined(separator: " "), "bearer": bearer ? "yes" : "no",
+                        "via": "cli",
+                    ])
                 if json {
                     Console.out(
-                        JSONValue.object(["resource": .string(url), "scopes": .array(unique.map(JSONValue.string))])
-                            .serialized())
+                        JSONValue.object([
+                            "resource": .string(url), "scopes": .array(unique.map(JSONValue.string)),
+                            "bearer": .bool(bearer),
+                        ]).serialized())
                 } else {
-                    Console.note("registered \(url): tokens asked for with resource=\(url) carry aud \(url)")
+                    Console.note(
+                        "registered \(url): tokens asked for with resource=\(url) carry aud \(url)"
+                            + (bearer ? ", unbound, for at most 300 seconds" : ""))
                 }
             }
         }
@@ -87,7 +101,7 @@ extension Broker {
                     let list: [JSONValue] = resources.map { resource in
                         [
                             "resource": .string(resource.url), "scopes": .array(resource.scopes.map(JSONValue.string)),
-                            "created_at": .int(resource.createdAt),
+                            "created_at": .int(resource.createdAt), "bearer": .bool(resource.bearer),
                         ]
                     }
                     Console.out(JSONValue.object(["resources": .array(list)]).serialized())
@@ -100,7 +114,8 @@ extension Broker {
                 for resource in resources {
                     Console.out(
                         resource.url + "\tscopes="
-                            + (resource.scopes.isEmpty ? "-" : resource.scopes.joined(separator: ",")))
+                            + (resource.scopes.isEmpty ? "-" : resource.scopes.joined(separator: ","))
+                            + (resource.bearer ? "\tbearer" : ""))
                 }
             }
         }

@@ -172,7 +172,7 @@ final class DeviceService: ContextualService {
             }
             let body = try await tokens.startSession(
                 user: user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: signedInWith,
-                resource: resource?.url)
+                resource: resource)
             audit.record("sign_in", user: user.id, fields: ["flow": "device"])
             return .tokens(body)
         }

@@ -56,7 +56,7 @@ package final class DiscoveryService: ContextualService {
 
     private func discovery(_ inputs: DiscoveryInputs) -> APIResponse {
         let base = inputs.issuer
-        let document: JSONValue = .object([
+        var members: [String: JSONValue] = [
             "issuer": .string(base),
             "jwks_uri": .string(base + "/.well-known/jwks.json"),
             "token_endpoint": .string(base + "/auth/token"),
@@ -94,7 +94,12 @@ package final class DiscoveryService: ContextualService {
                     "email_verified", "name", "scope", "auth_time", "nonce", "at_hash", "azp", "amr",
                 ].map(JSONValue.string)
             ),
-        ])
+        ]
+        // RFC 8414 §2: published only when apps may register themselves (server.client_registration).
+        if configuration.clientRegistration != .off {
+            members["registration_endpoint"] = .string(base + "/auth/clients")
+        }
+        let document = JSONValue.object(members)
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
     }
 

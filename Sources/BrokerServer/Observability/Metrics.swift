@@ -180,6 +180,13 @@ package final class BrokerMetrics: StoreObserver {
         count("broker_app_authorizations_total", "Apps' authorization requests by outcome.", [("outcome", outcome)])
     }
 
+    /// A client registration (RFC 7591) by outcome: `registered` or the error code.
+    func clientRegistration(outcome: String) {
+        count(
+            "broker_client_registrations_total", "Apps' own registrations (RFC 7591) by outcome.",
+            [("outcome", outcome)])
+    }
+
     /// An app's token request by outcome (`issued` or the error code).
     func appToken(outcome: String) {
         count("broker_app_tokens_total", "Apps' code grants by outcome.", [("outcome", outcome)])

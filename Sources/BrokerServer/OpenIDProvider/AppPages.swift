@@ -1,3 +1,4 @@
+import BrokerStore
 import BrokerCore
 
 /// The pages an app's sign-in shows (issue "Sign in to any app"): plain HTML that works without script, in the
@@ -106,15 +107,33 @@ extension Page {
     }
 
     /// The consent page: the app, the account, what it asks for; Allow or Deny.
-    static func appConsent(app: String, user: String, scopes: [String], request: String, csrf: String) -> String {
+    /// An app that registered itself (RFC 7591) is said to have done so, with the host its redirect URI names
+    /// and the name it gave, marked as its own; `resource` is the API the token will be for (RFC 8707).
+    static func appConsent(
+        app: AppRecord, user: String, scopes: [String], resource: String?, request: String, csrf: String
+    ) -> String {
+        let shown = app.registration?.clientName.map { "\($0) (\(app.clientID))" } ?? app.clientID
         var body = """
-            <p><strong>\(HTML.escape(app))</strong> asks to:</p>
+            <p><strong>\(HTML.escape(shown))</strong> asks to:</p>
             <ul>
 
             """
         for scope in scopes { body += "<li>\(HTML.escape(scopeMeaning(scope)))</li>\n" }
+        body += "</ul>\n"
+        if let resource {
+            body += "<p>Its access will be to <strong>\(HTML.escape(resource))</strong> only.</p>\n"
+        }
+        if app.registration != nil {
+            let host = RegistrationService.redirectHost(app)
+            body += """
+                <p class="asking">This app registered itself with this broker; nobody has checked who runs it. \
+                Its name is its own claim. It will receive the answer at \
+                <strong>\(HTML.escape(host ?? "an app on this device"))</strong>. \
+                Allow it only if you started this sign-in from that app.</p>
+
+                """
+        }
         body += """
-            </ul>
             <p class="muted">Signed in as \(HTML.escape(user)).</p>
             <form method="post" action="/auth/authorize/consent">
             <input type="hidden" name="request" value="\(HTML.escape(request))">
@@ -123,7 +142,7 @@ extension Page {
             <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
             </form>
             """
-        return document(title: "Allow \(app)?", body: body)
+        return document(title: "Allow \(shown)?", body: body)
     }
 
     /// Back to the app at once (a refresh, no script): after a form, where a redirect would meet the page's

@@ -120,7 +120,15 @@ package final class AppTokenService: ContextualService {
                 status: 400, code: ResourceIndicators.invalidTarget,
                 detail: "the code was granted for another resource (\(granted.prefix(256)))")
         }
-        let resource = named?.url ?? record.resource
+        var resource = named
+        if resource == nil, let granted = record.resource {
+            guard let registered = try await store.resource(url: granted) else {
+                throw APIError(
+                    status: 400, code: ResourceIndicators.invalidTarget,
+                    detail: "the resource the code was granted for is no longer registered")
+            }
+            resource = registered
+        }
         if app.clientID == CLIClient.clientID {
             return try await cliSession(record, hash: hash, user: user, resource: resource)
         }
@@ -130,7 +138,7 @@ package final class AppTokenService: ContextualService {
             resource: resource)
         try await store.attachSession(sessionID, toCode: hash, now: now)
         var answer = OpenIDTokenResponse(
-            accessToken: session.accessToken, tokenType: TokenIssuer.tokenType, expiresIn: session.expiresIn,
+            accessToken: session.accessToken, tokenType: session.tokenType, expiresIn: session.expiresIn,
             scope: record.scope,
             // A refresh token only when the app asked to stay signed in (Core 11).
             refreshToken: scopes.contains("offline_access") ? session.refreshToken : nil)
@@ -146,7 +154,7 @@ package final class AppTokenService: ContextualService {
     /// The CLI's code, redeemed: a CLI session (the APIs' audience, DPoP-bound when the request sent a proof),
     /// after attaching the identity of a `broker link` while the session that asked for it is live (RT2-1).
     private func cliSession(
-        _ record: AuthorizationCodeRecord, hash: [UInt8], user: UserRecord, resource: String?
+        _ record: AuthorizationCodeRecord, hash: [UInt8], user: UserRecord, resource: ResourceRecord?
     ) async throws -> APIResponse {
         guard record.codeChallenge != nil else { throw APIError.invalidGrant("the code is not valid") }
         if let identity = record.link {

@@ -448,8 +448,8 @@ final class AuthorizationService: ContextualService {
                 let user = try await store.user(id: session.userID)
                 response = try FormGuard.page(secure: secure) { csrf in
                     Page.appConsent(
-                        app: app.clientID, user: user?.email ?? user?.name ?? session.userID.description,
-                        scopes: request.scopes, request: sealed, csrf: csrf)
+                        app: app, user: user?.email ?? user?.name ?? session.userID.description,
+                        scopes: request.scopes, resource: request.resource, request: sealed, csrf: csrf)
                 }
             }
         } else {

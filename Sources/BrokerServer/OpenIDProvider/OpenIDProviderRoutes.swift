@@ -6,6 +6,7 @@ struct OpenIDProviderRoutes {
     let appTokens: AppTokenService
     let clients: ClientService
     let passwords: PasswordService
+    let registrations: RegistrationService
 
     func collection() -> RouteCollection<BrokerRequestContext> {
         typealias Server = BrokerHTTPServer
@@ -78,6 +79,12 @@ struct OpenIDProviderRoutes {
                     try await Server.input(request, allowForm: true),
                     authorization: request.headers.authorization(),
                     clients: clients))
+        }
+        routes.post("/auth/clients") { request, context in
+            Server.response(
+                try await registrations.register(
+                    try await Server.input(request, allowForm: false), authorization: request.headers.authorization(),
+                    address: context.clientAddress))
         }
         routes.get("/auth/userinfo") { request, _ in
             Server.response(

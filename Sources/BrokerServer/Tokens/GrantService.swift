@@ -121,12 +121,13 @@ final class GrantService: ContextualService {
                 clientID: view.session.clientID,
                 scope: view.session.scope,
                 signedInWith: view.session.signedInWith,
-                resource: resource?.url,
+                resource: resource,
                 now: time
             )
             return .tokens(
                 tokens.sessionBody(
-                    user: view.user, accessToken: access, refreshToken: next, signedInWith: view.session.signedInWith))
+                    user: view.user, accessToken: access, refreshToken: next, signedInWith: view.session.signedInWith,
+                    resource: resource))
         case .unknown:
             throw APIError.invalidGrant("the refresh token is not valid")
         case .expired:

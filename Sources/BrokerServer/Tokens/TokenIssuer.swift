@@ -67,7 +67,7 @@ package final class TokenIssuer: Sendable {
     /// account in hand); `nil` reads it from the store.
     package func startSession(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
-        resource: String? = nil
+        resource: ResourceRecord? = nil
     ) async throws -> JSONValue {
         try await startSessionReturningID(
             user: user, clientID: clientID, scope: scope, signedInWith: signedInWith, emailVerified: emailVerified,
@@ -79,7 +79,7 @@ package final class TokenIssuer: Sendable {
     /// session's id. `resource`: a registered resource (RFC 8707) the first access token is for.
     package func startSessionReturningID(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
-        resource: String? = nil
+        resource: ResourceRecord? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.argumentSafeToken(byteCount: 16)
@@ -113,7 +113,9 @@ package final class TokenIssuer: Sendable {
             user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
             signedInWith: signedInWith, resource: resource, now: issuedAt)
         return (
-            sessionResponse(user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith),
+            sessionResponse(
+                user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith,
+                resource: resource),
             sessionID
         )
     }
@@ -123,25 +125,33 @@ package final class TokenIssuer: Sendable {
     /// else the provider the user id was made from): the CLI signs in again with it.
     func sessionBody(
         user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
-        signedInWith: ProviderID? = nil
+        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil
     ) -> JSONValue {
         sessionResponse(
             user: user, accessToken: accessToken, refreshToken: refreshToken, expiresIn: expiresIn, scope: scope,
-            signedInWith: signedInWith
+            signedInWith: signedInWith, resource: resource
         ).json
     }
 
     /// ``sessionBody(user:accessToken:refreshToken:expiresIn:scope:signedInWith:)`` as the wire document.
     func sessionResponse(
         user: UserRecord, accessToken: String, refreshToken: String?, expiresIn: Int64? = nil, scope: String? = nil,
-        signedInWith: ProviderID? = nil
+        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil
     ) -> TokenResponse {
         TokenResponse(
             userID: user.id, provider: signedInWith ?? user.id.provider, accessToken: accessToken,
-            // An account token is never bound (it is for the broker's own account endpoints, for minutes).
-            tokenType: scope == Self.accountScope ? "Bearer" : Self.tokenType,
-            expiresIn: expiresIn ?? configuration.accessTokenTTL, refreshToken: refreshToken, scope: scope
+            // An account token is never bound (it is for the broker's own account endpoints, for minutes), nor is
+            // a bearer-only resource's.
+            tokenType: scope == Self.accountScope || resource?.bearer == true ? "Bearer" : Self.tokenType,
+            expiresIn: expiresIn ?? accessLifetime(for: resource), refreshToken: refreshToken, scope: scope
         )
+    }
+
+    /// How long an access token for `resource` lives: `server.access_token_ttl`, and for a bearer-only resource
+    /// (``ResourceRecord/bearer``) at most ``ResourceRecord/bearerLifetime``.
+    func accessLifetime(for resource: ResourceRecord?) -> Int64 {
+        resource?.bearer == true
+            ? min(configuration.accessTokenTTL, ResourceRecord.bearerLifetime) : configuration.accessTokenTTL
     }
 
     /// An RFC 9068 access token: header `typ: at+jwt` and `kid`; the contract's claims, plus `sid` (the
@@ -151,7 +161,7 @@ package final class TokenIssuer: Sendable {
     /// registered one (RFC 8707), else the client's own audience (``audience(ofUserTokensFor:)``).
     func accessToken(
         user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?,
-        signedInWith: ProviderID? = nil, resource: String? = nil, now: Int64
+        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil, now: Int64
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
@@ -165,8 +175,8 @@ package final class TokenIssuer: Sendable {
         if let name = user.name, isCLI || granted.contains("profile") { extra["name"] = .string(name) }
         if let scope { extra["scope"] = .string(scope) }
         return try sign(
-            subject: user.id.description, audience: resource ?? audience(ofUserTokensFor: clientID),
-            lifetime: configuration.accessTokenTTL,
+            subject: user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
+            lifetime: accessLifetime(for: resource), bound: resource?.bearer != true,
             idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
     }
 
@@ -206,9 +216,10 @@ package final class TokenIssuer: Sendable {
 
     /// The claims every access token carries (RFC 9068 §2.2 and the contract's), plus `extra`, signed with
     /// the current key under `typ: at+jwt`.
+    /// `bound: false` leaves `cnf` out even under a proof (a bearer-only resource's token).
     private func sign(
-        subject: String, audience: String, lifetime: Int64, idp: String, clientID: String, now: Int64,
-        extra: [String: JSONValue]
+        subject: String, audience: String, lifetime: Int64, bound: Bool = true, idp: String, clientID: String,
+        now: Int64, extra: [String: JSONValue]
     ) throws -> String {
         var claims: [String: JSONValue] = [
             "iss": .string(issuer),
@@ -223,7 +234,7 @@ package final class TokenIssuer: Sendable {
         ]
         claims.merge(extra) { _, added in added }
         // Minted under a DPoP proof: bound to its key (RFC 9449 §6). Account tokens stay plain (see sessionBody).
-        if let binding = DPoPBinding.current, audience != accountAudience {
+        if let binding = DPoPBinding.current, audience != accountAudience, bound {
             claims["cnf"] = .object(["jkt": .string(binding.thumbprint)])
         }
         return try keys.current.signer.sign(claims: claims, type: "at+jwt")

@@ -9,13 +9,15 @@ extension SQLiteStore {
                 try db.execute(
                     sql: """
                         INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
-                            backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
+                            registration_mode, client_name)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         app.clientID, app.secretHash, AppRecord.encode(app.redirectURIs),
                         AppRecord.encode(app.postLogoutRedirectURIs), app.backchannelLogoutURI, app.firstParty ? 1 : 0,
                         app.idTokenAlgorithm, AppRecord.encode(app.scopes), app.createdAt, app.requirePAR ? 1 : 0,
+                        app.registration?.mode, app.registration?.clientName,
                     ])
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -57,7 +59,10 @@ extension SQLiteStore {
             backchannelLogoutURI: row["backchannel_logout_uri"], firstParty: (row["first_party"] as Int64? ?? 0) != 0,
             idTokenAlgorithm: row["id_token_alg"], scopes: AppRecord.decode(row["scopes"]),
             createdAt: row["created_at"],
-            requirePAR: (row["require_par"] as Int64? ?? 0) != 0
+            requirePAR: (row["require_par"] as Int64? ?? 0) != 0,
+            registration: (row["registration_mode"] as String?).map {
+                AppRecord.Registration(mode: $0, clientName: row["client_name"])
+            }
         )
     }
 

@@ -148,6 +148,7 @@ extension SQLiteStore {
             try db.execute(sql: "DELETE FROM device_codes WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM browser_sessions WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM pushed_requests WHERE expires_at < ?", arguments: [shortLivedBefore])
+            try db.execute(sql: "DELETE FROM registration_tokens WHERE expires_at < ?", arguments: [before])
             try db.execute(sql: "DELETE FROM rate_limits WHERE full_at < ?", arguments: [Double(before)])
             try db.execute(
                 sql: "DELETE FROM login_throttle WHERE in_flight = 0 AND blocked_until < ? AND last_failure < ?",

@@ -20,13 +20,30 @@ package struct AppRecord: Sendable, Hashable {
     package var createdAt: Int64
     /// Every authorization request must come through `/auth/par` (RFC 9126 §6; `--require-par`).
     package var requirePAR: Bool
+    /// How an app that registered itself did it (RFC 7591 at `POST /auth/clients`, schema v19): `nil` for an app
+    /// the operator added (`broker client add`).
+    package var registration: Registration?
 
     package var isPublic: Bool { secretHash == nil }
+
+    /// An app that registered itself: how, and the name it gave (shown, escaped and marked as its own claim, on
+    /// the consent page — never taken as who it is).
+    package struct Registration: Sendable, Hashable {
+        /// `token` (an operator's initial access token was presented) or `open`.
+        package var mode: String
+        /// RFC 7591 `client_name`, if it gave one.
+        package var clientName: String?
+
+        package init(mode: String, clientName: String?) {
+            self.mode = mode
+            self.clientName = clientName
+        }
+    }
 
     package init(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
-        scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false
+        scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil
     ) {
         self.clientID = clientID
         self.secretHash = secretHash
@@ -38,6 +55,7 @@ package struct AppRecord: Sendable, Hashable {
         self.scopes = scopes
         self.createdAt = createdAt
         self.requirePAR = requirePAR
+        self.registration = registration
     }
 }
 
