@@ -44,6 +44,12 @@ package struct AuthenticatedRequest: Sendable {
     package var notice: @Sendable (String) -> Void = { _ in }
     /// Makes the output of one attempt; `final` is the last attempt (its 401 is shown, not held back).
     package var output: @Sendable (_ final: Bool) -> any ResponseOutput
+    /// The API's resource indicator (RFC 8707): the token sent is one the broker issued for it (its `aud`), not the
+    /// session's own. From the `api_urls` entry covering the target (`"resource"`), or learnt from the API's
+    /// protected-resource metadata (RFC 9728) when a 401 points at it.
+    package var resource: String?
+    /// How a protected-resource metadata document is fetched (no token goes with it).
+    package var metadataTimeout: Duration = .seconds(10)
 
     package init(
         settings: ClientSettings, target: APIURL, url: String, method: String,
@@ -59,6 +65,7 @@ package struct AuthenticatedRequest: Sendable {
         self.body = body
         self.sessions = sessions ?? SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
         self.output = output
+        resource = settings.apiURLs?.first { $0.covers(target) }?.resource
     }
 
     /// What the request ended with.
@@ -154,6 +161,32 @@ package struct AuthenticatedRequest: Sendable {
                 token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
         }
         guard outcome.refusedToken else { return outcome }
+        var request = self
+        // RFC 9728 §5.1: a 401 may name the API's metadata, which names its authorization servers and its resource
+        // indicator. When this profile's broker is one of them and the resource is not the one the token was for,
+        // a token for that resource is asked for and the request sent once more with it.
+        if let learnt = try await learntResource(from: outcome), learnt != resource {
+            request.resource = learnt
+            session = try await request.firstSession(minValid: minValid)
+            outcome = try await request.attempt(
+                token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
+            if outcome.asksForProof && isDPoPBound(session.accessToken) && !challenged {
+                challenged = true
+                outcome = try await request.attempt(
+                    token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
+            }
+            guard outcome.refusedToken else { return outcome }
+        }
+        return try await request.renewAndRetry(
+            after: session, outcome: outcome, nonce: &nonce, challenged: challenged)
+    }
+
+    /// After a refused attempt: the session (or the resource's token) renewed, and the last attempt.
+    private func renewAndRetry(
+        after session: Session, outcome refused: Outcome, nonce: inout String?, challenged: Bool
+    ) async throws(Failure) -> Outcome {
+        var session = session
+        var outcome = refused
         let renewed = try await recover(after: session)
         session = renewed.session
         outcome = try await attempt(token: session.accessToken, final: true, nonce: &nonce, challenged: challenged)
@@ -168,13 +201,13 @@ package struct AuthenticatedRequest: Sendable {
     /// The session to start with: cached or refreshed; without one, a sign-in where a person can be asked.
     func firstSession(minValid: Int64) async throws(Failure) -> Session {
         do {
-            return try await sessions.validSession(minValid: minValid)
+            return try await currentSession(minValid: minValid)
         } catch {
             switch error {
             case .signedOut, .rejected:
                 guard signIn != nil else { throw .session(error) }
                 notice(error.description)
-                return try await signInAgain(provider: nil, rejected: nil)
+                return try await forResource(try await signInAgain(provider: nil, rejected: nil), minValid: minValid)
             default:
                 throw .session(error)
             }
@@ -184,13 +217,17 @@ package struct AuthenticatedRequest: Sendable {
     /// After a 401: a renewed session, else (the broker refused the refresh) a new sign-in where possible.
     func recover(after session: Session) async throws(Failure) -> (session: Session, signedIn: Bool) {
         do {
+            if let resource {
+                return (try await sessions.renewResource(resource, rejecting: session.accessToken), false)
+            }
             return (try await sessions.renew(rejecting: session.accessToken), false)
         } catch {
             switch error {
             case .signedOut, .rejected:
                 guard signIn != nil else { throw .session(error) }
                 notice("the session ended: \(error)")
-                return (try await signInAgain(provider: session.provider, rejected: session.accessToken), true)
+                let signedIn = try await signInAgain(provider: session.provider, rejected: session.accessToken)
+                return (try await forResource(signedIn, minValid: 0), true)
             default:
                 throw .session(error)
             }
@@ -330,6 +367,110 @@ package struct AuthenticatedRequest: Sendable {
 }
 
 extension AuthenticatedRequest {
+    /// The session's token, or the resource's (``resource``), valid for `minValid` seconds.
+    func currentSession(minValid: Int64) async throws(SessionError) -> Session {
+        guard let resource else { return try await sessions.validSession(minValid: minValid) }
+        return try await sessions.resourceSession(resource, minValid: minValid)
+    }
+
+    /// After a new sign-in: the resource's token from the new session (the session itself without a resource).
+    func forResource(_ signedIn: Session, minValid: Int64) async throws(Failure) -> Session {
+        guard resource != nil else { return signedIn }
+        do {
+            return try await currentSession(minValid: minValid)
+        } catch {
+            throw .session(error)
+        }
+    }
+
+    /// The resource indicator a refusal's protected-resource metadata names (RFC 9728 §5.1), when the API may be
+    /// given a token for it: the `resource_metadata` URL in `WWW-Authenticate` is https (or http on this machine),
+    /// the document is JSON within 64 KiB, its `resource` lies over the target (same origin, a path at or above
+    /// it: an API cannot ask for another's token), and its `authorization_servers` name this profile's broker.
+    /// Anything else is `nil`, with a notice saying why: the refusal then stands as it is.
+    func learntResource(from outcome: Outcome) async throws(Failure) -> String? {
+        guard let challenge = outcome.response.header("WWW-Authenticate"),
+            let location = Self.parameter("resource_metadata", in: challenge)
+        else { return nil }
+        guard let metadataURL = APIURL(location), metadataURL.carriesTokensSafely, !location.contains("#") else {
+            notice("ignoring resource_metadata \(location.prefix(200)): not an https URL")
+            return nil
+        }
+        var fetch = HTTPClientRequest(method: "GET", url: location, headers: [("Accept", "application/json")])
+        fetch.timeout = metadataTimeout
+        fetch.maxResponseBytes = 64 * 1024
+        let response: HTTPClientResponse
+        do {
+            response = try await transport.send(fetch)
+        } catch {
+            notice("cannot read the API's metadata at \(metadataURL): \(error)")
+            return nil
+        }
+        guard response.status == 200, case .object(let document)? = JSONValue.parse(response.body) else {
+            notice("the API's metadata at \(metadataURL) is not a JSON document (HTTP \(response.status))")
+            return nil
+        }
+        guard let named = document["resource"]?.stringValue, ClientSettings.isResourceIndicator(named),
+            let resourceURL = APIURL(named), resourceURL.covers(outcome.finalURL),
+            outcome.finalURL.origin == target.origin
+        else {
+            notice("the API's metadata at \(metadataURL) names a resource that is not this API; not following it")
+            return nil
+        }
+        let servers = document["authorization_servers"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let broker = ClientSettings.normalize(settings.key.brokerURL)
+        guard servers.contains(where: { ClientSettings.normalize($0) == broker }) else {
+            notice(
+                "the API at \(target.origin) takes tokens from \(servers.prefix(3).joined(separator: ", ")), "
+                    + "not from \(settings.key.brokerURL)")
+            return nil
+        }
+        return named
+    }
+
+    /// The value of `name` in a `WWW-Authenticate` value (RFC 9110 §11.2: `name="quoted"` or `name=token`).
+    package static func parameter(_ name: String, in header: String) -> String? {
+        let text = Array(header.utf8)
+        let wanted = Array((name + "=").utf8)
+        var index = 0
+        while index + wanted.count <= text.count {
+            let before: UInt8? = index == 0 ? nil : text[index - 1]
+            guard text[index..<(index + wanted.count)].elementsEqual(wanted),
+                before == nil || before == UInt8(ascii: " ") || before == UInt8(ascii: ",")
+                    || before == UInt8(ascii: "\t")
+            else {
+                index += 1
+                continue
+            }
+            var position = index + wanted.count
+            var value: [UInt8] = []
+            if position < text.count, text[position] == UInt8(ascii: "\"") {
+                position += 1
+                while position < text.count {
+                    let byte = text[position]
+                    if byte == UInt8(ascii: "\\"), position + 1 < text.count {
+                        value.append(text[position + 1])
+                        position += 2
+                    } else if byte == UInt8(ascii: "\"") {
+                        return String(decoding: value, as: UTF8.self)
+                    } else {
+                        value.append(byte)
+                        position += 1
+                    }
+                }
+                return nil
+            }
+            while position < text.count,
+                ![UInt8(ascii: ","), UInt8(ascii: " "), UInt8(ascii: "\t")].contains(text[position])
+            {
+                value.append(text[position])
+                position += 1
+            }
+            return value.isEmpty ? nil : String(decoding: value, as: UTF8.self)
+        }
+        return nil
+    }
+
     /// Whether `url` is on the session's own broker (the origin of its `broker_url`).
     func isOwnBroker(_ url: APIURL) -> Bool {
         APIURL(settings.key.brokerURL).map { $0.origin == url.origin } ?? false

@@ -89,14 +89,23 @@ package struct SessionService: Sendable {
     /// an erase of an older token must not spend a fresh one. The refresh token stays. Returns whether the
     /// cached token was marked.
     @discardableResult
-    package func distrust(accessToken token: Secret?) throws(SessionError) -> Bool {
+    package func distrust(accessToken token: Secret?, resource: String? = nil) throws(SessionError) -> Bool {
         try cacheStep { () throws(TokenCacheError) in
             let locked = try cache.locked()
             defer { locked.unlock() }
-            guard var session = try locked.session(for: key), token == nil || session.accessToken == token else {
-                return false
-            }
+            guard var session = try locked.session(for: key) else { return false }
             let now = clock.seconds()
+            let match: (ResourceToken) -> Bool = { cached in
+                token.map { cached.accessToken == $0 } ?? (cached.resource == resource)
+            }
+            if token != nil || resource != nil, let index = session.resourceTokens.firstIndex(where: match) {
+                // A token for one API (a git server's): that one is spent, nothing else.
+                guard session.resourceTokens[index].expiresAt > now else { return false }
+                session.resourceTokens[index].expiresAt = now
+                try locked.save(session)
+                return true
+            }
+            guard resource == nil || token != nil, token == nil || session.accessToken == token else { return false }
             guard session.expiresAt > now else { return false }
             session.expiresAt = now
             try locked.save(session)
@@ -124,7 +133,10 @@ package struct SessionService: Sendable {
         } catch {
             throw .broker(error)
         }
-        let renewed = response.session(key: key, now: clock.seconds())
+        let now = clock.seconds()
+        var renewed = response.session(key: key, now: now)
+        // The APIs' tokens stay good until they expire: the rotation does not end them.
+        renewed.resourceTokens = session.resourceTokens.filter { $0.expiresAt > now }
         return try cacheStep { () throws(TokenCacheError) in try locked.save(renewed) }
     }
 
@@ -138,15 +150,57 @@ package struct SessionService: Sendable {
         return (response.accessToken, kept)
     }
 
-    /// An access token for one API (RFC 8707 `resource`: its `aud` is that API's URL, which the broker must have
-    /// registered): the refresh grant naming the resource, under the store's lock like any refresh. The rotated
-    /// refresh token is stored; the cached access token (the broker's audience) stays as it was. Returns the
-    /// session as the resource's token makes it — what `broker token --resource` prints — without storing it.
-    package func resourceToken(_ resource: String) async throws(SessionError) -> Session {
-        let (response, _) = try await sideGrant(scope: nil, resource: resource)
-        var forResource = response.session(key: key, now: clock.seconds())
-        forResource.refreshToken = nil
-        return forResource
+    /// A token for one API (RFC 8707 `resource`: its `aud` is that API's URL, which the broker must have
+    /// registered) valid for `minValid` seconds, as the session viewed through it (``Session/viewed(as:)``).
+    ///
+    /// Cached per resource beside the session (``Session/resourceTokens``) and got, when missing or too old, by
+    /// the refresh grant naming the resource, under the store's lock: single-flight as ``validSession(minValid:)``
+    /// (a process that waited for the lock and finds another's fresh token for this resource takes it), so twenty
+    /// commands for one API make one refresh. The session's own access token is untouched.
+    package func resourceSession(_ resource: String, minValid: Int64) async throws(SessionError) -> Session {
+        let seen: Session? = try cacheStep { () throws(TokenCacheError) in try cache.session(for: key) }
+        guard let seen else { throw .signedOut(key) }
+        if let token = seen.token(for: resource), token.satisfies(minValid: minValid, at: clock.seconds()) {
+            return seen.viewed(as: token)
+        }
+        return try await resourceGrant(resource) { current in
+            guard let token = current.token(for: resource) else { return nil }
+            let now = clock.seconds()
+            if token.accessToken != seen.token(for: resource)?.accessToken && token.expiresAt > now { return token }
+            return token.satisfies(minValid: minValid, at: now) ? token : nil
+        }
+    }
+
+    /// A resource's token after its API refused `rejected` (a 401): a new one even when it still looked valid,
+    /// unless another process has just replaced it (the answer then).
+    package func renewResource(_ resource: String, rejecting rejected: Secret) async throws(SessionError) -> Session {
+        try await resourceGrant(resource) { current in
+            guard let token = current.token(for: resource), token.accessToken != rejected,
+                token.expiresAt > clock.seconds()
+            else { return nil }
+            return token
+        }
+    }
+
+    /// Under the store's lock: the token `reuse` finds in the current session, else one refresh grant naming
+    /// `resource`, its token kept beside the session with the rotated refresh token.
+    private func resourceGrant(
+        _ resource: String, reuse: (Session) -> ResourceToken?
+    ) async throws(SessionError) -> Session {
+        let locked: any LockedTokenCache = try cacheStep { () throws(TokenCacheError) in try cache.locked() }
+        defer { locked.unlock() }
+        let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
+        guard let current else { throw .signedOut(key) }
+        if let token = reuse(current) { return current.viewed(as: token) }
+        let (response, kept) = try await sideGrant(scope: nil, resource: resource, locked: locked, current: current)
+        let now = clock.seconds()
+        let token = ResourceToken(
+            resource: resource, accessToken: response.accessToken, expiresAt: now + response.expiresIn,
+            obtainedAt: now)
+        var stored = kept
+        stored.keep(token, now: now)
+        stored = try cacheStep { () throws(TokenCacheError) in try locked.save(stored) }
+        return stored.viewed(as: token)
     }
 
     /// A refresh grant for a token the cache does not keep (an account token, a resource's token), under the
@@ -159,6 +213,13 @@ package struct SessionService: Sendable {
         defer { locked.unlock() }
         let current: Session? = try cacheStep { () throws(TokenCacheError) in try locked.session(for: key) }
         guard let current else { throw .signedOut(key) }
+        return try await sideGrant(scope: scope, resource: resource, locked: locked, current: current)
+    }
+
+    /// The same with the lock held and the session read.
+    private func sideGrant(scope: String?, resource: String?, locked: any LockedTokenCache, current: Session)
+        async throws(SessionError) -> (response: SessionResponse, kept: Session)
+    {
         guard let refreshToken = current.refreshToken else {
             throw .rejected(key, reason: "the session has no refresh token; sign in again (broker login)")
         }

@@ -29,6 +29,10 @@ package struct Session: Sendable, Equatable {
     /// Where the session's long-lived secrets are (issue "Keyring"): the refresh token (and the DPoP key) in
     /// the desktop keyring, not in the file; ``refreshToken`` is then read from there under the store's lock.
     package var secretsInKeyring = false
+    /// Access tokens for single APIs (RFC 8707 `resource`), kept beside the session's own so that each API's
+    /// token is fetched once per lifetime, not once per command. Short-lived like the session's access token, so
+    /// kept in the file even when the refresh token is in the keyring.
+    package var resourceTokens: [ResourceToken] = []
 
     package init(
         key: SessionKey,
@@ -65,6 +69,64 @@ package struct Session: Sendable, Equatable {
         guard let obtainedAt, obtainedAt <= now else { return false }
         let lifetime = expiresAt - obtainedAt
         return now - obtainedAt < max(1, lifetime / 10)
+    }
+}
+
+/// An access token for one API (`aud` = ``resource``), got with the session's refresh token.
+package struct ResourceToken: Sendable, Equatable {
+    package var resource: String
+    package var accessToken: Secret
+    package var expiresAt: Int64
+    package var obtainedAt: Int64?
+
+    package init(resource: String, accessToken: Secret, expiresAt: Int64, obtainedAt: Int64?) {
+        self.resource = resource
+        self.accessToken = accessToken
+        self.expiresAt = expiresAt
+        self.obtainedAt = obtainedAt
+    }
+
+    /// The most APIs one session keeps tokens for; the one expiring first makes room.
+    package static let maxPerSession = 32
+
+    /// ``Session/satisfies(minValid:at:)`` for this token.
+    package func satisfies(minValid: Int64, at now: Int64) -> Bool {
+        let left = expiresAt - now
+        guard left > 0 else { return false }
+        if left >= minValid { return true }
+        guard let obtainedAt, obtainedAt <= now else { return false }
+        return now - obtainedAt < max(1, (expiresAt - obtainedAt) / 10)
+    }
+}
+
+extension Session {
+    /// The cached token for `resource`, if any (expired or not).
+    package func token(for resource: String) -> ResourceToken? {
+        resourceTokens.first { $0.resource == resource }
+    }
+
+    /// This session as `resource`'s token makes it: what `broker token --resource` prints and `broker request`
+    /// sends (no refresh token: a resource's token is never refreshed on its own).
+    package func viewed(as token: ResourceToken) -> Session {
+        var view = self
+        view.accessToken = token.accessToken
+        view.expiresAt = token.expiresAt
+        view.obtainedAt = token.obtainedAt
+        view.refreshToken = nil
+        view.resourceTokens = []
+        return view
+    }
+
+    /// Keeps `token` (replacing the one for its resource), dropping expired ones at `now` and, past
+    /// ``ResourceToken/maxPerSession``, the ones expiring first.
+    package mutating func keep(_ token: ResourceToken, now: Int64) {
+        var kept = resourceTokens.filter { $0.resource != token.resource && $0.expiresAt > now }
+        kept.append(token)
+        if kept.count > ResourceToken.maxPerSession {
+            kept.sort { $0.expiresAt > $1.expiresAt }
+            kept = Array(kept.prefix(ResourceToken.maxPerSession))
+        }
+        resourceTokens = kept.sorted { $0.resource < $1.resource }
     }
 }
 

@@ -16,6 +16,9 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// An API that checks DPoP proofs (`{"url": …, "dpop": true}` in `api_urls`): `broker request` sends a bound
     /// token there as `Authorization: DPoP` with a proof.
     package var dpop = false
+    /// The API's resource indicator (`{"url": …, "resource": URL}` in `api_urls`, RFC 8707): the CLI sends this
+    /// API a token whose `aud` is that URL, got from the broker for it, instead of the session's own.
+    package var resource: String?
 
     /// Parses `scheme://[user@]host[:port][/path][?query][#fragment]`; `nil` unless http or https with a
     /// host, a valid port, and a path no server reads as leaving where it is written (`pathStaysPut`): a
@@ -168,7 +171,7 @@ package struct APIURL: Equatable, Sendable, CustomStringConvertible {
     /// equivalence).
     package static func == (lhs: APIURL, rhs: APIURL) -> Bool {
         lhs.scheme == rhs.scheme && lhs.host == rhs.host && lhs.port == rhs.port && lhs.dpop == rhs.dpop
-            && lhs.path.utf8.elementsEqual(rhs.path.utf8)
+            && lhs.resource == rhs.resource && lhs.path.utf8.elementsEqual(rhs.path.utf8)
     }
 
     package var description: String { origin + path }

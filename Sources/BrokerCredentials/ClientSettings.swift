@@ -318,18 +318,30 @@ package struct ClientSettings: Sendable {
         }
         var list: [APIURL] = []
         for item in items {
-            // A URL, or {"url": URL, "dpop": true} for an API that checks DPoP proofs (RFC 9449).
+            // A URL, or {"url": URL, "dpop": true, "resource": URL}: an API that checks DPoP proofs (RFC 9449),
+            // and the resource indicator its tokens are asked for with (RFC 8707).
             var entry = item
             var dpop = false
+            var resource: String?
             if case .object(let members) = item {
-                for key in members.keys.sorted() where key != "url" && key != "dpop" {
-                    throw Problem("\(path): \"\(name)\": unknown key \"\(key)\" (an entry knows \"url\" and \"dpop\")")
+                for key in members.keys.sorted() where !["url", "dpop", "resource"].contains(key) {
+                    throw Problem(
+                        "\(path): \"\(name)\": unknown key \"\(key)\" (an entry knows \"url\", \"dpop\" and \"resource\")"
+                    )
                 }
                 guard let url = members["url"] else { throw Problem("\(path): \"\(name)\": an entry lacks \"url\"") }
                 switch members["dpop"] {
                 case nil: break
                 case .bool(let flag)?: dpop = flag
                 default: throw Problem("\(path): \"\(name)\": \"dpop\" must be true or false")
+                }
+                switch members["resource"] {
+                case nil: break
+                case .string(let text)? where isResourceIndicator(text): resource = text
+                default:
+                    throw Problem(
+                        "\(path): \"\(name)\": \"resource\" must be the API's URL as the broker registered it "
+                            + "(https, or http on this machine; no fragment)")
                 }
                 entry = url
             }
@@ -341,6 +353,7 @@ package struct ClientSettings: Sendable {
                         + "(no user, query, fragment or dot segments)")
             }
             url.dpop = dpop
+            url.resource = resource
             guard url.carriesTokensSafely else {
                 throw Problem(
                     "\(path): \"\(name)\": \(text) is plain http to another machine; tokens go only over https "
@@ -349,6 +362,15 @@ package struct ClientSettings: Sendable {
             list.append(url)
         }
         return list
+    }
+
+    /// Whether `text` can name a resource (RFC 8707 §2): an absolute http(s) URL the token may travel to, no
+    /// fragment, no user; the broker says whether it registered it.
+    package static func isResourceIndicator(_ text: String) -> Bool {
+        guard text.utf8.count <= 2048, !text.contains("#"), !text.contains("@"), let url = APIURL(text) else {
+            return false
+        }
+        return url.carriesTokensSafely
     }
 
     /// `scheme://host[:port][/path]` with the trailing slash removed; `nil` unless http or https with a host.

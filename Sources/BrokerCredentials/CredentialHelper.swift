@@ -100,4 +100,12 @@ extension ClientSettings {
             hasPath ? listed.covers(url) : listed.origin == url.origin
         }
     }
+
+    /// The resource indicator a helper asks the broker's token for (`"resource"` of the first `api_urls` entry
+    /// that answers `url`, by the rule of ``answersCredentials(for:hasPath:)``); `nil`: the session's own token.
+    package func credentialResource(for url: APIURL, hasPath: Bool) -> String? {
+        apiURLs?.first { listed in
+            listed.resource != nil && (hasPath ? listed.covers(url) : listed.origin == url.origin)
+        }?.resource
+    }
 }

@@ -7,8 +7,12 @@ import Glibc
 /// ```json
 /// {"format": 1, "sessions": [{"broker": "http://127.0.0.1:8787", "profile": "default",
 ///   "user_id": "custom:…", "provider": "custom", "access_token": "…", "expires_at": 1795412345,
-///   "refresh_token": "…"}]}
+///   "refresh_token": "…", "resources": [{"resource": "https://api.example/mcp", "access_token": "…",
+///   "expires_at": 1795412345, "obtained_at": 1795411445}]}]}
 /// ```
+///
+/// `resources` (optional) holds the session's tokens for single APIs (RFC 8707), at most
+/// ``ResourceToken/maxPerSession``.
 ///
 /// A session whose long-lived secrets are in the desktop keyring says `"secrets": "keyring"` and has no
 /// `refresh_token` here (issue "Keyring"); its short-lived access token stays, so a warm `broker token` is
@@ -128,6 +132,21 @@ package final class FileTokenCache: TokenCache {
             refreshToken: refresh,
             obtainedAt: fields["obtained_at"]?.intValue
         )
+        switch fields["resources"] {
+        case nil: break
+        case .array(let items)? where items.count <= ResourceToken.maxPerSession:
+            for item in items {
+                guard case .object(let entry) = item, let resource = entry["resource"]?.stringValue,
+                    let token = entry["access_token"]?.stringValue, let expires = entry["expires_at"]?.intValue,
+                    session.token(for: resource) == nil
+                else { return nil }
+                session.resourceTokens.append(
+                    ResourceToken(
+                        resource: resource, accessToken: Secret(token), expiresAt: expires,
+                        obtainedAt: entry["obtained_at"]?.intValue))
+            }
+        default: return nil
+        }
         switch fields["secrets"] {
         case nil, .string("file")?: break
         case .string("keyring")?:
@@ -155,6 +174,17 @@ package final class FileTokenCache: TokenCache {
                 fields["refresh_token"] = .string(refresh.exposed)
             }
             if let obtainedAt = session.obtainedAt { fields["obtained_at"] = .int(obtainedAt) }
+            if !session.resourceTokens.isEmpty {
+                fields["resources"] = .array(
+                    session.resourceTokens.map { token in
+                        var entry: [String: JSONValue] = [
+                            "resource": .string(token.resource), "access_token": .string(token.accessToken.exposed),
+                            "expires_at": .int(token.expiresAt),
+                        ]
+                        if let obtainedAt = token.obtainedAt { entry["obtained_at"] = .int(obtainedAt) }
+                        return .object(entry)
+                    })
+            }
             return .object(fields)
         }
         var bytes = JSONValue.object(["format": .int(format), "sessions": .array(entries)]).serializedBytes

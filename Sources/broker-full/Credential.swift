@@ -36,18 +36,32 @@ struct HelperOptions: ParsableArguments {
 
 /// What a helper does with the token it may hand out.
 enum HelperSession {
-    /// The session's token valid for ``CredentialHelper/minValid`` seconds (refreshed once if needed).
-    static func session(_ settings: ClientSettings) async throws(SessionError) -> Session {
+    /// The token valid for ``CredentialHelper/minValid`` seconds (refreshed once if needed): the one for the
+    /// API's `resource` when its `api_urls` entry names one (a bearer-only resource's is unbound and lives minutes:
+    /// git and docker send a password, never a proof), else the session's own.
+    static func session(_ settings: ClientSettings, resource: String?) async throws(SessionError) -> Session {
         let service = SessionService(
             cache: settings.credentials(), api: settings.api, key: settings.key)
-        return try await service.validSession(minValid: CredentialHelper.minValid)
+        guard let resource else { return try await service.validSession(minValid: CredentialHelper.minValid) }
+        return try await service.resourceSession(resource, minValid: CredentialHelper.minValid)
     }
 
-    /// `erase`: the tool's server refused `token`; the next `get` refreshes.
-    static func distrust(_ settings: ClientSettings, token: Secret?) throws(SessionError) {
+    /// `erase`: the tool's server refused `token` (or, without one, the cached token for `resource`, else the
+    /// session's); the next `get` refreshes.
+    static func distrust(_ settings: ClientSettings, token: Secret?, resource: String?) throws(SessionError) {
         let service = SessionService(
             cache: settings.credentials(), api: settings.api, key: settings.key)
-        try service.distrust(accessToken: token)
+        try service.distrust(accessToken: token, resource: resource)
+    }
+
+    /// Says on stderr when a DPoP-bound token goes to a tool that cannot send a proof: its server will refuse it
+    /// if it checks DPoP. The cure is an `api_urls` entry naming a bearer-only resource.
+    static func warnIfBound(_ session: Session, url: APIURL) {
+        guard isDPoPBound(session.accessToken) else { return }
+        Console.warning(
+            "the token for \(url.origin) is DPoP-bound and this tool cannot send a proof: register the server as a "
+                + "bearer-only resource (broker resource add URL --bearer) and name it in its api_urls entry "
+                + "({\"url\": …, \"resource\": URL})")
     }
 
     /// All of stdin (a helper's request is small; at most ``CredentialHelper/maxRequestBytes``).
@@ -107,7 +121,9 @@ extension Broker.Credential {
             switch action {
             case .get:
                 do {
-                    let session = try await HelperSession.session(settings)
+                    let session = try await HelperSession.session(
+                        settings, resource: settings.credentialResource(for: target.url, hasPath: target.hasPath))
+                    HelperSession.warnIfBound(session, url: target.url)
                     Console.raw(CredentialHelper.gitAnswer(session, username: options.username))
                 } catch {
                     // quit=1: git stops here instead of prompting for a user name and password it cannot use.
@@ -116,7 +132,9 @@ extension Broker.Credential {
                 }
             case .erase:
                 do {
-                    try HelperSession.distrust(settings, token: fields["password"].map(Secret.init))
+                    try HelperSession.distrust(
+                        settings, token: fields["password"].map(Secret.init),
+                        resource: settings.credentialResource(for: target.url, hasPath: target.hasPath))
                 } catch {
                     throw ClientFailure.exit(error, settings: settings)
                 }
@@ -167,11 +185,13 @@ extension Broker.Credential {
                 }
                 let serverURL = String(text.prefix { $0 != "\n" && $0 != "\r" })
                 do {
+                    let resource = settings.credentialResource(for: target.url, hasPath: target.hasPath)
                     if action == .erase {
-                        try HelperSession.distrust(settings, token: nil)
+                        try HelperSession.distrust(settings, token: nil, resource: resource)
                         return
                     }
-                    let session = try await HelperSession.session(settings)
+                    let session = try await HelperSession.session(settings, resource: resource)
+                    HelperSession.warnIfBound(session, url: target.url)
                     Console.raw(
                         CredentialHelper.dockerAnswer(serverURL: serverURL, session, username: options.username))
                 } catch {

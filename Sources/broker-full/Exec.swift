@@ -24,12 +24,22 @@ extension Broker {
         @Option(name: .long, help: ArgumentHelp("Seconds the token must still be valid.", valueName: "SECONDS"))
         var minValid: Int64 = 60
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "A token for this API alone (RFC 8707): its aud is URL, which the broker must have registered.",
+                valueName: "URL"))
+        var resource: String?
+
         @Argument(parsing: .postTerminator, help: "The command and its arguments, after --.")
         var command: [String] = []
 
         func validate() throws {
             guard !command.isEmpty else { throw ValidationError("give the command to run after --") }
             guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative") }
+            if let resource, !ClientSettings.isResourceIndicator(resource) {
+                throw ValidationError("--resource \(resource): an https URL (http on this machine), no fragment")
+            }
             let name = Array(env.utf8)
             let valid =
                 !name.isEmpty && !(name[0] >= UInt8(ascii: "0") && name[0] <= UInt8(ascii: "9"))
@@ -45,7 +55,7 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let session = try await Token.session(settings, minValid: minValid)
+            let session = try await Token.session(settings, minValid: minValid, resource: resource)
             setenv(env, session.accessToken.exposed, 1)
             setenv("BROKER_URL", settings.key.brokerURL, 1)
             var arguments = command.map { strdup($0) } + [nil]

@@ -73,6 +73,13 @@ extension Broker {
         @Option(name: .long, help: ArgumentHelp("Longest time for one exchange.", valueName: "SECONDS"))
         var maxTime = 300
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "Send a token for this API alone (RFC 8707; default: the \"resource\" of its api_urls entry, or what "
+                    + "its 401 names in resource_metadata).", valueName: "URL"))
+        var resource: String?
+
         /// Redirects followed at most (with --location).
         static let maxRedirects = 10
         /// Largest body read from --data @FILE or stdin: it is kept in memory so that a retry sends it again.
@@ -86,6 +93,9 @@ extension Broker {
             if data != nil && dataStdin { throw ValidationError("give the body once: --data or --data-stdin") }
             guard minValid >= 0 else { throw ValidationError("--min-valid must not be negative") }
             guard maxTime > 0 else { throw ValidationError("--max-time must be positive") }
+            if let resource, !ClientSettings.isResourceIndicator(resource) {
+                throw ValidationError("--resource \(resource): an https URL (http on this machine), no fragment")
+            }
         }
 
         /// `Name: value` → the pair; an `Authorization` header is refused (the token is broker's to attach).
@@ -140,9 +150,10 @@ extension Broker {
             request.followRedirects = location
             request.maxRedirects = Self.maxRedirects
             request.timeout = .seconds(maxTime)
+            if let resource { request.resource = resource }
+            request.notice = { Console.warning($0) }
             if Terminal.isInteractive && !noLogin && !dataStdin && data != "@-" {
                 request.signIn = { provider in try await Self.signIn(provider: provider, settings: settings) }
-                request.notice = { Console.warning($0) }
             }
             let outcome: AuthenticatedRequest.Outcome
             do {

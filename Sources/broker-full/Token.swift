@@ -29,7 +29,7 @@ extension Broker {
             name: .long,
             help: ArgumentHelp(
                 "A token for this API alone (RFC 8707): its aud is URL, which the broker must have registered "
-                    + "(broker resource add). Fetched fresh each time.", valueName: "URL"))
+                    + "(broker resource add). Kept per API beside the session.", valueName: "URL"))
         var resource: String?
 
         func validate() throws {
@@ -41,29 +41,23 @@ extension Broker {
 
         func run() async throws {
             let settings = try client.settings()
-            let session: Session
-            if let resource {
-                let service = SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
-                do {
-                    session = try await service.resourceToken(resource)
-                } catch {
-                    throw ClientFailure.exit(error, settings: settings)
-                }
-            } else {
-                session = try await Self.session(settings, minValid: minValid)
-            }
+            let session = try await Self.session(settings, minValid: minValid, resource: resource)
             Console.out(format.render(session, now: SystemClock().seconds()))
         }
 
-        /// The cached session when it meets `minValid`, else one refresh (single-flight); exit 4 without one.
-        static func session(_ settings: ClientSettings, minValid: Int64) async throws -> Session {
+        /// The cached session (or `resource`'s token) when it meets `minValid`, else one refresh (single-flight);
+        /// exit 4 without one.
+        static func session(_ settings: ClientSettings, minValid: Int64, resource: String? = nil) async throws
+            -> Session
+        {
             let service = SessionService(
                 cache: settings.credentials(),
                 api: settings.api,
                 key: settings.key
             )
             do {
-                // validSession reads the store without a lock first: the cached token costs no more than that.
+                // Both read the store without a lock first: the cached token costs no more than that.
+                if let resource { return try await service.resourceSession(resource, minValid: minValid) }
                 return try await service.validSession(minValid: minValid)
             } catch {
                 throw ClientFailure.exit(error, settings: settings)

@@ -66,7 +66,8 @@ struct ClientRegistrationTests {
         }
         #expect(throws: ConfigurationError.self) {
             try ServerConfiguration.load(
-                catalog: [], file: (Array(#"{"server": {"client_registration": "yes"}}"#.utf8), "test.json"), environment: [:])
+                catalog: [], file: (Array(#"{"server": {"client_registration": "yes"}}"#.utf8), "test.json"),
+                environment: [:])
         }
     }
 
@@ -88,7 +89,9 @@ struct ClientRegistrationTests {
             #expect(registered["client_name"] == "Agent <b>Smith</b>")
             #expect(registered["redirect_uris"] == ["http://127.0.0.1:5555/callback"])
             let app = try #require(try await broker.store.app(clientID: clientID))
-            #expect(app.isPublic && app.registration == AppRecord.Registration(mode: "open", clientName: "Agent <b>Smith</b>"))
+            #expect(
+                app.isPublic
+                    && app.registration == AppRecord.Registration(mode: "open", clientName: "Agent <b>Smith</b>"))
 
             // The app's sign-in: the sign-in page, the password, then consent naming it as self-registered.
             let pkce = try PKCE.generate()
@@ -148,7 +151,10 @@ struct ClientRegistrationTests {
                 ("invalid_client_metadata", "grant", { $0["grant_types"] = ["client_credentials"] }),
                 ("invalid_client_metadata", "jwks", { $0["jwks_uri"] = "https://app.example/jwks" }),
                 ("invalid_client_metadata", "name", { $0["client_name"] = "evil\u{202E}name\u{0007}" }),
-                ("invalid_client_metadata", "long name", { $0["client_name"] = .string(String(repeating: "n", count: 101)) }),
+                (
+                    "invalid_client_metadata", "long name",
+                    { $0["client_name"] = .string(String(repeating: "n", count: 101)) }
+                ),
                 ("invalid_client_metadata", "scope", { $0["scope"] = "openid \"x\"" }),
                 ("invalid_client_metadata", "alg", { $0["id_token_signed_response_alg"] = "none" }),
             ]
@@ -278,7 +284,8 @@ struct ClientRegistrationTests {
             let unproven = try await client.form(
                 "/auth/token",
                 [
-                    ("grant_type", "refresh_token"), ("refresh_token", try #require(forMCP["refresh_token"]?.stringValue)),
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", try #require(forMCP["refresh_token"]?.stringValue)),
                     ("resource", git),
                 ])
             #expect(unproven.status == 400 && unproven.error == "invalid_dpop_proof")

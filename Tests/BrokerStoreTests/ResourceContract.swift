@@ -49,7 +49,8 @@ struct ResourceContract {
         let unnamed = AppRecord(
             clientID: "reg-2", secretHash: "h", redirectURIs: ["https://a.example/cb"], createdAt: 4,
             registration: AppRecord.Registration(mode: "token", clientName: nil))
-        let operators = AppRecord(clientID: "web", secretHash: "h", redirectURIs: ["https://w.example/cb"], createdAt: 5)
+        let operators = AppRecord(
+            clientID: "web", secretHash: "h", redirectURIs: ["https://w.example/cb"], createdAt: 5)
         for app in [registered, unnamed, operators] { try await store.createApp(app) }
         #expect(try await store.apps() == [registered, unnamed, operators])
     }

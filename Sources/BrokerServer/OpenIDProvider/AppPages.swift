@@ -1,5 +1,5 @@
-import BrokerStore
 import BrokerCore
+import BrokerStore
 
 /// The pages an app's sign-in shows (issue "Sign in to any app"): plain HTML that works without script, in the
 /// house look, labelled, a CSRF token in every form, no framing, no referrer (``Page/headers``).
