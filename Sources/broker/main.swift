@@ -214,9 +214,15 @@ enum FastCredential {
         case .docker: target = CredentialHelper.dockerTarget(text)
         }
         guard let target, settings.answersCredentials(for: target.url, hasPath: target.hasPath),
-            let session = try? settings.cache.peekSession(for: settings.key),
-            session.satisfies(minValid: CredentialHelper.minValid, at: SystemClock().seconds())
+            var session = try? settings.cache.peekSession(for: settings.key)
         else { return nil }
+        // The server's own token when its api_urls entry names a resource; a missing or old one is the full
+        // CLI's to get.
+        if let resource = settings.credentialResource(for: target.url, hasPath: target.hasPath) {
+            guard let token = session.token(for: resource) else { return nil }
+            session = session.viewed(as: token)
+        }
+        guard session.satisfies(minValid: CredentialHelper.minValid, at: SystemClock().seconds()) else { return nil }
         switch request.kind {
         case .git:
             return CredentialHelper.gitAnswer(session, username: request.username)

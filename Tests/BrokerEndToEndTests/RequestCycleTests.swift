@@ -18,19 +18,25 @@ final class ResourceServer: @unchecked Sendable {
 
     /// - Parameter introspection: a CI client's `id:secret`: the API asks `/auth/introspect` whether a token is
     ///   live (the CLI's tokens are DPoP-bound, so an API cannot pass them to `/auth/me`); else `/auth/me`.
-    init(broker: String, issuer: String, gitRoot: String?, introspection: String? = nil) throws {
+    /// - Parameter protected: `PATH=RESOURCE` pairs: APIs of their own under this server (`--protected`).
+    init(broker: String, issuer: String, gitRoot: String?, introspection: String? = nil, protected: [String] = [])
+        throws
+    {
         server = try ScriptServer(
             TestPaths.interop("resource_server.py"),
-            ["--broker", broker, "--issuer", issuer] + (gitRoot.map { ["--git-root", $0] } ?? []),
+            ["--broker", broker, "--issuer", issuer] + (gitRoot.map { ["--git-root", $0] } ?? [])
+                + protected.flatMap { ["--protected", $0] },
             environment: introspection.map { ["RS_INTROSPECT_CLIENT": $0] } ?? [:],
             prefix: "resource server listening on ")
     }
 
     static func start(
-        broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil, introspection: String? = nil
+        broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil, introspection: String? = nil,
+        protected: [String] = []
     ) async throws -> ResourceServer {
         try await offThread {
-            try ResourceServer(broker: broker, issuer: issuer, gitRoot: gitRoot, introspection: introspection)
+            try ResourceServer(
+                broker: broker, issuer: issuer, gitRoot: gitRoot, introspection: introspection, protected: protected)
         }
     }
 
@@ -88,9 +94,10 @@ struct RequestWorld: Sendable {
 
     static let password = "correct horse battery staple"
 
-    static func run(gitRoot: String? = nil, _ body: @escaping @Sendable (RequestWorld) async throws -> Void)
-        async throws
-    {
+    static func run(
+        gitRoot: String? = nil, protected: [String] = [],
+        _ body: @escaping @Sendable (RequestWorld) async throws -> Void
+    ) async throws {
         let broker = try await InProcessBroker(issuer: nil)
         // The API is a CI client that may introspect.
         let secret = try ClientSecretHasher.newSecret()
@@ -100,7 +107,8 @@ struct RequestWorld: Sendable {
                 createdAt: broker.clock.seconds()))
         try await broker.live { onBroker, url in
             let api = try await ResourceServer.start(
-                broker: url, issuer: url, gitRoot: gitRoot, introspection: "api:" + secret.exposed)
+                broker: url, issuer: url, gitRoot: gitRoot, introspection: "api:" + secret.exposed,
+                protected: protected)
             try await api.setNow(broker.clock.seconds())
             let world = RequestWorld(
                 broker: broker, onBroker: onBroker, url: url, api: api, client: try ClientHome(url: url))

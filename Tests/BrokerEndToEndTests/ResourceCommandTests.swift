@@ -49,7 +49,12 @@ struct ResourceCommandTests {
         let removed = try await CLI.run(["resource", "remove", files] + store)
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(try await CLI.run(["resource", "remove", files] + store).status == 1)
-        let gone = try await client.run(["token", "--resource", files])
+        // A token issued for it lives out its minutes (the cached one is still handed out); no new one is issued.
+        let kept = try await client.run(["token", "--resource", files])
+        #expect(kept.status == 0 && audience(kept.stdout.filter { !$0.isWhitespace }) == .string(files))
+        let another = try ClientHome(server: server)
+        try await another.register("res2@example.com", password: Self.password)
+        let gone = try await another.run(["token", "--resource", files])
         #expect(gone.status == 1 && gone.stderr.contains("invalid_target"), "\(gone.stderr)")
     }
 }

@@ -4,7 +4,7 @@ token against the broker's published JWKS (signature, alg bound to the key, typ 
 and the broker says whether its session still stands (revocation: introspection with RS_INTROSPECT_CLIENT, else
 /auth/me). A token sent as DPoP (RFC 9449) must come with a proof, checked as a resource server checks it.
 
-Usage: resource_server.py --broker URL --issuer ISS [--git-root DIR]
+Usage: resource_server.py --broker URL --issuer ISS [--git-root DIR] [--protected PATH=RESOURCE]...
 Prints "resource server listening on http://127.0.0.1:PORT" once listening; serves until stdin closes.
 
   /api/...              Bearer token → 200 {"sub", "method", "path", "body_sha256", "body_length"};
@@ -13,6 +13,10 @@ Prints "resource server listening on http://127.0.0.1:PORT" once listening; serv
   /open/...             no authentication; records what arrived (for redirects to another origin)
   /git/...              git smart HTTP (git http-backend over GIT_PROJECT_ROOT=--git-root); Basic
                         authentication whose password is a broker token; else 401 (Basic realm)
+  --protected PATH=RESOURCE  the requests under PATH (/api/one, /git) are one API of its own (RFC 8707, RFC 9728):
+                        their tokens' aud must be RESOURCE ("{base}" in it is this server's URL), a DPoP-bound
+                        token must come as DPoP, and a 401 names the metadata published at
+                        /.well-known/oauth-protected-resource + PATH ({"resource", "authorization_servers"})
   POST /_control/now    body: epoch seconds the tokens' exp/nbf are judged at ("real" for the real clock)
   POST /_control/trust  body: JSON list of the kids trusted from now on (null: every published key)
   POST /_control/dpop_nonce  body: a nonce every request must then bring in a DPoP proof (null: none asked)
@@ -62,7 +66,26 @@ def fetch_json(url, headers=None):
         return json.load(response)
 
 
-def verify(token, args):
+BASE = []
+PROTECTED = []
+
+
+def protected_entry(path):
+    """The (PATH, RESOURCE) of --protected covering `path`, else None (the APIs' audience, "broker")."""
+    for prefix, resource in PROTECTED:
+        if path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "?"):
+            return prefix, resource
+    return None
+
+
+def challenge_suffix(path):
+    entry = protected_entry(path)
+    if entry is None:
+        return ""
+    return f', resource_metadata="{BASE[0]}/.well-known/oauth-protected-resource{entry[0]}"'
+
+
+def verify(token, args, path="/"):
     """The claims of a token this API accepts, else Refused with the reason."""
     jwks = fetch_json(args.broker + "/.well-known/jwks.json")
     with LOCK:
@@ -83,7 +106,7 @@ def verify(token, args):
             now=int(now) if now is not None else None,
             leeway=0,
             iss={"essential": True, "value": args.issuer},
-            aud={"essential": True, "value": "broker"},
+            aud={"essential": True, "value": (protected_entry(path) or (None, "broker"))[1]},
             sub={"essential": True},
             exp={"essential": True},
         )
@@ -173,6 +196,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.git()
         if path.startswith("/api/"):
             return self.api()
+        if path.startswith("/.well-known/oauth-protected-resource/"):
+            entry = protected_entry(path[len("/.well-known/oauth-protected-resource"):])
+            if entry is not None:
+                return self.reply(200, {
+                    "resource": entry[1], "authorization_servers": [self.args.issuer],
+                    "bearer_methods_supported": ["header"]}, [("Content-Type", "application/json")])
         self.reply(404, {"error": "not_found"})
 
     def control(self, path):
@@ -227,12 +256,16 @@ class Handler(BaseHTTPRequestHandler):
         body = self.body()
         authorization = self.headers.get("Authorization") or ""
         dpop = authorization.startswith("DPoP ")
+        suffix = challenge_suffix(self.path)
         if not authorization.startswith("Bearer ") and not dpop:
-            return self.reply(401, {"error": "invalid_token"}, [("WWW-Authenticate", 'Bearer realm="api"')])
+            return self.reply(
+                401, {"error": "invalid_token"}, [("WWW-Authenticate", 'Bearer realm="api"' + suffix)])
         try:
-            claims = verify(authorization[5 if dpop else 7:], self.args)
+            claims = verify(authorization[5 if dpop else 7:], self.args, self.path)
             if dpop:
                 self.check_proof(authorization[5:], claims)
+            elif protected_entry(self.path) is not None and "cnf" in claims:
+                raise Refused("a DPoP-bound token must come with its proof")
             elif STATE["dpop_nonce"] is not None:
                 # A DPoP-only API's challenge to a Bearer presentation (RFC 9449 §7.1), with the nonce it wants.
                 with LOCK:
@@ -248,7 +281,7 @@ class Handler(BaseHTTPRequestHandler):
         except Refused as reason:
             return self.reply(
                 401, {"error": "invalid_token", "error_description": str(reason)},
-                [("WWW-Authenticate", f'Bearer error="invalid_token", error_description="{reason}"')])
+                [("WWW-Authenticate", f'Bearer error="invalid_token", error_description="{reason}"' + suffix)])
         if self.path.startswith("/api/redirect?to="):
             target = urllib.parse.unquote(self.path.split("to=", 1)[1])
             return self.reply(302, b"", [("Location", target)])
@@ -263,7 +296,9 @@ class Handler(BaseHTTPRequestHandler):
         if authorization.startswith("Basic "):
             try:
                 user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
-                claims = verify(password, self.args)
+                claims = verify(password, self.args, self.path)
+                if protected_entry(self.path) is not None and "cnf" in claims:
+                    raise Refused("a DPoP-bound token cannot come as a password")
                 user = claims["sub"]
             except (Refused, ValueError):
                 user = None
@@ -299,9 +334,14 @@ def main():
     parser.add_argument("--broker", required=True)
     parser.add_argument("--issuer", required=True)
     parser.add_argument("--git-root")
+    parser.add_argument("--protected", action="append", default=[])
     args = parser.parse_args()
     Handler.args = args
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    BASE.append(f"http://127.0.0.1:{server.server_address[1]}")
+    for entry in args.protected:
+        path, _, resource = entry.partition("=")
+        PROTECTED.append((path, resource.replace("{base}", BASE[0])))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"resource server listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
