@@ -363,7 +363,8 @@ let package = Package(
         .testTarget(
             name: "BrokerStoreTests",
             dependencies: [
-                "BrokerPostgres", "BrokerStore", "BrokerStores", "BrokerConfiguration", "BrokerCore", "BrokerTesting",
+                "BrokerPostgres", "BrokerStore", "BrokerStores", "BrokerConfiguration", "BrokerCore", "BrokerCrypto",
+                "BrokerTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 logging,
             ],

@@ -80,6 +80,16 @@ package struct ServerConfiguration: Sendable {
     package var dpopNonce = false
     /// Whether apps may register themselves at `POST /auth/clients` (RFC 7591, `server.client_registration`).
     package var clientRegistration = ClientRegistration.off
+    /// The hosts whose https URLs may be an app's `client_id` (Client ID Metadata Documents,
+    /// `server.client_metadata_hosts`), lowercased; a listed loopback or private host is allowed. Empty: with
+    /// `client_registration: open`, any host with a public address; otherwise none.
+    package var clientMetadataHosts: [String] = []
+    /// A PEM bundle every outbound https call of the broker verifies against instead of the system's trust store
+    /// (`server.ca_file`: providers, trusted issuers, metadata documents, back-channel logout).
+    package var caFile: String?
+
+    /// Whether an https URL may be an app's `client_id` here (Client ID Metadata Documents).
+    package var acceptsClientMetadataDocuments: Bool { clientRegistration == .open || !clientMetadataHosts.isEmpty }
     /// Registration answers alike whether or not the address has an account (`server.enumeration_protection`):
     /// 202 and mail to the address — a confirmation link for a new account, a note with a reset link for an
     /// existing one — instead of 201 with a session or 409 `account_exists`.
@@ -182,7 +192,7 @@ extension ServerConfiguration {
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
         "require_par", "dpop_nonce", "webauthn_rp_id",
-        "device_code_ttl", "device_poll_interval", "client_registration",
+        "device_code_ttl", "device_poll_interval", "client_registration", "client_metadata_hosts", "ca_file",
     ]
 
     /// Reads the file at `path` (if any) over the defaults, then the environment over both.
@@ -430,6 +440,30 @@ extension ServerConfiguration {
                 networks.append(network)
             }
             trustedProxies = TrustedProxies(networks)
+        case "ca_file": caFile = try string()
+        case "client_metadata_hosts":
+            let problem = "must be a list of host names, like [\"apps.example.com\"]"
+            let items: [JSONValue]
+            switch value {
+            case .array(let list): items = list
+            case .string(let text):
+                items = text.split(separator: ",").map { .string(String($0).filter { $0 != " " }) }
+            default: throw ConfigurationError(source: source, key: name, problem: problem)
+            }
+            var hosts: [String] = []
+            for item in items {
+                guard case .string(let text) = item, !text.isEmpty, text.utf8.count <= 253,
+                    text.utf8.allSatisfy({ byte in
+                        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
+                            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+                    })
+                else {
+                    throw ConfigurationError(
+                        source: source, key: name, problem: problem + "; \(item.serialized()) is not one")
+                }
+                hosts.append(text.lowercased())
+            }
+            clientMetadataHosts = hosts
         case "registrations_per_hour": registrationsPerHour = Int(try integer(in: 1...1_000_000))
         case "request_timeout": requestTimeout = try integer(in: 1...3600, unit: "seconds")
         case "http_timeout": httpTimeout = try integer(in: 1...3600, unit: "seconds")

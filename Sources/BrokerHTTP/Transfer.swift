@@ -1,4 +1,5 @@
 internal import CCurl
+import Glibc
 import Synchronization
 
 /// The state of one exchange while libcurl runs it: buffers the callbacks fill, the cancel flag.
@@ -14,8 +15,28 @@ final class Transfer: @unchecked Sendable {
     /// This response's body goes to the request's sink (decided when its head was complete).
     private var streaming = false
     private var sinkClosed = false
+    /// The addresses ``HTTPClientRequest/publicAddressesOnly`` refused, for the error.
+    private var refusedAddresses: [String] = []
 
     init(request: HTTPClientRequest) { self.request = request }
+
+    /// libcurl's socket for `address`, or none when the request takes public addresses only and this is not one.
+    fileprivate func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        let family = address.pointee.family
+        var bytes: [UInt8] = []
+        if let raw = broker_curl_sockaddr_address(address) {
+            if family == AF_INET {
+                bytes = withUnsafeBytes(of: raw.loadUnaligned(as: sockaddr_in.self).sin_addr) { Array($0) }
+            } else if family == AF_INET6 {
+                bytes = withUnsafeBytes(of: raw.loadUnaligned(as: sockaddr_in6.self).sin6_addr) { Array($0) }
+            }
+        }
+        guard PublicAddress.isPublic(bytes) else {
+            refusedAddresses.append(PublicAddress.text(bytes))
+            return broker_curl_socket_bad()
+        }
+        return socket(family, address.pointee.socktype, address.pointee.protocol)
+    }
 
     func perform(on handle: UnsafeMutableRawPointer, userAgent: String) -> Result<HTTPClientResponse, HTTPClientError> {
         let lowerURL = request.url.lowercased()
@@ -49,6 +70,21 @@ final class Transfer: @unchecked Sendable {
                         broker_curl_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(request.maxResponseBytes)))
                 }
                 options.set(broker_curl_setopt_string(handle, CURLOPT_USERAGENT, userAgent))
+                if let caFile = request.caFile {
+                    options.set(broker_curl_setopt_string(handle, CURLOPT_CAINFO, caFile))
+                }
+                if request.publicAddressesOnly {
+                    options.set(broker_curl_setopt_string(handle, CURLOPT_NOPROXY, "*"))
+                    // A connection this handle keeps from another request was never checked: a new one, not kept.
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
+                    options.set(broker_curl_setopt_long(handle, CURLOPT_FORBID_REUSE, 1))
+                    options.set(
+                        broker_curl_setopt_opensocket_cb(handle) { user, _, address in
+                            guard let user, let address else { return broker_curl_socket_bad() }
+                            return Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue().openSocket(address)
+                        })
+                    options.set(broker_curl_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, me))
+                }
                 options.set(broker_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
                 if request.followRedirects {
                     options.set(broker_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1))
@@ -115,6 +151,14 @@ final class Transfer: @unchecked Sendable {
         }
 
         guard code == CURLE_OK else {
+            if !refusedAddresses.isEmpty {
+                return .failure(
+                    HTTPClientError(
+                        kind: .forbiddenAddress,
+                        message: "refusing to connect to \(refusedAddresses.joined(separator: ", ")): not a public "
+                            + "address (loopback, private, link-local or reserved)",
+                        curlCode: Int(code.rawValue)))
+            }
             if sinkClosed {
                 return .failure(
                     HTTPClientError(

@@ -18,6 +18,14 @@ package struct HTTPClientRequest: Sendable {
     /// Where the body goes as it arrives, when the sink takes it (see ``HTTPBodySink``); `nil`: into
     /// ``HTTPClientResponse/body``.
     package var sink: (any HTTPBodySink)?
+    /// A PEM bundle the server's certificate is verified against instead of the system's trust store (a private
+    /// CA, `server.ca_file`); verification itself is never off.
+    package var caFile: String?
+    /// Connect to public addresses only (a URL someone else chose: an app's metadata document): every address
+    /// tried is checked just before its socket is opened — after name resolution, so a name that resolves to
+    /// a loopback, private, link-local or reserved address is refused however it is spelled — and no proxy is
+    /// used (the address checked is the one connected to). Fails with ``HTTPClientError/Kind/forbiddenAddress``.
+    package var publicAddressesOnly = false
 
     package init(
         method: String = "GET", url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil
@@ -95,6 +103,8 @@ package struct HTTPClientError: Error, Sendable, Equatable, CustomStringConverti
         case tooManyRedirects
         case cancelled
         case transport
+        /// Every address of the host was one ``HTTPClientRequest/publicAddressesOnly`` refuses.
+        case forbiddenAddress
     }
 
     package let kind: Kind

@@ -15,16 +15,39 @@ package protocol HTTPTransport: Sendable {
 package struct TimeLimitedTransport: HTTPTransport {
     package let base: any HTTPTransport
     package let timeout: Duration
+    /// The operator's CA bundle for every call through this transport (`server.ca_file`), unless the request
+    /// names one itself.
+    package let caFile: String?
 
-    package init(base: any HTTPTransport, timeout: Duration) {
+    package init(base: any HTTPTransport, timeout: Duration, caFile: String? = nil) {
         self.base = base
         self.timeout = timeout
+        self.caFile = caFile
     }
 
     package func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         var request = request
         request.timeout = timeout
         request.connectTimeout = min(timeout, .seconds(10))
+        request.caFile = request.caFile ?? caFile
+        return try await base.send(request)
+    }
+}
+
+/// A transport that verifies servers against the operator's CA bundle (`server.ca_file`) unless a request names
+/// its own: for the broker's outbound calls that keep their own time limits (back-channel logout).
+package struct PrivateCATransport: HTTPTransport {
+    package let base: any HTTPTransport
+    package let caFile: String?
+
+    package init(base: any HTTPTransport, caFile: String?) {
+        self.base = base
+        self.caFile = caFile
+    }
+
+    package func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+        var request = request
+        request.caFile = request.caFile ?? caFile
         return try await base.send(request)
     }
 }

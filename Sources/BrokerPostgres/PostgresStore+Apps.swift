@@ -24,6 +24,23 @@ extension PostgresStore {
         }
     }
 
+    package func saveDocumentedApp(_ app: AppRecord) async throws {
+        try await query(
+            "documented app",
+            """
+            INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
+                backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
+                registration_mode, client_name)
+            VALUES (\(app.clientID), NULL, \(AppRecord.encode(app.redirectURIs)),
+                \(AppRecord.encode(app.postLogoutRedirectURIs)), NULL, 0, \(app.idTokenAlgorithm), '[]',
+                \(app.createdAt), 0, \(app.registration?.mode), \(app.registration?.clientName))
+            ON CONFLICT (client_id) DO UPDATE SET redirect_uris = excluded.redirect_uris,
+                post_logout_redirect_uris = excluded.post_logout_redirect_uris,
+                id_token_alg = excluded.id_token_alg, client_name = excluded.client_name
+            WHERE apps.registration_mode = excluded.registration_mode
+            """)
+    }
+
     typealias AppRow = (
         String, String?, String, String, String?, Int64, String, String, Int64, Int64, String?, String?
     )

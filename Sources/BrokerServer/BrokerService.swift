@@ -144,7 +144,14 @@ package final class BrokerService: ContextualService {
         let tokens = TokenIssuer(
             configuration: configuration, store: store, keys: keys, clock: clock,
             dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
-        let context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
+        var context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
+        // Apps that describe themselves at their client_id URL: fetched under their own limits, with the
+        // operator's CA bundle.
+        let caFile = configuration.caFile
+        let documents = ClientMetadataDocuments(
+            context: context,
+            http: { TimeLimitedTransport(base: http(), timeout: ClientMetadataDocuments.fetchTimeout, caFile: caFile) })
+        context.documents = { try await documents.app($0) }
         self.context = context
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)
         hashingPool = HashingPool(
@@ -165,7 +172,9 @@ package final class BrokerService: ContextualService {
             verification: verification)
         // Providers and trusted issuers: one time limit for every call, the operator's (`server.http_timeout`).
         let timeout = Duration.seconds(configuration.httpTimeout)
-        let outbound: @Sendable () -> any HTTPTransport = { TimeLimitedTransport(base: http(), timeout: timeout) }
+        let outbound: @Sendable () -> any HTTPTransport = {
+            TimeLimitedTransport(base: http(), timeout: timeout, caFile: caFile)
+        }
         clients = try ClientService(
             context: context, clientSecrets: clientSecretHasher,
             trustedKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger))
@@ -184,7 +193,8 @@ package final class BrokerService: ContextualService {
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
-        let backchannel = BackchannelLogout(context: context, http: http)
+        let backchannel = BackchannelLogout(
+            context: context, http: { PrivateCATransport(base: http(), caFile: caFile) })
         self.backchannel = backchannel
         let authorization = AuthorizationService(
             context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,

@@ -12,6 +12,9 @@ package struct ServiceContext: Sendable {
     let logger: Logger
     let metrics: BrokerMetrics
     let audit: AuditTrail
+    /// Apps that describe themselves at their `client_id` URL (set once the service exists; `nil` in a context
+    /// made before it).
+    var documents: (@Sendable (String) async throws -> AppRecord)?
 }
 
 /// A service on the shared ``ServiceContext``: its five companions, and what is derived from them, written
@@ -41,7 +44,11 @@ extension ContextualService {
     /// The registered app `clientID` names, or `nil` for an id no app can have: malformed, or reserved (the
     /// CLI's id or the APIs' audience, RT3-10) even if a store from before the rule holds an app by that name.
     func app(clientID: String) async throws -> AppRecord? {
-        guard AppRules.isClientID(clientID), !tokens.isReservedClientID(clientID) else { return nil }
+        guard !tokens.isReservedClientID(clientID) else { return nil }
+        if ClientMetadataDocuments.isDocumentURL(clientID), let documents = context.documents {
+            return try await documents(clientID)
+        }
+        guard AppRules.isClientID(clientID) else { return nil }
         return try await store.app(clientID: clientID)
     }
 }

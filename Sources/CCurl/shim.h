@@ -31,6 +31,15 @@ static inline CURLcode broker_curl_setopt_data_cb(CURL *h, CURLoption opt, broke
 static inline CURLcode broker_curl_setopt_xferinfo_cb(CURL *h, broker_curl_xferinfo_cb cb) {
     return curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, cb);
 }
+typedef curl_socket_t (*broker_curl_opensocket_cb)(void *clientp, curlsocktype purpose,
+                                                   struct curl_sockaddr *address);
+static inline CURLcode broker_curl_setopt_opensocket_cb(CURL *h, broker_curl_opensocket_cb cb) {
+    return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, cb);
+}
+/* The address curl is about to connect to: curl keeps room for the whole sockaddr (IPv6 too) behind it. */
+static inline const void *broker_curl_sockaddr_address(const struct curl_sockaddr *a) { return &a->addr; }
+static inline curl_socket_t broker_curl_socket_bad(void) { return CURL_SOCKET_BAD; }
+
 static inline CURLcode broker_curl_getinfo_long(CURL *h, CURLINFO info, long *out) {
     return curl_easy_getinfo(h, info, out);
 }

@@ -53,6 +53,12 @@ extension Broker {
                 let (store, configuration) = try await Client.open(self.store)
                 var unique: [String] = []
                 for item in scope where !unique.contains(item) { unique.append(item) }
+                // An app's own tokens carry its client_id as aud: an app described at this URL would be given
+                // tokens this API takes.
+                if (try? await store.app(clientID: url)) != nil {
+                    throw CommandFailure(
+                        "\(url) is an app's client_id (broker client list): an API cannot be registered under it")
+                }
                 do {
                     try await store.createResource(
                         ResourceRecord(url: url, scopes: unique, createdAt: SystemClock().seconds(), bearer: bearer))

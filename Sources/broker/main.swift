@@ -89,6 +89,7 @@ enum FastToken {
         var format = "raw"
         var broker: String?
         var profile: String?
+        var resource: String?
         var index = 2
         while index < arguments.count {
             var name = arguments[index]
@@ -110,6 +111,9 @@ enum FastToken {
                 format = value
             case "--broker": broker = value
             case "--profile": profile = value
+            // A URL this path never checks: only a token cached for exactly it is answered, and broker-full
+            // judges any other.
+            case "--resource": resource = value
             default: return nil
             }
             index += 1
@@ -117,9 +121,13 @@ enum FastToken {
         guard
             let settings = try? ClientSettings(
                 broker: broker, profile: profile, environment: ClientSettings.processEnvironment),
-            let session = try? settings.cache.peekSession(for: settings.key),
-            session.satisfies(minValid: minValid, at: SystemClock().seconds())
+            var session = try? settings.cache.peekSession(for: settings.key)
         else { return nil }
+        if let resource {
+            guard let cached = session.token(for: resource) else { return nil }
+            session = session.viewed(as: cached)
+        }
+        guard session.satisfies(minValid: minValid, at: SystemClock().seconds()) else { return nil }
         let token = session.accessToken.exposed
         return format == "header" ? "Authorization: Bearer \(token)" : token
     }

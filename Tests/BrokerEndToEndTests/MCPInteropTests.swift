@@ -1,4 +1,6 @@
 import BrokerCore
+import BrokerCrypto
+import BrokerHTTP
 import BrokerTestSupport
 import BrokerTesting
 import Foundation
@@ -98,5 +100,66 @@ struct AuthlibRegistrationTests {
         let bad = try await CLI.run(
             ["client", "registration-token", "--expires-in", "5", "--data-dir", server.dataDirectory])
         #expect(bad.status == 64, "\(bad.stderr)")
+    }
+}
+
+/// Client ID Metadata Documents from a real https host behind a private CA (trustme; Tests/Interop/https_documents.py):
+/// trusted through `server.ca_file` and the host listed in `server.client_metadata_hosts` (it is on loopback); not
+/// trusted without the CA; refused on loopback when the host is not listed (the address is checked when the
+/// broker connects); a redirecting or oversized document refused.
+@Suite("Client ID Metadata Documents: a private CA and the address rules, end to end")
+struct ClientMetadataDocumentProcessTests {
+    static func text(_ reply: BrokerProcess.Reply) -> String { String(decoding: reply.response.body, as: UTF8.self) }
+
+    static func authorize(_ server: BrokerProcess, _ clientID: String) async throws -> BrokerProcess.Reply {
+        let query = FormEncoding.encode([
+            ("response_type", "code"), ("client_id", clientID), ("redirect_uri", "http://127.0.0.1:7100/callback"),
+            ("scope", "openid"), ("state", "s"), ("code_challenge", try PKCE.generate().challenge),
+            ("code_challenge_method", "S256"),
+        ])
+        return try await server.get("/auth/authorize?" + query)
+    }
+
+    @Test func aDocumentBehindAPrivateCAIsTrustedThroughCAFileAndOnlyThrough() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "broker-documents")
+        let caPath = directory.appendingPathComponent("ca.pem").path
+        let host = try await offThread {
+            try ScriptServer(TestPaths.interop("https_documents.py"), [caPath], prefix: "documents at ")
+        }
+        defer { host.close() }
+        let base = host.ready
+        let trusting = try await BrokerProcess.start(
+            config: #"{"server": {"client_metadata_hosts": ["localhost"], "ca_file": "\#(caPath)"}}"#)
+        defer { trusting.stop() }
+        let page = try await Self.authorize(trusting, base + "/client.json")
+        #expect(page.status == 200, "\(Self.text(page).prefix(400))")
+        #expect(Self.text(page).contains("Sign in"))
+        for (path, reason) in [
+            ("/redirecting.json", "redirects"), ("/large.json", "larger than"), ("/other.json", "not its own URL"),
+        ] {
+            let refused = try await Self.authorize(trusting, base + path)
+            #expect(
+                refused.status == 400 && Self.text(refused).contains(reason),
+                "\(path): \(Self.text(refused).prefix(300))")
+        }
+        let list = try await CLI.run(["client", "list", "--json", "--data-dir", trusting.dataDirectory])
+        #expect(list.stdout.contains(base + "/client.json") && list.stdout.contains("metadata_document"))
+        #expect(!list.stdout.contains("redirecting.json"), "a refused document stored nothing")
+
+        // Without the CA: the system's trust store does not know it.
+        let untrusting = try await BrokerProcess.start(config: #"{"server": {"client_metadata_hosts": ["localhost"]}}"#)
+        defer { untrusting.stop() }
+        let unverified = try await Self.authorize(untrusting, base + "/client.json")
+        #expect(
+            unverified.status == 400 && Self.text(unverified).contains("could not be fetched"),
+            "\(Self.text(unverified))")
+
+        // Open registration, no host listed: any public host — and localhost is not one, however it resolves.
+        let open = try await BrokerProcess.start(
+            config: #"{"server": {"client_registration": "open", "ca_file": "\#(caPath)"}}"#)
+        defer { open.stop() }
+        let loopback = try await Self.authorize(open, base + "/client.json")
+        #expect(
+            loopback.status == 400 && Self.text(loopback).contains("not a public address"), "\(Self.text(loopback))")
     }
 }

@@ -37,6 +37,13 @@ struct ResourceCommandTests {
         let forFiles = try await client.run(["token", "--resource", files])
         #expect(forFiles.status == 0, "\(forFiles.stderr)")
         #expect(audience(forFiles.stdout.filter { !$0.isWhitespace }) == .string(files))
+        // Cached: the launcher answers it alone (broker-full out of reach), the same token; one it has not cached
+        // is broker-full's.
+        let alone = ["BROKER_FULL": "/nonexistent/broker-full"]
+        let warm = try await client.run(["token", "--resource", files], environment: alone)
+        #expect(warm.status == 0 && warm.stdout == forFiles.stdout, "\(warm.stderr)")
+        let cold = try await client.run(["token", "--resource", "https://other.example/"], environment: alone)
+        #expect(cold.status == 1 && cold.stderr.contains("cannot run /nonexistent/broker-full"))
         let unknown = try await client.run(["token", "--resource", "https://unknown.example/"])
         #expect(unknown.status == 1 && unknown.stderr.contains("invalid_target"), "\(unknown.stderr)")
         let malformed = try await client.run(["token", "--resource", "https://files.example/#x"])

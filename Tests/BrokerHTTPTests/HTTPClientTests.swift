@@ -183,6 +183,57 @@ struct HTTPClientTests {
         }
     }
 
+    /// A URL someone else chose (an app's metadata document): no socket is opened to a loopback address, however
+    /// the host is written — as an address, as a name, as an IPv4-mapped IPv6 literal — and a connection the
+    /// handle keeps from an earlier request to the same server is not reused.
+    @Test func publicAddressesOnlyRefusesLoopbackHoweverItIsNamed() async throws {
+        let warm = try await client.send(HTTPClientRequest(url: server.url("/status/200")))
+        #expect(warm.status == 200)
+        for url in [
+            server.url("/status/200"), "http://localhost:\(server.port)/status/200",
+            "http://[::ffff:127.0.0.1]:\(server.port)/status/200",
+        ] {
+            var request = HTTPClientRequest(url: url)
+            request.publicAddressesOnly = true
+            do {
+                _ = try await client.send(request)
+                Issue.record("\(url): connected to a loopback address")
+            } catch let error as HTTPClientError {
+                #expect(error.kind == .forbiddenAddress, "\(url): \(error.kind) \(error.message)")
+                #expect(error.message.contains("not a public address"))
+            }
+        }
+        // The same request without the rule goes through: the rule, not the server, refused.
+        #expect(try await client.send(HTTPClientRequest(url: server.url("/status/200"))).status == 200)
+    }
+
+    @Test func whichAddressesArePublic() {
+        func v4(_ text: String) -> [UInt8] { text.split(separator: ".").map { UInt8($0)! } }
+        for address in ["8.8.8.8", "1.1.1.1", "203.0.114.1", "100.128.0.1", "172.32.0.1"] {
+            #expect(PublicAddress.isPublic(v4(address)), "\(address)")
+        }
+        for address in [
+            "0.0.0.0", "10.1.2.3", "127.0.0.1", "169.254.169.254", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+            "100.64.0.1", "192.0.2.1", "198.18.0.1", "224.0.0.1", "255.255.255.255",
+        ] {
+            #expect(!PublicAddress.isPublic(v4(address)), "\(address)")
+        }
+        func v6(_ head: [UInt8], tail: [UInt8] = []) -> [UInt8] {
+            head + [UInt8](repeating: 0, count: 16 - head.count - tail.count) + tail
+        }
+        #expect(PublicAddress.isPublic(v6([0x26, 0x06, 0x47, 0x00], tail: [1])), "2606:4700::1")
+        #expect(!PublicAddress.isPublic(v6([], tail: [1])), "::1")
+        #expect(!PublicAddress.isPublic(v6([], tail: [0, 0, 0xFF, 0xFF, 127, 0, 0, 1])), "::ffff:127.0.0.1")
+        #expect(PublicAddress.isPublic(v6([], tail: [0, 0, 0xFF, 0xFF, 8, 8, 8, 8])), "::ffff:8.8.8.8")
+        #expect(!PublicAddress.isPublic(v6([0x00, 0x64, 0xFF, 0x9B], tail: [10, 0, 0, 1])), "64:ff9b::10.0.0.1")
+        #expect(!PublicAddress.isPublic(v6([0x20, 0x02, 192, 168, 0, 1])), "2002:c0a8:1::")
+        #expect(!PublicAddress.isPublic(v6([0xFD, 0x00])), "fd00::")
+        #expect(!PublicAddress.isPublic(v6([0xFE, 0x80])), "fe80::")
+        #expect(!PublicAddress.isPublic(v6([0xFF, 0x02])), "ff02::")
+        #expect(!PublicAddress.isPublic(v6([0x20, 0x01, 0x0D, 0xB8])), "2001:db8::")
+        #expect(!PublicAddress.isPublic([1, 2, 3]))
+    }
+
     @Test func manyConcurrentRequests() async throws {
         let client = self.client
         let server = self.server

@@ -108,7 +108,7 @@ struct ClientRegistrationTests {
             let consent = try await OP.passwordSignIn(client, page: page, jar, email: "ada@example.com")
             let html = String(decoding: consent.body, as: UTF8.self)
             #expect(html.contains("This app registered itself"))
-            #expect(html.contains("<strong>127.0.0.1</strong>"), "the host its answer goes to")
+            #expect(html.contains("an app on this device (<strong>127.0.0.1</strong>)"), "the host its answer goes to")
             #expect(html.contains("Agent &lt;b&gt;Smith&lt;/b&gt;"), "its name, escaped")
             #expect(!html.contains("<b>Smith"))
             #expect(html.contains(Self.mcp))

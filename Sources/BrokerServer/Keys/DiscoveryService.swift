@@ -99,6 +99,10 @@ package final class DiscoveryService: ContextualService {
         if configuration.clientRegistration != .off {
             members["registration_endpoint"] = .string(base + "/auth/clients")
         }
+        // Client ID Metadata Documents: an https URL as client_id (server.client_metadata_hosts).
+        if configuration.acceptsClientMetadataDocuments {
+            members["client_id_metadata_document_supported"] = true
+        }
         let document = JSONValue.object(members)
         return APIResponse(status: 200, body: document, headers: [("Cache-Control", "public, max-age=300")])
     }

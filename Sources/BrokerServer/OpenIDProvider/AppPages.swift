@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerCredentials
 import BrokerStore
 
 /// The pages an app's sign-in shows (issue "Sign in to any app"): plain HTML that works without script, in the
@@ -112,7 +113,7 @@ extension Page {
     static func appConsent(
         app: AppRecord, user: String, scopes: [String], resource: String?, request: String, csrf: String
     ) -> String {
-        let shown = app.registration?.clientName.map { "\($0) (\(app.clientID))" } ?? app.clientID
+        let shown = app.registration?.clientName ?? app.clientID
         var body = """
             <p><strong>\(HTML.escape(shown))</strong> asks to:</p>
             <ul>
@@ -123,13 +124,25 @@ extension Page {
         if let resource {
             body += "<p>Its access will be to <strong>\(HTML.escape(resource))</strong> only.</p>\n"
         }
-        if app.registration != nil {
+        if let registration = app.registration {
             let host = RegistrationService.redirectHost(app)
+            let how =
+                registration.mode == ClientMetadataDocuments.mode
+                ? "This app describes itself in a document at <strong>"
+                    + HTML.escape(APIURL(app.clientID)?.host ?? app.clientID) + "</strong>; it is not registered "
+                    + "with this broker, and nobody has checked who runs it."
+                : "This app registered itself with this broker; nobody has checked who runs it."
+            let destination =
+                switch host {
+                case nil: "an app on this device"
+                case let host? where LoopbackHost.contains(host):
+                    "an app on this device (<strong>\(HTML.escape(host))</strong>)"
+                case let host?: "<strong>\(HTML.escape(host))</strong>"
+                }
             body += """
-                <p class="asking">This app registered itself with this broker; nobody has checked who runs it. \
-                Its name is its own claim. It will receive the answer at \
-                <strong>\(HTML.escape(host ?? "an app on this device"))</strong>. \
+                <p class="asking">\(how) Its name is its own claim. It will receive the answer at \(destination). \
                 Allow it only if you started this sign-in from that app.</p>
+                <p class="muted">Client id \(HTML.escape(app.clientID))</p>
 
                 """
         }

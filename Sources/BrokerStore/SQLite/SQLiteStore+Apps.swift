@@ -25,6 +25,26 @@ extension SQLiteStore {
         }
     }
 
+    package func saveDocumentedApp(_ app: AppRecord) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
+                        backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
+                        registration_mode, client_name)
+                    VALUES (?, NULL, ?, ?, NULL, 0, ?, '[]', ?, 0, ?, ?)
+                    ON CONFLICT (client_id) DO UPDATE SET redirect_uris = excluded.redirect_uris,
+                        post_logout_redirect_uris = excluded.post_logout_redirect_uris,
+                        id_token_alg = excluded.id_token_alg, client_name = excluded.client_name
+                    WHERE apps.registration_mode = excluded.registration_mode
+                    """,
+                arguments: [
+                    app.clientID, AppRecord.encode(app.redirectURIs), AppRecord.encode(app.postLogoutRedirectURIs),
+                    app.idTokenAlgorithm, app.createdAt, app.registration?.mode, app.registration?.clientName,
+                ])
+        }
+    }
+
     package func app(clientID: String) async throws -> AppRecord? {
         try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE client_id = ?", arguments: [clientID]).map(Self.app)

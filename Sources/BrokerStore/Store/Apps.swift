@@ -139,6 +139,9 @@ package struct PushedRequestRecord: Sendable, Hashable {
 package protocol AppStore: Sendable {
     /// - Throws: ``StoreError/conflict(_:)`` when an app with that client id exists.
     func createApp(_ app: AppRecord) async throws
+    /// Stores an app described by its own metadata document (its `client_id` is the document's URL), or replaces
+    /// what a previous fetch stored — never an app registered any other way.
+    func saveDocumentedApp(_ app: AppRecord) async throws
     func app(clientID: String) async throws -> AppRecord?
     /// Every app, by client id.
     func apps() async throws -> [AppRecord]
