@@ -176,6 +176,38 @@ struct ClientMetadataDocumentTests {
         }
     }
 
+    /// Each unknown client_id is a fetch anyone can cause: at most 20 a minute per host (and 120 in all).
+    @Test func fetchesAreLimitedPerHost() async throws {
+        let broker = try await InProcessBroker(config: #"{"server": {"client_registration": "open"}}"#)
+        for index in 0..<21 {
+            let url = "https://agent.example/c\(index).json"
+            broker.transport.on("GET", url) { _ in ScriptedTransport.json(Self.document(clientID: url)) }
+        }
+        broker.transport.on("GET", "https://other.example/c.json") { _ in
+            ScriptedTransport.json(Self.document(clientID: "https://other.example/c.json"))
+        }
+        try await broker.test { client in
+            for index in 0..<20 {
+                let page = try await Self.authorize(
+                    client, OP.Jar(), pkce: try PKCE.generate(), clientID: "https://agent.example/c\(index).json")
+                #expect(page.status == 200, "\(index)")
+            }
+            let limited = try await Self.authorize(
+                client, OP.Jar(), pkce: try PKCE.generate(), clientID: "https://agent.example/c20.json")
+            #expect(
+                limited.status == 400 && limited.json?["error_description"]?.stringValue?.contains("too many") == true)
+            #expect(broker.transport.count("GET", "https://agent.example/c20.json") == 0, "not fetched")
+            let other = try await Self.authorize(
+                client, OP.Jar(), pkce: try PKCE.generate(), clientID: "https://other.example/c.json")
+            #expect(other.status == 200, "another host has its own allowance")
+            // A minute later the host may be asked again.
+            broker.clock.advance(by: 60)
+            let later = try await Self.authorize(
+                client, OP.Jar(), pkce: try PKCE.generate(), clientID: "https://agent.example/c20.json")
+            #expect(later.status == 200)
+        }
+    }
+
     @Test func freshnessFollowsCacheControlWithinBounds() {
         let freshness = ClientMetadataDocuments.freshness
         #expect(freshness(nil) == 300)

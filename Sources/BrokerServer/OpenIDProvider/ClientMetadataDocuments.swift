@@ -26,6 +26,10 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
     package let context: ServiceContext
     let http: @Sendable () -> any HTTPTransport
     private let fresh = Mutex<[String: (app: AppRecord, until: Int64)]>([:])
+    /// Fetches per host (``fetchesPerHostPerMinute``) and in all (``fetchesPerMinute``): an unknown client_id is
+    /// a request anyone can make, and each would otherwise make the broker call out once more.
+    let perHost: RateLimiter
+    let overall: RateLimiter
 
     static let mode = "metadata_document"
     static let maxDocumentBytes = 16 * 1024
@@ -35,10 +39,14 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
     static let maximumFreshness: Int64 = 86_400
     /// Documents kept in memory at most; past it the cache starts over (the store keeps every app).
     static let maxCached = 1000
+    static let fetchesPerHostPerMinute = 20
+    static let fetchesPerMinute = 120
 
     init(context: ServiceContext, http: @escaping @Sendable () -> any HTTPTransport) {
         self.context = context
         self.http = http
+        perHost = RateLimiter(capacity: Self.fetchesPerHostPerMinute, per: 60, clock: context.tokens.clock)
+        overall = RateLimiter(capacity: Self.fetchesPerMinute, per: 60, clock: context.tokens.clock)
     }
 
     /// Whether `clientID` names a metadata document (an https URL) rather than a registered app.
@@ -49,7 +57,11 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
     func app(_ url: String) async throws -> AppRecord {
         let time = now
         if let kept = fresh.withLock({ $0[url] }), kept.until > time { return kept.app }
-        let listed = try admissible(url)
+        let (listed, host) = try admissible(url)
+        if perHost.take(host) != nil || overall.take("all") != nil {
+            metrics.throttled("client_metadata_documents")
+            throw Self.refusal(url, "too many metadata documents were fetched just now; try again in a minute")
+        }
         let (app, freshFor) = try await fetch(url, listed: listed, at: time)
         if try await store.resource(url: url) != nil {
             throw Self.refusal(url, "it is a registered resource's URL, and an app's tokens carry its client_id as aud")
@@ -80,8 +92,8 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
     }
 
     /// Whether `url` may be fetched at all; returns whether its host is on the operator's list (then its address
-    /// may be private).
-    func admissible(_ url: String) throws -> Bool {
+    /// may be private), and the host.
+    func admissible(_ url: String) throws -> (listed: Bool, host: String) {
         guard configuration.acceptsClientMetadataDocuments else {
             throw Self.refusal(url, "this broker takes no metadata documents (server.client_metadata_hosts)")
         }
@@ -94,7 +106,7 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
         if !hosts.isEmpty && !hosts.contains(parsed.host) {
             throw Self.refusal(url, "its host is not one of server.client_metadata_hosts")
         }
-        return hosts.contains(parsed.host)
+        return (hosts.contains(parsed.host), parsed.host)
     }
 
     private func fetch(_ url: String, listed: Bool, at time: Int64) async throws -> (AppRecord, Int64) {
