@@ -13,9 +13,10 @@ scripts/setup.sh
 step "swift format lint"
 swift format lint --strict -r Sources Providers Tests Benchmarks Fuzz Plugins Package.swift
 # The docs' links first (seconds, no build): a broken one fails here. Their runnable snippets run after the suites.
-step "scripts/check-docs.py self-test; scripts/check-docs.py links"
+step "scripts/check-docs.py self-test; scripts/check-docs.py links; the instruction budget's self-test"
 scripts/check-docs.py self-test
 scripts/check-docs.py links
+python3 Benchmarks/callgrind/budget.py self-test
 
 # One build of everything, in the release configuration, in the scratch folder scripts/install.sh uses
 # (.build-install): the products users install and the tests that run them are compiled once, from one set of
