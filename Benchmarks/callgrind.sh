@@ -10,12 +10,24 @@
 #   SCRATCH=.build-bench Benchmarks/callgrind.sh
 #   KEEP=/tmp/dumps Benchmarks/callgrind.sh     (keeps callgrind's dumps: read them with callgrind/top.py)
 #   BUSY=2 Benchmarks/callgrind.sh              (two busy loops beside it the whole time: the counts stay)
+#   Benchmarks/callgrind.sh --check [requests] [rounds]
+#       the guard (issue "Performance, round four", goal 5): the same run, compared with the budget kept in
+#       BENCHMARKS.md (Benchmarks/callgrind/budget.py) instead of written there; exit 1 when a request of ours
+#       costs more than 3 % above it, 2 when the budget was taken on another processor. Run it before landing a
+#       change on a measured path, and say so in the commit.
 # The PostgreSQL cluster comes from scripts/with-postgres.sh (the script runs itself under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . Benchmarks/nginx-static.sh
 . Benchmarks/busy.sh
 if [ -z "${BROKER_TEST_POSTGRES:-}" ]; then exec scripts/with-postgres.sh "$0" "$@"; fi
+CHECK=0
+if [ "${1:-}" = --check ]; then
+  CHECK=1
+  shift
+fi
+# The processor the counts are taken on: they compare only on one kind.
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 COUNT=${1:-300}
 ROUNDS=${2:-3}
 SCRATCH=${SCRATCH:-.build}
@@ -143,13 +155,20 @@ for _ in $(seq 600); do curl -sf "http://127.0.0.1:$NGINX_PORT/.well-known/jwks.
 measure nginx nginx "$PID" "http://127.0.0.1:$NGINX_PORT" jwks
 kill "$PID"
 
-python3 - "$WORK/results" "$COUNT" "$ROUNDS" "${BUSY:-0}" <<'PY' | python3 Benchmarks/write_section.py "## Instructions per request"
+if [ "$CHECK" = 1 ]; then
+  # The exit status of the check is the script's (1 over budget, 2 not comparable).
+  status=0
+  python3 Benchmarks/callgrind/budget.py check BENCHMARKS.md "$WORK/results" "$CPU" || status=$?
+  exit "$status"
+fi
+BUDGET=$(python3 Benchmarks/callgrind/budget.py comment "$WORK/results" "$CPU")
+python3 - "$WORK/results" "$COUNT" "$ROUNDS" "${BUSY:-0}" "$CPU" "$BUDGET" <<'PY' | python3 Benchmarks/write_section.py "## Instructions per request"
 import datetime, statistics, subprocess, sys
 rows = {}
 for line in open(sys.argv[1]):
     name, *counts = line.split()
     rows[name] = [int(c) for c in counts]
-count, rounds, busy = sys.argv[2], sys.argv[3], int(sys.argv[4])
+count, rounds, busy, cpu, budget = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 valgrind = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
 def median(name): return statistics.median(rows[name])
 def spread(name): return f"{min(rows[name]):,}–{max(rows[name]):,}"
@@ -160,7 +179,7 @@ def row(label, name, against=None):
     return f"| {label} | **{median(name):,.0f}** | {spread(name)} | {beyond} |"
 print(f"""## Instructions per request (callgrind)
 
-Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above. They do depend on the processor (OpenSSL and glibc choose their code by its features), so compare counts taken on one machine.
+Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {rounds}` — {datetime.date.today()}{f", with {busy} busy loops beside it" if busy else ""}, {valgrind}, {cpu}, release build (debug sections stripped for valgrind), one keep-alive connection, requests one after another; each figure is the process's instructions (callgrind's `Ir`, every thread) between a zero and a dump of its counters over {count} requests after a warm-up of 30, median of {rounds} rounds. valgrind runs the threads one at a time on a simulated CPU, so these counts are the same on a busy or a quiet machine and on a faster one; compare them across commits, not with the wall-clock figures above. They do depend on the processor (OpenSSL and glibc choose their code by its features), so compare counts taken on one machine.
 
 | request | instructions per request | rounds | beyond the constant document through the router |
 |---|---:|---:|---:|
@@ -183,5 +202,10 @@ Callgrind counts the instructions of the process itself, not the kernel's socket
 nginx's cost per request. To see where a request's instructions go, keep the dumps (`KEEP=/tmp/dumps
 Benchmarks/callgrind.sh`) and read one with `Benchmarks/callgrind/top.py DUMP --requests {count}` (`--inclusive`,
 `--callers REGEX`; Debian 12's callgrind_annotate puts a dump taken mid-run all on `clone`).
+
+These figures are also the budget `Benchmarks/callgrind.sh --check` holds a change to (a request of ours more than
+3 % above its figure fails; counts taken on another processor are not compared):
+
+{budget}
 """, end="")
 PY
