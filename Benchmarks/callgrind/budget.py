@@ -22,6 +22,10 @@ import sys
 # The requests of ours the budget holds (the floors, nginx and Hummingbird alone, are printed, not judged).
 OURS = ["jwks", "jwks_router", "me", "mint", "refresh_sqlite", "refresh_pg"]
 TOLERANCE_PERCENT = 3
+# The broker's own timers run while it is measured (~775,000 instructions a second, BENCHMARKS.md), and a little of
+# them lands in every count: ~2,000 on the constant document, whose rounds differ by up to 5 %. Under 3 % of a
+# count that small, so a rise is judged against whichever is larger.
+NOISE_INSTRUCTIONS = 2500
 COMMENT = re.compile(r"<!-- callgrind-budget (.*?) -->")
 
 
@@ -65,7 +69,7 @@ def check(text, rows, cpu, out=sys.stdout):
             status = max(status, 2)
             continue
         change = rows[name] / budget[name] - 1
-        over = rows[name] * 100 > budget[name] * (100 + TOLERANCE_PERCENT)
+        over = rows[name] * 100 > budget[name] * (100 + TOLERANCE_PERCENT) and rows[name] - budget[name] > NOISE_INSTRUCTIONS
         verdict = "over budget" if over else "ok"
         print(f"{name:16} {rows[name]:>12,.0f} against {budget[name]:>12,}  {change:+6.1%}  {verdict}", file=out)
         if over:
@@ -78,16 +82,20 @@ def check(text, rows, cpu, out=sys.stdout):
 
 def self_test():
     import io
-    text = 'x\n<!-- callgrind-budget cpu="CPU A" ' + " ".join(f"{n}=1000" for n in OURS) + " nginx=10 -->\n"
-    within = {name: 1030 for name in OURS}
-    over = dict(within, me=1031)
+    text = 'x\n<!-- callgrind-budget cpu="CPU A" ' + " ".join(f"{n}=100000" for n in OURS) + " nginx=10 -->\n"
+    within = {name: 103_000 for name in OURS}
+    over = dict(within, me=103_100)
     cases = [
         (check(text, within, "CPU A", io.StringIO()), 0, "3 % above is within"),
         (check(text, over, "CPU A", io.StringIO()), 1, "3.1 % above is over"),
         (check(text, {n: 500 for n in OURS}, "CPU A", io.StringIO()), 0, "fewer is fine"),
+        (check(text.replace("=100000", "=40000"), {n: 42_400 for n in OURS}, "CPU A", io.StringIO()), 0,
+         "6 % above a count within the timers' noise is not"),
+        (check(text.replace("=100000", "=40000"), {n: 42_600 for n in OURS}, "CPU A", io.StringIO()), 1,
+         "past the noise is over"),
         (check(text, within, "CPU B", io.StringIO()), 2, "another processor"),
         (check("no budget", within, "CPU A", io.StringIO()), 2, "no budget"),
-        (check(text, {n: 1000 for n in OURS if n != "mint"}, "CPU A", io.StringIO()), 2, "a row missing"),
+        (check(text, {n: 100_000 for n in OURS if n != "mint"}, "CPU A", io.StringIO()), 2, "a row missing"),
     ]
     failed = [why for got, wanted, why in cases if got != wanted]
     rows = {name: 1234.4 for name in OURS}
