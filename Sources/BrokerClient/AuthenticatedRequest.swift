@@ -154,12 +154,8 @@ package struct AuthenticatedRequest: Sendable {
         var nonce: String?
         var challenged = false
         var session = try await firstSession(minValid: minValid)
-        var outcome = try await attempt(token: session.accessToken, final: false, nonce: &nonce)
-        if outcome.asksForProof && isDPoPBound(session.accessToken) {
-            challenged = true
-            outcome = try await attempt(
-                token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
-        }
+        var outcome = try await attemptAnsweringProof(
+            token: session.accessToken, nonce: &nonce, challenged: &challenged)
         guard outcome.refusedToken else { return outcome }
         var request = self
         // RFC 9728 §5.1: a 401 may name the API's metadata, which names its authorization servers and its resource
@@ -168,28 +164,31 @@ package struct AuthenticatedRequest: Sendable {
         if let learnt = try await learntResource(from: outcome), learnt != resource {
             request.resource = learnt
             session = try await request.firstSession(minValid: minValid)
-            outcome = try await request.attempt(
-                token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
-            if outcome.asksForProof && isDPoPBound(session.accessToken) && !challenged {
-                challenged = true
-                outcome = try await request.attempt(
-                    token: session.accessToken, final: false, nonce: &nonce, challenged: challenged)
-            }
+            outcome = try await request.attemptAnsweringProof(
+                token: session.accessToken, nonce: &nonce, challenged: &challenged)
             guard outcome.refusedToken else { return outcome }
         }
-        return try await request.renewAndRetry(
-            after: session, outcome: outcome, nonce: &nonce, challenged: challenged)
+        return try await request.renewAndRetry(after: session, nonce: &nonce, challenged: challenged)
+    }
+
+    /// One attempt and, when the API answers with a DPoP challenge a bound token can meet and none was met yet, one
+    /// more with a proof (RFC 9449 §7.1); `challenged` says from then on that the API wants proofs.
+    private func attemptAnsweringProof(token: Secret, nonce: inout String?, challenged: inout Bool)
+        async throws(Failure) -> Outcome
+    {
+        let outcome = try await attempt(token: token, final: false, nonce: &nonce, challenged: challenged)
+        guard outcome.asksForProof, isDPoPBound(token), !challenged else { return outcome }
+        challenged = true
+        return try await attempt(token: token, final: false, nonce: &nonce, challenged: challenged)
     }
 
     /// After a refused attempt: the session (or the resource's token) renewed, and the last attempt.
-    private func renewAndRetry(
-        after session: Session, outcome refused: Outcome, nonce: inout String?, challenged: Bool
-    ) async throws(Failure) -> Outcome {
-        var session = session
-        var outcome = refused
+    private func renewAndRetry(after session: Session, nonce: inout String?, challenged: Bool) async throws(Failure)
+        -> Outcome
+    {
         let renewed = try await recover(after: session)
-        session = renewed.session
-        outcome = try await attempt(token: session.accessToken, final: true, nonce: &nonce, challenged: challenged)
+        let outcome = try await attempt(
+            token: renewed.session.accessToken, final: true, nonce: &nonce, challenged: challenged)
         if outcome.refusedToken {
             throw .refusedAfterRenewal(
                 origin: target.origin, signedIn: renewed.signedIn,

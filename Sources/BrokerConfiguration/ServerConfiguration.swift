@@ -360,6 +360,26 @@ extension ServerConfiguration {
             }
             return flag
         }
+        /// A list of strings each `element` reads (`nil`: not one), or from the environment the same comma-separated;
+        /// the error says `problem` and names the first entry that is not one.
+        func list<T>(_ problem: String, _ element: (String) -> T?) throws(ConfigurationError) -> [T] {
+            let items: [JSONValue]
+            switch value {
+            case .array(let entries): items = entries
+            case .string(let text):
+                items = text.split(separator: ",").map { .string(String($0).filter { $0 != " " }) }
+            default: throw ConfigurationError(source: source, key: name, problem: problem)
+            }
+            var read: [T] = []
+            for item in items {
+                guard case .string(let text) = item, let entry = element(text) else {
+                    throw ConfigurationError(
+                        source: source, key: name, problem: problem + "; \(item.serialized()) is not one")
+                }
+                read.append(entry)
+            }
+            return read
+        }
         func portNumber() throws(ConfigurationError) -> Int {
             let number = try integer()
             guard (0...65535).contains(number) else {
@@ -422,48 +442,20 @@ extension ServerConfiguration {
         case "browser_session_ttl": browserSessionTTL = try integer(in: 60...(30 * 86_400), unit: "seconds")
         case "max_connections_per_address": maxConnectionsPerAddress = Int(try integer(in: 1...1_000_000))
         case "trusted_proxies":
-            let problem = "must be a list of IP addresses or CIDR ranges, like [\"10.0.0.0/8\", \"::1\"]"
-            let items: [JSONValue]
-            switch value {
-            case .array(let list): items = list
-            // From the environment: comma-separated.
-            case .string(let text):
-                items = text.split(separator: ",").map { .string(String($0).filter { $0 != " " }) }
-            default: throw ConfigurationError(source: source, key: name, problem: problem)
-            }
-            var networks: [IPNetwork] = []
-            for item in items {
-                guard case .string(let text) = item, let network = IPNetwork(text) else {
-                    throw ConfigurationError(
-                        source: source, key: name, problem: problem + "; \(item.serialized()) is not one")
-                }
-                networks.append(network)
-            }
-            trustedProxies = TrustedProxies(networks)
+            trustedProxies = TrustedProxies(
+                try list(
+                    "must be a list of IP addresses or CIDR ranges, like [\"10.0.0.0/8\", \"::1\"]", IPNetwork.init))
         case "ca_file": caFile = try string()
         case "client_metadata_hosts":
-            let problem = "must be a list of host names, like [\"apps.example.com\"]"
-            let items: [JSONValue]
-            switch value {
-            case .array(let list): items = list
-            case .string(let text):
-                items = text.split(separator: ",").map { .string(String($0).filter { $0 != " " }) }
-            default: throw ConfigurationError(source: source, key: name, problem: problem)
-            }
-            var hosts: [String] = []
-            for item in items {
-                guard case .string(let text) = item, !text.isEmpty, text.utf8.count <= 253,
-                    text.utf8.allSatisfy({ byte in
+            clientMetadataHosts = try list("must be a list of host names, like [\"apps.example.com\"]") { text in
+                let isHost =
+                    !text.isEmpty && text.utf8.count <= 253
+                    && text.utf8.allSatisfy { byte in
                         (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A)
                             || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
-                    })
-                else {
-                    throw ConfigurationError(
-                        source: source, key: name, problem: problem + "; \(item.serialized()) is not one")
-                }
-                hosts.append(text.lowercased())
+                    }
+                return isHost ? text.lowercased() : nil
             }
-            clientMetadataHosts = hosts
         case "registrations_per_hour": registrationsPerHour = Int(try integer(in: 1...1_000_000))
         case "request_timeout": requestTimeout = try integer(in: 1...3600, unit: "seconds")
         case "http_timeout": httpTimeout = try integer(in: 1...3600, unit: "seconds")

@@ -63,7 +63,13 @@ package struct Session: Sendable, Equatable {
     /// lifetime would refresh on every call, and a process that started just after another's refresh
     /// would spend the fresh refresh token again instead of sharing it.
     package func satisfies(minValid: Int64, at now: Int64) -> Bool {
-        let left = remaining(at: now)
+        Self.satisfies(expiresAt: expiresAt, obtainedAt: obtainedAt, minValid: minValid, at: now)
+    }
+
+    /// The rule of ``satisfies(minValid:at:)`` for any access token kept with its expiry and the moment it was
+    /// obtained (the session's own, or one API's: ``ResourceToken``).
+    static func satisfies(expiresAt: Int64, obtainedAt: Int64?, minValid: Int64, at now: Int64) -> Bool {
+        let left = expiresAt - now
         guard left > 0 else { return false }
         if left >= minValid { return true }
         guard let obtainedAt, obtainedAt <= now else { return false }
@@ -91,11 +97,7 @@ package struct ResourceToken: Sendable, Equatable {
 
     /// ``Session/satisfies(minValid:at:)`` for this token.
     package func satisfies(minValid: Int64, at now: Int64) -> Bool {
-        let left = expiresAt - now
-        guard left > 0 else { return false }
-        if left >= minValid { return true }
-        guard let obtainedAt, obtainedAt <= now else { return false }
-        return now - obtainedAt < max(1, (expiresAt - obtainedAt) / 10)
+        Session.satisfies(expiresAt: expiresAt, obtainedAt: obtainedAt, minValid: minValid, at: now)
     }
 }
 
@@ -103,6 +105,11 @@ extension Session {
     /// The cached token for `resource`, if any (expired or not).
     package func token(for resource: String) -> ResourceToken? {
         resourceTokens.first { $0.resource == resource }
+    }
+
+    /// This session viewed through its cached token for `resource` (``viewed(as:)``), if it has one.
+    package func viewed(forResource resource: String) -> Session? {
+        token(for: resource).map(viewed(as:))
     }
 
     /// This session as `resource`'s token makes it: what `broker token --resource` prints and `broker request`

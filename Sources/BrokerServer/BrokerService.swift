@@ -145,12 +145,11 @@ package final class BrokerService: ContextualService {
             configuration: configuration, store: store, keys: keys, clock: clock,
             dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
         var context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
-        // Apps that describe themselves at their client_id URL: fetched under their own limits, with the
-        // operator's CA bundle.
+        // Apps that describe themselves at their client_id URL: fetched under the limits the service sets on each
+        // request, with the operator's CA bundle.
         let caFile = configuration.caFile
         let documents = ClientMetadataDocuments(
-            context: context,
-            http: { TimeLimitedTransport(base: http(), timeout: ClientMetadataDocuments.fetchTimeout, caFile: caFile) })
+            context: context, http: { PrivateCATransport(base: http(), caFile: caFile) })
         context.documents = { try await documents.app($0) }
         self.context = context
         let workers = configuration.passwordHashWorkers ?? max(1, System.coreCount)

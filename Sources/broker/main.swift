@@ -124,8 +124,8 @@ enum FastToken {
             var session = try? settings.cache.peekSession(for: settings.key)
         else { return nil }
         if let resource {
-            guard let cached = session.token(for: resource) else { return nil }
-            session = session.viewed(as: cached)
+            guard let viewed = session.viewed(forResource: resource) else { return nil }
+            session = viewed
         }
         guard session.satisfies(minValid: minValid, at: SystemClock().seconds()) else { return nil }
         let token = session.accessToken.exposed
@@ -227,8 +227,8 @@ enum FastCredential {
         // The server's own token when its api_urls entry names a resource; a missing or old one is the full
         // CLI's to get.
         if let resource = settings.credentialResource(for: target.url, hasPath: target.hasPath) {
-            guard let token = session.token(for: resource) else { return nil }
-            session = session.viewed(as: token)
+            guard let viewed = session.viewed(forResource: resource) else { return nil }
+            session = viewed
         }
         guard session.satisfies(minValid: CredentialHelper.minValid, at: SystemClock().seconds()) else { return nil }
         switch request.kind {

@@ -51,13 +51,18 @@ struct AuthenticatedRequestTests {
                 cache: settings.credentials(),
                 api: BrokerAPI(baseURL: AuthenticatedRequestTests.broker, http: transport),
                 key: settings.key)
+            try Self.storeSession(settings, accessToken: "first.access.token", expiresAt: 4_000_000_000)
+        }
+
+        /// Stores a custom user's session with this access token and the refresh token `rt-1` in `settings`' store.
+        static func storeSession(_ settings: ClientSettings, accessToken: String, expiresAt: Int64) throws {
             let locked = try settings.credentials().locked()
             defer { locked.unlock() }
             _ = try locked.save(
                 Session(
                     key: settings.key,
                     userID: UserID(provider: .custom, subject: "0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b"),
-                    provider: .custom, accessToken: Secret("first.access.token"), expiresAt: 4_000_000_000,
+                    provider: .custom, accessToken: Secret(accessToken), expiresAt: expiresAt,
                     refreshToken: Secret("rt-1")))
         }
 

@@ -36,14 +36,8 @@ struct ResourceTokenTests {
                 cache: settings.credentials(),
                 api: BrokerAPI(baseURL: ResourceTokenTests.broker, http: transport),
                 key: settings.key, clock: clock)
-            let locked = try settings.credentials().locked()
-            defer { locked.unlock() }
-            _ = try locked.save(
-                Session(
-                    key: settings.key,
-                    userID: UserID(provider: .custom, subject: "0b4e7a0c-3f5e-4d8e-9b5a-2c1d6e7f8a9b"),
-                    provider: .custom, accessToken: Secret("session.access.token"), expiresAt: 1_800_003_600,
-                    refreshToken: Secret("rt-1")))
+            try AuthenticatedRequestTests.Fixture.storeSession(
+                settings, accessToken: "session.access.token", expiresAt: 1_800_003_600)
         }
 
         func request(_ url: String) throws -> AuthenticatedRequest {

@@ -7,6 +7,35 @@ import Foundation
 import Testing
 
 /// A folder with the helper names linked to `broker`, as scripts/install.sh links them.
+/// A bare repository `repo.git` with one commit (README) under `gitRoot`, for the resource server's git http-backend,
+/// and real git run quietly in a home of its own.
+struct ServedRepository: Sendable {
+    let root: URL
+    var gitRoot: String { root.appendingPathComponent("served").path }
+
+    static func make() async throws -> ServedRepository {
+        let repository = ServedRepository(root: try TemporaryDirectory.make(prefix: "broker-git"))
+        let work = repository.root.appendingPathComponent("work").path
+        try FileManager.default.createDirectory(atPath: repository.gitRoot, withIntermediateDirectories: true)
+        #expect(try await repository.git(["init", "-q", "-b", "main", work]).status == 0)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: work + "/README"))
+        #expect(try await repository.git(["-C", work, "add", "README"]).status == 0)
+        #expect(try await repository.git(["-C", work, "commit", "-q", "-m", "first"]).status == 0)
+        #expect(
+            try await repository.git(["clone", "-q", "--bare", work, repository.gitRoot + "/repo.git"]).status == 0)
+        return repository
+    }
+
+    @Sendable func git(_ arguments: [String], _ environment: [String: String] = [:]) async throws -> ProcessOutput {
+        let quiet = [
+            "GIT_CONFIG_NOSYSTEM": "1", "HOME": root.path, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_TERMINAL_PROMPT": "0",
+        ]
+        return try await ProcessRunner.run(
+            "/usr/bin/git", arguments, environment: quiet.merging(environment) { $1 }, timeout: .seconds(120))
+    }
+}
+
 struct HelperLinks {
     let bin: String
 
@@ -28,23 +57,10 @@ struct CredentialHelperTests {
     /// Basic password): clone; a token the server no longer accepts → 401 → git's erase → the next fetch
     /// refreshes; a revoked session → git stops with the helper's message and nothing stays cached.
     @Test func gitClonesAndFetchesWithTheBrokersToken() async throws {
-        let root = try TemporaryDirectory.make(prefix: "broker-git")
-        let gitRoot = root.appendingPathComponent("served").path
-        let work = root.appendingPathComponent("work").path
-        try FileManager.default.createDirectory(atPath: gitRoot, withIntermediateDirectories: true)
-        let quiet = [
-            "GIT_CONFIG_NOSYSTEM": "1", "HOME": root.path, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_TERMINAL_PROMPT": "0",
-        ]
-        @Sendable func git(_ arguments: [String], _ environment: [String: String] = [:]) async throws -> ProcessOutput {
-            try await ProcessRunner.run(
-                "/usr/bin/git", arguments, environment: quiet.merging(environment) { $1 }, timeout: .seconds(120))
-        }
-        #expect(try await git(["init", "-q", "-b", "main", work]).status == 0)
-        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: work + "/README"))
-        #expect(try await git(["-C", work, "add", "README"]).status == 0)
-        #expect(try await git(["-C", work, "commit", "-q", "-m", "first"]).status == 0)
-        #expect(try await git(["clone", "-q", "--bare", work, gitRoot + "/repo.git"]).status == 0)
+        let served = try await ServedRepository.make()
+        let root = served.root
+        let gitRoot = served.gitRoot
+        let git = served.git
 
         let links = try HelperLinks()
         try await RequestWorld.run(gitRoot: gitRoot) { world in

@@ -13,41 +13,27 @@ import Testing
 /// short-lived.
 @Suite("tokens per API: two APIs and a git server, each with a token of its own")
 struct TokensPerAPITests {
-    static func aud(_ authorization: String?) -> String? {
-        guard let authorization else { return nil }
-        var token = authorization.split(separator: " ").last.map(String.init) ?? ""
+    /// The claims of the token an `Authorization` header carried (`Bearer`, `DPoP`, or `Basic` with the token as
+    /// the password, as git sends it).
+    static func claims(_ authorization: String?) -> JSONValue? {
+        guard let authorization, var token = authorization.split(separator: " ").last.map(String.init) else {
+            return nil
+        }
         if authorization.hasPrefix("Basic "), let decoded = Data(base64Encoded: token) {
             token = String(decoding: decoded, as: UTF8.self).split(separator: ":").last.map(String.init) ?? ""
         }
-        return jwtParts(token).claims?["aud"]?.stringValue
+        return jwtParts(token).claims
     }
 
-    static func bound(_ authorization: String?) -> Bool {
-        guard var token = authorization?.split(separator: " ").last.map(String.init) else { return false }
-        if authorization?.hasPrefix("Basic ") == true, let decoded = Data(base64Encoded: token) {
-            token = String(decoding: decoded, as: UTF8.self).split(separator: ":").last.map(String.init) ?? ""
-        }
-        return jwtParts(token).claims?["cnf"] != nil
-    }
+    static func aud(_ authorization: String?) -> String? { claims(authorization)?["aud"]?.stringValue }
+
+    static func bound(_ authorization: String?) -> Bool { claims(authorization)?["cnf"] != nil }
 
     @Test func eachAPIAndTheGitServerReceiveATokenForItself() async throws {
-        let root = try TemporaryDirectory.make(prefix: "broker-per-api")
-        let gitRoot = root.appendingPathComponent("served").path
-        let work = root.appendingPathComponent("work").path
-        try FileManager.default.createDirectory(atPath: gitRoot, withIntermediateDirectories: true)
-        let quiet = [
-            "GIT_CONFIG_NOSYSTEM": "1", "HOME": root.path, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_TERMINAL_PROMPT": "0",
-        ]
-        @Sendable func git(_ arguments: [String], _ environment: [String: String] = [:]) async throws -> ProcessOutput {
-            try await ProcessRunner.run(
-                "/usr/bin/git", arguments, environment: quiet.merging(environment) { $1 }, timeout: .seconds(120))
-        }
-        #expect(try await git(["init", "-q", "-b", "main", work]).status == 0)
-        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: work + "/README"))
-        #expect(try await git(["-C", work, "add", "README"]).status == 0)
-        #expect(try await git(["-C", work, "commit", "-q", "-m", "first"]).status == 0)
-        #expect(try await git(["clone", "-q", "--bare", work, gitRoot + "/repo.git"]).status == 0)
+        let served = try await ServedRepository.make()
+        let root = served.root
+        let gitRoot = served.gitRoot
+        let git = served.git
         let links = try HelperLinks()
 
         let protected = ["/api/one={base}/api/one", "/api/two={base}/api/two", "/git={base}/git"]

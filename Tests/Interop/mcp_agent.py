@@ -18,9 +18,9 @@ Prints one JSON object of what it saw."""
 import asyncio
 import base64
 import json
+import socket
 import sys
 import threading
-import time
 import urllib.parse
 
 import httpx2
@@ -74,13 +74,12 @@ def serve(port, name):
         return json.dumps({"server": name, "sub": get_access_token().subject})
 
     app = server.streamable_http_app(host="127.0.0.1")
-    runner = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=int(port), log_level="warning"))
-    threading.Thread(target=runner.run, daemon=True).start()
-    for _ in range(500):
-        if runner.started:
-            return url
-        time.sleep(0.02)
-    fail(f"MCP server {name} did not start")
+    # Listening before the server thread starts: a request sent at once waits in the backlog until uvicorn takes it,
+    # so nothing here waits for the server to be ready.
+    listener = socket.create_server(("127.0.0.1", int(port)))
+    runner = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    threading.Thread(target=runner.run, kwargs={"sockets": [listener]}, daemon=True).start()
+    return url
 
 
 class Memory(TokenStorage):

@@ -115,7 +115,6 @@ package final class ClientMetadataDocuments: ContextualService, Sendable {
         request.connectTimeout = Self.fetchTimeout
         request.maxResponseBytes = Self.maxDocumentBytes
         request.publicAddressesOnly = !listed
-        request.caFile = configuration.caFile
         let response: HTTPClientResponse
         do {
             response = try await http().send(request)
