@@ -82,6 +82,19 @@ struct ConfigurationTests {
             (#"{"server": {"request_timeout": 0}}"#, "server.request_timeout", "between 1 and 3600 seconds"),
             (#"{"server": {"http_timeout": 0}}"#, "server.http_timeout", "between 1 and 3600 seconds"),
             (#"{"server": {"webauthn_rp_id": "127.0.0.1"}}"#, "server.webauthn_rp_id", "not an IP address"),
+            (#"{"server": {"client_registration": "yes"}}"#, "server.client_registration", "\"off\", \"token\" or"),
+            (
+                #"{"server": {"client_metadata_hosts": "apps.example,b_c"}}"#, "server.client_metadata_hosts",
+                "\"b_c\" is not one"
+            ),
+            (#"{"server": {"client_metadata_hosts": [""]}}"#, "server.client_metadata_hosts", "list of host names"),
+            (#"{"server": {"client_metadata_hosts": ["a/b"]}}"#, "server.client_metadata_hosts", "\"a/b\" is not one"),
+            (#"{"server": {"client_metadata_hosts": 3}}"#, "server.client_metadata_hosts", "list of host names"),
+            (
+                #"{"server": {"trusted_proxies": ["10.0.0.0/8", "nope"]}}"#, "server.trusted_proxies",
+                "\"nope\" is not one"
+            ),
+            (#"{"server": {"ca_file": ""}}"#, "server.ca_file", "non-empty string"),
             (#"{"server": {"webauthn_rp_id": "[::1]"}}"#, "server.webauthn_rp_id", "not an IP address"),
             (#"{"server": {"webauthn_rp_id": "bad host!"}}"#, "server.webauthn_rp_id", "a host name"),
             (#"{"server": {"webauthn_rp_id": "-x.example"}}"#, "server.webauthn_rp_id", "a host name"),
