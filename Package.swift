@@ -30,6 +30,10 @@ let providers: [(name: String, builtOn: [Target.Dependency])] = [
     ("Facebook", ["BrokerCrypto", "BrokerHTTPTypes"]),
     ("MicrosoftAccount", ["OpenIDConnect"]),
     ("Twitter", ["BrokerCrypto", "BrokerHTTPTypes"]),
+    ("GitHub", ["BrokerCrypto", "BrokerHTTPTypes"]),
+    ("Apple", ["OpenIDConnect", "BrokerCrypto", "BrokerHTTPTypes"]),
+    // Not one provider but a type of them: any id in `providers` with `"type": "oidc"` (ProviderSchema.typed).
+    ("OIDC", ["OpenIDConnect", "BrokerCrypto"]),
 ]
 let providerModules = providers.map { Target.Dependency(stringLiteral: $0.name) }
 let providerSchemas = providers.map { Target.Dependency(stringLiteral: $0.name + "Schema") }
@@ -430,7 +434,7 @@ let package = Package(
         .testTarget(
             name: "BrokerCLITests",
             dependencies: [
-                "BrokerClient", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
                 "BrokerProviderSchemas",
                 "BrokerSystem",
                 "BrokerTesting", "ProviderSupport",

@@ -1,5 +1,5 @@
 package import BrokerCore
-import BrokerCrypto
+package import BrokerCrypto
 package import BrokerHTTPTypes
 package import ProviderSupport
 
@@ -9,6 +9,9 @@ package enum TokenEndpointAuthentication: Sendable {
     case basic
     /// `client_secret_post`: `client_id` and `client_secret` in the body.
     case post
+    /// `private_key_jwt` (OIDC Core §9, RFC 7523): a JWT signed with our key, for the token endpoint, instead
+    /// of a secret.
+    case privateKeyJWT(JWTSigner)
 }
 
 /// One OpenID Connect provider's settings: who we are to it and where it lives.
@@ -37,6 +40,16 @@ package struct OpenIDConnectConfiguration: Sendable {
     package var claimCheck: @Sendable ([String: JSONValue]) -> String? = { _ in nil }
     /// The stable subject from verified claims (default `sub`).
     package var subject: @Sendable ([String: JSONValue]) -> String? = { $0["sub"]?.stringValue }
+    /// The claims that carry the person's address and name.
+    package var emailClaim = "email"
+    package var nameClaim = "name"
+    /// Asks the userinfo endpoint (configured, else discovery's) for the address and name when the ID token
+    /// lacks them (OIDC Core §5.3); its `sub` must be the ID token's.
+    package var userinfoFallback = false
+    package var userinfoEndpoint: EndpointURL?
+    /// Who may sign in, from the identity and every claim read (the ID token's, then userinfo's): a reason
+    /// to refuse, or `nil`. Refused sign-ins end as `access_denied` with the reason.
+    package var admit: @Sendable (Identity, [String: JSONValue]) -> String? = { _, _ in nil }
     /// The ID token's accepted clock skew, in seconds.
     package var leeway: Int64 = 120
 
@@ -117,18 +130,70 @@ package final class OpenIDConnectProvider: IdentityProvider {
         guard let idToken = tokens["id_token"]?.stringValue else {
             throw .invalidResponse("the token response has no id_token")
         }
-        let claims = try await verify(idToken: idToken, nonce: pending.nonce)
+        var claims = try await verify(idToken: idToken, nonce: pending.nonce)
         guard let subject = configuration.subject(claims), !subject.isEmpty, subject.utf8.count <= 255 else {
             throw .invalidResponse("the ID token has no usable subject")
         }
+        let lacking =
+            claims[configuration.emailClaim]?.stringValue == nil
+            || claims[configuration.nameClaim]?.stringValue == nil
+        if configuration.userinfoFallback, lacking, let accessToken = tokens["access_token"]?.stringValue {
+            let extra = try await userinfo(accessToken: accessToken, subject: claims["sub"]?.stringValue ?? "")
+            if claims[configuration.emailClaim]?.stringValue == nil, let email = extra[configuration.emailClaim] {
+                // An address and whether it is verified come from the same answer.
+                claims[configuration.emailClaim] = email
+                claims["email_verified"] = extra["email_verified"] ?? .null
+            }
+            if claims[configuration.nameClaim]?.stringValue == nil, let name = extra[configuration.nameClaim] {
+                claims[configuration.nameClaim] = name
+            }
+        }
         let verified = configuration.emailVerified(claims)
-        let email = verified ? claims["email"]?.stringValue : nil
-        return Identity(
+        let email = verified ? claims[configuration.emailClaim]?.stringValue : nil
+        let identity = Identity(
             subject: subject,
             email: email,
             emailVerified: verified && email != nil,
-            name: claims["name"]?.stringValue
+            name: claims[configuration.nameClaim]?.stringValue
         )
+        if let refusal = configuration.admit(identity, claims) {
+            throw .denied(code: "access_denied", description: refusal)
+        }
+        return identity
+    }
+
+    /// The userinfo endpoint's claims for `accessToken`, which must be about `subject` (OIDC Core §5.3.2).
+    func userinfo(accessToken: String, subject: String) async throws(ProviderError) -> [String: JSONValue] {
+        let url: String
+        if let configured = configuration.userinfoEndpoint {
+            url = configured.url
+        } else {
+            do throws(ProviderError) {
+                url = try await endpoint("userinfo_endpoint", configured: nil)
+            } catch {
+                // No userinfo endpoint: the ID token is all there is.
+                return [:]
+            }
+        }
+        var request = HTTPClientRequest(
+            url: url,
+            headers: [
+                (name: "Authorization", value: "Bearer " + accessToken), (name: "Accept", value: "application/json"),
+            ])
+        request.maxResponseBytes = 64 * 1024
+        let response: HTTPClientResponse
+        do {
+            response = try await http().send(request)
+        } catch {
+            throw .unavailable("userinfo endpoint \(url): \(error)")
+        }
+        guard response.status == 200, let body = JSONValue.parse(response.body)?.objectValue else {
+            throw .invalidResponse("the userinfo endpoint answered HTTP \(response.status) without a JSON object")
+        }
+        guard let sub = body["sub"]?.stringValue, ConstantTime.equals(sub, subject) else {
+            throw .invalidResponse("the userinfo answer is about another subject than the ID token")
+        }
+        return body
     }
 
     /// The authorization code grant at the token endpoint, with the PKCE verifier.
@@ -147,6 +212,21 @@ package final class OpenIDConnectProvider: IdentityProvider {
         case .post:
             fields.append(("client_id", configuration.clientID))
             fields.append(("client_secret", configuration.clientSecret.exposed))
+        case .privateKeyJWT(let signer):
+            let now = clock.seconds()
+            let assertion: String
+            do {
+                assertion = try signer.sign(claims: [
+                    "iss": .string(configuration.clientID), "sub": .string(configuration.clientID),
+                    "aud": .string(url), "jti": .string(try SecureRandom.token(byteCount: 16)), "iat": .int(now),
+                    "exp": .int(now + 60),
+                ])
+            } catch {
+                throw .unavailable("cannot sign the client assertion: \(error)")
+            }
+            fields.append(("client_id", configuration.clientID))
+            fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            fields.append(("client_assertion", assertion))
         }
         var request = HTTPClientRequest.form(url: url, fields: fields, headers: headers)
         request.maxResponseBytes = 256 * 1024

@@ -17,9 +17,15 @@ package struct ProviderSchema: Sendable {
         case password
     }
 
+    /// The provider's id — or, for a ``typed`` schema, the type's name (`oidc`).
     package var id: ProviderID
-    /// The name shown to people (`/auth/providers`, the CLI's choice).
+    /// The name shown to people (`/auth/providers`, the CLI's choice); a section's `display_name`, where the
+    /// schema accepts one, replaces it.
     package var displayName: String
+    /// A kind of provider rather than one: any id in `providers` whose section says `"type": "<id>"` is one of
+    /// it (`providers.corp` with `"type": "oidc"`), as many as the operator configures. A schema that is not
+    /// typed is the provider whose id it has.
+    package var typed: Bool
     package var flow: Flow
     /// Every key the provider's configuration section may hold; any other key is refused at start.
     package var keys: [ProviderConfigKey]
@@ -30,18 +36,29 @@ package struct ProviderSchema: Sendable {
         id: ProviderID,
         displayName: String,
         flow: Flow = .browser,
+        typed: Bool = false,
         keys: [ProviderConfigKey],
         check: @escaping @Sendable (ProviderSection) -> (key: String, problem: String)? = { _ in nil }
     ) {
         self.id = id
         self.displayName = displayName
         self.flow = flow
+        self.typed = typed
         self.keys = keys
         self.check = check
     }
 
-    /// The key named `name`, if the provider accepts it.
-    package func key(_ name: String) -> ProviderConfigKey? { keys.first { $0.name == name } }
+    /// The key named `name`, if the provider accepts it. `type` is accepted by every schema: a typed one needs
+    /// it, and a provider with an id of its own may repeat its id there.
+    package func key(_ name: String) -> ProviderConfigKey? {
+        if name == "type" { return ProviderConfigKey("type", .choice([id.rawValue])) }
+        return keys.first { $0.name == name }
+    }
+
+    /// The name people see for the provider configured by `section`: its `display_name`, else the schema's.
+    package func displayName(for section: ProviderSection) -> String {
+        key("display_name") == nil ? displayName : section.text("display_name") ?? displayName
+    }
 
     /// The production defaults of the keys that have one (what the provider folder's `production.json` holds).
     package var defaults: [String: String] {
@@ -66,12 +83,16 @@ package struct ProviderConfigKey: Sendable, Hashable {
         case flag
         /// Text matching a rule; the string describes it ("v19.0-style version").
         case pattern(String, @Sendable (String) -> Bool)
+        /// A list of non-empty strings (JSON: an array; the environment: words separated by commas or spaces),
+        /// each matching the rule when one is given.
+        case list(String?, (@Sendable (String) -> Bool)?)
 
         package static func == (lhs: Kind, rhs: Kind) -> Bool {
             switch (lhs, rhs) {
             case (.text, .text), (.secret, .secret), (.endpoint, .endpoint), (.flag, .flag): true
             case (.choice(let a), .choice(let b)): a == b
             case (.pattern(let a, _), .pattern(let b, _)): a == b
+            case (.list(let a, _), .list(let b, _)): a == b
             default: false
             }
         }
@@ -84,6 +105,9 @@ package struct ProviderConfigKey: Sendable, Hashable {
             case .choice(let words): hasher.combine(words)
             case .flag: hasher.combine(4)
             case .pattern(let rule, _): hasher.combine(rule)
+            case .list(let rule, _):
+                hasher.combine(5)
+                hasher.combine(rule)
             }
         }
     }
@@ -103,6 +127,20 @@ package struct ProviderConfigKey: Sendable, Hashable {
     package func problem(with value: JSONValue) -> String? {
         if case .flag = kind {
             guard case .bool = value else { return "must be true or false" }
+            return nil
+        }
+        if case .list(let rule, let matches) = kind {
+            guard let items = value.arrayValue, items.count <= 64 else {
+                return "must be a list of at most 64 strings"
+            }
+            for item in items {
+                guard let text = item.stringValue, !text.isEmpty, text.utf8.count <= 256 else {
+                    return "must hold non-empty strings of at most 256 bytes"
+                }
+                if let rule, let matches, !matches(text) {
+                    return "holds \"\(text.prefix(64))\", which is not \(rule)"
+                }
+            }
             return nil
         }
         guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
@@ -132,6 +170,16 @@ package struct ProviderSection: Sendable {
     package func text(_ key: String) -> String? {
         guard let value = values[key]?.stringValue, !value.isEmpty else { return nil }
         return value
+    }
+
+    /// The key's list, if set (an empty list when it is not).
+    package func list(_ key: String) -> [String] {
+        values[key]?.arrayValue?.compactMap(\.stringValue) ?? []
+    }
+
+    /// The key's flag (`fallback` when it is not set).
+    package func flag(_ key: String, default fallback: Bool = false) -> Bool {
+        values[key]?.boolValue ?? fallback
     }
 
     /// Two keys that must both be set (an id and its secret), with the contract's message.

@@ -26,16 +26,55 @@ package struct ProviderDescriptor: Sendable {
     package var id: ProviderID { schema.id }
 }
 
-/// What a module may use besides its section: the outbound HTTP transport, the clock, and the shared
-/// discovery + JWKS cache.
+/// What a module may use besides its section: the outbound HTTP transport, the clock, the shared
+/// discovery + JWKS cache, and the reading of a secret from the file a key names (`client_secret_file`,
+/// `private_key_file`: modules touch no file themselves).
 package struct ProviderContext: Sendable {
     package var http: @Sendable () -> any HTTPTransport
     package var clock: any WallClock
     package var directory: IssuerDirectory
+    /// The text of the secret file at a path (`~` expanded), without its trailing line break; throws a message
+    /// naming what is wrong with it.
+    package var readSecretFile: @Sendable (String) throws(ProviderError) -> String
 
-    package init(http: @escaping @Sendable () -> any HTTPTransport, clock: any WallClock, directory: IssuerDirectory) {
+    package init(
+        http: @escaping @Sendable () -> any HTTPTransport, clock: any WallClock, directory: IssuerDirectory,
+        readSecretFile: @escaping @Sendable (String) throws(ProviderError) -> String = { path throws(ProviderError) in
+            throw .invalidResponse("cannot read \(path): no files here")
+        }
+    ) {
         self.http = http
         self.clock = clock
         self.directory = directory
+        self.readSecretFile = readSecretFile
+    }
+
+    /// A secret given either in the section (`key`, from the environment or the file) or in the file
+    /// `fileKey` names; `nil` when neither is set, an error when both are.
+    package func secret(_ section: ProviderSection, _ key: String, file fileKey: String) throws(ProviderError)
+        -> Secret?
+    {
+        switch (section.text(key), section.text(fileKey)) {
+        case (let value?, nil): return Secret(value)
+        case (nil, let path?):
+            do throws(ProviderError) {
+                return Secret(try readSecretFile(path))
+            } catch {
+                throw .invalidResponse("providers.\(section.id).\(fileKey): \(error.reasonText)")
+            }
+        case (nil, nil): return nil
+        case (.some, .some):
+            throw .invalidResponse("providers.\(section.id) sets both \(key) and \(fileKey); keep one")
+        }
+    }
+}
+
+extension ProviderError {
+    /// The text of a configuration problem, without the "not acceptable" framing.
+    package var reasonText: String {
+        switch self {
+        case .invalidResponse(let why), .unavailable(let why): why
+        case .denied(let code, let description): description.isEmpty ? code : description
+        }
     }
 }

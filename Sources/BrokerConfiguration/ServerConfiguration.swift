@@ -6,7 +6,9 @@ package import ProviderSchemaSupport
 /// command's flags are applied last by the caller.
 ///
 /// Environment names: `BROKER_SERVER_<KEY>` for a `server` key (`BROKER_SERVER_ACCESS_TOKEN_TTL=600`) and
-/// `BROKER_PROVIDERS_<PROVIDER>_<KEY>` for a provider key (`BROKER_PROVIDERS_GOOGLE_CLIENT_SECRET=…`).
+/// `BROKER_PROVIDERS_<PROVIDER>_<KEY>` for a provider key (`BROKER_PROVIDERS_GOOGLE_CLIENT_SECRET=…`); a provider
+/// of a type (`"type": "oidc"`) has the id its section gives it, with `-` written `_`, and may be declared there
+/// alone (`BROKER_PROVIDERS_CORP_TYPE=oidc`).
 package struct ServerConfiguration: Sendable {
     package var host = "127.0.0.1"
     package var port = 8787
@@ -102,6 +104,9 @@ package struct ServerConfiguration: Sendable {
     package var mail: MailConfiguration?
     /// Provider sections as given (validated key by key); `custom` is described by ``customEnabled``.
     package var providers: [ProviderID: [String: JSONValue]] = [:]
+    /// The providers of a type (`providers.corp` with `"type": "oidc"`): each one's type, the id of a typed
+    /// schema in the catalog.
+    package var providerTypes: [ProviderID: ProviderID] = [:]
     package var customEnabled = true
     /// The schemas of the provider modules this build offers (the executable's list); sections for others are
     /// refused.
@@ -114,16 +119,67 @@ package struct ServerConfiguration: Sendable {
     /// The smallest lifetime accepted anywhere (CONTRACT.md "Configuration file").
     package static let minimumTTL: Int64 = 5
 
-    /// The providers this broker offers, in the catalog's order, then `custom`.
+    /// The providers this broker offers, in the catalog's order (those of one type by id, where the type is),
+    /// then `custom`.
     package var enabledProviders: [ProviderID] {
-        catalog.map(\.id).filter { providers[$0] != nil } + (customEnabled ? [.custom] : [])
+        catalog.flatMap { schema in
+            schema.typed
+                ? providerTypes.filter { $0.value == schema.id }.keys.sorted()
+                : (providers[schema.id] != nil ? [schema.id] : [])
+        } + (customEnabled ? [.custom] : [])
     }
 
-    /// The schema of a provider this build offers.
-    package func schema(_ id: ProviderID) -> ProviderSchema? { catalog.first { $0.id == id } }
+    /// The schema of a provider this broker may offer: the catalog's of that id, or the type's of a provider of a
+    /// type.
+    package func schema(_ id: ProviderID) -> ProviderSchema? {
+        if let type = providerTypes[id] { return catalog.first { $0.typed && $0.id == type } }
+        return catalog.first { !$0.typed && $0.id == id }
+    }
 
-    /// Every provider id a configuration may name: the catalog's and `custom`.
-    var knownProviders: [ProviderID] { catalog.map(\.id) + [.custom] }
+    /// The name people see for an enabled provider: a typed one's `display_name`, else its schema's.
+    package func displayName(_ id: ProviderID) -> String? {
+        guard let schema = schema(id) else { return id == .custom ? "Email and password" : nil }
+        return schema.displayName(for: ProviderSection(id: id, values: providers[id] ?? [:]))
+    }
+
+    /// Every provider id a configuration may name: the catalog's own, those given a type, and `custom`.
+    var knownProviders: [ProviderID] {
+        catalog.filter { !$0.typed }.map(\.id) + providerTypes.keys.sorted() + [.custom]
+    }
+
+    /// Ids a provider of a type may not take: the broker's own ways in and its own client.
+    static let reservedProviderIDs: Set<String> = ["custom", "passkey", "broker", "broker-cli", "device", "start"]
+
+    /// Records `name` as a provider of `type` (a typed schema), or explains why it cannot be one.
+    mutating func declareProvider(_ name: String, type: String, source: String, key: String)
+        throws(ConfigurationError)
+    {
+        guard let schema = catalog.first(where: { $0.id.rawValue == type }) else {
+            let types = catalog.filter(\.typed).map { "\"\($0.id)\"" }.joined(separator: ", ")
+            throw ConfigurationError(
+                source: source, key: key, problem: "unknown provider type \"\(type.prefix(64))\" (known: \(types))")
+        }
+        guard schema.typed else {
+            guard name == type else {
+                throw ConfigurationError(
+                    source: source, key: key,
+                    problem: "\(schema.displayName) is configured as providers.\(type), not under another id")
+            }
+            return
+        }
+        guard let id = ProviderID(rawValue: name), name.utf8.first.map({ $0 >= 0x61 && $0 <= 0x7A }) == true,
+            !name.contains("_")
+        else {
+            throw ConfigurationError(
+                source: source, key: key,
+                problem: "a provider id is 1 to 32 lowercase letters, digits and hyphens, starting with a letter")
+        }
+        guard !Self.reservedProviderIDs.contains(name), !catalog.contains(where: { $0.id == id }) else {
+            throw ConfigurationError(
+                source: source, key: key, problem: "\"\(name)\" is the id of a provider of its own; choose another")
+        }
+        providerTypes[id] = schema.id
+    }
 
     /// Where the SQLite store and the generated signing keys live (`~` expanded).
     package var expandedDataDirectory: String { PosixFile.expandingTilde(dataDirectory) }
@@ -263,6 +319,13 @@ extension ServerConfiguration {
             // With a `providers` key, only what it lists is enabled — custom included.
             customEnabled = false
             for name in members.keys.sorted() {
+                if let type = members[name]?["type"] {
+                    guard let text = type.stringValue else {
+                        throw ConfigurationError(
+                            source: source, key: "providers.\(name).type", problem: "must be a string")
+                    }
+                    try declareProvider(name, type: text, source: source, key: "providers.\(name).type")
+                }
                 guard let provider = ProviderID(rawValue: name), knownProviders.contains(provider) else {
                     let known = knownProviders.map(\.rawValue).joined(separator: ", ")
                     throw ConfigurationError(
@@ -301,8 +364,35 @@ extension ServerConfiguration {
                 try setMailKey(key, value: Self.environmentValue(text), source: "environment", name: variable)
             } else if variable.hasPrefix("BROKER_PROVIDERS_") {
                 let rest = variable.dropFirst("BROKER_PROVIDERS_".count).lowercased()
+                guard rest.hasSuffix("_type") else { continue }
+                // Declared before any key: a provider of a type may exist in the environment alone. A name
+                // that begins with another provider's id is that provider's key (`…_GOOGLE_SOMETHING_TYPE`).
+                let written = String(rest.dropLast("_type".count))
+                let known = knownProviders.first { $0.rawValue.replacing("-", with: "_") == written }
+                let ownKey = knownProviders.contains { written.hasPrefix($0.rawValue.replacing("-", with: "_") + "_") }
+                guard known != nil || !ownKey else { continue }
+                let name = known?.rawValue ?? written.replacing("_", with: "-")
+                if let known, let type = providerTypes[known] {
+                    guard type.rawValue == text else {
+                        throw ConfigurationError(
+                            source: "environment", key: variable,
+                            problem: "providers.\(known) is of type \(type) in the configuration file")
+                    }
+                    continue
+                }
+                try declareProvider(name, type: text, source: "environment", key: variable)
+                if let id = ProviderID(rawValue: name), providerTypes[id] != nil, providers[id] == nil {
+                    providers[id] = [:]
+                }
+            }
+        }
+        for (variable, text) in environment.sorted(by: { $0.key < $1.key }) {
+            if variable.hasPrefix("BROKER_PROVIDERS_") {
+                let rest = variable.dropFirst("BROKER_PROVIDERS_".count).lowercased()
                 // The longest matching id wins, so that an id that prefixes another cannot capture its keys.
-                let matching = knownProviders.filter { rest.hasPrefix($0.rawValue + "_") }
+                let matching = knownProviders.filter {
+                    rest.hasPrefix($0.rawValue.replacing("-", with: "_") + "_")
+                }
                 guard let provider = matching.max(by: { $0.rawValue.count < $1.rawValue.count }) else {
                     throw ConfigurationError(source: "environment", key: variable, problem: "unknown provider")
                 }
@@ -512,9 +602,17 @@ extension ServerConfiguration {
                 let known = schema(provider)?.keys.map(\.name).sorted().joined(separator: ", ") ?? ""
                 throw ConfigurationError(source: source, key: name, problem: "unknown key (known: \(known))")
             }
+            var value = value
+            if case .list = accepted.kind, source == "environment", let text = value.stringValue {
+                // The environment's text: words separated by commas or spaces.
+                value = .array(
+                    text.split(whereSeparator: { $0 == "," || $0 == " " }).map { JSONValue.string(String($0)) })
+            }
             if let problem = accepted.problem(with: value) {
                 throw ConfigurationError(source: source, key: name, problem: problem)
             }
+            providers[provider, default: [:]][key] = value
+            return
         }
         providers[provider, default: [:]][key] = value
     }

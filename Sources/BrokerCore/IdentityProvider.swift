@@ -7,13 +7,26 @@ package struct Identity: Sendable, Hashable {
     package var email: String?
     package var emailVerified: Bool
     package var name: String?
+    /// What else the provider says of the account that the broker records with the sign-in (Apple's
+    /// `is_private_email`, `real_user_status`): short words, never secrets.
+    package var details: [String: String]
 
-    package init(subject: String, email: String?, emailVerified: Bool, name: String?) {
+    package init(subject: String, email: String?, emailVerified: Bool, name: String?, details: [String: String] = [:]) {
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
         self.name = name
+        self.details = details
     }
+}
+
+/// How a provider sends the browser back to the broker's callback.
+package enum CallbackMethod: Sendable {
+    /// A redirect: `GET /auth/{id}/callback?code=…&state=…`.
+    case query
+    /// `response_mode=form_post`: a page at the provider posts the answer to `/auth/{id}/callback` (Sign in with
+    /// Apple) — a cross-site POST, which carries no `SameSite=Lax` cookie.
+    case formPost
 }
 
 /// One browser sign-in in progress at the broker: what the broker sent the provider, kept (sealed) until
@@ -71,6 +84,9 @@ package struct AuthorizationStart: Sendable {
 package protocol IdentityProvider: Sendable {
     var id: ProviderID { get }
 
+    /// How the provider answers at the callback; ``CallbackMethod/query`` unless the module says otherwise.
+    var callbackMethod: CallbackMethod { get }
+
     /// Where to send the browser for `pending`.
     func authorizationURL(for pending: PendingSignIn) async throws(ProviderError) -> String
 
@@ -87,6 +103,8 @@ package protocol IdentityProvider: Sendable {
 }
 
 extension IdentityProvider {
+    package var callbackMethod: CallbackMethod { .query }
+
     package func start(for pending: PendingSignIn) async throws(ProviderError) -> AuthorizationStart {
         AuthorizationStart(url: try await authorizationURL(for: pending))
     }

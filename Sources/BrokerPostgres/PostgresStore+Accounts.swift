@@ -74,7 +74,7 @@ extension PostgresStore {
         return try await transaction("identity sign-in", function: function) { connection in
             let owners = try await connection.query(
                 """
-                UPDATE identities SET email = \(identity.email), name = \(identity.name)
+                UPDATE identities SET email = \(identity.email), name = COALESCE(\(identity.name), name)
                 WHERE provider = \(identity.provider.rawValue) AND subject = \(identity.subject) RETURNING user_id
                 """, logger: logger
             ).decode(String.self)
@@ -84,7 +84,7 @@ extension PostgresStore {
                 // The user's own email and name follow the identity their id was made from.
                 if owner == identity.derivedUserID.description {
                     try await connection.query(
-                        "UPDATE users SET email = \(identity.email), name = \(identity.name) WHERE id = \(owner)",
+                        "UPDATE users SET email = \(identity.email), name = COALESCE(\(identity.name), name) WHERE id = \(owner)",
                         logger: logger
                     ).drain()
                 }

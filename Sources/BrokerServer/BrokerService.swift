@@ -3,6 +3,7 @@ package import BrokerCore
 package import BrokerCrypto
 package import BrokerHTTP
 package import BrokerStore
+import BrokerSystem
 import Glibc
 package import Logging
 package import ProviderSupport
@@ -183,7 +184,14 @@ package final class BrokerService: ContextualService {
                 configuration, from: providers,
                 context: ProviderContext(
                     http: outbound, clock: clock,
-                    directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600))),
+                    directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600),
+                    readSecretFile: { path throws(ProviderError) in
+                        do throws(PosixFile.Failure) {
+                            return try PosixFile.readSecret(path: PosixFile.expandingTilde(path))
+                        } catch {
+                            throw .invalidResponse("cannot read \(path): \(error.reason)")
+                        }
+                    })),
             flowKey: flowKey)
         let passkeys = PasskeyService(context: context, flowKey: flowKey)
         self.passkeys = passkeys

@@ -38,7 +38,7 @@ extension ContextualService {
 
     /// The name people know a provider by (its schema's), for messages and pages.
     func displayName(_ provider: ProviderID) -> String {
-        configuration.schema(provider)?.displayName ?? provider.rawValue
+        configuration.displayName(provider) ?? provider.rawValue
     }
 
     /// The registered app `clientID` names, or `nil` for an id no app can have: malformed, or reserved (the

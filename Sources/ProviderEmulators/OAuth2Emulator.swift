@@ -53,6 +53,9 @@ package final class OAuth2Emulator: Sendable {
         package let profile:
             @Sendable (_ account: Account, _ token: String, _ query: [String: String], _ secret: String)
                 -> OpenIDEmulator.Reply
+        /// The token endpoint's success body for a new access token, when it is not the usual
+        /// `{access_token, token_type, expires_in}` (GitHub's has `scope` and no lifetime).
+        package var tokenAnswer: (@Sendable (String) -> JSONValue)? = nil
 
         package init(
             name: String, clientID: String, clientSecret: String, accounts: [Account],
@@ -186,12 +189,21 @@ package final class OAuth2Emulator: Sendable {
         }
         let accessToken = dialect.tokenPrefix + (try SecureRandom.token(byteCount: 32))
         tokens.withLock { $0[accessToken] = grant.account }
+        if let answer = dialect.tokenAnswer { return .json(status: 200, answer(accessToken)) }
         return .json(
             status: 200,
             .object([
                 "access_token": .string(accessToken), "token_type": "bearer",
                 "expires_in": .int(dialect.tokenLifetime),
             ]))
+    }
+
+    /// The account an `Authorization: Bearer` (or GitHub's `token`) header's access token was issued to.
+    package func account(authorization: String?) -> Account? {
+        guard let authorization, let space = authorization.firstIndex(of: " ") else { return nil }
+        let scheme = authorization[..<space].lowercased()
+        guard scheme == "bearer" || scheme == "token" else { return nil }
+        return tokens.withLock { $0[String(authorization[authorization.index(after: space)...])] }
     }
 
     /// The profile endpoint (Facebook's Graph `me`, X's `2/users/me`): the access token from `Authorization:

@@ -21,11 +21,14 @@ package final class OpenIDEmulator: Sendable {
         /// Microsoft: the account's tenant (`tid`) and object id (`oid`).
         package var tenantID: String? = nil
         package var objectID: String? = nil
+        /// More claims, in the ID token and at userinfo (`groups`).
+        package var extra: [String: JSONValue] = [:]
 
         package init(
             id: String, subject: String, email: String, emailVerified: Bool, name: String, tenantID: String? = nil,
-            objectID: String? = nil
+            objectID: String? = nil, extra: [String: JSONValue] = [:]
         ) {
+            self.extra = extra
             self.id = id
             self.subject = subject
             self.email = email
@@ -63,12 +66,17 @@ package final class OpenIDEmulator: Sendable {
         /// The account for a typed test user that is not one of ``accounts``: made up from the name, stably
         /// (the same name, the same subject), in the tenant the request names.
         package let madeUp: @Sendable (_ name: String, _ tenant: String?) -> Account
+        /// Whether the ID token carries the address and name; without them a client must ask userinfo (as many
+        /// providers answer unless `claims` asks).
+        package var profileInIDToken = true
 
         package init(
             name: String, clientID: String, clientSecret: String, accounts: [Account], paths: Paths,
+            profileInIDToken: Bool = true,
             inTenant: @escaping @Sendable (Account, String) -> Bool = { _, _ in true },
             madeUp: @escaping @Sendable (_ name: String, _ tenant: String?) -> Account
         ) {
+            self.profileInIDToken = profileInIDToken
             self.name = name
             self.clientID = clientID
             self.clientSecret = clientSecret
@@ -91,13 +99,17 @@ package final class OpenIDEmulator: Sendable {
         let account: Account
         let expiresAt: Int64
         /// A deliberate flaw in the ID token (`fault=` on the authorize request, for negative tests):
-        /// `signature`, `expired`, `nonce` or `audience`.
+        /// `signature`, `expired`, `nonce`, `audience`, `issuer`, `resigned` (another key under the current
+        /// kid) or `unknown-kid`.
         let fault: String?
     }
 
     private let grants = Mutex<[String: Grant]>([:])
     private let accessTokens = Mutex<[String: Account]>([:])
-    let signer: JWTSigner
+    /// The signing keys, the current one first; the one before it stays published for a while after a
+    /// ``rotate()``, as providers keep a retired key until tokens signed with it have expired.
+    private let signers: Mutex<[JWTSigner]>
+    var signer: JWTSigner { signers.withLock { $0[0] } }
     let clock: any WallClock
 
     /// Approves every sign-in as this test user without showing the page (`broker emulate --approve-as`).
@@ -106,8 +118,17 @@ package final class OpenIDEmulator: Sendable {
     package init(_ flavor: Flavor, approveAs: String? = nil, clock: any WallClock) throws {
         self.flavor = flavor
         self.approveAs = approveAs
-        signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
+        signers = Mutex([try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))])
         self.clock = clock
+    }
+
+    /// A new signing key; the current one is kept published beside it, older ones are withdrawn. Answers the
+    /// new key's `kid`.
+    @discardableResult
+    package func rotate() throws -> String {
+        let next = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))
+        signers.withLock { $0 = [next] + $0.prefix(1) }
+        return next.kid
     }
 
     /// The discovery document: `base` is the flavour's endpoints' base (`…/google`, `…/microsoft/{tenant}`),
@@ -128,13 +149,15 @@ package final class OpenIDEmulator: Sendable {
     }
 
     package func jwks() throws -> JSONValue {
-        var jwk = try signer.key.jwk()
-        jwk.kid = signer.kid
-        let members: [String: JSONValue?] = [
-            "kty": .string(jwk.kty), "n": jwk.n.map(JSONValue.string), "e": jwk.e.map(JSONValue.string),
-            "kid": .string(signer.kid), "alg": "RS256", "use": "sig",
-        ]
-        return .object(["keys": .array([.object(members.compactMapValues { $0 })])])
+        let keys = try signers.withLock { $0 }.map { signer -> JSONValue in
+            let jwk = try signer.key.jwk()
+            let members: [String: JSONValue?] = [
+                "kty": .string(jwk.kty), "n": jwk.n.map(JSONValue.string), "e": jwk.e.map(JSONValue.string),
+                "kid": .string(signer.kid), "alg": "RS256", "use": "sig",
+            ]
+            return .object(members.compactMapValues { $0 })
+        }
+        return .object(["keys": .array(keys)])
     }
 
     /// An answer: a status with a body, or a redirect.
@@ -269,9 +292,13 @@ package final class OpenIDEmulator: Sendable {
         let now = clock.seconds()
         var claims: [String: JSONValue] = [
             "iss": .string(issuer(grant.account)), "aud": .string(self.clientID),
-            "sub": .string(grant.account.subject), "email": .string(grant.account.email),
-            "name": .string(grant.account.name), "iat": .int(now), "exp": .int(now + 3600),
+            "sub": .string(grant.account.subject), "iat": .int(now), "exp": .int(now + 3600),
         ]
+        if flavor.profileInIDToken {
+            claims["email"] = .string(grant.account.email)
+            claims["name"] = .string(grant.account.name)
+        }
+        claims.merge(grant.account.extra) { $1 }
         if let tid = grant.account.tenantID, let oid = grant.account.objectID {
             // Microsoft v2: tid, oid, nbf, ver; no email_verified, no azp.
             claims["tid"] = .string(tid)
@@ -281,7 +308,7 @@ package final class OpenIDEmulator: Sendable {
             claims["preferred_username"] = .string(grant.account.email)
         } else {
             claims["azp"] = .string(self.clientID)
-            claims["email_verified"] = .bool(grant.account.emailVerified)
+            if flavor.profileInIDToken { claims["email_verified"] = .bool(grant.account.emailVerified) }
         }
         if let nonce = grant.nonce { claims["nonce"] = .string(nonce) }
         switch grant.fault {
@@ -290,9 +317,16 @@ package final class OpenIDEmulator: Sendable {
             claims["exp"] = .int(now - 3600)
         case "nonce": claims["nonce"] = "not-the-nonce"
         case "audience": claims["aud"] = "someone-elses-client"
+        case "issuer": claims["iss"] = "https://issuer.invalid"
         default: break
         }
         var idToken = try signer.sign(claims: claims)
+        if grant.fault == "resigned" || grant.fault == "unknown-kid" {
+            // Signed by a key the provider never published: under the current kid (a forgery), or a kid of its own.
+            let stranger = try AsymmetricKey.generate(.rsa(bits: 2048))
+            let kid = grant.fault == "resigned" ? signer.kid : "never-published"
+            idToken = try JWTSigner(key: stranger, kid: kid).sign(claims: claims)
+        }
         if grant.fault == "signature" {
             // A well-formed signature that does not verify: one character inside it changed (not the last,
             // whose unused bits must stay zero in strict base64url).
@@ -319,12 +353,12 @@ package final class OpenIDEmulator: Sendable {
             return .json(
                 status: 401, .object(["error": "invalid_request", "error_description": "Invalid Credentials"]))
         }
-        return .json(
-            status: 200,
-            .object([
-                "sub": .string(account.subject), "email": .string(account.email),
-                "email_verified": .bool(account.emailVerified), "name": .string(account.name),
-            ]))
+        var claims: [String: JSONValue] = [
+            "sub": .string(account.subject), "email": .string(account.email),
+            "email_verified": .bool(account.emailVerified), "name": .string(account.name),
+        ]
+        claims.merge(account.extra) { $1 }
+        return .json(status: 200, .object(claims))
     }
 
     /// The sign-in page every emulator shows: the request's parameters carried in hidden fields, the test

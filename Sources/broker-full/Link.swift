@@ -56,7 +56,7 @@ extension Broker {
                 return try await linkPassword(
                     session: session, accountToken: accountToken, settings: settings, api: api)
             }
-            let name = BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+            let name = Broker.Login.displayName(chosen)
             if device {
                 return try await linkOnAnotherDevice(
                     chosen, name: name, session: session, accountToken: accountToken, settings: settings)

@@ -44,10 +44,7 @@ extension Broker {
             if device && (email != nil || passwordStdin) {
                 throw ValidationError("--device signs in on another device: --email and --password-stdin do not apply")
             }
-            if let provider, !Self.knownProviders.contains(where: { $0.rawValue == provider }) {
-                let known = Self.knownProviders.map(\.rawValue).joined(separator: ", ")
-                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
-            }
+            if let provider { _ = try Self.providerID(provider) }
             guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         }
 
@@ -60,9 +57,7 @@ extension Broker {
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
-                let name =
-                    chosen == .passkey
-                    ? "a passkey" : BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                let name = chosen == .passkey ? "a passkey" : Self.displayName(chosen)
                 return try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
                     timeout: Double(timeout)
@@ -108,9 +103,27 @@ extension Broker {
             }
         }
 
-        /// The providers this build knows: the catalog's, `custom`, and `passkey` (a passkey on the broker's own
-        /// page, through the same loopback flow as a browser provider).
-        static var knownProviders: [ProviderID] { BrokerProviderSchemas.all.map(\.id) + [.custom, .passkey] }
+        /// The providers this build knows by name: the catalog's own, `custom`, and `passkey` (a passkey on the
+        /// broker's own page, through the same loopback flow as a browser provider). A broker may offer more under
+        /// ids its operator chose (`"type": "oidc"`), which `broker providers` lists.
+        static var knownProviders: [ProviderID] {
+            BrokerProviderSchemas.all.filter { !$0.typed }.map(\.id) + [.custom, .passkey]
+        }
+
+        /// `--provider`'s id: any well-formed one (the broker says whether it offers it).
+        static func providerID(_ text: String) throws(ValidationError) -> ProviderID {
+            guard let id = ProviderID(rawValue: text) else {
+                let known = knownProviders.map(\.rawValue).joined(separator: ", ")
+                throw ValidationError(
+                    "\"\(text.prefix(64))\" is not a provider id (\(known), or one broker providers lists)")
+            }
+            return id
+        }
+
+        /// The name a provider is shown by: the catalog's for one it knows, else its id.
+        static func displayName(_ id: ProviderID) -> String {
+            BrokerProviderSchemas.all.first { !$0.typed && $0.id == id }?.displayName ?? id.rawValue
+        }
 
         /// `broker link`'s and `broker unlink`'s `--provider`: a provider this build knows, not `passkey` (added
         /// and removed with `broker passkey`).
@@ -118,11 +131,7 @@ extension Broker {
             if provider == ProviderID.passkey.rawValue {
                 throw ValidationError("passkeys are added with broker passkey add")
             }
-            guard let id = knownProviders.first(where: { $0.rawValue == provider }) else {
-                let known = knownProviders.map(\.rawValue).joined(separator: ", ")
-                throw ValidationError("unknown provider id \"\(provider)\" (known: \(known))")
-            }
-            return id
+            return try providerID(provider)
         }
 
         func chooseProvider(api: BrokerAPI) async throws -> ProviderID {

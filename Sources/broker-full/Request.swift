@@ -184,7 +184,7 @@ extension Broker {
                 let credentials = try Credentials.gather(email: nil, passwordStdin: false, confirm: false)
                 try await Broker.Login.passwordSignIn(credentials, settings: settings, api: api)
             } else {
-                let name = BrokerProviderSchemas.all.first { $0.id == chosen }?.displayName ?? chosen.rawValue
+                let name = Broker.Login.displayName(chosen)
                 try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: false, timeout: 300
                 ).run()

@@ -47,11 +47,13 @@ extension Broker {
             var json = false
 
             func run() async throws {
-                let known = BrokerProviderSchemas.all.map(\.id) + [.custom]
                 let filter = try provider.map { name in
-                    guard let id = ProviderID(rawValue: name), known.contains(id) else {
-                        let names = known.map(\.rawValue).joined(separator: ", ")
-                        throw CommandFailure("--provider \(name) is not one of \(names)", status: .usage)
+                    guard let id = ProviderID(rawValue: name) else {
+                        let names = (BrokerProviderSchemas.all.filter { !$0.typed }.map(\.id) + [.custom])
+                            .map(\.rawValue).joined(separator: ", ")
+                        throw CommandFailure(
+                            "--provider \(name.prefix(64)) is not a provider id (\(names), or one configured with a type)",
+                            status: .usage)
                     }
                     return id
                 }

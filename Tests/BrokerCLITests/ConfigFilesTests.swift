@@ -1,3 +1,4 @@
+import BrokerConfiguration
 import BrokerCore
 import BrokerProviderSchemas
 import BrokerProviders
@@ -35,11 +36,14 @@ struct ConfigFilesTests {
         #expect(
             Set(files.map { $0.deletingLastPathComponent().lastPathComponent.lowercased() })
                 == Set(BrokerProviders.all.map(\.id.rawValue)))
-        #expect(files.count == 4, "\(files)")
+        #expect(files.count == 7, "\(files)")
+        let typed = Set(BrokerProviderSchemas.all.filter(\.typed).map(\.id.rawValue))
         for file in files {
             let value = try #require(JSONValue.parse(Array(try Data(contentsOf: file))), "\(file.lastPathComponent)")
             let urls = ConfigFilesTests.endpoints(in: value)
-            #expect(!urls.isEmpty, "\(file.lastPathComponent) names endpoints")
+            // A type of provider (oidc) has no endpoints of its own: each one's issuer names them.
+            let folder = file.deletingLastPathComponent().lastPathComponent.lowercased()
+            #expect(urls.isEmpty == typed.contains(folder), "\(folder)'s production.json names endpoints")
             for url in urls { #expect(url.hasPrefix("https://"), "\(file.lastPathComponent): \(url)") }
         }
     }
@@ -52,9 +56,19 @@ struct ConfigFilesTests {
         ] {
             #expect(value["server"]?[key] != nil, "server.\(key)")
         }
-        let listed = Set(value["providers"]?.objectValue?.keys.map { $0 } ?? [])
-        let known: Set<String> = Set(BrokerProviders.all.map { $0.id.rawValue }).union([ProviderID.custom.rawValue])
+        let sections = value["providers"]?.objectValue ?? [:]
+        let listed = Set(sections.filter { $0.value["type"] == nil }.keys)
+        let own = BrokerProviders.all.filter { !$0.schema.typed }.map { $0.id.rawValue }
+        let known: Set<String> = Set(own).union([ProviderID.custom.rawValue])
         #expect(listed == known)
+        // Each type of provider has an example under an id of its own.
+        for type in BrokerProviders.all.filter(\.schema.typed).map(\.id.rawValue) {
+            #expect(sections.values.contains { $0["type"]?.stringValue == type }, "an example of type \(type)")
+        }
+        // The example loads: every key it names is one the schemas accept.
+        let loaded = try ServerConfiguration.load(
+            catalog: BrokerProviderSchemas.all, file: (Array(data), "broker.example.json"), environment: [:])
+        #expect(loaded.displayName("gitlab") == "GitLab")
     }
 
     /// The configuration is checked against the schema list, the modules are built from the descriptor list: the

@@ -22,7 +22,121 @@ struct ConfigurationTests {
         let configuration = try ServerConfiguration.load(
             catalog: BrokerProviderSchemas.all, path: path, environment: [:])
         #expect(configuration.port == 8787 && configuration.audience == "broker")
-        #expect(configuration.enabledProviders == ["google", "facebook", "microsoftaccount", "twitter", .custom])
+        #expect(
+            configuration.enabledProviders == [
+                "google", "facebook", "microsoftaccount", "twitter", "github", "apple", "gitlab", .custom,
+            ])
+    }
+
+    static func load(_ json: String, environment: [String: String] = [:]) throws(ConfigurationError)
+        -> ServerConfiguration
+    {
+        try ServerConfiguration.load(
+            catalog: BrokerProviderSchemas.all, file: (Array(json.utf8), "test.json"), environment: environment)
+    }
+
+    /// `"type": "oidc"` under ids of the operator's choosing: as many as configured, in id order where the type
+    /// is in the catalog, each with its display name; declared in the environment alone too.
+    @Test func providersOfATypeUnderAnyID() throws {
+        let configuration = try Self.load(
+            """
+            {"providers": {
+              "zitadel": {"type": "oidc", "issuer": "https://z.example", "client_id": "c", "client_secret": "s"},
+              "corp-eu": {"type": "oidc", "issuer": "https://eu.example", "client_id": "c", "client_secret_file": "/f",
+                          "display_name": "Corp (EU)", "allowed_domains": ["corp.example"],
+                          "required_claims": ["groups=staff"], "scopes": ["openid", "email"]},
+              "github": {"type": "github", "client_id": "g", "client_secret": "s"}, "custom": {"enabled": true}}}
+            """,
+            environment: [
+                "BROKER_PROVIDERS_KEYCLOAK_TYPE": "oidc",
+                "BROKER_PROVIDERS_KEYCLOAK_ISSUER": "https://kc.example/realms/a",
+                "BROKER_PROVIDERS_KEYCLOAK_CLIENT_ID": "k", "BROKER_PROVIDERS_KEYCLOAK_CLIENT_SECRET": "ks",
+                "BROKER_PROVIDERS_CORP_EU_ALLOWED_DOMAINS": "corp.example, corp.test",
+            ])
+        #expect(configuration.enabledProviders == ["github", "corp-eu", "keycloak", "zitadel", .custom])
+        #expect(configuration.displayName("corp-eu") == "Corp (EU)")
+        #expect(configuration.displayName("zitadel") == "OpenID Connect")
+        #expect(configuration.displayName("github") == "GitHub")
+        #expect(configuration.providers["corp-eu"]?["allowed_domains"] == ["corp.example", "corp.test"])
+        #expect(configuration.providers["keycloak"]?["issuer"] == "https://kc.example/realms/a")
+        #expect(configuration.providerTypes["keycloak"] == "oidc")
+    }
+
+    @Test func providersOfATypeRefuseWhatIsWrong() {
+        let base = #""issuer": "https://z.example", "client_id": "c", "client_secret": "s""#
+        let cases: [(String, String, String)] = [
+            (#"{"providers": {"x": {"type": "saml", \#(base)}}}"#, "providers.x.type", "unknown provider type"),
+            (#"{"providers": {"x": {"type": 3}}}"#, "providers.x.type", "must be a string"),
+            (#"{"providers": {"Corp": {"type": "oidc", \#(base)}}}"#, "providers.Corp.type", "lowercase"),
+            (#"{"providers": {"passkey": {"type": "oidc", \#(base)}}}"#, "providers.passkey.type", "its own"),
+            (#"{"providers": {"google": {"type": "oidc", \#(base)}}}"#, "providers.google.type", "its own"),
+            (#"{"providers": {"mine": {"type": "github", \#(base)}}}"#, "providers.mine.type", "not under another id"),
+            (
+                #"{"providers": {"x": {"type": "oidc", "client_id": "c", "client_secret": "s"}}}"#,
+                "providers.x.issuer",
+                "required"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", "issuer": "https://z.example", "client_id": "c"}}}"#,
+                "providers.x.client_secret", "required"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", \#(base), "client_secret_file": "/f"}}}"#,
+                "providers.x.client_secret_file", "keep one"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", \#(base), "token_endpoint_auth_method": "private_key_jwt"}}}"#,
+                "providers.x.private_key_file", "required with private_key_jwt"
+            ),
+            (#"{"providers": {"x": {"type": "oidc", \#(base), "scopes": ["email"]}}}"#, "providers.x.scopes", "openid"),
+            (#"{"providers": {"x": {"type": "oidc", \#(base), "scopes": "openid"}}}"#, "providers.x.scopes", "list"),
+            (
+                #"{"providers": {"x": {"type": "oidc", \#(base), "allowed_domains": ["@corp"]}}}"#,
+                "providers.x.allowed_domains", "domain"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", \#(base), "required_claims": ["groups"]}}}"#,
+                "providers.x.required_claims", "claim=value"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", \#(base), "tenant": "common"}}}"#, "providers.x.tenant",
+                "unknown key"
+            ),
+            (
+                #"{"providers": {"x": {"type": "oidc", "issuer": "http://z.example", "client_id": "c", "client_secret": "s"}}}"#,
+                "providers.x.issuer", "https"
+            ),
+            (
+                #"{"providers": {"apple": {"client_id": "c", "team_id": "short", "key_id": "KEY1234567"}}}"#,
+                "providers.apple.team_id", "team id"
+            ),
+            (
+                #"{"providers": {"apple": {"client_id": "c", "team_id": "ABCDE12345", "key_id": "KEY1234567"}}}"#,
+                "providers.apple.private_key_file", "required"
+            ),
+            (#"{"providers": {"github": {"client_id": "c"}}}"#, "providers.github.client_secret", "required"),
+            (
+                #"{"providers": {"github": {"client_id": "c", "client_secret": "s", "base_url": "https://ghe.example/"}}}"#,
+                "providers.github.base_url", "trailing slash"
+            ),
+        ]
+        for (json, key, problem) in cases {
+            do {
+                _ = try Self.load(json)
+                Issue.record("accepted: \(json)")
+            } catch {
+                #expect(error.key == key && error.problem.contains(problem), "\(json): \(error)")
+            }
+        }
+        // The environment: a type for an id of another provider's, and a type against the file's.
+        #expect(throws: ConfigurationError.self) {
+            try Self.load("{}", environment: ["BROKER_PROVIDERS_FACEBOOK_TYPE": "oidc"])
+        }
+        #expect(throws: ConfigurationError.self) {
+            try Self.load(
+                #"{"providers": {"x": {"type": "oidc", \#(base)}}}"#, environment: ["BROKER_PROVIDERS_X_TYPE": "github"]
+            )
+        }
     }
 
     @Test func defaultsWithoutAFile() throws {

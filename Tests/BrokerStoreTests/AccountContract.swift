@@ -91,9 +91,13 @@ struct AccountContract {
         let updated = try await store.providerUser(
             Make.user("google", subject: "1234", email: "b@example.com", name: nil, at: 200))
         #expect(updated.id == created.id)
-        #expect(updated.email == "b@example.com" && updated.name == nil, "name and email follow the provider")
+        #expect(updated.email == "b@example.com", "the address follows the provider")
+        #expect(updated.name == "A", "a name the provider no longer sends is kept (Apple sends it once)")
         #expect(updated.createdAt == 100, "the first sign-in's time stays")
         #expect(try await store.user(id: created.id) == updated)
+        let renamed = try await store.providerUser(
+            Make.user("google", subject: "1234", email: "b@example.com", name: "B", at: 300))
+        #expect(renamed.name == "B", "a name the provider sends follows it")
         let other = try await store.providerUser(Make.user("facebook", subject: "1234"))
         #expect(other.id != created.id, "the same subject at another provider is another user")
         #expect(try await store.user(id: UserID(provider: "twitter", subject: "1234")) == nil)

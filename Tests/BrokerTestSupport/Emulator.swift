@@ -71,8 +71,24 @@ package final class EmulatorProcess: @unchecked Sendable {
           "twitter": {"client_id": "ZW11bGF0ZWQtdHdpdHRlci1jbGllbnQ", "client_secret": "emulated-twitter-client-secret",
           "authorization_endpoint": "\#(url)/twitter/i/oauth2/authorize",
           "token_endpoint": "\#(url)/twitter/2/oauth2/token", "userinfo_endpoint": "\#(url)/twitter/2/users/me"},
+          \#(newProviders),
           "custom": {"enabled": true}}}
         """#
+    }
+
+    /// GitHub, Apple (with the test key Config/emulated-apple.p8) and a provider of type `oidc` (`corp`, admitting
+    /// corp.example), pointed at this emulator: Config/emulated.json's sections, as members of `providers`.
+    package var newProviders: String {
+        let key = TestPaths.repositoryRoot.appendingPathComponent("Config/emulated-apple.p8").path
+        return #"""
+            "github": {"client_id": "Iv1.0e5a7ed0c11e47ab", "client_secret": "emulated-github-client-secret-0123456789ab",
+              "base_url": "\#(url)/github"},
+            "apple": {"client_id": "com.example.broker.signin", "team_id": "EMULTEAM01", "key_id": "EMULKEY001",
+              "private_key_file": "\#(key)", "issuer": "\#(url)/apple"},
+            "corp": {"type": "oidc", "display_name": "Example Corp", "issuer": "\#(url)/oidc",
+              "client_id": "emulated-oidc-client", "client_secret": "emulated-oidc-secret",
+              "allowed_domains": ["corp.example"]}
+            """#
     }
 
     package var brokerConfig: String { brokerConfig() }

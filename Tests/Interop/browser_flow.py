@@ -59,6 +59,19 @@ class Form(html.parser.HTMLParser):
             self.fields[attrs["name"]] = attrs["value"]
 
 
+def posted_back(status, headers, body):
+    """A provider that answers with `response_mode=form_post` (Sign in with Apple): its page posts a form to the
+    broker's callback, which relays it to a GET of its own (303). Plays that page (as a browser runs its
+    onload) and answers (status, headers, body) as a redirecting provider would have: the callback to follow."""
+    if status != 200 or b'id="form_post"' not in body:
+        return status, headers, body
+    form = Form()
+    form.feed(body.decode())
+    status, headers, body = get(form.action, urllib.parse.urlencode(form.fields).encode())
+    assert status == 303, f"form_post callback: {status} {body[:300]}"
+    return 302, headers, body
+
+
 def open_mode(start):
     """As $BROWSER for `broker login`: the CLI's start URL is the last argument. Holds an idle connection to
     the CLI's listener first (as browsers do), asks it for another path, then follows the flow to the loopback
@@ -99,7 +112,8 @@ def browse(start, result):
         form = Form()
         form.feed(body.decode())
         form.fields.update({"account": os.environ.get("BROWSER_ACCOUNT", "alice"), "decision": decision})
-        status, headers, _ = get(urllib.parse.urljoin(authorize, form.action), urllib.parse.urlencode(form.fields).encode())
+        status, headers, body = posted_back(
+            *get(urllib.parse.urljoin(authorize, form.action), urllib.parse.urlencode(form.fields).encode()))
         status, headers, _ = get(headers["Location"])
         assert status == 302, f"callback: {status}"
         target = headers["Location"]
@@ -140,7 +154,7 @@ def main():
     form.feed(body.decode())
     form.fields.update({"account": account, "decision": decision})
     action = urllib.parse.urljoin(authorize, form.action)
-    status, headers, _ = get(action, urllib.parse.urlencode(form.fields).encode())
+    status, headers, _ = posted_back(*get(action, urllib.parse.urlencode(form.fields).encode()))
     assert status == 302, f"consent: {status}"
     callback = headers["Location"]
     assert callback.startswith(f"{broker}/auth/{provider}/callback?"), callback

@@ -54,6 +54,8 @@ struct ProviderRegistryTests {
         // The catalogs keep the manifest's order, which is the order people see: all three the same.
         #expect(BrokerProviders.all.map(\.id) == BrokerProviderSchemas.all.map(\.id))
         let emulatorOrder = BrokerEmulators.all.map(\.path)
-        #expect(emulatorOrder == ["google", "facebook", "microsoft", "twitter"], "Package.swift's order")
+        #expect(
+            emulatorOrder == ["google", "facebook", "microsoft", "twitter", "github", "apple", "oidc"],
+            "Package.swift's order")
     }
 }

@@ -326,7 +326,9 @@ final class DeviceService: ContextualService {
         }
         logger.info(
             "signed in for a device", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-        audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "device"])
+        audit.record(
+            "sign_in", user: user.id,
+            fields: vouched.details.merging(["provider": provider.rawValue, "flow": "device"]) { $1 })
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
             signedInWith: provider, proof: DeviceApproval.proof(identity: record))

@@ -413,11 +413,14 @@ final class AuthorizationService: ContextualService {
         }
         if isCLI {
             logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-            audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue])
+            audit.record(
+                "sign_in", user: user.id, fields: vouched.details.merging(["provider": provider.rawValue]) { $1 })
         } else {
             logger.info(
                 "signed in for an app", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
-            audit.record("sign_in", user: user.id, fields: ["provider": provider.rawValue, "flow": "app"])
+            audit.record(
+                "sign_in", user: user.id,
+                fields: vouched.details.merging(["provider": provider.rawValue, "flow": "app"]) { $1 })
         }
         guard browserBound else {
             return .redirect(

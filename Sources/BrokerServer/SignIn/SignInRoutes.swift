@@ -23,6 +23,14 @@ struct SignInRoutes {
                     provider: context.parameters.get("provider") ?? "", query: try Server.query(request),
                     cookie: request.headers.value(.cookie), address: context.clientAddress))
         }
+        // response_mode=form_post (Sign in with Apple): relayed into the GET above (SignInService.relay).
+        routes.post("/auth/:provider/callback") { request, context in
+            let input = try await Server.input(request, allowForm: true)
+            return Server.response(
+                try signIn.relay(
+                    provider: context.parameters.get("provider") ?? "", form: input.textFields,
+                    address: context.clientAddress))
+        }
         return routes
     }
 }

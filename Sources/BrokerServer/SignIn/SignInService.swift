@@ -42,10 +42,9 @@ package final class SignInService: ContextualService {
         var list: [ProvidersResponse.Entry] = configuration.enabledProviders.filter {
             $0 == .custom || identityProviders[$0] != nil
         }.map { id in
-            let schema = configuration.schema(id)
-            return ProvidersResponse.Entry(
-                id: id.rawValue, name: schema?.displayName ?? "Email and password",
-                flow: (schema?.flow ?? .password).rawValue)
+            ProvidersResponse.Entry(
+                id: id.rawValue, name: configuration.displayName(id) ?? id.rawValue,
+                flow: (configuration.schema(id)?.flow ?? .password).rawValue)
         }
         if passkeysEnabled { list.append(ProvidersResponse.Entry(id: "passkey", name: "Passkey", flow: "browser")) }
         return APIResponse(status: 200, body: ProvidersResponse(providers: list).json)
@@ -72,16 +71,18 @@ package final class SignInService: ContextualService {
     ) throws -> [ProviderID: any IdentityProvider] {
         var modules: [ProviderID: any IdentityProvider] = [:]
         for id in configuration.enabledProviders where id != .custom {
-            guard let descriptor = descriptors.first(where: { $0.id == id }), let section = configuration.providers[id]
+            let schema = configuration.schema(id)
+            guard let schema,
+                let descriptor = descriptors.first(where: { $0.id == schema.id && $0.schema.typed == schema.typed }),
+                let section = configuration.providers[id]
             else {
                 throw ConfigurationError(
                     source: "providers.\(id)", key: nil, problem: "this build has no module for the provider")
             }
             do throws(ProviderError) {
-                modules[descriptor.id] = try descriptor.make(
-                    ProviderSection(id: descriptor.id, values: section), context)
+                modules[id] = try descriptor.make(ProviderSection(id: id, values: section), context)
             } catch {
-                throw ConfigurationError(source: "providers.\(descriptor.id)", key: nil, problem: error.description)
+                throw ConfigurationError(source: "providers.\(id)", key: nil, problem: error.reasonText)
             }
         }
         return modules
@@ -249,10 +250,63 @@ package final class SignInService: ContextualService {
         ProviderID(rawValue: name).flatMap { identityProviders[$0] == nil ? nil : $0.rawValue } ?? "unknown"
     }
 
+    /// The fields of a provider's form post that the callback reads; anything else is dropped.
+    static let relayedFields = ["code", "state", "error", "error_description", "user"]
+    /// How long a relayed form post may take to come back as a GET (one browser redirect).
+    static let relayLifetime: Int64 = 120
+
+    /// `POST /auth/{provider}/callback` (`response_mode=form_post`: Sign in with Apple). The provider's page
+    /// posts across sites, so the browser sends no `SameSite=Lax` cookie — neither the binding cookie nor any
+    /// other — and nothing is checked or done here: the fields the callback reads are sealed (AES-256-GCM under
+    /// the flow key, for this provider, two minutes) and the browser is sent with them to `GET` the callback
+    /// (303). That GET is a top-level navigation, which carries the Lax cookies, and is checked exactly as a
+    /// redirecting provider's callback is — state, marker, browser binding — so the form post earns an attacker
+    /// nothing a callback URL would not.
+    func relay(provider name: String, form: [String: String], address: String?) throws -> APIResponse {
+        try limit(address)
+        let (provider, module) = try browserProvider(name)
+        guard module.callbackMethod == .formPost else {
+            throw APIError.methodNotAllowed(
+                "\(displayName(provider)) answers with a redirect; its callback is GET only")
+        }
+        var fields: [String: JSONValue] = ["exp": .int(now + Self.relayLifetime)]
+        for key in Self.relayedFields {
+            guard let value = form[key] else { continue }
+            guard value.utf8.count <= 8192 else {
+                throw APIError.invalidRequest("the provider's \(key) is longer than this broker accepts")
+            }
+            fields[key] = .string(value)
+        }
+        let box = try AESGCM.seal(
+            JSONValue.object(fields).serializedBytes, key: flowKey, associatedData: Array("relay:\(provider)".utf8))
+        return APIResponse(
+            status: 303, body: .object([:]),
+            headers: [
+                ("Location", callbackURL(provider) + "?relay=" + Base64URL.encode(box)), ("Cache-Control", "no-store"),
+            ])
+    }
+
+    /// A callback's query: a relayed form post's fields (``relay(provider:form:address:)``), opened and in time;
+    /// else the query itself.
+    func callbackFields(_ provider: ProviderID, _ query: [String: String]) throws -> [String: String] {
+        guard let relayed = query["relay"] else { return query }
+        guard let box = Base64URL.decode(relayed),
+            let opened = AESGCM.open(box, key: flowKey, associatedData: Array("relay:\(provider)".utf8)),
+            let fields = JSONValue.parse(opened)?.objectValue, case .int(let expiry)? = fields["exp"]
+        else { throw APIError.invalidRequest("this sign-in's relayed answer was not made by this broker") }
+        guard now <= expiry else {
+            throw APIError.invalidRequest("this sign-in's relayed answer has expired; start again")
+        }
+        var query: [String: String] = [:]
+        for key in Self.relayedFields { query[key] = fields[key]?.stringValue }
+        return query
+    }
+
     /// `GET /auth/{provider}/callback`, up to the identity: the sealed state opened and checked, the provider
     /// asked, the marker spent. Throws ``SignInRedirect`` (the error for whoever asked) when it ends without one.
     func vouch(provider name: String, query: [String: String], cookie: String?) async throws -> VouchedSignIn {
         let (provider, module) = try browserProvider(name)
+        let query = try callbackFields(provider, query)
         guard let state = query["state"], let sealed = SealedSignIn.open(state, key: flowKey, provider: provider)
         else {
             throw APIError.invalidRequest("this sign-in's state is missing or was not issued by this broker")
@@ -309,12 +363,17 @@ package final class SignInService: ContextualService {
         guard try await store.spendStateMarker(marker, expiresAt: expiry) else {
             throw APIError.invalidRequest("this sign-in has already been completed")
         }
+        if !identity.details.isEmpty {
+            var metadata: Logger.Metadata = ["broker.provider": "\(provider)"]
+            for (key, value) in identity.details { metadata["broker.\(key)"] = "\(value)" }
+            logger.info("provider sign-in details", metadata: metadata)
+        }
         return VouchedSignIn(
             provider: provider,
             identity: IdentityRecord(
                 provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
                 name: identity.name),
-            sealed: sealed)
+            sealed: sealed, details: identity.details)
     }
 
     /// A sign-in that ends without a user: for an authorization request, the error at its redirect URI (the
@@ -356,6 +415,8 @@ struct VouchedSignIn: Sendable {
     let provider: ProviderID
     let identity: IdentityRecord
     let sealed: SealedSignIn
+    /// What else the provider said of the account (``Identity/details``), recorded with the sign-in.
+    var details: [String: String] = [:]
 }
 
 /// A sign-in that failed at the provider or in time and is answered with a redirect to the client carrying the

@@ -73,13 +73,14 @@ extension SQLiteStore {
                 db, sql: "SELECT user_id FROM identities WHERE provider = ? AND subject = ?",
                 arguments: [identity.provider.rawValue, identity.subject])
             {
+                // A name the provider sends only once (Sign in with Apple: the first sign-in) is kept after it.
                 try db.execute(
-                    sql: "UPDATE identities SET email = ?, name = ? WHERE provider = ? AND subject = ?",
+                    sql: "UPDATE identities SET email = ?, name = COALESCE(?, name) WHERE provider = ? AND subject = ?",
                     arguments: [identity.email, identity.name, identity.provider.rawValue, identity.subject])
                 // The user's own email and name follow the identity their id was made from.
                 if owner == identity.derivedUserID.description {
                     try db.execute(
-                        sql: "UPDATE users SET email = ?, name = ? WHERE id = ?",
+                        sql: "UPDATE users SET email = ?, name = COALESCE(?, name) WHERE id = ?",
                         arguments: [identity.email, identity.name, owner])
                 }
                 guard let user = try Row.fetchOne(db, sql: selectUser, arguments: [owner]).flatMap(Self.user) else {
