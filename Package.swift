@@ -434,8 +434,8 @@ let package = Package(
         .testTarget(
             name: "BrokerCLITests",
             dependencies: [
-                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerProviders",
-                "BrokerProviderSchemas",
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP",
+                "BrokerProviders", "BrokerProviderSchemas",
                 "BrokerSystem",
                 "BrokerTesting", "ProviderSupport",
             ],
