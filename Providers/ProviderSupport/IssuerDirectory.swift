@@ -32,6 +32,9 @@ package final class IssuerDirectory: Sendable {
         var document: [String: JSONValue] = [:]
         var fetchedAt: Double = -.infinity
         var lastAttempt: Double = -.infinity
+        /// When a token's unknown `kid` last made a fetch: those are what the interval limits (a fetch for
+        /// freshness does not use up the next rotation's).
+        var lastKidRefetch: Double = -.infinity
         /// The fetch under way; concurrent requests wait for it rather than fail or fetch again.
         var inFlight: Task<Result<Metadata, Failure>, Never>?
     }
@@ -82,8 +85,11 @@ package final class IssuerDirectory: Sendable {
                 let known = kid.map { keys.keys[$0] != nil } ?? true
                 let metadata = Metadata(document: entry.document, keys: keys)
                 if fresh && known { return .use(metadata) }
-                // Stale, or a kid we do not know, but we fetched a moment ago: answer from what we have.
-                if now - entry.lastAttempt < refetchInterval { return .use(metadata) }
+                // A kid we do not know, but one sent us fetching a moment ago; or stale, and we fetched a moment
+                // ago: answer from what we have.
+                if !known && now - entry.lastKidRefetch < refetchInterval { return .use(metadata) }
+                if known && now - entry.lastAttempt < refetchInterval { return .use(metadata) }
+                if !known { entry.lastKidRefetch = now }
             }
             let task = Task { () -> Result<Metadata, Failure> in
                 do throws(Failure) {
