@@ -425,10 +425,12 @@ let package = Package(
         .testTarget(
             name: "ProviderTests",
             dependencies: [
+                "AppleEmulator", "GitHubEmulator", "OIDCSchema", "AppleSchema", "GitHubSchema",
                 "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerProviderSchemas", "BrokerProviders", "BrokerTesting",
                 "OpenIDConnect", "ProviderSchemaSupport", "ProviderSupport", "BrokerEmulators", "ProviderEmulators",
                 logging,
             ] + providerModules,
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -132,7 +132,7 @@ package final class AppleProvider: IdentityProvider {
 
     /// The name in the first sign-in's `user` form member: `{"name": {"firstName", "lastName"}, "email"}`. Only the
     /// name is read from it — it is not signed, so the address comes from the ID token alone.
-    static func name(fromUser text: String?) -> String? {
+    package static func name(fromUser text: String?) -> String? {
         guard let text, text.utf8.count <= 4096, let name = JSONValue.parse(Array(text.utf8))?["name"] else {
             return nil
         }

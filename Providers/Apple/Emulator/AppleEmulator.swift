@@ -1,4 +1,4 @@
-import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import HTTPTypes
 import Hummingbird
@@ -56,12 +56,12 @@ package enum AppleEmulator {
         let expiresAt: Int64
     }
 
-    final class State: Sendable {
+    package final class State: Sendable {
         let signer: JWTSigner
         let grants = Mutex<[String: Grant]>([:])
         /// The subjects that have signed in once: `user` is posted only the first time.
         let known = Mutex<Set<String>>([])
-        init() throws { signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048))) }
+        package init() throws { signer = try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048))) }
     }
 
     static func error(_ code: String) -> OpenIDEmulator.Reply {
@@ -107,7 +107,9 @@ package enum AppleEmulator {
                 """)
     }
 
-    static func consent(_ form: [String: String], state: State, clock: any WallClock) throws -> OpenIDEmulator.Reply {
+    package static func consent(_ form: [String: String], state: State, clock: any WallClock) throws
+        -> OpenIDEmulator.Reply
+    {
         if let refusal = refusal(form) { return refusal }
         let redirect = form["redirect_uri"] ?? ""
         var fields: [(String, String)] = []
@@ -153,7 +155,7 @@ package enum AppleEmulator {
         }
     }
 
-    static func token(_ form: [String: String], state: State, issuer: String, clock: any WallClock) throws
+    package static func token(_ form: [String: String], state: State, issuer: String, clock: any WallClock) throws
         -> OpenIDEmulator.Reply
     {
         guard form["client_id"] == clientID, let secret = form["client_secret"],
@@ -180,7 +182,7 @@ package enum AppleEmulator {
         return .json(
             status: 200,
             .object([
-                "access_token": .string(accessToken), "token_type": "Bearer", "expires_in": 3600,
+                "access_token": .string(accessToken), "token_type": "bearer", "expires_in": 3600,
                 "refresh_token": .string("r" + (try SecureRandom.token(byteCount: 24)) + ".0.emul"),
                 "id_token": .string(try state.signer.sign(claims: claims)),
             ]))

@@ -1,4 +1,4 @@
-import BrokerCore
+package import BrokerCore
 import BrokerCrypto
 import HTTPTypes
 import Hummingbird
@@ -77,7 +77,7 @@ package enum GitHubEmulator {
     }()
 
     /// `GET /user` for `account`: the fields of GitHub's documented example that the broker reads, and more.
-    static func user(_ account: OAuth2Emulator.Account, base: String) -> JSONValue {
+    package static func user(_ account: OAuth2Emulator.Account, base: String) -> JSONValue {
         .object([
             "login": .string(account.id), "id": .int(Int64(account.userID) ?? 0),
             "node_id": .string("MDQ6VXNlcj" + account.userID), "type": "User", "site_admin": false,
@@ -88,7 +88,7 @@ package enum GitHubEmulator {
 
     /// `GET /user/emails`: the primary address (verified unless the user is one of ``unverified``) and a
     /// verified `users.noreply` one that is not primary.
-    static func emails(_ account: OAuth2Emulator.Account) -> JSONValue {
+    package static func emails(_ account: OAuth2Emulator.Account) -> JSONValue {
         .array([
             .object([
                 "email": .string(account.email ?? "\(account.id)@example.com"), "primary": true,
