@@ -100,6 +100,43 @@ struct DeviceFlowTests {
         #expect(try await server.me(session.accessToken.exposed, heldBy: client).status == 200)
     }
 
+    /// Sign in with Apple on the phone, with Apple's emulator on another site (`localhost`) than the broker
+    /// (`127.0.0.1`): its answer is a cross-site form post, which carries no SameSite=Lax cookie — the device
+    /// binding among them. The broker relays it to a GET of its own, which carries the cookie, and the binding
+    /// holds: the phone that typed the code is the one that may allow.
+    @Test func appleOnAPhoneAnswersWithACrossSiteFormPost() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let otherSite = emulator.url.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let server = try await BrokerProcess.start(
+            config: emulator.brokerConfig.replacingOccurrences(of: emulator.url + "/apple", with: otherSite + "/apple"))
+        defer { server.stop() }
+        let client = try ClientHome(server: server)
+        let login = try Login(client, ["--provider", "apple"])
+        let code = try await login.userCode()
+        let pages = try await Self.chromium(server, code: code, way: "apple", decision: "allow")
+        #expect(pages["confirm"] == "Allow this device?", "\(pages)")
+        #expect(pages["confirm_text"]?.stringValue?.contains("ada@example.com") == true, "\(pages)")
+        #expect(pages["result"] == "You are signed in on the device")
+        #expect(try await login.finish() == 0, "\(login.stderr)")
+        #expect(try client.cached()?.userID.description == "apple:001234.5f3c0b5e9a8d4c2e8f1a6b7c9d0e1f2a.1234")
+        #expect(server.stderr.contains("http.path=/auth/apple/callback"), "the callback was reached")
+    }
+
+    @Test func corpAndGitHubOnAPhone() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        for (provider, user) in [("corp", "corp:u-7f3a9c21"), ("github", "github:583231")] {
+            let client = try ClientHome(server: server)
+            let login = try Login(client, ["--provider", provider])
+            let code = try await login.userCode()
+            let pages = try await Self.chromium(server, code: code, way: provider, decision: "allow")
+            #expect(pages["result"] == "You are signed in on the device", "\(provider): \(pages)")
+            #expect(try await login.finish() == 0, "\(provider): \(login.stderr)")
+            #expect(try client.cached()?.userID.description == user)
+        }
+    }
+
     @Test func linkingGoogleFromAMachineWithoutABrowser() async throws {
         let emulator = try await EmulatorProcess.start()
         let server = try await BrokerProcess.start(config: emulator.googleOnlyConfig)

@@ -3,8 +3,10 @@
 Debian's chromium-driver): opens the broker's /device page, types the code, signs in, and allows or denies.
 
 Usage: device_in_chromium.py BROKER_URL USER_CODE WAY DECISION SCREENSHOT_DIR [EMAIL]
-WAY: google (through `broker emulate`'s consent page, account alice) or custom (EMAIL, and the password from
-the environment variable DEVICE_PASSWORD — never from argv). DECISION: allow or deny.
+WAY: a provider of `broker emulate` — google, github, apple (whose answer is a form post its page submits, as
+Apple's does), corp (Config/emulated.json's provider of type oidc) — through its consent page, first account;
+or custom (EMAIL, and the password from the environment variable DEVICE_PASSWORD — never from argv).
+DECISION: allow or deny.
 The code is typed lower-case and without its hyphen, as people do. Prints one JSON object with each page's
 title ({"entry", "choice", "asking", "confirm", "result", "result_text"}) and writes screenshots of each
 broker page at a phone's width and a desktop's into SCREENSHOT_DIR (device-<page>-<phone|desktop>.png).
@@ -47,9 +49,10 @@ try:
     result["choice"] = title()
     result["asking"] = driver.find_element(By.CSS_SELECTOR, ".asking").text
     shoot("choice")
-    if way == "google":
-        driver.find_element(By.XPATH, "//button[contains(., 'Google')]").click()
-        wait_for("//*[@id='allow']").click()  # the emulator's consent page, first account (alice)
+    if way != "custom":
+        label = {"google": "Google", "github": "GitHub", "apple": "Apple", "corp": "Example Corp"}[way]
+        driver.find_element(By.XPATH, f"//button[contains(., '{label}')]").click()
+        wait_for("//*[@id='allow']").click()  # the emulator's consent page, first account
     else:
         driver.find_element(By.ID, "email").send_keys(sys.argv[6])
         driver.find_element(By.ID, "password").send_keys(os.environ["DEVICE_PASSWORD"])
@@ -64,6 +67,11 @@ try:
     result["result"] = title()
     result["result_text"] = driver.find_element(By.TAG_NAME, "p").text
     shoot("result-" + decision)
+except BaseException:
+    # Where it stopped, for whoever reads the failure.
+    print("stopped at %s: %s" % (driver.current_url, driver.find_element(By.TAG_NAME, "body").text[:500]),
+          file=sys.stderr)
+    raise
 finally:
     driver.quit()
 print(json.dumps(result))

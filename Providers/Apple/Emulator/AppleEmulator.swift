@@ -195,9 +195,14 @@ package enum AppleEmulator {
         let server = routes.base
         let clock = routes.clock
         let approveAs = routes.approveAs
-        let base: @Sendable () -> String = { server.value + "/apple" }
-        routes.get("/apple/.well-known/openid-configuration") { _, _ in
-            .json(
+        // The issuer is the host the emulator is reached at (`127.0.0.1` or `localhost`: another site, so that a
+        // browser's form post to the broker is cross-site, as Apple's is).
+        let base: @Sendable (Request) -> String = { request in
+            request.head.authority.map { "http://\($0)/apple" } ?? server.value + "/apple"
+        }
+        routes.get("/apple/.well-known/openid-configuration") { request, _ in
+            let base = { base(request) }
+            return .json(
                 status: 200,
                 .object([
                     "issuer": .string(base()), "authorization_endpoint": .string(base() + "/auth/authorize"),
@@ -236,7 +241,7 @@ package enum AppleEmulator {
             try consent(try await EmulatorRoutes.form(request), state: state, clock: clock)
         }
         routes.post("/apple/auth/token") { request, _ in
-            try token(try await EmulatorRoutes.form(request), state: state, issuer: base(), clock: clock)
+            try token(try await EmulatorRoutes.form(request), state: state, issuer: base(request), clock: clock)
         }
     }
 }
