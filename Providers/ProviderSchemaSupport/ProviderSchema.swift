@@ -55,9 +55,11 @@ package struct ProviderSchema: Sendable {
         return keys.first { $0.name == name }
     }
 
-    /// The name people see for the provider configured by `section`: its `display_name`, else the schema's.
+    /// The name people see for the provider configured by `section`: its `display_name`, else — for a provider
+    /// of a type, which the operator named — its id, else the schema's.
     package func displayName(for section: ProviderSection) -> String {
-        key("display_name") == nil ? displayName : section.text("display_name") ?? displayName
+        guard key("display_name") != nil else { return displayName }
+        return section.text("display_name") ?? (typed ? section.id.rawValue : displayName)
     }
 
     /// The production defaults of the keys that have one (what the provider folder's `production.json` holds).

@@ -160,3 +160,74 @@ struct UpstreamProviderTests {
         #expect(try other.cached() == nil)
     }
 }
+
+/// Upstreams that answer badly (Tests/Interop/bad_upstream.py) — slowly, with HTML, with a huge body, with an
+/// error page — and subjects that belong to someone else: each ends in a clear message and exit 1 at the CLI,
+/// nothing cached and no user written.
+@Suite("a provider of type oidc when the upstream answers badly, and linking across the new providers")
+struct BadUpstreamTests {
+    @Test func eachBadAnswerIsAClearFailureAndWritesNothing() async throws {
+        let script = TestPaths.interop("bad_upstream.py")
+        let upstream = try await offThread { try ScriptServer(script, prefix: "listening ") }
+        defer { upstream.close() }
+        let modes: [(String, String)] = [
+            ("discovery-html", "not JSON"), ("discovery-huge", "discovery"), ("discovery-slow", "discovery"),
+            ("token-html", "code exchange was refused"), ("token-huge", "token endpoint"),
+            ("token-slow", "token endpoint"), ("token-500", "HTTP 500"),
+        ]
+        let sections = modes.map { mode, _ in
+            #""\#(mode)": {"type": "oidc", "issuer": "\#(upstream.ready)/\#(mode)", "client_id": "c", "client_secret": "s"}"#
+        }.joined(separator: ", ")
+        // One second for every outbound call: the slow upstream is given up on, whatever the machine's speed.
+        let server = try await BrokerProcess.start(
+            config: #"{"server": {"http_timeout": 1}, "providers": {\#(sections)}}"#)
+        defer { server.stop() }
+        for (mode, reason) in modes {
+            let client = try ClientHome(server: server)
+            let (result, page) = try await CLIBrowserLoginTests.login(server, client, provider: mode)
+            #expect(result.status == 1, "\(mode): \(result.stderr)")
+            #expect(result.stderr.contains(reason), "\(mode): \(result.stderr)")
+            if mode.hasPrefix("token") { #expect(page?["page_status"]?.intValue == 400, "\(mode)") }
+            #expect(try client.cached() == nil, "\(mode)")
+        }
+        let users = try await CLI.run(["users", "list", "--json", "--data-dir", server.dataDirectory])
+        #expect(users.status == 0 && JSONValue.parse(Array(users.stdout.utf8))?["users"] == [], "\(users.stdout)")
+    }
+
+    /// A custom account links GitHub, Apple and corp through the CLI; each then signs in as that user. Another
+    /// user who tries to link one of them is refused, and keeps what they had.
+    @Test func linkingWorksAcrossTheNewProviders() async throws {
+        let emulator = try await EmulatorProcess.start()
+        let server = try await BrokerProcess.start(config: emulator.brokerConfig)
+        defer { server.stop() }
+        let ada = try ClientHome(server: server)
+        try await ada.register("ada@example.com")
+        let adaID = try #require(try ada.cached()).userID
+        for (provider, account) in [("github", "octocat"), ("apple", "ada"), ("corp", "alice")] {
+            let (linked, _) = try await CLIBrowserLoginTests.login(
+                ada, provider: provider, browser: ["BROWSER_ACCOUNT": account], command: "link")
+            #expect(linked.status == 0, "\(provider): \(linked.stderr)")
+            let laptop = try ClientHome(server: server)
+            let (signedIn, _) = try await CLIBrowserLoginTests.login(
+                laptop, provider: provider, browser: ["BROWSER_ACCOUNT": account])
+            #expect(signedIn.status == 0, "\(provider): \(signedIn.stderr)")
+            #expect(try laptop.cached()?.userID == adaID, "\(provider) signs in as Ada")
+        }
+        let listed = try #require(JSONValue.parse(Array(try await ada.run(["whoami", "--json"]).stdout.utf8)))
+        #expect(
+            listed["identities"]?.arrayValue?.compactMap { $0["provider"]?.stringValue }
+                == ["custom", "github", "apple", "corp"], "\(listed)")
+
+        let bob = try ClientHome(server: server)
+        try await bob.register("bob@example.com")
+        let before = try await bob.run(["whoami", "--json"]).stdout
+        let (refused, page) = try await CLIBrowserLoginTests.login(
+            bob, provider: "corp", browser: ["BROWSER_ACCOUNT": "alice"], command: "link")
+        #expect(refused.status == 1 && refused.stderr.contains("already signs in as another broker user"))
+        #expect(page?["page_status"]?.intValue == 400)
+        let after = try await bob.run(["whoami", "--json"]).stdout
+        #expect(
+            JSONValue.parse(Array(before.utf8))?["identities"] == JSONValue.parse(Array(after.utf8))?["identities"],
+            "Bob's ways in are what they were")
+    }
+}

@@ -55,7 +55,7 @@ struct ConfigurationTests {
             ])
         #expect(configuration.enabledProviders == ["github", "corp-eu", "keycloak", "zitadel", .custom])
         #expect(configuration.displayName("corp-eu") == "Corp (EU)")
-        #expect(configuration.displayName("zitadel") == "OpenID Connect")
+        #expect(configuration.displayName("zitadel") == "zitadel", "no display_name: the id the operator chose")
         #expect(configuration.displayName("github") == "GitHub")
         #expect(configuration.providers["corp-eu"]?["allowed_domains"] == ["corp.example", "corp.test"])
         #expect(configuration.providers["keycloak"]?["issuer"] == "https://kc.example/realms/a")

@@ -120,9 +120,18 @@ package final class SignInService: ContextualService {
         let request = CLIClient.loopbackAuthorization(
             redirectURI: redirectURI, state: cliState, codeChallenge: challenge,
             expiresAt: now + AuthorizationRequest.lifetime, link: link)
-        return try await redirect(
-            to: provider, module: module, purpose: .authorization(request: try request.seal(key: flowKey), binding: nil)
-        )
+        do {
+            return try await redirect(
+                to: provider, module: module,
+                purpose: .authorization(request: try request.seal(key: flowKey), binding: nil))
+        } catch let error as APIError where error.status == 503 {
+            // The provider cannot be reached (or answered discovery badly): the CLI waiting at its loopback
+            // address hears it at once (RFC 6749 §4.1.2.1), rather than when its wait runs out.
+            metrics.signIn(provider: provider.rawValue, outcome: "provider_error")
+            return .redirect(
+                request.response(
+                    [("error", "temporarily_unavailable"), ("error_description", error.detail)], issuer: issuer))
+        }
     }
 
     /// The device flow's sign-in at a provider (`POST /auth/device/signin`): the same sealed state, for the
