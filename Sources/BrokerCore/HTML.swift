@@ -59,6 +59,7 @@ extension HTML {
             .asking { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: .6rem .8rem; }
             button { margin-top: 1.2rem; width: 100%; padding: .7rem; font-size: 1rem; color: #fff; background: #1f6feb; border: 0; border-radius: 6px; }
             button.secondary { color: #1f2328; background: #f6f8fa; border: 1px solid #d0d7de; }
+            button img.icon { vertical-align: -3px; margin-right: 4px; }
             button.danger { color: #fff; background: #cf222e; }
             .or { text-align: center; color: #59636e; margin: 1.2rem 0 0; }
             .problem { color: #a40e26; background: #ffebe9; border: 1px solid #ff8182; border-radius: 6px; padding: .6rem; }

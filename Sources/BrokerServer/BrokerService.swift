@@ -47,6 +47,15 @@ package struct APIResponse: Sendable {
 /// configuration (the one place that does, for production and the in-process tests alike) and runs the periodic
 /// work; the router hands each feature's routes only the services they use (``BrokerHTTPServer/router``).
 package final class BrokerService: ContextualService {
+    /// A provider's secret file (`client_secret_file`, `private_key_file`), `~` expanded.
+    static let readSecretFile: @Sendable (String) throws(ProviderError) -> String = { path throws(ProviderError) in
+        do throws(PosixFile.Failure) {
+            return try PosixFile.readSecret(path: PosixFile.expandingTilde(path))
+        } catch {
+            throw .invalidResponse("cannot read \(path): \(error.reason)")
+        }
+    }
+
     /// The client id of sessions started by the `broker` CLI (a public client: no secret, RFC 8252).
     package static let cliClientID = TokenIssuer.cliClientID
 
@@ -185,14 +194,8 @@ package final class BrokerService: ContextualService {
                 context: ProviderContext(
                     http: outbound, clock: clock,
                     directory: IssuerDirectory(http: outbound, clock: clock, logger: logger, freshFor: 3600),
-                    readSecretFile: { path throws(ProviderError) in
-                        do throws(PosixFile.Failure) {
-                            return try PosixFile.readSecret(path: PosixFile.expandingTilde(path))
-                        } catch {
-                            throw .invalidResponse("cannot read \(path): \(error.reason)")
-                        }
-                    })),
-            flowKey: flowKey)
+                    readSecretFile: Self.readSecretFile)),
+            flowKey: flowKey, icons: try ProviderIcon.load(configuration))
         let passkeys = PasskeyService(context: context, flowKey: flowKey)
         self.passkeys = passkeys
         devices = DeviceService(context: context, accounts: accounts, signIn: signIn, passkeys: passkeys)

@@ -1,5 +1,6 @@
 package import BrokerConfiguration
 package import BrokerCore
+import BrokerHTTPTypes
 package import BrokerStore
 import BrokerSystem
 package import Logging
@@ -84,6 +85,36 @@ package enum BrokerStartup {
             logger: logger, clock: clock, audit: audit, mailPassword: secrets.mailPassword)
     }
 
+    /// Builds the provider modules once and reads the providers' icons, before any store or data directory is
+    /// opened: a key file that cannot be read, a key of the wrong kind, an icon that is not an image is a
+    /// configuration error of `source` (the file), and nothing has been made yet. No module calls out while it
+    /// is built; the transport here refuses every call.
+    package static func checkProviders(
+        _ configuration: ServerConfiguration, providers: [ProviderDescriptor], source: String,
+        clock: any WallClock = SystemClock()
+    ) throws(ConfigurationError) {
+        func rephrased(_ error: ConfigurationError) -> ConfigurationError {
+            ConfigurationError(
+                source: source, key: nil,
+                problem: error.problem.hasPrefix("providers.") ? error.problem : "\(error.source): \(error.problem)")
+        }
+        let refusing: @Sendable () -> any HTTPTransport = { RefusingTransport() }
+        let logger = Logger(label: "broker.check")
+        do {
+            _ = try SignInService.makeProviders(
+                configuration, from: providers,
+                context: ProviderContext(
+                    http: refusing, clock: clock,
+                    directory: IssuerDirectory(http: refusing, clock: clock, logger: logger),
+                    readSecretFile: BrokerService.readSecretFile))
+            _ = try ProviderIcon.load(configuration)
+        } catch let error as ConfigurationError {
+            throw rephrased(error)
+        } catch {
+            throw ConfigurationError(source: source, key: nil, problem: "\(error)")
+        }
+    }
+
     /// Where `GET /metrics` is served, and the token it asks for.
     package static func metricsEndpoint(_ configuration: ServerConfiguration, secrets: Secrets) -> MetricsEndpoint {
         MetricsEndpoint(port: configuration.metricsPort, host: configuration.metricsHost, token: secrets.metricsToken)
@@ -94,5 +125,12 @@ package enum BrokerStartup {
         ConnectionLimits(
             maxConnections: configuration.maxConnections, requestTimeout: configuration.requestTimeout,
             perAddress: configuration.connectionsPerAddress, trustedProxies: configuration.trustedProxies)
+    }
+}
+
+/// The transport of ``BrokerStartup/checkProviders(_:providers:source:clock:)``: building a module calls nowhere.
+private struct RefusingTransport: HTTPTransport {
+    func send(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+        throw HTTPClientError(kind: .connectionFailed, message: "no outbound call while the configuration is checked")
     }
 }

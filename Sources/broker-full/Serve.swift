@@ -83,6 +83,8 @@ extension Broker {
                 if let issuer { configuration.issuer = issuer }
                 if let signingKey { configuration.signingKeyFile = signingKey }
                 try configuration.validate(source: store.config ?? "command line")
+                try BrokerStartup.checkProviders(
+                    configuration, providers: BrokerProviders.all, source: store.config ?? "configuration")
             } catch {
                 throw CommandFailure("config: \(error)")
             }

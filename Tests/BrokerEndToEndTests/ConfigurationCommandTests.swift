@@ -10,7 +10,24 @@ struct ConfigurationCommandTests {
         ("missing", "cannot read"),
         (#"{"server": {"access_token_ttl": 3}}"#, "server.access_token_ttl: must be at least 5"),
         (#"{"server": {"port": true}}"#, "server.port: must be an integer"),
-        (#"{"providers": {"github": {}}}"#, "providers.github: unknown provider"),
+        (#"{"providers": {"gitlub": {}}}"#, "providers.gitlub: unknown provider"),
+        (#"{"providers": {"github": {}}}"#, "providers.github.client_id: is required"),
+        (
+            #"{"providers": {"apple": {"client_id": "c", "team_id": "ABCDE12345", "key_id": "KEY1234567", "private_key_file": "/nonexistent.p8"}}}"#,
+            "providers.apple.private_key_file: cannot read /nonexistent.p8"
+        ),
+        (
+            #"{"providers": {"apple": {"client_id": "c", "team_id": "ABCDE12345", "key_id": "KEY1234567", "private_key_file": "/etc/hostname"}}}"#,
+            "providers.apple's key"
+        ),
+        (
+            #"{"providers": {"corp": {"type": "oidc", "issuer": "https://c.example", "client_id": "c", "client_secret": "s", "icon_file": "/etc/hostname"}}}"#,
+            "providers.corp.icon_file: the icon must be a PNG, JPEG, WebP or SVG image"
+        ),
+        (
+            #"{"providers": {"corp": {"type": "oidc", "issuer": "https://c.example", "client_id": "c", "client_secret_file": "/nonexistent"}}}"#,
+            "providers.corp.client_secret_file: cannot read /nonexistent"
+        ),
         ("{not json", "not valid JSON"),
     ])
     func serveRefusesABadConfigWithExitOne(text: String, says: String) async throws {

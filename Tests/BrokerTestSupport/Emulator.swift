@@ -80,6 +80,7 @@ package final class EmulatorProcess: @unchecked Sendable {
     /// corp.example), pointed at this emulator: Config/emulated.json's sections, as members of `providers`.
     package var newProviders: String {
         let key = TestPaths.repositoryRoot.appendingPathComponent("Config/emulated-apple.p8").path
+        let icon = TestPaths.repositoryRoot.appendingPathComponent("Config/emulated-corp-icon.svg").path
         return #"""
             "github": {"client_id": "Iv1.0e5a7ed0c11e47ab", "client_secret": "emulated-github-client-secret-0123456789ab",
               "base_url": "\#(url)/github"},
@@ -87,7 +88,7 @@ package final class EmulatorProcess: @unchecked Sendable {
               "private_key_file": "\#(key)", "issuer": "\#(url)/apple"},
             "corp": {"type": "oidc", "display_name": "Example Corp", "issuer": "\#(url)/oidc",
               "client_id": "emulated-oidc-client", "client_secret": "emulated-oidc-secret",
-              "allowed_domains": ["corp.example"]}
+              "allowed_domains": ["corp.example"], "icon_file": "\#(icon)"}
             """#
     }
 

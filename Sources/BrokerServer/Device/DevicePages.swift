@@ -60,7 +60,7 @@ extension Page {
     /// How to sign in for the device: each browser provider, or email and password.
     static func deviceChoice(
         authorization: DeviceAuthorization, csrf: String, providers: [(ProviderID, String)], password: Bool,
-        email: String = "", problem: String? = nil, passkeys: Bool = false
+        email: String = "", problem: String? = nil, passkeys: Bool = false, icons: [ProviderID: String] = [:]
     ) -> String {
         var body = asking(authorization)
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
@@ -72,7 +72,7 @@ extension Page {
                 <input type="hidden" name="user_code" value="\(code)">
                 <input type="hidden" name="provider" value="\(HTML.escape(id.rawValue))">
                 <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
-                <button type="submit"\(authorization.provider == nil ? "" : suggested)>Sign in with \(HTML.escape(name))</button>
+                <button type="submit"\(authorization.provider == nil ? "" : suggested)>\(ProviderIcon.tag(icons[id]))Sign in with \(HTML.escape(name))</button>
                 </form>
 
                 """

@@ -196,7 +196,8 @@ final class DeviceService: ContextualService {
         let page = try FormGuard.page(secure: secure) { csrf in
             Page.deviceChoice(
                 authorization: authorization, csrf: csrf, providers: choices(for: authorization),
-                password: configuration.customEnabled && authorization.linkUser == nil, passkeys: withPasskeys)
+                password: configuration.customEnabled && authorization.linkUser == nil, passkeys: withPasskeys,
+                icons: signIn.icons)
         }
         return withPasskeys ? Page.withPasskeys(page) : page
     }
@@ -225,7 +226,8 @@ final class DeviceService: ContextualService {
                     status: 400,
                     Page.deviceChoice(
                         authorization: authorization, csrf: csrf, providers: browserProviders(),
-                        password: configuration.customEnabled, problem: failure.message, passkeys: true)))
+                        password: configuration.customEnabled, problem: failure.message, passkeys: true,
+                        icons: signIn.icons)))
         }
         return try DeviceApproval.confirmationPage(
             user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
@@ -360,7 +362,8 @@ final class DeviceService: ContextualService {
                 Page.deviceChoice(
                     authorization: authorization, csrf: csrf, providers: browserProviders(), password: true,
                     email: String(email.prefix(254)),
-                    problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail))
+                    problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail,
+                    icons: signIn.icons))
         }
         let user = account.user
         metrics.signIn(provider: "custom", outcome: "success")

@@ -5,11 +5,12 @@ import BrokerStore
 /// every value escaped, readable at a phone's width; sent with a strict Content-Security-Policy, no framing,
 /// no caching and no referrer (the page's URL carries a secret).
 package enum Page {
-    static let headers: [(String, String)] = [
+    package static let headers: [(String, String)] = [
         ("Content-Type", "text/html; charset=utf-8"),
         (
             "Content-Security-Policy",
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+            "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; "
+                + "base-uri 'none'"
         ),
         ("X-Frame-Options", "DENY"),
         ("X-Content-Type-Options", "nosniff"),

@@ -18,9 +18,10 @@ extension Page {
 
     /// The sign-in page naming the app: a button per provider (each round trip returns into this request) and
     /// the email and password form.
-    static func appSignIn(
+    package static func appSignIn(
         app: String, request: String, csrf: String, providers: [(id: String, name: String)], password: Bool,
-        email: String?, problem: String?, canReset: Bool = false, passkeys: Bool = false
+        email: String?, problem: String?, canReset: Bool = false, passkeys: Bool = false,
+        icons: [String: String] = [:]
     ) -> String {
         var body = "<p>Sign in to continue to <strong>\(HTML.escape(app))</strong>.</p>\n"
         if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
@@ -50,7 +51,7 @@ extension Page {
                 <form method="post" action="/auth/authorize/provider">
                 \(hidden)
                 <input type="hidden" name="provider" value="\(HTML.escape(provider.id))">
-                <button type="submit" class="secondary">Sign in with \(HTML.escape(provider.name))</button>
+                <button type="submit" class="secondary">\(ProviderIcon.tag(icons[provider.id]))Sign in with \(HTML.escape(provider.name))</button>
                 </form>
 
                 """

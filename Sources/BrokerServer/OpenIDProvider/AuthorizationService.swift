@@ -224,7 +224,8 @@ final class AuthorizationService: ContextualService {
             Page.appSignIn(
                 app: app.clientID, request: sealed, csrf: csrf, providers: providers,
                 password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem,
-                canReset: accounts.verification.mailer != nil, passkeys: passkeys)
+                canReset: accounts.verification.mailer != nil, passkeys: passkeys,
+                icons: Dictionary(uniqueKeysWithValues: signIn.icons.map { ($0.key.rawValue, $0.value) }))
         }
         response.status = status
         return passkeys ? Page.withPasskeys(response) : response

@@ -6,7 +6,8 @@ extension Page {
     /// The Content-Security-Policy of a page with a passkey form: the broker's own script and its own
     /// `/auth/passkey/options`, nothing else.
     package static let passkeyPolicy =
-        "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
+        "default-src 'none'; script-src 'self'; connect-src 'self'; img-src data:; style-src 'unsafe-inline'; "
+        + "form-action 'self'; "
         + "frame-ancestors 'none'; base-uri 'none'"
 
     /// `response` (a page) allowed to run ``PasskeyScript``.

@@ -24,14 +24,17 @@ package final class SignInService: ContextualService {
     let perAddress: RateLimiter
     /// Callbacks that reach the provider per sealed state: 5 (a replayed state is not a free provider call).
     let perState: RateLimiter
+    /// The providers' icons on the sign-in pages (`icon_file`), as `data:` URLs.
+    let icons: [ProviderID: String]
 
     init(
         context: ServiceContext, identityProviders: [ProviderID: any IdentityProvider],
-        flowKey: [UInt8]
+        flowKey: [UInt8], icons: [ProviderID: String] = [:]
     ) {
         self.context = context
         self.identityProviders = identityProviders
         self.flowKey = flowKey
+        self.icons = icons
         perAddress = RateLimiter(capacity: 120, per: 60, clock: context.tokens.clock)
         perState = RateLimiter(capacity: 5, per: Double(Self.pendingLifetime), clock: context.tokens.clock)
     }
