@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job, start to finish, with no human: builds broker, starts `broker emulate` (the four providers'
+# The main job, start to finish, with no human: builds broker, starts `broker emulate` (the seven providers'
 # emulators) and `broker serve` on its embedded SQLite store in a temporary data directory, signs in with
 # Google through the loopback browser flow (`broker login --provider google`; the "browser" is a script that
 # follows the redirects and approves as a test user), shows `broker whoami`, has Python's joserfc and PyJWT
-# verify `broker token` against the broker's published JWKS, then does the same with a custom email +
+# verify `broker token` against the broker's published JWKS, signs in with Apple (its form post) and with a
+# provider of type oidc the same way, then does the same with a custom email +
 # password account, mints a CI token, and stops both servers with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +84,14 @@ echo "== broker token | verified by joserfc and PyJWT against $url/.well-known/j
 "$BROKER" token | python3 Tests/Interop/verify_broker_token.py "$url" - |
   python3 -c 'import json, sys; c = json.load(sys.stdin); print("verified:", c["sub"], "idp", c["idp"], "email", c.get("email"))'
 "$BROKER" logout
+echo "== broker login --provider apple, then corp (a provider of \"type\": \"oidc\"): the same flow, other upstreams" >&2
+for provider in apple corp; do
+  account=$([ "$provider" = apple ] && echo ada || echo alice)
+  BROWSER="python3 $PWD/Tests/Interop/browser_flow.py --open" BROWSER_ACCOUNT=$account BROWSER_RESULT="$work/browser.json" \
+    "$BROKER" login --provider "$provider" --timeout 60
+  "$BROKER" whoami | sed -n 1,3p  # (sed reads it all: no SIGPIPE under pipefail)
+  "$BROKER" logout
+done
 
 echo "== broker register --email demo@example.com --password-stdin" >&2
 printf '%s' "$password" | "$BROKER" register --email demo@example.com --name "Demo User" --password-stdin

@@ -56,7 +56,7 @@ extension Broker {
                 return try await linkPassword(
                     session: session, accountToken: accountToken, settings: settings, api: api)
             }
-            let name = Broker.Login.displayName(chosen)
+            let name = await Broker.Login.displayName(chosen, api: api)
             if device {
                 return try await linkOnAnotherDevice(
                     chosen, name: name, session: session, accountToken: accountToken, settings: settings)

@@ -57,7 +57,7 @@ extension Broker {
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
             guard chosen == .custom else {
-                let name = chosen == .passkey ? "a passkey" : Self.displayName(chosen)
+                let name = chosen == .passkey ? "a passkey" : await Self.displayName(chosen, api: api)
                 return try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: noBrowser,
                     timeout: Double(timeout)
@@ -123,6 +123,16 @@ extension Broker {
         /// The name a provider is shown by: the catalog's for one it knows, else its id.
         static func displayName(_ id: ProviderID) -> String {
             BrokerProviderSchemas.all.first { !$0.typed && $0.id == id }?.displayName ?? id.rawValue
+        }
+
+        /// The name a provider is shown by, asking the broker for one its operator named (`"type": "oidc"`,
+        /// `display_name`); the id when the broker cannot say.
+        static func displayName(_ id: ProviderID, api: BrokerAPI) async -> String {
+            if BrokerProviderSchemas.all.contains(where: { !$0.typed && $0.id == id }) || id == .custom {
+                return displayName(id)
+            }
+            let listed = try? await api.providers().list
+            return listed?.first { $0.id == id.rawValue }?.name ?? id.rawValue
         }
 
         /// `broker link`'s and `broker unlink`'s `--provider`: a provider this build knows, not `passkey` (added

@@ -184,7 +184,7 @@ extension Broker {
                 let credentials = try Credentials.gather(email: nil, passwordStdin: false, confirm: false)
                 try await Broker.Login.passwordSignIn(credentials, settings: settings, api: api)
             } else {
-                let name = Broker.Login.displayName(chosen)
+                let name = await Broker.Login.displayName(chosen, api: api)
                 try await BrowserLogin(
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: false, timeout: 300
                 ).run()
