@@ -194,6 +194,38 @@ struct BadUpstreamTests {
         #expect(users.status == 0 && JSONValue.parse(Array(users.stdout.utf8))?["users"] == [], "\(users.stdout)")
     }
 
+    /// An upstream behind a private CA: trusted through `server.ca_file` (its discovery and keys fetched, the
+    /// browser sent on), refused without it — the waiting CLI told why.
+    @Test func anUpstreamBehindAPrivateCAIsTrustedThroughCAFile() async throws {
+        let directory = try BrokerProcess.temporaryDirectory()
+        let ca = directory.appendingPathComponent("ca.pem").path
+        let script = TestPaths.interop("bad_upstream.py")
+        let upstream = try await offThread { try ScriptServer(script, ["--https", ca], prefix: "listening ") }
+        defer { upstream.close() }
+        #expect(upstream.ready.hasPrefix("https://127.0.0.1:"))
+        let section =
+            #""private": {"type": "oidc", "issuer": "\#(upstream.ready)/token-500", "client_id": "c", "client_secret": "s"}"#
+        let start =
+            "/auth/private/start?redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&state=s"
+            + "&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM&code_challenge_method=S256"
+        let trusting = try await BrokerProcess.start(
+            config: #"{"server": {"ca_file": "\#(ca)"}, "providers": {\#(section)}}"#)
+        defer { trusting.stop() }
+        let sent = try await trusting.get(start)
+        #expect(sent.status == 302)
+        #expect(sent.header("Location")?.hasPrefix(upstream.ready + "/token-500/authorize?") == true)
+        let untrusting = try await BrokerProcess.start(config: #"{"providers": {\#(section)}}"#)
+        defer { untrusting.stop() }
+        let refused = try await untrusting.get(start)
+        let location = try #require(refused.header("Location"))
+        #expect(refused.status == 302 && location.hasPrefix("http://127.0.0.1:9/callback?"), "\(location)")
+        let query = Dictionary(
+            uniqueKeysWithValues: FormEncoding.decode(String(location.split(separator: "?")[1]))?.map { ($0.0, $0.1) }
+                ?? [])
+        #expect(query["error"] == "temporarily_unavailable" && query["state"] == "s")
+        #expect(query["error_description"]?.lowercased().contains("certificate") == true, "\(query)")
+    }
+
     /// A custom account links GitHub, Apple and corp through the CLI; each then signs in as that user. Another
     /// user who tries to link one of them is refused, and keeps what they had.
     @Test func linkingWorksAcrossTheNewProviders() async throws {

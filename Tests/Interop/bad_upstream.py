@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """An OpenID Connect upstream that misbehaves, one way per issuer path, for a broker's providers of type oidc.
 
-Usage: bad_upstream.py   (prints "listening http://127.0.0.1:PORT"; serves until stdin closes)
+Usage: bad_upstream.py [--https CA_PATH]   (prints "listening http(s)://127.0.0.1:PORT"; serves until stdin closes)
+  --https: over TLS with a certificate from a private CA (trustme, code we did not write), whose certificate
+  (PEM) is written to CA_PATH — for the broker's server.ca_file.
 Issuer http://127.0.0.1:PORT/MODE. Discovery, a consent form (as browser_flow.py plays it) and its redirect
 back with a code are well-formed unless MODE breaks them:
   discovery-html   discovery answers 200 with an HTML page
@@ -28,6 +30,7 @@ from joserfc.jwk import RSAKey
 KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig", "alg": "RS256"})
 FOREVER = threading.Event()
 PORT = 0
+SCHEME = "https" if "--https" in sys.argv else "http"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -50,7 +53,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         parts = urllib.parse.urlparse(self.path)
         mode, _, rest = parts.path.lstrip("/").partition("/")
-        issuer = "http://127.0.0.1:%d/%s" % (PORT, mode)
+        issuer = "%s://127.0.0.1:%d/%s" % (SCHEME, PORT, mode)
         if rest == ".well-known/openid-configuration":
             if mode == "discovery-html":
                 return self.answer(200, "<html><body>Sign in to continue</body></html>", "text/html")
@@ -95,8 +98,16 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     PORT = server.server_address[1]
+    if SCHEME == "https":
+        import ssl
+        import trustme
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(sys.argv[sys.argv.index("--https") + 1])
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(context)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    print("listening http://127.0.0.1:%d" % PORT, flush=True)
+    print("listening %s://127.0.0.1:%d" % (SCHEME, PORT), flush=True)
     sys.stdin.read()
     FOREVER.set()
 
