@@ -110,6 +110,42 @@ struct WireShapeTests {
         }
     }
 
+    /// A renamed login is the same user: the subject is the numeric id; without a name, the login is shown.
+    @Test func gitHubKeysOnTheIdNotTheLogin() async throws {
+        let transport = ScriptedTransport()
+        let provider = try GitHubProvider(
+            ProviderSection(id: "github", values: ["client_id": "Iv1.abc", "client_secret": "s3cret"]),
+            context: Self.context(transport, clock: ManualClock()))
+        transport.on("POST", "https://github.com/login/oauth/access_token") { _ in
+            ScriptedTransport.json(try Self.fixture("github/token.json"))
+        }
+        let user = try #require(try Self.fixture("github/user.json").objectValue)
+        var renamed = user
+        renamed["login"] = "octocat-renamed"
+        renamed["name"] = .null
+        let before = JSONValue.object(user)
+        let after = JSONValue.object(renamed)
+        transport.on(
+            "GET", "https://api.github.com/user", { _ in ScriptedTransport.json(before) },
+            { _ in ScriptedTransport.json(after) })
+        // No verified primary address: none is kept.
+        transport.onJSON(
+            "GET", "https://api.github.com/user/emails",
+            [["email": "octocat@github.com", "primary": true, "verified": false, "visibility": "private"]])
+        let first = try await provider.complete(callback: ["code": "a"], pending: Self.pending)
+        let second = try await provider.complete(callback: ["code": "b"], pending: Self.pending)
+        #expect(first.subject == "1" && second.subject == "1")
+        #expect(second.name == "octocat-renamed")
+        #expect(first.email == nil && !first.emailVerified)
+        // An id that is not a number is refused (a login in its place would let names change hands).
+        var stringID = user
+        stringID["id"] = "octocat"
+        transport.onJSON("GET", "https://api.github.com/user", .object(stringID))
+        await #expect(throws: ProviderError.invalidResponse("GitHub's /user has no numeric id")) {
+            try await provider.complete(callback: ["code": "c"], pending: Self.pending)
+        }
+    }
+
     @Test func gitHubAnswersARefusedExchangeWith200() async throws {
         let transport = ScriptedTransport()
         let provider = try GitHubProvider(
