@@ -288,6 +288,27 @@ struct InProcessDeviceTests {
         }
     }
 
+    /// A provider that cannot be reached (its discovery refused): the choice page again, saying so, with the
+    /// other ways in — not an error body for a browser.
+    @Test func anUnreachableProviderShowsTheChoiceAgain() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        try await broker.test { client in
+            let started = try await Self.authorize(client, [("client_id", "broker-cli")])
+            let page = try await client.get("/device?user_code=" + (started["user_code"]?.stringValue ?? ""))
+            let answer = try await Self.post(
+                client, "/auth/device/signin",
+                [
+                    ("user_code", try #require(Self.hidden(page, "user_code"))), ("provider", "google"),
+                    ("csrf", try #require(Self.csrf(page))),
+                ], cookie: Self.cookie(page))
+            #expect(answer.status == 503)
+            let html = String(decoding: answer.body, as: UTF8.self)
+            #expect(html.contains("Google cannot be reached right now"), "\(html)")
+            #expect(html.contains("action=\"/auth/device/password\""), "the other ways in are offered")
+            #expect(answer.headers[.contentType]?.hasPrefix("text/html") == true)
+        }
+    }
+
     @Test func aProviderSignInEndsInTheConfirmationPage() async throws {
         let broker = try await InProcessBroker(config: Flow.config)
         let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)

@@ -378,6 +378,27 @@ struct OpenIDProviderTests {
         }
     }
 
+    /// The provider chosen on the sign-in page cannot be reached (its discovery refused): the sign-in page again,
+    /// saying so, with the other ways in.
+    @Test func anUnreachableProviderShowsTheSignInPageAgain() async throws {
+        let broker = try await InProcessBroker(config: Flow.config)
+        try await Self.register(broker, firstParty: true)
+        try await broker.test { client in
+            let jar = Jar()
+            let page = try await Self.get(client, Self.authorizeURI(Self.webRequest()), jar)
+            let answer = try await Self.post(
+                client, "/auth/authorize/provider",
+                [
+                    ("request", try #require(Self.hidden(page, "request"))),
+                    ("csrf", try #require(Self.hidden(page, "csrf"))), ("provider", "google"),
+                ], jar)
+            #expect(answer.status == 503)
+            let html = String(decoding: answer.body, as: UTF8.self)
+            #expect(html.contains("Google cannot be reached right now"), "\(html)")
+            #expect(html.contains("action=\"/auth/authorize/password\""), "the other ways in are offered")
+        }
+    }
+
     @Test func aProviderSignInReturnsIntoTheAppsRequest() async throws {
         let broker = try await InProcessBroker(config: Flow.config)
         let google = try Flow.ScriptedGoogle(transport: broker.transport, clock: broker.clock)

@@ -279,8 +279,22 @@ final class DeviceService: ContextualService {
             return Page.response(
                 status: 400, Page.message(title: "Unknown provider", text: "Choose one from the list."))
         }
-        let started = try await signIn.startDeviceSignIn(
-            provider: provider, userCode: authorization.userCode, address: address)
+        let started: APIResponse
+        do {
+            started = try await signIn.startDeviceSignIn(
+                provider: provider, userCode: authorization.userCode, address: address)
+        } catch let error as APIError where error.status == 503 {
+            // The provider cannot be reached: the choice again, saying so.
+            var page = try FormGuard.page(secure: secure) { csrf in
+                Page.deviceChoice(
+                    authorization: authorization, csrf: csrf, providers: choices(for: authorization),
+                    password: configuration.customEnabled && authorization.linkUser == nil,
+                    problem: "\(signIn.displayName(provider)) cannot be reached right now. Try again in a while, "
+                        + "or sign in another way.", icons: signIn.icons)
+            }
+            page.status = 503
+            return page
+        }
         // A page that moves on by itself rather than a redirect: the choice page's `form-action 'self'` would
         // stop a form's redirect to the provider's origin.
         guard let location = started.headers.first(where: { $0.0 == "Location" })?.1 else { return started }

@@ -366,8 +366,17 @@ final class AuthorizationService: ContextualService {
         else {
             return try signInPage(request, app: app, problem: "Choose one of the ways to sign in below.", status: 400)
         }
-        let started = try await signIn.startAuthorizationSignIn(
-            provider: provider, request: try request.seal(key: flowKey), address: address)
+        let started: APIResponse
+        do {
+            started = try await signIn.startAuthorizationSignIn(
+                provider: provider, request: try request.seal(key: flowKey), address: address)
+        } catch let error as APIError where error.status == 503 {
+            // The provider cannot be reached: the same page, saying so, with the other ways in.
+            return try signInPage(
+                request, app: app,
+                problem: "\(signIn.displayName(provider)) cannot be reached right now. Try again in a while, or sign "
+                    + "in another way.", status: 503)
+        }
         guard let location = started.headers.first(where: { $0.0 == "Location" })?.1 else { return started }
         var onward = Page.response(status: 200, Page.onward(to: location, name: signIn.displayName(provider)))
         onward.headers += started.headers.filter { $0.0 == "Set-Cookie" }
