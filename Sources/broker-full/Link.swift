@@ -49,6 +49,7 @@ extension Broker {
             let settings = try client.settings()
             let api = settings.api
             let chosen = try Login.wayInToChange(provider)
+            try await Login.requireKnown(chosen, api: api)
             // Adding a way in needs an account token, which only the session's refresh token gets (the broker
             // refuses an API access token here).
             let (accountToken, session) = try await Broker.Token.accountToken(settings)

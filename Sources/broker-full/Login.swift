@@ -56,6 +56,7 @@ extension Broker {
             let api = settings.api
             if device { return try await deviceSignIn(settings: settings, api: api) }
             let chosen = try await chooseProvider(api: api)
+            try await Self.requireKnown(chosen, api: api)
             guard chosen == .custom else {
                 let name = chosen == .passkey ? "a passkey" : await Self.displayName(chosen, api: api)
                 return try await BrowserLogin(
@@ -118,6 +119,17 @@ extension Broker {
                     "\"\(text.prefix(64))\" is not a provider id (\(known), or one broker providers lists)")
             }
             return id
+        }
+
+        /// Refuses, as a usage error, an id that is neither one this build knows nor one the broker lists (a
+        /// provider its operator configured with a type). When the broker cannot be asked, it says for itself.
+        static func requireKnown(_ id: ProviderID, api: BrokerAPI) async throws {
+            guard !knownProviders.contains(id) else { return }
+            guard let listed = try? await api.providers().list else { return }
+            guard !listed.contains(where: { $0.id == id.rawValue }) else { return }
+            throw CommandFailure(
+                "unknown provider id \"\(id.rawValue)\" (this broker offers: "
+                    + listed.map(\.id).joined(separator: ", ") + ")", status: .usage)
         }
 
         /// The name a provider is shown by: the catalog's for one it knows, else its id.

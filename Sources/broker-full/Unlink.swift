@@ -17,7 +17,7 @@ extension Broker {
 
         @OptionGroup var client: ClientOptions
 
-        @Option(name: .long, help: "google, facebook, microsoftaccount, twitter or custom.")
+        @Option(name: .long, help: "A way in the account has: google, github, custom, … (broker whoami lists them).")
         var provider: String
 
         func validate() throws {
@@ -28,6 +28,7 @@ extension Broker {
             let settings = try client.settings()
             let api = settings.api
             let chosen = try Login.wayInToChange(provider)
+            try await Login.requireKnown(chosen, api: api)
             let (accountToken, session) = try await Broker.Token.accountToken(settings)
             let answer: JSONValue
             do {

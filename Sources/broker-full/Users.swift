@@ -47,13 +47,14 @@ extension Broker {
             var json = false
 
             func run() async throws {
+                // The build's own providers, custom, and those the configuration gives a type — checked before
+                // the store is opened.
+                let typed = (try? self.store.loadConfiguration())?.providerTypes.keys.sorted() ?? []
+                let known = BrokerProviderSchemas.all.filter { !$0.typed }.map(\.id) + [.custom] + typed
                 let filter = try provider.map { name in
-                    guard let id = ProviderID(rawValue: name) else {
-                        let names = (BrokerProviderSchemas.all.filter { !$0.typed }.map(\.id) + [.custom])
-                            .map(\.rawValue).joined(separator: ", ")
-                        throw CommandFailure(
-                            "--provider \(name.prefix(64)) is not a provider id (\(names), or one configured with a type)",
-                            status: .usage)
+                    guard let id = ProviderID(rawValue: name), known.contains(id) else {
+                        let names = known.map(\.rawValue).joined(separator: ", ")
+                        throw CommandFailure("--provider \(name.prefix(64)) is not one of \(names)", status: .usage)
                     }
                     return id
                 }
