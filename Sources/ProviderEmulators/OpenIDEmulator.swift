@@ -323,7 +323,8 @@ package final class OpenIDEmulator: Sendable {
         var idToken = try signer.sign(claims: claims)
         if grant.fault == "resigned" || grant.fault == "unknown-kid" {
             // Signed by a key the provider never published: under the current kid (a forgery), or a kid of its own.
-            let stranger = try AsymmetricKey.generate(.rsa(bits: 2048))
+            // (An unknown kid needs no RSA key of its own: a P-256 one is made at once, however loaded the machine.)
+            let stranger = try AsymmetricKey.generate(grant.fault == "resigned" ? .rsa(bits: 2048) : .ecP256)
             let kid = grant.fault == "resigned" ? signer.kid : "never-published"
             idToken = try JWTSigner(key: stranger, kid: kid).sign(claims: claims)
         }

@@ -64,6 +64,8 @@ struct OpenIDProviderInteropTests {
         #expect(seen["userinfo_id_token"] == 401)
         #expect(seen["sso_sub"]?.stringValue == userID, "the second app signed in without credentials")
         #expect(seen["prompt_none_without_session"] == "login_required")
+        #expect(seen["form_post_sub"]?.stringValue == userID, "response_mode=form_post, redeemed by Authlib")
+        #expect(seen["form_post_policy"]?.stringValue?.contains("form-action https://web.example") == true)
 
         // The broker's browser sign-in is a session like the others: listed, and revoked by id.
         let sessions = try await CLI.run(["sessions", "list", "--json", "--data-dir", server.dataDirectory])

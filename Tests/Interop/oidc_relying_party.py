@@ -111,6 +111,23 @@ def main():
         discovery["token_endpoint"], authorization_response=back, code_verifier=native_verifier)
     seen["sso_sub"] = jwt.decode(native_token["id_token"], keys).claims["sub"]
 
+    # response_mode=form_post (the same browser, single sign-on, consent remembered): the answer is a page that
+    # posts code, state and iss to the app; Authlib redeems the code it carries.
+    form_verifier = generate_token(48)
+    url, form_state = web.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=form_verifier, nonce=generate_token(20),
+        response_mode="form_post")
+    response = browser.get(url, allow_redirects=False)
+    posted = next((f for f in broker_pages.parse(response.text).forms if f["action"] == web_redirect), None)
+    if response.status_code != 200 or posted is None:
+        fail("no form-post page: %s %s" % (response.status_code, response.text[:300]))
+    if posted["fields"].get("state") != form_state or posted["fields"].get("iss") != broker:
+        fail("the form post's state or iss: %s" % posted["fields"])
+    form_token = web.fetch_token(
+        discovery["token_endpoint"], code=posted["fields"]["code"], code_verifier=form_verifier)
+    seen["form_post_sub"] = jwt.decode(form_token["id_token"], keys).claims["sub"]
+    seen["form_post_policy"] = response.headers.get("Content-Security-Policy")
+
     # prompt=none in a browser without a broker session: login_required, at the redirect URI.
     url, _ = native.create_authorization_url(
         discovery["authorization_endpoint"], code_verifier=generate_token(48), prompt="none")

@@ -82,7 +82,7 @@ package final class DiscoveryService: ContextualService {
             "access_token_signing_alg_values_supported": .array(inputs.accessTokenAlgorithms.map(JSONValue.string)),
             "userinfo_signing_alg_values_supported": .array(["none"]),
             "scopes_supported": .array(AppRules.standardScopes.map(JSONValue.string)),
-            "response_modes_supported": .array(["query"]),
+            "response_modes_supported": .array(["query", "form_post"]),
             "prompt_values_supported": .array(["none", "login", "consent", "select_account"]),
             "claims_parameter_supported": false,
             "request_parameter_supported": false,

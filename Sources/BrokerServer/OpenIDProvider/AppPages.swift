@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCredentials
+import BrokerCrypto
 import BrokerStore
 
 /// The pages an app's sign-in shows (issue "Sign in to any app"): plain HTML that works without script, in the
@@ -169,6 +170,38 @@ extension Page {
                 <meta http-equiv="refresh" content="0;url=\(escaped)">
                 <p><a href="\(escaped)">Continue</a></p>
                 """)
+    }
+
+    /// The script that submits a form-post answer (its SHA-256 is the one script the page's policy allows).
+    static let formPostScript = "document.forms[0].submit();"
+
+    /// The page of `response_mode=form_post`: the answer's fields in a form posted to `redirectURI` by the one
+    /// inline script its policy allows, or by the visible button without script. `form-action` names only the
+    /// redirect URI's origin.
+    static func formPost(to redirectURI: String, _ fields: [(String, String)]) -> APIResponse {
+        let inputs = fields.map {
+            "<input type=\"hidden\" name=\"\(HTML.escape($0.0))\" value=\"\(HTML.escape($0.1))\">"
+        }.joined(separator: "\n")
+        let html = document(
+            title: "Returning to the app…",
+            body: """
+                <form method="post" action="\(HTML.escape(redirectURI))">
+                \(inputs)
+                <noscript><button type="submit">Continue</button></noscript>
+                </form>
+                <script>\(formPostScript)</script>
+                """)
+        let hash = Base64URL.encodeStandard(Digest.sha256(formPostScript))
+        var response = Page.response(status: 200, html)
+        response.headers = response.headers.map { header in
+            guard header.0 == "Content-Security-Policy" else { return header }
+            return (
+                header.0,
+                "default-src 'none'; script-src 'sha256-\(hash)'; img-src data:; style-src 'unsafe-inline'; "
+                    + "form-action \(AppRules.origin(redirectURI) ?? "'none'"); frame-ancestors 'none'; base-uri 'none'"
+            )
+        }
+        return response
     }
 
     static let staleAppForm = message(

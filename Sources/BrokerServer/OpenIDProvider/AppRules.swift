@@ -40,6 +40,19 @@ package enum AppRules {
         return nil
     }
 
+    /// The origin (`scheme://host[:port]`) of an http(s) URL, for a `form-action` source; `nil` for another
+    /// scheme or a URL a policy could not name safely.
+    package static func origin(_ url: String) -> String? {
+        let lower = url.lowercased()
+        guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else { return nil }
+        let afterScheme = url.index(url.startIndex, offsetBy: lower.hasPrefix("https://") ? 8 : 7)
+        let authority = url[afterScheme...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.isEmpty, !authority.contains("@"),
+            authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-:[]".contains($0)) })
+        else { return nil }
+        return String(url[..<afterScheme]) + authority
+    }
+
     /// Whether `presented` is one of `app`'s redirect URIs: exactly, or (RFC 8252 §7.3) for a public app a
     /// registered `http://127.0.0.1/…` or `http://[::1]/…` with any port.
     package static func matches(_ presented: String, of app: AppRecord) -> Bool {

@@ -23,6 +23,9 @@ struct AuthorizationRequest: Sendable, Hashable {
     var link: LinkTarget?
     /// The registered resource (RFC 8707) the request named: the `aud` of the access token its code gives.
     var resource: String?
+    /// `response_mode=form_post` (OAuth 2.0 Form Post Response Mode): the answer — code or error — is posted
+    /// to the redirect URI by a page that submits itself, instead of carried in its query.
+    var formPost = false
 
     /// The user a link attaches to, and the session that asked for it (RT2-1: the link dies with it).
     struct LinkTarget: Sendable, Hashable {
@@ -47,6 +50,7 @@ struct AuthorizationRequest: Sendable, Hashable {
         if let loginHint { fields["l"] = .string(loginHint) }
         if let expectedSubject { fields["u"] = .string(expectedSubject) }
         if let resource { fields["rs"] = .string(resource) }
+        if formPost { fields["fp"] = true }
         if let link {
             fields["k"] = .string(link.user.description)
             fields["ks"] = .string(link.session)
@@ -68,12 +72,28 @@ struct AuthorizationRequest: Sendable, Hashable {
         case (let user?, let session?) where !session.isEmpty: link = LinkTarget(user: user, session: session)
         default: return nil
         }
-        return AuthorizationRequest(
+        var request = AuthorizationRequest(
             clientID: clientID, redirectURI: redirectURI, scopes: scopes, state: fields["t"]?.stringValue,
             nonce: fields["n"]?.stringValue, codeChallenge: fields["x"]?.stringValue, prompt: Set(prompt),
             maxAge: fields["m"]?.intValue, loginHint: fields["l"]?.stringValue,
             expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt, link: link,
             resource: fields["rs"]?.stringValue)
+        request.formPost = fields["fp"]?.boolValue ?? false
+        return request
+    }
+
+    /// The answer to the app: `parameters` with `state` and `iss` — posted by a page that submits itself with
+    /// `response_mode=form_post`; else in the redirect URI's query, by a 302 or, after one of the broker's forms
+    /// (`fromForm`, whose `form-action 'self'` a redirect would meet), a page that moves on by itself.
+    func answer(_ parameters: [(String, String)], issuer: String, fromForm: Bool) -> APIResponse {
+        if formPost {
+            var all = parameters
+            if let state { all.append(("state", state)) }
+            all.append(("iss", issuer))
+            return Page.formPost(to: redirectURI, all)
+        }
+        let location = response(parameters, issuer: issuer)
+        return fromForm ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
     }
 
     /// `redirect_uri` with `parameters`, `state` and `iss` (RFC 9207) added to its query.

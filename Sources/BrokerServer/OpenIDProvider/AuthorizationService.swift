@@ -55,9 +55,7 @@ final class AuthorizationService: ContextualService {
     private func errorRedirect(
         _ request: AuthorizationRequest, _ error: OAuthErrorCode, _ description: String, page: Bool
     ) -> APIResponse {
-        let location = request.response(
-            [("error", error.rawValue), ("error_description", description)], issuer: issuer)
-        return page ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
+        request.answer([("error", error.rawValue), ("error_description", description)], issuer: issuer, fromForm: page)
     }
 
     /// What checking an authorization request's parameters found: the request, or the error for the app.
@@ -77,6 +75,16 @@ final class AuthorizationService: ContextualService {
         func refuse(_ error: OAuthErrorCode, _ description: String) -> Checked {
             .refused(request, error, description)
         }
+        // The mode first: every answer from here on, an error included, goes back in it.
+        switch parameters["response_mode"] {
+        case nil, "query"?: break
+        case "form_post"? where app.clientID != CLIClient.clientID && AppRules.origin(redirectURI) != nil:
+            request.formPost = true
+        case "form_post"?:
+            return refuse(.invalidRequest, "response_mode=form_post needs an http(s) redirect URI of an app")
+        default:
+            return refuse(.invalidRequest, "response_mode must be query or form_post")
+        }
         if let state = request.state, state.utf8.count > 1024 { return refuse(.invalidRequest, "state is too long") }
         if app.clientID == CLIClient.clientID {
             // The CLI checks `state` and always sends one, with an explicit S256 (the contract's loopback flow).
@@ -94,9 +102,6 @@ final class AuthorizationService: ContextualService {
         }
         guard responseType == "code" else {
             return refuse(.unsupportedResponseType, "only response_type=code is supported")
-        }
-        if let mode = parameters["response_mode"], mode != "query" {
-            return refuse(.invalidRequest, "only response_mode=query is supported")
         }
         // RFC 8707: a registered resource, whose entry may allow scopes beyond the app's own.
         var resource: ResourceRecord?
@@ -410,16 +415,15 @@ final class AuthorizationService: ContextualService {
             }
             throw SignInRedirect(
                 reason: "unlinked",
-                response: .redirect(
-                    request.response(
-                        [
-                            ("error", OAuthErrorCode.accessDenied.rawValue),
-                            (
-                                "error_description",
-                                "this " + unlinked + "; sign in another way and run broker link --provider "
-                                    + "\(provider.rawValue) to attach it again"
-                            ),
-                        ], issuer: issuer)))
+                response: request.answer(
+                    [
+                        ("error", OAuthErrorCode.accessDenied.rawValue),
+                        (
+                            "error_description",
+                            "this " + unlinked + "; sign in another way and run broker link --provider "
+                                + "\(provider.rawValue) to attach it again"
+                        ),
+                    ], issuer: issuer, fromForm: false))
         }
         if isCLI {
             logger.info("signed in", metadata: ["broker.provider": "\(provider)", "broker.user": "\(user.id)"])
@@ -433,9 +437,9 @@ final class AuthorizationService: ContextualService {
                 fields: vouched.details.merging(["provider": provider.rawValue, "flow": "app"]) { $1 })
         }
         guard browserBound else {
-            return .redirect(
-                try await codes.issue(
-                    request, user: user.id, signedInWith: provider, authTime: now, browserSession: nil))
+            let code = try await codes.mint(
+                request, user: user.id, signedInWith: provider, authTime: now, browserSession: nil)
+            return request.answer([("code", code)], issuer: issuer, fromForm: false)
         }
         let (session, setCookie) = try await sessions.start(user: user.id, signedInWith: provider)
         return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: setCookie)
@@ -506,11 +510,11 @@ final class AuthorizationService: ContextualService {
     private func issueCode(_ request: AuthorizationRequest, session: BrowserSessionRecord, fromForm: Bool)
         async throws -> APIResponse
     {
-        let location = try await codes.issue(
+        let code = try await codes.mint(
             request, user: session.userID, signedInWith: session.signedInWith, authTime: session.authTime,
             browserSession: session.id)
         metrics.appAuthorization(outcome: "code")
-        return fromForm ? Page.response(status: 200, Page.appOnward(to: location)) : .redirect(location)
+        return request.answer([("code", code)], issuer: issuer, fromForm: fromForm)
     }
 }
 

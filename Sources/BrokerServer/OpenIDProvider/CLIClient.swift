@@ -103,6 +103,17 @@ struct AuthorizationCodes: ContextualService {
         _ request: AuthorizationRequest, user: UserID, signedInWith: ProviderID, authTime: Int64,
         browserSession: String?, link: IdentityRecord? = nil, linkSession: String? = nil
     ) async throws -> String {
+        let code = try await mint(
+            request, user: user, signedInWith: signedInWith, authTime: authTime, browserSession: browserSession,
+            link: link, linkSession: linkSession)
+        return request.response([("code", code)], issuer: issuer)
+    }
+
+    /// A new code for `request`, signed in as `user`, stored (its hash) for one redemption.
+    func mint(
+        _ request: AuthorizationRequest, user: UserID, signedInWith: ProviderID, authTime: Int64,
+        browserSession: String?, link: IdentityRecord? = nil, linkSession: String? = nil
+    ) async throws -> String {
         let code = try SecureRandom.token(byteCount: 32)
         try await store.createAuthorizationCode(
             AuthorizationCodeRecord(
@@ -110,7 +121,7 @@ struct AuthorizationCodes: ContextualService {
                 codeChallenge: request.codeChallenge, scope: request.scopes.joined(separator: " "),
                 nonce: request.nonce, authTime: authTime, signedInWith: signedInWith, browserSession: browserSession,
                 link: link, linkSession: linkSession, resource: request.resource, expiresAt: now + Self.lifetime))
-        return request.response([("code", code)], issuer: issuer)
+        return code
     }
 }
 

@@ -400,8 +400,8 @@ package final class SignInService: ContextualService {
             }
             return SignInRedirect(
                 reason: reason,
-                response: .redirect(
-                    request.response([("error", code.rawValue), ("error_description", description)], issuer: issuer)))
+                response: request.answer(
+                    [("error", code.rawValue), ("error_description", description)], issuer: issuer, fromForm: false))
         case .device:
             return SignInRedirect(
                 reason: reason,
