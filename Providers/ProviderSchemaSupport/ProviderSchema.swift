@@ -184,6 +184,18 @@ package struct ProviderSection: Sendable {
         values[key]?.boolValue ?? fallback
     }
 
+    /// The rule of a secret given either in the section (`key`: the file, or the environment) or in a file of
+    /// its own (`fileKey`): exactly one of them; `missing` when neither is set.
+    package func oneOf(_ key: String, orFile fileKey: String, missing: (key: String, problem: String))
+        -> (key: String, problem: String)?
+    {
+        switch (text(key), text(fileKey)) {
+        case (nil, nil): missing
+        case (.some, .some): (fileKey, "and \(key) are both set; keep one")
+        default: nil
+        }
+    }
+
     /// Two keys that must both be set (an id and its secret), with the contract's message.
     package func credentials(_ idKey: String, _ secretKey: String, label: String? = nil) throws(ProviderError)
         -> (id: String, secret: Secret)

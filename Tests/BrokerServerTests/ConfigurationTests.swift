@@ -116,6 +116,14 @@ struct ConfigurationTests {
             ),
             (#"{"providers": {"github": {"client_id": "c"}}}"#, "providers.github.client_secret", "required"),
             (
+                #"{"providers": {"github": {"client_id": "c", "client_secret": "s", "client_secret_file": "/f"}}}"#,
+                "providers.github.client_secret_file", "keep one"
+            ),
+            (
+                #"{"providers": {"apple": {"client_id": "c", "team_id": "ABCDE12345", "key_id": "KEY1234567", "private_key_file": "/f", "private_key": "k"}}}"#,
+                "providers.apple.private_key_file", "keep one"
+            ),
+            (
                 #"{"providers": {"github": {"client_id": "c", "client_secret": "s", "base_url": "https://ghe.example/"}}}"#,
                 "providers.github.base_url", "trailing slash"
             ),

@@ -36,12 +36,9 @@ package enum AppleSchema {
             for key in ["client_id", "team_id", "key_id"] where section.text(key) == nil {
                 return (key, "is required")
             }
-            switch (section.text("private_key_file"), section.text("private_key")) {
-            case (nil, nil):
-                return ("private_key_file", "is required: the .p8 key (or private_key from the environment)")
-            case (.some, .some): return ("private_key", "and private_key_file are both set; keep one")
-            default: return nil
-            }
+            return section.oneOf(
+                "private_key", orFile: "private_key_file",
+                missing: ("private_key_file", "is required: the .p8 key (or private_key from the environment)"))
         }
     )
 }

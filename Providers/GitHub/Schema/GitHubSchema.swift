@@ -26,10 +26,11 @@ package enum GitHubSchema {
         ],
         check: { section in
             if section.text("client_id") == nil { return ("client_id", "is required: the OAuth app's client id") }
-            switch (section.text("client_secret"), section.text("client_secret_file")) {
-            case (nil, nil): return ("client_secret", "is required (or client_secret_file)")
-            case (.some, .some): return ("client_secret_file", "and client_secret are both set; keep one")
-            default: break
+            if let problem = section.oneOf(
+                "client_secret", orFile: "client_secret_file",
+                missing: ("client_secret", "is required (or client_secret_file)"))
+            {
+                return problem
             }
             if let base = section.text("base_url"), base.hasSuffix("/") || base.contains("?") {
                 return ("base_url", "must be the server's root URL, without a trailing slash or query")

@@ -48,8 +48,12 @@ package enum OIDCSchema {
             }
             if let key = secrets.first { return (key, "is not used with private_key_jwt; remove it") }
         } else {
-            if secrets.isEmpty { return ("client_secret", "is required (or client_secret_file, or private_key_jwt)") }
-            if secrets.count == 2 { return ("client_secret_file", "and client_secret are both set; keep one") }
+            if let problem = section.oneOf(
+                "client_secret", orFile: "client_secret_file",
+                missing: ("client_secret", "is required (or client_secret_file, or private_key_jwt)"))
+            {
+                return problem
+            }
             if section.text("private_key_file") != nil {
                 return ("private_key_file", "needs token_endpoint_auth_method private_key_jwt")
             }
