@@ -94,18 +94,6 @@ package final class GitHubProvider: IdentityProvider {
 
     /// `GET {api}{path}` as JSON of any shape (`/user/emails` is an array).
     func get(_ path: String, _ authorization: (name: String, value: String)) async throws(ProviderError) -> JSONValue {
-        var request = HTTPClientRequest(url: api.url + path, headers: apiHeaders + [authorization])
-        request.maxResponseBytes = 256 * 1024
-        let response: HTTPClientResponse
-        do {
-            response = try await http().send(request)
-        } catch {
-            throw .unavailable("\(api.url + path): \(error)")
-        }
-        guard response.status == 200, let body = JSONValue.parse(response.body) else {
-            let message = JSONValue.parse(response.body)?["message"]?.stringValue ?? ""
-            throw .invalidResponse("GitHub's \(path) answered HTTP \(response.status) \(message.prefix(200))")
-        }
-        return body
+        try await OAuth2Support.getValue(api.url + path, headers: apiHeaders + [authorization], http: http())
     }
 }

@@ -20,8 +20,30 @@ package enum OAuth2Support {
         return try await send(&request, http: http)
     }
 
+    /// A JSON GET whose answer may be any JSON value (GitHub's `/user/emails` is an array); `headers` may name
+    /// their own `Accept`.
+    package static func getValue(
+        _ url: String, headers: [(name: String, value: String)], http: any HTTPTransport
+    ) async throws(ProviderError) -> JSONValue {
+        let accept =
+            headers.contains { $0.name.lowercased() == "accept" } ? [] : [(name: "Accept", value: "application/json")]
+        var request = HTTPClientRequest(url: url, headers: headers + accept)
+        return try await sendValue(&request, http: http)
+    }
+
     static func send(_ request: inout HTTPClientRequest, http: any HTTPTransport) async throws(ProviderError)
         -> [String: JSONValue]
+    {
+        guard let body = try await sendValue(&request, http: http).objectValue else {
+            throw .invalidResponse("\(request.url.prefix { $0 != "?" }) refused: HTTP 200 ")
+        }
+        return body
+    }
+
+    /// The request sent, its 200 answer parsed as JSON; any other status (or no JSON) a refusal naming the
+    /// provider's error.
+    static func sendValue(_ request: inout HTTPClientRequest, http: any HTTPTransport) async throws(ProviderError)
+        -> JSONValue
     {
         if let problem = Endpoint.problem(request.url) { throw .invalidResponse("\(request.url) \(problem)") }
         request.maxResponseBytes = 256 * 1024
@@ -31,17 +53,19 @@ package enum OAuth2Support {
         } catch {
             throw .unavailable("\(request.url.prefix { $0 != "?" }): \(error)")
         }
-        let body = JSONValue.parse(response.body)?.objectValue
-        guard response.status == 200, let body else {
-            // OAuth errors ({"error", "error_description"}) and Graph errors ({"error": {"message"}}).
+        let value = JSONValue.parse(response.body)
+        guard response.status == 200, let value else {
+            // OAuth errors ({"error", "error_description"}), Graph errors ({"error": {"message"}}), X's
+            // ({"detail"}) and GitHub's REST API ({"message"}).
+            let body = value?.objectValue
             let error = body?["error"]
             let code = error?.stringValue ?? error?["type"]?.stringValue ?? "HTTP \(response.status)"
             let description =
                 body?["error_description"]?.stringValue ?? error?["message"]?.stringValue
-                ?? body?["detail"]?.stringValue ?? ""
+                ?? body?["detail"]?.stringValue ?? body?["message"]?.stringValue ?? ""
             throw .invalidResponse("\(request.url.prefix { $0 != "?" }) refused: \(code) \(description)")
         }
-        return body
+        return value
     }
 
     /// The provider's `error` callback parameters as a refusal.

@@ -167,6 +167,20 @@ struct WireShapeTests {
             #expect(error.description.contains("bad_verification_code"), "\(error)")
         }
         #expect(transport.count("GET", "https://ghe.example/api/v3/user") == 0, "nothing asked after a refusal")
+
+        // A token the REST API refuses: its message is passed on, and no Accept header is sent twice.
+        transport.on("POST", "https://ghe.example/login/oauth/access_token") { _ in
+            ScriptedTransport.json(try Self.fixture("github/token.json"))
+        }
+        transport.onJSON("GET", "https://ghe.example/api/v3/user", status: 401, ["message": "Bad credentials"])
+        do {
+            _ = try await provider.complete(callback: ["code": "c"], pending: Self.pending)
+            Issue.record("a refused /user was taken for a user")
+        } catch {
+            #expect(error.description.contains("HTTP 401 Bad credentials"), "\(error)")
+        }
+        let asked = try #require(transport.sent.last)
+        #expect(asked.headers.filter { $0.name.lowercased() == "accept" }.count == 1)
     }
 
     @Test func gitHubEmulatorAnswersInTheDocumentedShapes() throws {
