@@ -120,7 +120,13 @@ package final class OpenIDEmulator: Sendable {
         self.approveAs = approveAs
         signers = Mutex([try JWTSigner(key: try AsymmetricKey.generate(.rsa(bits: 2048)))])
         self.clock = clock
+        _ = try Self.stranger.get()
     }
+
+    /// The key of the `resigned` fault: an RSA key nobody published, made once per process when the first
+    /// emulator starts — not while a token request waits (an RSA key can take seconds on a loaded machine, and
+    /// the broker's exchange gives up after its `http_timeout`).
+    private static let stranger = Result { try AsymmetricKey.generate(.rsa(bits: 2048)) }
 
     /// A new signing key; the current one is kept published beside it, older ones are withdrawn. Answers the
     /// new key's `kid`.
@@ -323,8 +329,8 @@ package final class OpenIDEmulator: Sendable {
         var idToken = try signer.sign(claims: claims)
         if grant.fault == "resigned" || grant.fault == "unknown-kid" {
             // Signed by a key the provider never published: under the current kid (a forgery), or a kid of its own.
-            // (An unknown kid needs no RSA key of its own: a P-256 one is made at once, however loaded the machine.)
-            let stranger = try AsymmetricKey.generate(grant.fault == "resigned" ? .rsa(bits: 2048) : .ecP256)
+            // (An unknown kid needs no RSA key: a P-256 one is made at once, however loaded the machine.)
+            let stranger = try grant.fault == "resigned" ? Self.stranger.get() : AsymmetricKey.generate(.ecP256)
             let kid = grant.fault == "resigned" ? signer.kid : "never-published"
             idToken = try JWTSigner(key: stranger, kid: kid).sign(claims: claims)
         }
