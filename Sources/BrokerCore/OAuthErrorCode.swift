@@ -36,6 +36,11 @@ package struct OAuthErrorCode: RawRepresentable, Hashable, Sendable, CustomStrin
     package static let consentRequired = Self("consent_required")
     package static let invalidRequestURI = Self("invalid_request_uri")
     package static let requestNotSupported = Self("request_not_supported")
+    package static let requestURINotSupported = Self("request_uri_not_supported")
+    package static let interactionRequired = Self("interaction_required")
+    /// OpenID Connect Core Unmet Authentication Requirements 1.0: the sign-in did not reach what the request
+    /// insisted on (an essential `acr`).
+    package static let unmetAuthenticationRequirements = Self("unmet_authentication_requirements")
     // The contract's own
     package static let invalidCredentials = Self("invalid_credentials")
     package static let accountDisabled = Self("account_disabled")

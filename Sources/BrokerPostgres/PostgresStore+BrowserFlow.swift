@@ -12,11 +12,12 @@ extension PostgresStore {
             "code issue",
             """
             INSERT INTO authorization_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope, nonce,
-                auth_time, signed_in_with, browser_session, link_identity, link_session, expires_at, resource)
+                auth_time, signed_in_with, browser_session, link_identity, link_session, expires_at, resource,
+                claims)
             VALUES (\(code.hash.hex), \(code.clientID), \(code.userID.description), \(code.redirectURI),
                 \(code.codeChallenge), \(code.scope), \(code.nonce), \(code.authTime), \(code.signedInWith.rawValue),
                 \(code.browserSession), \(code.link?.serialized), \(code.linkSession), \(code.expiresAt),
-                \(code.resource))
+                \(code.resource), \(code.claims))
             """)
     }
 
@@ -26,13 +27,13 @@ extension PostgresStore {
             let rows = try await connection.query(
                 """
                 SELECT client_id, user_id, redirect_uri, code_challenge, scope, nonce, auth_time, signed_in_with,
-                    browser_session, expires_at, used_at, session_id, link_identity, link_session, resource
+                    browser_session, expires_at, used_at, session_id, link_identity, link_session, resource, claims
                 FROM authorization_codes WHERE hash = \(hash.hex) FOR UPDATE
                 """, logger: logger
             ).decode(
                 (
                     String, String, String, String?, String, String?, Int64, String, String?, Int64, Int64?, String?,
-                    String?, String?, String?
+                    String?, String?, String?, String?
                 ).self)
             for try await row in rows {
                 if row.10 != nil { return .reused(session: row.11) }
@@ -60,7 +61,7 @@ extension PostgresStore {
                         hash: hash, clientID: row.0, userID: user, redirectURI: row.2, codeChallenge: row.3,
                         scope: row.4, nonce: row.5, authTime: row.6, signedInWith: provider, browserSession: row.8,
                         link: row.12.flatMap(IdentityRecord.init(serialized:)), linkSession: row.13,
-                        resource: row.14, expiresAt: row.9))
+                        resource: row.14, claims: row.15, expiresAt: row.9))
             }
             return .unknown
         }

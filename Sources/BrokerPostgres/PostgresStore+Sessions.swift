@@ -22,9 +22,10 @@ extension PostgresStore {
             guard found else { throw StoreError(code: .disabled, reason: "the user is disabled or gone") }
             try await connection.query(
                 """
-                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt)
+                INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt, claims)
                 VALUES (\(session.id), \(session.userID.description), \(session.clientID), \(session.scope),
-                        \(session.createdAt), \(session.signedInWith?.rawValue), \(session.dpopJKT))
+                        \(session.createdAt), \(session.signedInWith?.rawValue), \(session.dpopJKT),
+                        \(session.claims))
                 """, logger: logger
             ).drain()
             for try await _ in try await connection.execute(
@@ -117,15 +118,15 @@ extension PostgresStore {
         return try await run("session lookup", function: nil) {
             let rows = try await client.query(
                 """
-                SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
+                SELECT user_id, client_id, scope, created_at, revoked_at, signed_in_with, claims FROM sessions
                 WHERE id = \(id)
                 """
-            ).decode((String, String, String?, Int64, Int64?, String?).self)
-            for try await (user, clientID, scope, created, revoked, way) in rows {
+            ).decode((String, String, String?, Int64, Int64?, String?, String?).self)
+            for try await (user, clientID, scope, created, revoked, way, claims) in rows {
                 guard let userID = UserID(user) else { return nil }
                 return SessionRecord(
                     id: id, userID: userID, clientID: clientID, scope: scope, createdAt: created, revokedAt: revoked,
-                    signedInWith: way.flatMap(ProviderID.init(rawValue:)))
+                    signedInWith: way.flatMap(ProviderID.init(rawValue:)), claims: claims)
             }
             return nil
         }

@@ -731,6 +731,18 @@ package enum Schema {
                 );
                 """
         ),
+        Migration(
+            version: 20,
+            name: "the claims request (OpenID Connect Core 5.5) of a code and of the session it starts",
+            sqlite: """
+                ALTER TABLE authorization_codes ADD COLUMN claims TEXT;
+                ALTER TABLE sessions ADD COLUMN claims TEXT;
+                """,
+            postgres: """
+                ALTER TABLE authorization_codes ADD COLUMN claims TEXT;
+                ALTER TABLE sessions ADD COLUMN claims TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -788,7 +800,7 @@ extension Schema {
             name: "sessions",
             columns: [
                 ("id", .text), ("user_id", .text), ("client_id", .text), ("scope", .text), ("created_at", .integer),
-                ("revoked_at", .integer), ("signed_in_with", .text), ("dpop_jkt", .text),
+                ("revoked_at", .integer), ("signed_in_with", .text), ("dpop_jkt", .text), ("claims", .text),
             ]),
         Table(
             name: "refresh_tokens",
@@ -840,7 +852,7 @@ extension Schema {
                 ("code_challenge", .text), ("scope", .text), ("nonce", .text), ("auth_time", .integer),
                 ("signed_in_with", .text), ("browser_session", .text), ("link_identity", .text),
                 ("link_session", .text), ("expires_at", .integer), ("used_at", .integer), ("session_id", .text),
-                ("resource", .text),
+                ("resource", .text), ("claims", .text),
             ]),
         Table(
             name: "resources",

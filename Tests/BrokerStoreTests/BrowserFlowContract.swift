@@ -12,7 +12,8 @@ struct BrowserFlowContract {
         let user = try await store.providerUser(Make.user("google"))
         let code = AuthorizationCodeRecord(
             hash: Make.hash(), clientID: "broker-cli", userID: user.id, redirectURI: "http://127.0.0.1:5/cb",
-            codeChallenge: "challenge", authTime: Make.now, signedInWith: "google", expiresAt: Make.now + 60)
+            codeChallenge: "challenge", authTime: Make.now, signedInWith: "google",
+            claims: #"{"id_token":{"email":null}}"#, expiresAt: Make.now + 60)
         try await store.createAuthorizationCode(code)
         #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .redeemed(code))
         #expect(try await store.redeemAuthorizationCode(hash: code.hash, now: Make.now) == .reused(session: nil))

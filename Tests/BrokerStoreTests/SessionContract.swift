@@ -17,6 +17,19 @@ struct SessionContract {
         #expect(try await store.sessionWithUser(id: "no-such-session") == nil)
     }
 
+    /// What a sign-in's claims parameter asked userinfo for is kept with the session (schema v20): read by
+    /// session(id:), left out of the token paths' reads.
+    @Test(arguments: StoreUnderTest.available)
+    func aSessionKeepsTheClaimsItsSignInAskedFor(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await store.providerUser(Make.user("google"))
+        var session = Make.session(for: user)
+        session.claims = #"{"userinfo":{"name":{"essential":true}}}"#
+        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        #expect(try await store.session(id: session.id)?.claims == session.claims)
+        #expect(try await store.sessionWithUser(id: session.id)?.session.claims == nil)
+    }
+
     @Test(arguments: StoreUnderTest.available)
     func rotationSpendsTheTokenAndIssuesItsSuccessor(kind: StoreUnderTest) async throws {
         let store = try await kind.make()

@@ -84,14 +84,16 @@ package final class DiscoveryService: ContextualService {
             "scopes_supported": .array(AppRules.standardScopes.map(JSONValue.string)),
             "response_modes_supported": .array(["query", "form_post"]),
             "prompt_values_supported": .array(["none", "login", "consent", "select_account"]),
-            "claims_parameter_supported": false,
+            "claims_parameter_supported": true,
+            "acr_values_supported": .array(AuthenticationContext.levels.map(JSONValue.string)),
+            "ui_locales_supported": .array(["en"]),
             "request_parameter_supported": false,
             "request_uri_parameter_supported": false,
             "authorization_response_iss_parameter_supported": true,
             "claims_supported": .array(
                 [
                     "iss", "sub", "aud", "iat", "nbf", "exp", "jti", "idp", "client_id", "sid", "email",
-                    "email_verified", "name", "scope", "auth_time", "nonce", "at_hash", "azp", "amr",
+                    "email_verified", "name", "scope", "auth_time", "nonce", "at_hash", "azp", "acr", "amr",
                 ].map(JSONValue.string)
             ),
         ]

@@ -4,8 +4,9 @@ package import BrokerStore
 
 /// What an app may register and ask for (issue "Sign in to any app"): pure rules, tested without a server.
 package enum AppRules {
-    /// The scopes every app may ask for.
-    package static let standardScopes = ["openid", "profile", "email", "offline_access"]
+    /// The scopes every app may ask for. `address` and `phone` are answered with what broker knows of them:
+    /// nothing, today (OpenID Connect Core 5.4 lets a provider return no value for a claim).
+    package static let standardScopes = ["openid", "profile", "email", "address", "phone", "offline_access"]
 
     /// Signing algorithms an app may choose for its id tokens.
     package static let idTokenAlgorithms = ["RS256", "ES256", "EdDSA"]
@@ -78,16 +79,18 @@ package enum AppRules {
         return nil
     }
 
-    /// `scope` as a set the app may have: each known and allowed, no duplicates; `nil` when one is not.
-    package static func scopes(_ requested: String, app: AppRecord, resource: ResourceRecord? = nil) -> [String]? {
+    /// The scopes of `requested` the app may have, in its order, without duplicates: a scope broker does not
+    /// know is ignored (OpenID Connect Core 3.1.2.1: an OP SHOULD ignore what it does not understand), and one it
+    /// knows but the app may not have is left out of the grant — neither is an error. What was left out shows in
+    /// the token response's `scope`.
+    package static func scopes(_ requested: String, app: AppRecord, resource: ResourceRecord? = nil) -> [String] {
         let asked = requested.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         var granted: [String] = []
         for scope in asked where !granted.contains(scope) {
-            guard
-                standardScopes.contains(scope) || app.scopes.contains(scope)
-                    || resource?.scopes.contains(scope) == true
-            else { return nil }
-            granted.append(scope)
+            if standardScopes.contains(scope) || app.scopes.contains(scope) || resource?.scopes.contains(scope) == true
+            {
+                granted.append(scope)
+            }
         }
         return granted
     }

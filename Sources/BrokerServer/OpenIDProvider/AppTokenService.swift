@@ -133,9 +133,11 @@ package final class AppTokenService: ContextualService {
             return try await cliSession(record, hash: hash, user: user, resource: resource)
         }
         let scopes = record.scope.split(separator: " ").map(String.init)
+        let claims = record.claims.flatMap { try? ClaimsRequest.parse($0) }
+        let userinfoClaims = claims.flatMap { $0.userinfo.isEmpty ? nil : ClaimsRequest(userinfo: $0.userinfo) }
         let (session, sessionID) = try await tokens.startSessionReturningID(
             user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith,
-            resource: resource)
+            resource: resource, claims: userinfoClaims?.serialized)
         try await store.attachSession(sessionID, toCode: hash, now: now)
         var answer = OpenIDTokenResponse(
             accessToken: session.accessToken, tokenType: session.tokenType, expiresIn: session.expiresIn,
@@ -144,7 +146,8 @@ package final class AppTokenService: ContextualService {
             refreshToken: scopes.contains("offline_access") ? session.refreshToken : nil)
         if scopes.contains("openid") {
             answer.idToken = try await idToken(
-                user: user, app: app, code: record, accessToken: session.accessToken, scopes: scopes)
+                user: user, app: app, code: record, accessToken: session.accessToken, scopes: scopes,
+                claims: claims)
         }
         metrics.appToken(outcome: "issued")
         audit.record("app_token", user: user.id, fields: ["client_id": app.clientID])
@@ -173,9 +176,11 @@ package final class AppTokenService: ContextualService {
         return .tokens(response.json)
     }
 
-    /// The id token (Core 2): signed with the app's algorithm (RS256 unless it chose another).
+    /// The id token (Core 2): signed with the app's algorithm (RS256 unless it chose another), with the claims
+    /// the scopes give and those the `claims` parameter named for it (Core 5.5).
     func idToken(
-        user: UserRecord, app: AppRecord, code: AuthorizationCodeRecord, accessToken: String, scopes: [String]
+        user: UserRecord, app: AppRecord, code: AuthorizationCodeRecord, accessToken: String, scopes: [String],
+        claims requested: ClaimsRequest? = nil
     )
         async throws -> String
     {
@@ -184,12 +189,15 @@ package final class AppTokenService: ContextualService {
             "iss": .string(tokens.issuer), "sub": .string(user.id.description), "aud": .string(app.clientID),
             "azp": .string(app.clientID), "iat": .int(issuedAt),
             "exp": .int(issuedAt + tokens.configuration.accessTokenTTL), "auth_time": .int(code.authTime),
-            "at_hash": .string(Self.halfHash(accessToken)),
-            "amr": .array([code.signedInWith == .custom ? "pwd" : "fed"]), "idp": .string(code.signedInWith.rawValue),
+            "at_hash": .string(Self.halfHash(accessToken)), "idp": .string(code.signedInWith.rawValue),
         ]
+        claims.merge(AuthenticationContext.claims(code.signedInWith)) { _, new in new }
         if let browserSession = code.browserSession { claims["sid"] = .string(browserSession) }
         if let nonce = code.nonce { claims["nonce"] = .string(nonce) }
-        claims.merge(try await profileClaims(user: user, scopes: scopes)) { _, new in new }
+        claims.merge(
+            try await profileClaims(
+                user: user, scopes: scopes, named: Set(requested.map { Array($0.idToken.keys) } ?? []))
+        ) { _, new in new }
         guard let signer = tokens.keys.current.idTokenSigner(algorithm: app.idTokenAlgorithm) else {
             logger.error("no key for the app's id token algorithm", metadata: ["alg": "\(app.idTokenAlgorithm)"])
             throw APIError.serverError
@@ -203,14 +211,20 @@ package final class AppTokenService: ContextualService {
         Base64URL.encode(Array(Digest.sha256(token).prefix(16)))
     }
 
-    /// `email`, `email_verified` and `name` as the scopes allow.
-    func profileClaims(user: UserRecord, scopes: [String]) async throws -> [String: JSONValue] {
-        var claims: [String: JSONValue] = [:]
-        if scopes.contains("email"), let email = user.email {
-            claims["email"] = .string(email)
-            claims["email_verified"] = .bool(try await tokens.emailVerified(user))
+    /// The user's claims that the scopes give (Core 5.4), or that a `claims` parameter `named` one by one
+    /// (Core 5.5): `email` and `email_verified`, `name`. A standard claim broker has no value for — `address`,
+    /// `phone_number`, a name's parts — is left out, as Core 5.3.2 has it.
+    func profileClaims(user: UserRecord, scopes: [String], named: Set<String> = []) async throws -> [String: JSONValue]
+    {
+        func wanted(_ claim: String) -> Bool {
+            named.contains(claim) || ClaimsRequest.scopeOfClaim[claim].map(scopes.contains) == true
         }
-        if scopes.contains("profile"), let name = user.name { claims["name"] = .string(name) }
+        var claims: [String: JSONValue] = [:]
+        if let email = user.email {
+            if wanted("email") { claims["email"] = .string(email) }
+            if wanted("email_verified") { claims["email_verified"] = .bool(try await tokens.emailVerified(user)) }
+        }
+        if wanted("name"), let name = user.name { claims["name"] = .string(name) }
         return claims
     }
 
@@ -245,7 +259,12 @@ package final class AppTokenService: ContextualService {
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"insufficient_scope\"")])
         }
         var claims: [String: JSONValue] = ["sub": .string(view.user.id.description)]
-        claims.merge(try await profileClaims(user: view.user, scopes: scopes)) { _, new in new }
+        // What the sign-in's `claims` parameter asked userinfo for (Core 5.5), kept with the session.
+        let requested = try await store.session(id: view.session.id)?.claims.flatMap { try? ClaimsRequest.parse($0) }
+        claims.merge(
+            try await profileClaims(
+                user: view.user, scopes: scopes, named: Set(requested.map { Array($0.userinfo.keys) } ?? []))
+        ) { _, new in new }
         return APIResponse(status: 200, body: .object(claims), headers: [("Cache-Control", "no-store")])
     }
 }

@@ -26,6 +26,19 @@ struct AuthorizationRequest: Sendable, Hashable {
     /// `response_mode=form_post` (OAuth 2.0 Form Post Response Mode): the answer — code or error — is posted
     /// to the redirect URI by a page that submits itself, instead of carried in its query.
     var formPost = false
+    /// `acr_values` (Core 3.1.2.1), the app's preference among ``AuthenticationContext`` levels, most wanted
+    /// first.
+    var acrValues: [String] = []
+    /// The `claims` parameter (Core 5.5), when the request had one.
+    var claims: ClaimsRequest?
+
+    /// The scopes consent is asked and remembered for: those requested, and those the claims named in a
+    /// `claims` parameter belong to.
+    var consentScopes: [String] {
+        var all = scopes
+        for scope in claims?.impliedScopes ?? [] where !all.contains(scope) { all.append(scope) }
+        return all
+    }
 
     /// The user a link attaches to, and the session that asked for it (RT2-1: the link dies with it).
     struct LinkTarget: Sendable, Hashable {
@@ -51,6 +64,8 @@ struct AuthorizationRequest: Sendable, Hashable {
         if let expectedSubject { fields["u"] = .string(expectedSubject) }
         if let resource { fields["rs"] = .string(resource) }
         if formPost { fields["fp"] = true }
+        if !acrValues.isEmpty { fields["av"] = .array(acrValues.map(JSONValue.string)) }
+        if let claims { fields["cl"] = claims.json }
         if let link {
             fields["k"] = .string(link.user.description)
             fields["ks"] = .string(link.session)
@@ -79,6 +94,11 @@ struct AuthorizationRequest: Sendable, Hashable {
             expectedSubject: fields["u"]?.stringValue, expiresAt: expiresAt, link: link,
             resource: fields["rs"]?.stringValue)
         request.formPost = fields["fp"]?.boolValue ?? false
+        request.acrValues = fields["av"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        if let claims = fields["cl"] {
+            guard let parsed = try? ClaimsRequest.parse(claims.serialized()) else { return nil }
+            request.claims = parsed
+        }
         return request
     }
 

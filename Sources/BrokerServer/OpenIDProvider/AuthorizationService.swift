@@ -96,7 +96,12 @@ final class AuthorizationService: ContextualService {
             }
         }
         if let nonce = request.nonce, nonce.utf8.count > 1024 { return refuse(.invalidRequest, "nonce is too long") }
+        // Request objects, by value or by reference (Core 6): not supported, and discovery says so. A request_uri
+        // of broker's own /auth/par never gets here (it is replaced by the pushed parameters).
         if parameters["request"] != nil { return refuse(.requestNotSupported, "request objects are not supported") }
+        if parameters["request_uri"] != nil {
+            return refuse(.requestURINotSupported, "request_uri is only taken from broker's own /auth/par")
+        }
         guard let responseType = parameters["response_type"] else {
             return refuse(.invalidRequest, "response_type is required")
         }
@@ -111,10 +116,21 @@ final class AuthorizationService: ContextualService {
             return refuse(error.code, error.detail)
         }
         request.resource = resource?.url
-        guard let scopes = AppRules.scopes(parameters["scope"] ?? "", app: app, resource: resource) else {
-            return refuse(.invalidScope, "a scope is unknown or not allowed for this app")
+        request.scopes = AppRules.scopes(parameters["scope"] ?? "", app: app, resource: resource)
+        if let text = parameters["claims"] {
+            do {
+                request.claims = try ClaimsRequest.parse(text)
+            } catch {
+                return refuse(.invalidRequest, error.description)
+            }
         }
-        request.scopes = scopes
+        if let text = parameters["acr_values"] {
+            let values = text.split(separator: " ").map(String.init)
+            guard values.count <= 8, values.allSatisfy({ $0.utf8.count <= 64 }) else {
+                return refuse(.invalidRequest, "acr_values has at most 8 values of at most 64 bytes")
+            }
+            request.acrValues = values
+        }
         if let method = parameters["code_challenge_method"], method != "S256" {
             return refuse(.invalidRequest, "code_challenge_method must be S256")
         }
@@ -147,6 +163,13 @@ final class AuthorizationService: ContextualService {
             }
             request.expectedSubject = subject
         }
+        // A `sub` asked for with a value (Core 5.5.1): only that user's sign-in answers, as with id_token_hint.
+        if let wanted = request.claims?.idToken["sub"]?.values {
+            guard wanted.count == 1, request.expectedSubject == nil || request.expectedSubject == wanted[0] else {
+                return refuse(.invalidRequest, "claims.id_token.sub names another user than id_token_hint, or several")
+            }
+            request.expectedSubject = wanted[0]
+        }
         return .request(request)
     }
 
@@ -161,7 +184,7 @@ final class AuthorizationService: ContextualService {
             return badRequestPage("No app called \(clientID.prefix(64)) is registered with this broker.")
         }
         var parameters = query
-        if let requestURI = query["request_uri"] {
+        if let requestURI = query["request_uri"], requestURI.hasPrefix(Self.requestURIPrefix) {
             guard let pushed = try await takePushed(requestURI, app: app) else {
                 metrics.appAuthorization(outcome: "invalid_request_uri")
                 return badRequestPage(
@@ -199,14 +222,27 @@ final class AuthorizationService: ContextualService {
             return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: nil)
         }
         if prompt.contains("none") {
+            if let session, !needsSignIn(request, session: session, minding: false) {
+                // Signed in as asked, but not strongly enough: only a new sign-in with more could answer.
+                return refuse(.interactionRequired, "a stronger sign-in than this one is required (acr)")
+            }
             return refuse(.loginRequired, "no sign-in at the broker (or not the one asked for)")
         }
-        return try signInPage(request, app: app, problem: nil)
+        let stronger =
+            AuthenticationContext.meets(request.claims, acr: "1")
+            ? nil : "\(app.clientID) asks for a sign-in with a passkey."
+        return try signInPage(request, app: app, problem: stronger)
     }
 
     /// Whether the browser session does not do for this request: `prompt=login` or `select_account`, older
-    /// than `max_age`, or not the user an `id_token_hint` names.
-    private func needsSignIn(_ request: AuthorizationRequest, session: BrowserSessionRecord) -> Bool {
+    /// than `max_age`, not the user an `id_token_hint` names, or (`minding` the level) weaker than an essential
+    /// `acr` asks.
+    private func needsSignIn(_ request: AuthorizationRequest, session: BrowserSessionRecord, minding level: Bool = true)
+        -> Bool
+    {
+        if level && !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {
+            return true
+        }
         if request.prompt.contains("login") || request.prompt.contains("select_account") { return true }
         // max_age=0 asks for a sign-in now, like prompt=login (Core 3.1.2.1).
         if let maxAge = request.maxAge, maxAge == 0 || now - session.authTime > maxAge { return true }
@@ -456,6 +492,12 @@ final class AuthorizationService: ContextualService {
         if let expected = request.expectedSubject, expected != session.userID.description {
             response = errorRedirect(
                 request, .loginRequired, "signed in as another user than id_token_hint names", page: fromForm)
+        } else if !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {
+            // Core 5.5.1.1: an essential acr that the sign-in did not reach is a failed authentication.
+            response = errorRedirect(
+                request, .unmetAuthenticationRequirements,
+                "the app insists on a stronger sign-in (acr \(request.claims?.idToken["acr"]?.values?.joined(separator: " ") ?? ""))",
+                page: fromForm)
         } else if try await needsConsent(request, app: app, user: session.userID) {
             if request.prompt.contains("none") {
                 response = errorRedirect(
@@ -466,7 +508,7 @@ final class AuthorizationService: ContextualService {
                 response = try FormGuard.page(secure: secure) { csrf in
                     Page.appConsent(
                         app: app, user: user?.email ?? user?.name ?? session.userID.description,
-                        scopes: request.scopes, resource: request.resource, request: sealed, csrf: csrf)
+                        scopes: request.consentScopes, resource: request.resource, request: sealed, csrf: csrf)
                 }
             }
         } else {
@@ -480,7 +522,7 @@ final class AuthorizationService: ContextualService {
         if app.firstParty { return false }
         if request.prompt.contains("consent") { return true }
         guard let allowed = try await store.consent(user: user, clientID: app.clientID) else { return true }
-        return !Set(request.scopes).isSubset(of: Set(allowed))
+        return !Set(request.consentScopes).isSubset(of: Set(allowed))
     }
 
     /// `POST /auth/authorize/consent {request, csrf, decision}`: Allow remembers the scopes and sends the code;
@@ -500,7 +542,8 @@ final class AuthorizationService: ContextualService {
             return FormGuard.clearing(
                 errorRedirect(request, .accessDenied, "the user did not allow the app", page: true), secure: secure)
         }
-        try await store.recordConsent(user: session.userID, clientID: app.clientID, scopes: request.scopes, now: now)
+        try await store.recordConsent(
+            user: session.userID, clientID: app.clientID, scopes: request.consentScopes, now: now)
         audit.record("app_consent", user: session.userID, fields: ["client_id": app.clientID])
         return FormGuard.clearing(try await issueCode(request, session: session, fromForm: true), secure: secure)
     }

@@ -120,7 +120,8 @@ struct AuthorizationCodes: ContextualService {
                 hash: Digest.sha256(code), clientID: request.clientID, userID: user, redirectURI: request.redirectURI,
                 codeChallenge: request.codeChallenge, scope: request.scopes.joined(separator: " "),
                 nonce: request.nonce, authTime: authTime, signedInWith: signedInWith, browserSession: browserSession,
-                link: link, linkSession: linkSession, resource: request.resource, expiresAt: now + Self.lifetime))
+                link: link, linkSession: linkSession, resource: request.resource,
+                claims: request.claims.flatMap { $0.isEmpty ? nil : $0.serialized }, expiresAt: now + Self.lifetime))
         return code
     }
 }

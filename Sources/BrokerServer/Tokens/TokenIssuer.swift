@@ -79,7 +79,7 @@ package final class TokenIssuer: Sendable {
     /// session's id. `resource`: a registered resource (RFC 8707) the first access token is for.
     package func startSessionReturningID(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
-        resource: ResourceRecord? = nil
+        resource: ResourceRecord? = nil, claims: String? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.argumentSafeToken(byteCount: 16)
@@ -95,7 +95,8 @@ package final class TokenIssuer: Sendable {
                     revokedAt: nil,
                     signedInWith: signedInWith,
                     // A public client's proof binds its session: the refresh token needs the key from now on.
-                    dpopJKT: DPoPBinding.current.flatMap { $0.bindsSession ? $0.thumbprint : nil }
+                    dpopJKT: DPoPBinding.current.flatMap { $0.bindsSession ? $0.thumbprint : nil },
+                    claims: claims
                 ),
                 firstToken: RefreshTokenRecord(
                     hash: Digest.sha256(refreshToken),
@@ -174,6 +175,8 @@ package final class TokenIssuer: Sendable {
         }
         if let name = user.name, isCLI || granted.contains("profile") { extra["name"] = .string(name) }
         if let scope { extra["scope"] = .string(scope) }
+        // How the user signed in, for an API that asks more of some calls (RFC 9470): a session's tokens only.
+        if let signedInWith { extra.merge(AuthenticationContext.claims(signedInWith)) { _, new in new } }
         return try sign(
             subject: user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
             lifetime: accessLifetime(for: resource), bound: resource?.bearer != true,

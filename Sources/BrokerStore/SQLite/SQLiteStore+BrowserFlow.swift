@@ -10,13 +10,14 @@ extension SQLiteStore {
                 sql: """
                     INSERT INTO authorization_codes (hash, client_id, user_id, redirect_uri, code_challenge, scope,
                         nonce, auth_time, signed_in_with, browser_session, link_identity, link_session, expires_at,
-                        resource)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        resource, claims)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     code.hash.hex, code.clientID, code.userID.description, code.redirectURI, code.codeChallenge,
                     code.scope, code.nonce, code.authTime, code.signedInWith.rawValue, code.browserSession,
                     code.link?.serialized, code.linkSession, code.expiresAt, code.resource,
+                    code.claims,
                 ])
         }
     }
@@ -49,7 +50,8 @@ extension SQLiteStore {
                     codeChallenge: row["code_challenge"], scope: row["scope"], nonce: row["nonce"],
                     authTime: row["auth_time"], signedInWith: provider, browserSession: browserSession,
                     link: (row["link_identity"] as String?).flatMap(IdentityRecord.init(serialized:)),
-                    linkSession: row["link_session"], resource: row["resource"], expiresAt: row["expires_at"]))
+                    linkSession: row["link_session"], resource: row["resource"], claims: row["claims"],
+                    expiresAt: row["expires_at"]))
         }
     }
 

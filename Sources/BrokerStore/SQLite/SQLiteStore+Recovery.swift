@@ -117,7 +117,8 @@ extension SQLiteStore {
             createdAt: row["created_at"],
             revokedAt: row["revoked_at"],
             signedInWith: (row["signed_in_with"] as String?).flatMap(ProviderID.init(rawValue:)),
-            dpopJKT: row.hasColumn("dpop_jkt") ? row["dpop_jkt"] : nil
+            dpopJKT: row.hasColumn("dpop_jkt") ? row["dpop_jkt"] : nil,
+            claims: row.hasColumn("claims") ? row["claims"] : nil
         )
     }
 }

@@ -15,12 +15,12 @@ extension SQLiteStore {
             }
             try db.execute(
                 sql: """
-                    INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO sessions (id, user_id, client_id, scope, created_at, signed_in_with, dpop_jkt, claims)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     session.id, session.userID.description, session.clientID, session.scope, session.createdAt,
-                    session.signedInWith?.rawValue, session.dpopJKT,
+                    session.signedInWith?.rawValue, session.dpopJKT, session.claims,
                 ]
             )
             try db.execute(
@@ -125,8 +125,8 @@ extension SQLiteStore {
             try Row.fetchOne(
                 db,
                 sql: """
-                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with FROM sessions
-                    WHERE id = ?
+                    SELECT id, user_id, client_id, scope, created_at, revoked_at, signed_in_with, claims
+                    FROM sessions WHERE id = ?
                     """,
                 arguments: [id]
             ).flatMap(Self.session)

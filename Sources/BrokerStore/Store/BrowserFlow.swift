@@ -26,15 +26,18 @@ package struct AuthorizationCodeRecord: Sendable, Hashable {
     /// The resource (RFC 8707) the request named: the `aud` of the access token the code is redeemed for
     /// (schema v18); `nil`: the client's own audience.
     package var resource: String?
+    /// The request's `claims` parameter (OpenID Connect Core 5.5) as JSON (schema v20); `nil`: none.
+    package var claims: String?
     package var expiresAt: Int64
 
     package init(
         hash: [UInt8], clientID: String, userID: UserID, redirectURI: String, codeChallenge: String?,
         scope: String = "", nonce: String? = nil, authTime: Int64, signedInWith: ProviderID,
         browserSession: String? = nil, link: IdentityRecord? = nil, linkSession: String? = nil,
-        resource: String? = nil, expiresAt: Int64
+        resource: String? = nil, claims: String? = nil, expiresAt: Int64
     ) {
         self.resource = resource
+        self.claims = claims
         self.hash = hash
         self.clientID = clientID
         self.userID = userID

@@ -49,12 +49,17 @@ package struct SessionRecord: Sendable, Hashable {
     /// The RFC 7638 thumbprint of the DPoP key the session is bound to (schema v14): its refresh token is
     /// refused without a proof by that key. `nil`: not bound.
     package var dpopJKT: String?
+    /// The claims its sign-in asked userinfo for (the `claims` parameter's `userinfo` member, OpenID Connect
+    /// Core 5.5, as JSON; schema v20): written when the session starts, read by ``Store/session(id:)`` (the
+    /// session reads of the token paths leave it out).
+    package var claims: String?
 
     package init(
         id: String, userID: UserID, clientID: String, scope: String?, createdAt: Int64, revokedAt: Int64?,
-        signedInWith: ProviderID? = nil, dpopJKT: String? = nil
+        signedInWith: ProviderID? = nil, dpopJKT: String? = nil, claims: String? = nil
     ) {
         self.dpopJKT = dpopJKT
+        self.claims = claims
         self.id = id
         self.userID = userID
         self.clientID = clientID
@@ -197,7 +202,7 @@ package protocol Store:
     @discardableResult
     func revokeSession(id: String, now: Int64) async throws -> Bool
 
-    /// The session, revoked or not; `nil` when unknown.
+    /// The session, revoked or not, with its ``SessionRecord/claims``; `nil` when unknown.
     func session(id: String) async throws -> SessionRecord?
 
     /// The session and its user in one read (what `/auth/me` needs); `nil` when either is unknown. Runs on the

@@ -1,0 +1,211 @@
+import BrokerCore
+import BrokerServer
+import BrokerStore
+import BrokerTestSupport
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+/// What the OpenID Foundation's OP plans check of an authorization request beyond the basics (issue
+/// "Certifiable"): unknown scopes, `address` and `phone`, the `claims` parameter, `acr`/`amr`/`acr_values`,
+/// request objects refused as discovery says — each named after the conformance module it stands for.
+@Suite("Certifiable: claims, scopes, acr and the rest of what the OP plans ask")
+struct CertifiableTests {
+    typealias OP = OpenIDProviderTests
+    typealias Flow = InProcessBrowserFlowTests
+
+    // MARK: The rules, without a server
+
+    @Test func aClaimsParameterIsParsedAndWhatBrokerNeverIssuesIsDropped() throws {
+        let request = try ClaimsRequest.parse(
+            """
+            {"id_token": {"email": null, "acr": {"essential": true, "values": ["2", "1"]}, "x-custom": null},
+             "userinfo": {"name": {"essential": true}, "sub": {"value": "custom:u-1"}},
+             "other": 7}
+            """)
+        #expect(request.idToken["email"] == ClaimsRequest.Claim())
+        #expect(request.idToken["acr"] == ClaimsRequest.Claim(essential: true, values: ["2", "1"]))
+        #expect(request.idToken["x-custom"] == nil, "a claim broker never issues is ignored")
+        #expect(request.userinfo["name"]?.essential == true)
+        #expect(request.userinfo["sub"]?.values == ["custom:u-1"])
+        #expect(request.impliedScopes == ["email", "profile"])
+        // What is sealed and stored reads back the same.
+        #expect(try ClaimsRequest.parse(request.serialized) == request)
+    }
+
+    @Test(arguments: [
+        ("[1]", "JSON object"), ("{\"id_token\": []}", "claims.id_token"), ("not json", "JSON object"),
+        ("{\"userinfo\": {\"name\": 1}}", "claims.userinfo.name"),
+        ("{\"id_token\": {\"acr\": {\"essential\": \"yes\"}}}", "essential"),
+        ("{\"id_token\": {\"acr\": {\"values\": []}}}", "values"),
+        ("{\"id_token\": {\"acr\": {\"value\": {\"a\": 1}}}}", "value"),
+    ])
+    func aMalformedClaimsParameterSaysWhy(text: String, names: String) {
+        #expect {
+            try ClaimsRequest.parse(text)
+        } throws: { error in
+            (error as? ClaimsRequest.Malformed)?.description.contains(names) == true
+        }
+        let long = "{\"id_token\": {\"email\": null, \"pad\": \"" + String(repeating: "x", count: 3000) + "\"}}"
+        #expect(throws: ClaimsRequest.Malformed.self) { try ClaimsRequest.parse(long) }
+    }
+
+    @Test func unknownScopesAreIgnoredAndAScopeTheAppMayNotHaveIsLeftOut() {
+        let app = AppRecord(clientID: "web", secretHash: nil, redirectURIs: [], scopes: ["files:read"], createdAt: 0)
+        #expect(AppRules.scopes("openid frobnicate email openid", app: app) == ["openid", "email"])
+        #expect(
+            AppRules.scopes("openid address phone files:read files:write", app: app) == [
+                "openid", "address", "phone", "files:read",
+            ])
+        #expect(AppRules.scopes("", app: app).isEmpty)
+    }
+
+    @Test func acrSaysHowStronglyAndAmrOnlyWithRegisteredMethods() throws {
+        #expect(AuthenticationContext.claims(.custom) == ["acr": "1", "amr": ["pwd"]])
+        #expect(AuthenticationContext.claims(.passkey) == ["acr": "2", "amr": ["pop", "mfa"]])
+        #expect(AuthenticationContext.claims(ProviderID("google")) == ["acr": "1"], "no fed: not an RFC 8176 value")
+        let wantsTwo = try ClaimsRequest.parse(#"{"id_token": {"acr": {"essential": true, "values": ["2"]}}}"#)
+        #expect(!AuthenticationContext.meets(wantsTwo, acr: "1"))
+        #expect(AuthenticationContext.meets(wantsTwo, acr: "2"))
+        let wantsOne = try ClaimsRequest.parse(#"{"id_token": {"acr": {"essential": true, "values": ["1"]}}}"#)
+        #expect(AuthenticationContext.meets(wantsOne, acr: "2"), "more than asked for does")
+        let voluntary = try ClaimsRequest.parse(#"{"id_token": {"acr": {"values": ["2"]}}}"#)
+        #expect(AuthenticationContext.meets(voluntary, acr: "1"), "not essential: a preference")
+        #expect(AuthenticationContext.meets(nil, acr: "1"))
+    }
+
+    // MARK: Through the broker
+
+    /// The app `web`, first-party (no consent page), and a password user signed in at its page — or already
+    /// signed in in `jar`: the answer at the redirect URI.
+    private static func code(
+        _ client: InProcessBroker.Client, _ jar: OP.Jar, scope: String, extra: [(String, String)], email: String
+    ) async throws -> [String: String] {
+        let page = try await OP.get(client, OP.authorizeURI(OP.webRequest(scope: scope, extra: extra)), jar)
+        if let location = page.header("Location") { return Flow.query(location) }
+        #expect(page.status == 200, "the sign-in page")
+        let signedIn = try await OP.passwordSignIn(client, page: page, jar, email: email)
+        return Flow.query(try #require(OP.destination(signedIn)))
+    }
+
+    /// oidcc-claims-essential, and the claims parameter's two members: a claim asked for by name comes whatever
+    /// the scopes, where it was asked for.
+    @Test func claimsNamedInTheClaimsParameterComeWhereTheyWereAskedFor() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("cy@example.com", OP.password)
+            let jar = OP.Jar()
+            let claims = #"{"id_token": {"email": null}, "userinfo": {"name": {"essential": true}, "email": null}}"#
+            let back = try await Self.code(
+                client, jar, scope: "openid", extra: [("claims", claims)], email: "cy@example.com")
+            let tokens = try await OP.redeem(client, code: try #require(back["code"]))
+            #expect(tokens.status == 200, "\(String(describing: tokens.json))")
+            #expect(tokens["scope"]?.stringValue == "openid", "the grant's scope is what was asked for")
+            let idTokenText = try #require(tokens["id_token"]?.stringValue)
+            let idToken = try #require(jwtParts(idTokenText).claims)
+            #expect(idToken["email"] == "cy@example.com", "asked for in the id token by name, without the scope")
+            #expect(idToken["name"] == nil, "asked for at userinfo only")
+            #expect(idToken["email_verified"] == nil, "not asked for")
+            #expect(idToken["acr"] == "1" && idToken["amr"] == ["pwd"])
+            let info = try await client.get("/auth/userinfo", bearer: tokens["access_token"]?.stringValue)
+            #expect(info.status == 200)
+            #expect(info["email"]?.stringValue == "cy@example.com")
+            #expect(info["email_verified"] == nil)
+            #expect(info["sub"] != nil)
+            // The access token says how the user signed in too.
+            let accessText = try #require(tokens["access_token"]?.stringValue)
+            let access = try #require(jwtParts(accessText).claims)
+            #expect(access["acr"] == "1" && access["amr"] == ["pwd"])
+            // A refresh keeps what the sign-in asked userinfo for.
+            let again = try await Self.code(
+                client, jar, scope: "openid offline_access", extra: [("claims", claims)], email: "cy@example.com")
+            let offline = try await OP.redeem(client, code: try #require(again["code"]))
+            let refreshed = try await OP.redeemRefresh(client, try #require(offline["refresh_token"]?.stringValue))
+            #expect(refreshed.status == 200)
+            let refreshedToken = try #require(refreshed["access_token"]?.stringValue)
+            #expect(try await client.get("/auth/userinfo", bearer: refreshedToken)["email"] == "cy@example.com")
+        }
+    }
+
+    /// oidcc-scope-address, -phone, -all: the scopes are taken, answered with what broker has — nothing.
+    @Test func addressAndPhoneScopesAreTakenAndAnsweredWithNothing() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("di@example.com", OP.password)
+            let back = try await Self.code(
+                client, OP.Jar(), scope: "openid profile email address phone", extra: [], email: "di@example.com")
+            let tokens = try await OP.redeem(client, code: try #require(back["code"]))
+            #expect(tokens["scope"]?.stringValue == "openid profile email address phone")
+            let info = try await client.get("/auth/userinfo", bearer: tokens["access_token"]?.stringValue)
+            #expect(info.status == 200 && info["email"] == "di@example.com")
+            #expect(info["address"] == nil && info["phone_number"] == nil)
+        }
+    }
+
+    /// An essential acr of "2" (a passkey) asked of a password session: the sign-in page says so; under
+    /// prompt=none, interaction_required; a password sign-in again does not reach it (Core 5.5.1.1), and the app is
+    /// told unmet_authentication_requirements. acr_values alone is a preference (oidcc-ensure-request-with-acr-
+    /// values-succeeds).
+    @Test func anEssentialAcrIsMetOrTheAppIsToldAndAcrValuesIsAPreference() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("ed@example.com", OP.password)
+            let jar = OP.Jar()
+            let preferred = try await Self.code(
+                client, jar, scope: "openid", extra: [("acr_values", "2 1")], email: "ed@example.com")
+            let tokens = try await OP.redeem(client, code: try #require(preferred["code"]))
+            #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).claims?["acr"] == "1")
+
+            let essential = [("claims", #"{"id_token": {"acr": {"essential": true, "values": ["2"]}}}"#)]
+            let silent = try await OP.get(
+                client, OP.authorizeURI(OP.webRequest(scope: "openid", extra: essential + [("prompt", "none")])), jar)
+            #expect(Flow.query(try #require(silent.header("Location")))["error"] == "interaction_required")
+            let page = try await OP.get(client, OP.authorizeURI(OP.webRequest(scope: "openid", extra: essential)), jar)
+            #expect(page.status == 200)
+            #expect(String(decoding: page.body, as: UTF8.self).contains("asks for a sign-in with a passkey"))
+            let signedIn = try await OP.passwordSignIn(client, page: page, jar, email: "ed@example.com")
+            let refused = Flow.query(try #require(OP.destination(signedIn)))
+            #expect(refused["error"] == "unmet_authentication_requirements" && refused["code"] == nil)
+            #expect(refused["state"] == "st-1")
+        }
+    }
+
+    /// A claims parameter naming another user's sub than the one signed in: as with id_token_hint, only that
+    /// user's sign-in answers (Core 5.5.1), and prompt=none says login_required.
+    @Test func aSubAskedForWithAValueIsOnlyAnsweredForThatUser() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("fa@example.com", OP.password)
+            let jar = OP.Jar()
+            _ = try await Self.code(client, jar, scope: "openid", extra: [], email: "fa@example.com")
+            let other = [("claims", #"{"id_token": {"sub": {"value": "custom:u-someone-else"}}}"#), ("prompt", "none")]
+            let reply = try await OP.get(client, OP.authorizeURI(OP.webRequest(scope: "openid", extra: other)), jar)
+            #expect(Flow.query(try #require(reply.header("Location")))["error"] == "login_required")
+        }
+    }
+
+    /// oidcc-discovery-endpoint-verification and the Config OP plan: what the request handling above is
+    /// published as.
+    @Test func discoverySaysWhatIsSupported() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.test { client in
+            let discovery = try await client.get("/.well-known/openid-configuration")
+            #expect(discovery["claims_parameter_supported"] == true)
+            #expect(discovery["acr_values_supported"] == ["1", "2"])
+            #expect(discovery["request_parameter_supported"] == false)
+            #expect(discovery["request_uri_parameter_supported"] == false)
+            #expect(discovery["response_types_supported"] == ["code"], "no implicit, no hybrid (OAuth 2.1)")
+            #expect(discovery["response_modes_supported"] == ["query", "form_post"])
+            let scopes = discovery["scopes_supported"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(
+                Set(["openid", "profile", "email", "address", "phone", "offline_access"]).isSubset(of: Set(scopes)))
+            let claims = discovery["claims_supported"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(claims.contains("acr") && claims.contains("amr"))
+        }
+    }
+}
