@@ -46,14 +46,19 @@ package final class IssuerDirectory: Sendable {
     let freshFor: Double
     let refetchInterval: Double
     let staleFor: Double = 24 * 3600
+    /// Whether fetches may reach only public addresses (``HTTPClientRequest/publicAddressesOnly``): for URLs
+    /// someone other than the operator chose (an app that registered itself names its own `jwks_uri`).
+    let publicAddressesOnly: Bool
 
     package init(
         http: @escaping @Sendable () -> any HTTPTransport,
         clock: any WallClock,
         logger: Logger,
         freshFor: Double = 600,
-        refetchInterval: Double = 5
+        refetchInterval: Double = 5,
+        publicAddressesOnly: Bool = false
     ) {
+        self.publicAddressesOnly = publicAddressesOnly
         self.http = http
         self.clock = clock
         self.logger = logger
@@ -189,6 +194,7 @@ package final class IssuerDirectory: Sendable {
     private func get(_ url: String, what: String) async throws(Failure) -> [UInt8] {
         var request = HTTPClientRequest(url: url, headers: [(name: "Accept", value: "application/json")])
         request.maxResponseBytes = 512 * 1024
+        request.publicAddressesOnly = publicAddressesOnly
         let response: HTTPClientResponse
         do {
             response = try await http().send(request)

@@ -12,12 +12,12 @@ extension PostgresStore {
                 """
                 INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
                     backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
-                    registration_mode, client_name)
+                    registration_mode, client_name, jwks, jwks_uri)
                 VALUES (\(app.clientID), \(app.secretHash), \(AppRecord.encode(app.redirectURIs)),
                     \(AppRecord.encode(app.postLogoutRedirectURIs)), \(app.backchannelLogoutURI),
                     \(Int64(app.firstParty ? 1 : 0)), \(app.idTokenAlgorithm), \(AppRecord.encode(app.scopes)),
                     \(app.createdAt), \(Int64(app.requirePAR ? 1 : 0)), \(app.registration?.mode),
-                    \(app.registration?.clientName))
+                    \(app.registration?.clientName), \(app.jwks), \(app.jwksURI))
                 """)
         } catch let error as StoreError where error.code == .conflict {
             throw StoreError.conflict("an app with this client id exists")
@@ -42,14 +42,16 @@ extension PostgresStore {
     }
 
     typealias AppRow = (
-        String, String?, String, String, String?, Int64, String, String, Int64, Int64, String?, String?
+        String, String?, String, String, String?, Int64, String, String, Int64, Int64, String?, String?, String?,
+        String?
     )
     static func app(_ row: AppRow) -> AppRecord {
         AppRecord(
             clientID: row.0, secretHash: row.1, redirectURIs: AppRecord.decode(row.2),
             postLogoutRedirectURIs: AppRecord.decode(row.3), backchannelLogoutURI: row.4, firstParty: row.5 != 0,
             idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8, requirePAR: row.9 != 0,
-            registration: row.10.map { AppRecord.Registration(mode: $0, clientName: row.11) })
+            registration: row.10.map { AppRecord.Registration(mode: $0, clientName: row.11) }, jwks: row.12,
+            jwksURI: row.13)
     }
 
     package func app(clientID: String) async throws -> AppRecord? {
@@ -58,7 +60,8 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name
+                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name, jwks,
+                    jwks_uri
                 FROM apps WHERE client_id = \(clientID)
                 """
             ).decode(AppRow.self)
@@ -74,7 +77,8 @@ extension PostgresStore {
             let rows = try await client.query(
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
-                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name
+                    first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name, jwks,
+                    jwks_uri
                 FROM apps ORDER BY client_id
                 """
             ).decode(AppRow.self)

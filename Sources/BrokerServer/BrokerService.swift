@@ -212,7 +212,10 @@ package final class BrokerService: ContextualService {
         self.authorization = authorization
         signInCallback = SignInCallback(
             signIn: signIn, authorization: authorization, links: links, devices: devices)
-        let appTokens = AppTokenService(context: context, secrets: clientSecretHasher)
+        let appTokens = AppTokenService(
+            context: context, secrets: clientSecretHasher,
+            keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
+            registeredKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger, publicAddressesOnly: true))
         self.appTokens = appTokens
         registrations = RegistrationService(context: context, secrets: clientSecretHasher)
         tokenEndpoint = TokenEndpoint(context: context, grants: grants, appTokens: appTokens, clients: clients)

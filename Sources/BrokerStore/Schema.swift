@@ -743,6 +743,18 @@ package enum Schema {
                 ALTER TABLE sessions ADD COLUMN claims TEXT;
                 """
         ),
+        Migration(
+            version: 21,
+            name: "apps that authenticate with private_key_jwt (RFC 7523): their keys, or where to fetch them",
+            sqlite: """
+                ALTER TABLE apps ADD COLUMN jwks TEXT;
+                ALTER TABLE apps ADD COLUMN jwks_uri TEXT;
+                """,
+            postgres: """
+                ALTER TABLE apps ADD COLUMN jwks TEXT;
+                ALTER TABLE apps ADD COLUMN jwks_uri TEXT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -821,7 +833,7 @@ extension Schema {
                 ("client_id", .text), ("secret_hash", .text), ("redirect_uris", .text),
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
                 ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
-                ("registration_mode", .text), ("client_name", .text),
+                ("registration_mode", .text), ("client_name", .text), ("jwks", .text), ("jwks_uri", .text),
             ]),
         Table(
             name: "consents",

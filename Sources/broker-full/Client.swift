@@ -163,6 +163,20 @@ extension Broker {
                 help: ArgumentHelp("The app's id token signature: RS256 (default), ES256 or EdDSA.", valueName: "ALG"))
             var idTokenAlg: String?
 
+            @Option(
+                name: .customLong("jwks-uri"),
+                help: ArgumentHelp(
+                    "The app authenticates with private_key_jwt, its public keys published here (https).",
+                    valueName: "URL"))
+            var jwksURI: String?
+
+            @Option(
+                name: .customLong("jwks-file"),
+                help: ArgumentHelp(
+                    "The app authenticates with private_key_jwt, with the public keys of this JWK Set file.",
+                    valueName: "FILE"))
+            var jwksFile: String?
+
             @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
 
@@ -186,6 +200,7 @@ extension Broker {
                     postLogoutRedirectURI.isEmpty ? nil : "--post-logout-redirect-uri",
                     backchannelLogoutURI.map { _ in "--backchannel-logout-uri" },
                     idTokenAlg.map { _ in "--id-token-alg" }, requirePAR ? "--require-par" : nil,
+                    jwksURI.map { _ in "--jwks-uri" }, jwksFile.map { _ in "--jwks-file" },
                 ].compactMap { $0 }
                 if !isApp {
                     guard appOnly.isEmpty else {
@@ -210,6 +225,18 @@ extension Broker {
                     }
                     if let idTokenAlg, !AppRules.idTokenAlgorithms.contains(idTokenAlg) {
                         throw ValidationError("--id-token-alg must be RS256, ES256 or EdDSA")
+                    }
+                    if jwksURI != nil || jwksFile != nil {
+                        guard !isPublic else {
+                            throw ValidationError(
+                                "--jwks-uri and --jwks-file are for a confidential app: drop --public")
+                        }
+                        guard jwksURI == nil || jwksFile == nil else {
+                            throw ValidationError("give --jwks-uri or --jwks-file, not both")
+                        }
+                    }
+                    if let jwksURI, let problem = AppRules.jwksURIProblem(jwksURI) {
+                        throw ValidationError("--jwks-uri \(problem)")
                     }
                     return
                 }
@@ -309,7 +336,21 @@ extension Broker {
                                 + "choose RS256 or \(current)")
                     }
                 }
-                let secret = isPublic ? nil : try ClientSecretHasher.newSecret()
+                var jwks: String?
+                if let jwksFile {
+                    let text: String
+                    do {
+                        text = try String(contentsOfFile: jwksFile, encoding: .utf8)
+                    } catch {
+                        throw CommandFailure("cannot read --jwks-file \(jwksFile): \(error)")
+                    }
+                    if let problem = AppRules.jwksProblem(text) {
+                        throw CommandFailure("--jwks-file \(jwksFile): \(problem)")
+                    }
+                    jwks = JSONValue.parse(text.utf8)?.serialized()
+                }
+                let withKeys = jwks != nil || jwksURI != nil
+                let secret = isPublic || withKeys ? nil : try ClientSecretHasher.newSecret()
                 var unique: [String] = []
                 for item in scope where !unique.contains(item) && !AppRules.standardScopes.contains(item) {
                     unique.append(item)
@@ -318,7 +359,7 @@ extension Broker {
                     clientID: name, secretHash: secret.map(hasher.hash), redirectURIs: redirectURI,
                     postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
-                    createdAt: SystemClock().seconds(), requirePAR: requirePAR)
+                    createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI)
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {
@@ -328,8 +369,14 @@ extension Broker {
                 }
                 await Client.audit(
                     configuration, store: store, "client_added",
-                    fields: ["client": name, "via": "cli", "kind": isPublic ? "public_app" : "app"])
-                printIssued(secret: secret, withoutSecret: "a public app: no secret, PKCE required")
+                    fields: [
+                        "client": name, "via": "cli", "kind": isPublic ? "public_app" : withKeys ? "key_app" : "app",
+                    ])
+                printIssued(
+                    secret: secret,
+                    withoutSecret: withKeys
+                        ? "no secret: the app authenticates with private_key_jwt, signed by its own keys"
+                        : "a public app: no secret, PKCE required")
             }
 
             /// The client id and, once, its secret (`--json`: `{"client_id", "client_secret"}`), and a note on it.
@@ -396,6 +443,10 @@ extension Broker {
                             "created_at": .int(app.createdAt), "require_par": .bool(app.requirePAR),
                         ]
                         if let uri = app.backchannelLogoutURI { entry["backchannel_logout_uri"] = .string(uri) }
+                        entry["token_endpoint_auth_method"] =
+                            app.isPublic
+                            ? "none" : app.authenticatesWithKeys ? "private_key_jwt" : "client_secret_basic"
+                        if let uri = app.jwksURI { entry["jwks_uri"] = .string(uri) }
                         if let registration = app.registration {
                             var registered: [String: JSONValue] = ["mode": .string(registration.mode)]
                             if let name = registration.clientName { registered["client_name"] = .string(name) }
@@ -410,6 +461,7 @@ extension Broker {
                     Console.out(
                         app.clientID + "\t" + (app.isPublic ? "public app" : "app") + "\tredirect_uris="
                             + app.redirectURIs.joined(separator: ",") + (app.firstParty ? "\tfirst-party" : "")
+                            + (app.authenticatesWithKeys ? "\tprivate_key_jwt" : "")
                             + (app.registration.map { "\tregistered itself (\($0.mode))" } ?? ""))
                 }
                 if clients.isEmpty && apps.isEmpty {

@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCredentials
+import BrokerCrypto
 package import BrokerStore
 
 /// What an app may register and ask for (issue "Sign in to any app"): pure rules, tested without a server.
@@ -93,6 +94,37 @@ package enum AppRules {
             }
         }
         return granted
+    }
+
+    /// The largest JWK Set an app may register inline.
+    package static let maxJWKSBytes = 16 * 1024
+
+    /// Why `text` cannot be an app's registered keys for `private_key_jwt`, or `nil`: a JWK Set (RFC 7517 §5) of
+    /// at most 16 KiB and 10 keys, public keys only, at least one of a kind broker verifies (RSA, P-256, Ed25519).
+    package static func jwksProblem(_ text: String) -> String? {
+        guard text.utf8.count <= maxJWKSBytes else { return "the key set is larger than \(maxJWKSBytes / 1024) KiB" }
+        guard let object = JSONValue.parse(text.utf8)?.objectValue, let keys = object["keys"]?.arrayValue else {
+            return "the key set must be a JSON object with a \"keys\" array (a JWK Set, RFC 7517 §5)"
+        }
+        guard keys.count <= 10 else { return "the key set holds more than 10 keys" }
+        guard let set = try? JWKSet.parse(Array(text.utf8)) else { return "the key set is not a JWK Set" }
+        if set.keys.contains(where: \.hasPrivateMembers) {
+            return "the key set holds a private key: register the public keys only, and keep the private ones"
+        }
+        guard let usable = try? JWTKeySet(jwks: set), !usable.isEmpty else {
+            return "the key set holds no key broker verifies with (RSA, EC P-256 or Ed25519)"
+        }
+        return nil
+    }
+
+    /// Why `uri` cannot be where an app's keys are fetched from, or `nil`: https (http only on a loopback host, for
+    /// development), a host, no credentials, no fragment.
+    package static func jwksURIProblem(_ uri: String) -> String? {
+        let lower = uri.lowercased()
+        guard lower.hasPrefix("https://") || lower.hasPrefix("http://"), !uri.contains("#"),
+            registrationProblem(uri, isPublic: false) == nil
+        else { return "\(uri.prefix(200)) must be an https URL (http only on loopback), without a fragment" }
+        return nil
     }
 
     /// The client id of the broker's own CLI: its sessions alone get account tokens and the APIs' audience, so no

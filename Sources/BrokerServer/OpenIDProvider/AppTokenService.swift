@@ -3,6 +3,7 @@ import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import Logging
+import ProviderSupport
 
 /// The `authorization_code` grant — the one grant of the authorization endpoint's codes, for apps and the broker
 /// CLI alike (``CLIClient``) — with client authentication (`client_secret_basic`, `client_secret_post`, or none +
@@ -11,20 +12,24 @@ import Logging
 package final class AppTokenService: ContextualService {
     package let context: ServiceContext
     package let secrets: ClientSecretHasher
+    let assertions: ClientAssertions
 
     init(
-        context: ServiceContext, secrets: ClientSecretHasher
+        context: ServiceContext, secrets: ClientSecretHasher, keys: IssuerDirectory, registeredKeys: IssuerDirectory
     ) {
         self.context = context
         self.secrets = secrets
+        assertions = ClientAssertions(context: context, keys: keys, registeredKeys: registeredKeys)
     }
 
     /// The client authentication methods discovery names.
-    static let authenticationMethods = ["client_secret_basic", "client_secret_post", "none"]
+    static let authenticationMethods = ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
 
-    /// Whether a token request is an app's: it authenticates with Basic, or names a client other than the CLI.
+    /// Whether a token request is an app's: it authenticates with Basic or an assertion, or names a client other
+    /// than the CLI.
     static func isAppRequest(_ input: RequestInput, authorization: String?) -> Bool {
         if let authorization, authorization.lowercased().hasPrefix("basic ") { return true }
+        if (try? input.optionalString("client_assertion")) != nil { return true }
         if let clientID = try? input.optionalString("client_id"), clientID != TokenIssuer.cliClientID { return true }
         return false
     }
@@ -41,6 +46,21 @@ package final class AppTokenService: ContextualService {
     {
         var clientID = try input.optionalString("client_id")
         var secret = try input.optionalString("client_secret")
+        // private_key_jwt (RFC 7523): the assertion alone, never beside a secret.
+        let assertionType = try input.optionalString("client_assertion_type")
+        let assertion = try input.optionalString("client_assertion")
+        if assertionType != nil || assertion != nil {
+            guard assertionType == ClientAssertions.type, let assertion, secret == nil,
+                authorization?.lowercased().hasPrefix("basic ") != true
+            else {
+                throw APIError(
+                    status: 401, code: .invalidClient,
+                    detail: "client_assertion_type must be \(ClientAssertions.type), with a client_assertion and "
+                        + "no other client authentication",
+                    headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
+            }
+            return try await assertions.authenticate(assertion, clientID: clientID)
+        }
         if let authorization, authorization.lowercased().hasPrefix("basic ") {
             guard secret == nil,
                 let pair = HTTPBasic.credentials(fromToken: String(authorization.dropFirst(6)).trimmingWhitespace()),
@@ -55,6 +75,8 @@ package final class AppTokenService: ContextualService {
         else {
             throw Self.invalidClient
         }
+        // An app with keys authenticates with them: neither a secret nor nothing will do.
+        guard !app.authenticatesWithKeys else { throw Self.invalidClient }
         // Some native clients (oidc-agent) send an empty secret for a public app: that is no secret.
         if app.isPublic && secret == "" { secret = nil }
         switch (app.secretHash, secret) {

@@ -92,19 +92,21 @@ package final class RegistrationService: ContextualService {
             }
         }
         let clientID = Self.clientIDPrefix + (try SecureRandom.identifier(byteCount: 16))
-        let secret = metadata.authMethod == "none" ? nil : try ClientSecretHasher.newSecret()
+        let secret =
+            ["none", "private_key_jwt"].contains(metadata.authMethod) ? nil : try ClientSecretHasher.newSecret()
         let issuedAt = now
         let app = AppRecord(
             clientID: clientID, secretHash: secret.map(secrets.hash), redirectURIs: metadata.redirectURIs,
             postLogoutRedirectURIs: metadata.postLogoutRedirectURIs,
             backchannelLogoutURI: metadata.backchannelLogoutURI, firstParty: false,
             idTokenAlgorithm: metadata.idTokenAlgorithm, scopes: [], createdAt: issuedAt,
-            registration: AppRecord.Registration(mode: mode.rawValue, clientName: metadata.clientName))
+            registration: AppRecord.Registration(mode: mode.rawValue, clientName: metadata.clientName),
+            jwks: metadata.jwks, jwksURI: metadata.jwksURI)
         try await store.createApp(app)
         audit.record(
             "client_registered",
             fields: [
-                "client_id": clientID, "mode": mode.rawValue, "kind": secret == nil ? "public_app" : "app",
+                "client_id": clientID, "mode": mode.rawValue, "kind": app.isPublic ? "public_app" : "app",
                 "redirect_host": Self.redirectHost(app) ?? "-",
             ])
         var body: [String: JSONValue] = [
@@ -126,6 +128,8 @@ package final class RegistrationService: ContextualService {
             body["post_logout_redirect_uris"] = .array(metadata.postLogoutRedirectURIs.map(JSONValue.string))
         }
         if let uri = metadata.backchannelLogoutURI { body["backchannel_logout_uri"] = .string(uri) }
+        if let jwks = metadata.jwks, let set = JSONValue.parse(jwks.utf8) { body["jwks"] = set }
+        if let uri = metadata.jwksURI { body["jwks_uri"] = .string(uri) }
         return .tokens(.object(body), status: 201)
     }
 
@@ -145,6 +149,9 @@ package final class RegistrationService: ContextualService {
         var clientName: String?
         var scope: String?
         var idTokenAlgorithm = "RS256"
+        /// `private_key_jwt`: the app's keys (a JWK Set, JSON), or where to fetch them.
+        var jwks: String?
+        var jwksURI: String?
     }
 
     /// The metadata of a registration request checked (RFC 7591 §2): what broker understands is held to the rules
@@ -235,13 +242,34 @@ package final class RegistrationService: ContextualService {
             }
             algorithm = alg
         }
-        for unsupported in ["jwks", "jwks_uri", "software_statement", "request_uris"] where fields[unsupported] != nil {
+        for unsupported in ["software_statement", "request_uris"] where fields[unsupported] != nil {
             throw metadataError("\(unsupported) is not supported by this broker")
+        }
+        // private_key_jwt (RFC 7523): the app's public keys, inline or where broker fetches them; exactly one.
+        var jwks: String?
+        var jwksURI: String?
+        let namedURI = try string("jwks_uri")
+        let hasKeys = (fields["jwks"].map { $0 != .null } ?? false) || namedURI != nil
+        if authMethod == "private_key_jwt" || hasKeys {
+            guard authMethod == "private_key_jwt" else {
+                throw metadataError("jwks and jwks_uri are for token_endpoint_auth_method private_key_jwt")
+            }
+            switch (fields["jwks"], namedURI) {
+            case (let set?, nil) where set != .null:
+                let text = set.serialized()
+                if let problem = AppRules.jwksProblem(text) { throw metadataError("jwks: \(problem)") }
+                jwks = text
+            case (nil, let uri?), (.some(.null), let uri?):
+                if let problem = AppRules.jwksURIProblem(uri) { throw metadataError("jwks_uri: \(problem)") }
+                jwksURI = uri
+            default:
+                throw metadataError("private_key_jwt needs the app's public keys: jwks or jwks_uri (one of them)")
+            }
         }
         return Metadata(
             redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogout, backchannelLogoutURI: backchannel,
             authMethod: authMethod, grantTypes: grantTypes, clientName: clientName, scope: scope,
-            idTokenAlgorithm: algorithm)
+            idTokenAlgorithm: algorithm, jwks: jwks, jwksURI: jwksURI)
     }
 
     /// Why a redirect URI cannot be registered: the rules of `broker client add`, and for an open registration

@@ -23,8 +23,16 @@ package struct AppRecord: Sendable, Hashable {
     /// How an app that registered itself did it (RFC 7591 at `POST /auth/clients`, schema v19): `nil` for an app
     /// the operator added (`broker client add`).
     package var registration: Registration?
+    /// The public keys (a JWK Set, JSON) its `private_key_jwt` client assertions are signed with (RFC 7523,
+    /// schema v21); or ``jwksURI``, where broker fetches them. Either makes the app confidential without a secret.
+    package var jwks: String?
+    package var jwksURI: String?
 
-    package var isPublic: Bool { secretHash == nil }
+    /// No way to authenticate: a native or browser app (PKCE required).
+    package var isPublic: Bool { secretHash == nil && jwks == nil && jwksURI == nil }
+
+    /// How it authenticates at the token endpoint: with its keys, with its secret (Basic or in the form), or not.
+    package var authenticatesWithKeys: Bool { jwks != nil || jwksURI != nil }
 
     /// An app that registered itself: how, and the name it gave (shown, escaped and marked as its own claim, on
     /// the consent page — never taken as who it is).
@@ -43,8 +51,11 @@ package struct AppRecord: Sendable, Hashable {
     package init(
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
-        scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil
+        scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil,
+        jwks: String? = nil, jwksURI: String? = nil
     ) {
+        self.jwks = jwks
+        self.jwksURI = jwksURI
         self.clientID = clientID
         self.secretHash = secretHash
         self.redirectURIs = redirectURIs

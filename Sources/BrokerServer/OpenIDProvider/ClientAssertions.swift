@@ -1,0 +1,107 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerStore
+import Logging
+import ProviderSupport
+
+/// `private_key_jwt` client authentication (RFC 7523 §2.2 and §3, OpenID Connect Core 9): an app without a secret
+/// signs a short JWT with its own key, and broker checks it against the public keys the app registered — inline
+/// (`broker client add … --jwks-file`, RFC 7591 `jwks`) or at its `jwks_uri`, fetched as a trusted issuer's are
+/// (cached, one refetch for an unknown `kid`, private addresses refused unless configured).
+///
+/// The assertion must name the app as `iss` and `sub`, this broker (its issuer, or the endpoint it is sent to)
+/// in `aud`, expire within an hour, and carry a `jti` used once: a replay within its lifetime is refused.
+struct ClientAssertions: ContextualService {
+    let context: ServiceContext
+    /// The keys of apps the operator added (their `jwks_uri` is the operator's choice, as a trusted issuer's is).
+    let keys: IssuerDirectory
+    /// The keys of apps that registered themselves: public addresses only, whatever the URL says.
+    let registeredKeys: IssuerDirectory
+
+    /// RFC 7523 §2.2's `client_assertion_type`.
+    static let type = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+    /// The longest life an assertion may claim (its `jti` is kept that long).
+    static let maxLifetime: Int64 = 3600
+
+    /// The broker's own endpoints an assertion's `aud` may name besides the issuer.
+    private var audiences: Set<String> {
+        Set([issuer] + ["/auth/token", "/auth/par", "/auth/introspect", "/auth/revoke"].map { issuer + $0 })
+    }
+
+    private func refused(_ why: String) -> APIError {
+        logger.info("client assertion refused", metadata: ["reason": "\(why)"])
+        return APIError(
+            status: 401, code: .invalidClient, detail: "client authentication failed: \(why)",
+            headers: [("WWW-Authenticate", "Basic realm=\"broker\"")])
+    }
+
+    /// The app `assertion` authenticates (and `clientID`, when the request names one, must be).
+    func authenticate(_ assertion: String, clientID named: String?) async throws -> AppRecord {
+        guard assertion.utf8.count <= 8192, let unverified = Self.payload(assertion),
+            let issuerClaim = unverified["iss"]?.stringValue
+        else { throw refused("client_assertion is not a JWT") }
+        guard named == nil || named == issuerClaim else { throw refused("the assertion's iss is not client_id") }
+        guard let app = try await app(clientID: issuerClaim), app.authenticatesWithKeys else {
+            throw refused("no app that authenticates with private_key_jwt is registered as this iss")
+        }
+        let keySet: JWTKeySet
+        if let inline = app.jwks {
+            guard let set = try? JWTKeySet(jwks: JWKSet.parse(Array(inline.utf8))) else {
+                throw refused("the app's registered keys are not usable")
+            }
+            keySet = set
+        } else if let uri = app.jwksURI {
+            do {
+                keySet = try await (app.registration == nil ? keys : registeredKeys).keys(
+                    issuer: "the app \(app.clientID)", kid: Self.header(assertion)?["kid"]?.stringValue, jwksURI: uri)
+            } catch {
+                throw refused("cannot fetch the app's keys: \(error.description)")
+            }
+        } else {
+            throw refused("the app has no keys")
+        }
+        var options = JWTVerifier.Options(issuer: app.clientID, audience: nil, expectedType: nil)
+        options.requiredClaims = ["sub", "aud", "jti"]
+        let verified: VerifiedJWT
+        do {
+            verified = try JWTVerifier(keys: keySet, options: options).verify(assertion, now: now)
+        } catch {
+            throw refused("the assertion does not verify: \(error)")
+        }
+        guard verified.subject == app.clientID else { throw refused("the assertion's sub is not the app") }
+        let audience: [String] =
+            switch verified["aud"] {
+            case .string(let one)?: [one]
+            case .array(let many)?: many.compactMap(\.stringValue)
+            default: []
+            }
+        guard !audiences.isDisjoint(with: audience) else {
+            throw refused("the assertion's aud is not this broker (\(issuer)) or its token endpoint")
+        }
+        guard let expiresAt = verified.expiresAt, expiresAt <= now + Self.maxLifetime + 60 else {
+            throw refused("the assertion lives longer than \(Self.maxLifetime) seconds")
+        }
+        guard let jti = verified.jwtID, !jti.isEmpty, jti.utf8.count <= 256 else {
+            throw refused("the assertion has no usable jti")
+        }
+        guard try await store.recordExchange(issuer: "client-assertion " + app.clientID, jti: jti, expiresAt: expiresAt)
+        else {
+            audit.record(
+                "client_assertion_replayed", outcome: "failure", fields: ["client_id": app.clientID])
+            throw refused("this assertion (its jti) has been used before")
+        }
+        return app
+    }
+
+    /// A compact JWS's payload, not verified: only to learn which app's keys to verify it with.
+    static func payload(_ token: String) -> [String: JSONValue]? { part(token, 1) }
+
+    static func header(_ token: String) -> [String: JSONValue]? { part(token, 0) }
+
+    private static func part(_ token: String, _ index: Int) -> [String: JSONValue]? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let bytes = Base64URL.decode(String(parts[index])) else { return nil }
+        return JSONValue.parse(bytes)?.objectValue
+    }
+}

@@ -1,0 +1,232 @@
+import BrokerCore
+import BrokerCrypto
+import BrokerHTTPTypes
+import BrokerServer
+import BrokerStore
+import BrokerTestSupport
+import BrokerTesting
+import Foundation
+import HTTPTypes
+import Testing
+
+/// `private_key_jwt` client authentication (RFC 7523, OpenID Connect Core 9; issue "Certifiable"): an app without
+/// a secret signs an assertion with its own key. Every way an assertion can be wrong is refused with
+/// `invalid_client`, spends nothing (the code still redeems with a good one), and a replay is refused.
+@Suite("private_key_jwt: apps that authenticate with their own keys")
+struct PrivateKeyJWTTests {
+    typealias OP = OpenIDProviderTests
+    typealias Flow = InProcessBrowserFlowTests
+
+    static let keysURL = "https://keys.app.example/jwks.json"
+
+    /// The app `keyed`, first-party, whose public keys are `jwks` (inline) or at ``keysURL``.
+    static func register(_ broker: InProcessBroker, key: AsymmetricKey, inline: Bool = true, registered: Bool = false)
+        async throws
+    {
+        let set = JSONValue.object([
+            "keys": .array([try JSONValue.parse(JSONEncoder().encode(key.jwk().withKid("k1"))) ?? .null])
+        ])
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "keyed", secretHash: nil, redirectURIs: [OP.web], firstParty: true,
+                createdAt: broker.clock.seconds(),
+                registration: registered ? AppRecord.Registration(mode: "token", clientName: nil) : nil,
+                jwks: inline ? set.serialized() : nil, jwksURI: inline ? nil : keysURL))
+        broker.transport.onJSON("GET", keysURL, set)
+    }
+
+    /// An assertion for the app `keyed`, with `changes` applied to the claims.
+    static func assertion(
+        _ key: AsymmetricKey, now: Int64, kid: String = "k1", _ changes: (inout [String: JSONValue]) -> Void = { _ in }
+    ) throws -> String {
+        var claims: [String: JSONValue] = [
+            "iss": "keyed", "sub": "keyed", "aud": "http://broker.test/auth/token", "iat": .int(now),
+            "exp": .int(now + 300), "jti": .string(UUID().uuidString),
+        ]
+        changes(&claims)
+        return try JWTSigner(key: key, kid: kid).sign(claims: claims)
+    }
+
+    /// A code for `keyed`, signed in as a password user in `jar`.
+    static func code(_ client: InProcessBroker.Client, _ jar: OP.Jar) async throws -> String {
+        let request = [
+            ("response_type", "code"), ("client_id", "keyed"), ("redirect_uri", OP.web), ("scope", "openid email"),
+            ("state", "s"), ("nonce", "n"),
+        ]
+        let page = try await OP.get(client, OP.authorizeURI(request), jar)
+        let answer: String
+        if let location = page.header("Location") {
+            answer = location
+        } else {
+            answer = try #require(
+                OP.destination(try await OP.passwordSignIn(client, page: page, jar, email: "kay@example.com")))
+        }
+        return try #require(Flow.query(answer)["code"])
+    }
+
+    static func redeem(_ client: InProcessBroker.Client, code: String, fields: [(String, String)]) async throws
+        -> InProcessBroker.Client.Reply
+    {
+        try await client.send(
+            .post, "/auth/token", headers: [.contentType: "application/x-www-form-urlencoded"],
+            body: Array(
+                FormEncoding.encode(
+                    [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", OP.web)] + fields
+                ).utf8))
+    }
+
+    static func asserted(_ assertion: String) -> [(String, String)] {
+        [
+            ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+            ("client_assertion", assertion),
+        ]
+    }
+
+    @Test(arguments: [true, false])
+    func anAppSignsItsOwnAssertionAndEachFlawIsRefused(inline: Bool) async throws {
+        let broker = try await InProcessBroker()
+        let key = try AsymmetricKey.generate(.ecP256)
+        try await Self.register(broker, key: key, inline: inline)
+        let now = broker.clock.seconds()
+        try await broker.test { client in
+            _ = try await client.register("kay@example.com", OP.password)
+            let jar = OP.Jar()
+            let code = try await Self.code(client, jar)
+            let stranger = try AsymmetricKey.generate(.ecP256)
+            let flaws: [(String, String)] = [
+                (try Self.assertion(stranger, now: now), "does not verify"),
+                (try Self.assertion(key, now: now) { $0["aud"] = "https://elsewhere.example/token" }, "aud"),
+                (try Self.assertion(key, now: now) { $0["sub"] = "someone" }, "sub"),
+                (try Self.assertion(key, now: now) { $0["exp"] = .int(now - 120) }, "does not verify"),
+                (try Self.assertion(key, now: now) { $0["exp"] = .int(now + 7200) }, "longer than"),
+                (try Self.assertion(key, now: now) { $0["jti"] = nil }, "does not verify"),
+                (try Self.assertion(key, now: now) { $0["iss"] = "web" }, "private_key_jwt"),
+                ("not.a.jwt", "not a JWT"),
+            ]
+            for (assertion, reason) in flaws {
+                let refused = try await Self.redeem(client, code: code, fields: Self.asserted(assertion))
+                #expect(refused.status == 401 && refused.error == "invalid_client", "\(reason)")
+                #expect(
+                    refused["error_description"]?.stringValue?.contains(reason) == true,
+                    "\(String(describing: refused.json))")
+            }
+            // An assertion beside a secret, or of another type, is no authentication either.
+            let both = try await Self.redeem(
+                client, code: code, fields: Self.asserted(try Self.assertion(key, now: now)) + [("client_secret", "x")])
+            #expect(both.status == 401)
+            let otherType = try await Self.redeem(
+                client, code: code,
+                fields: [
+                    ("client_assertion_type", "urn:other"), ("client_assertion", try Self.assertion(key, now: now)),
+                ])
+            #expect(otherType.status == 401)
+            // Nor does nothing: the app has keys, so it is not public.
+            #expect(try await Self.redeem(client, code: code, fields: [("client_id", "keyed")]).status == 401)
+
+            // A good one redeems the code, which none of the refusals spent; `aud` may be the issuer too.
+            let good = try Self.assertion(key, now: now) { $0["aud"] = .array(["http://broker.test"]) }
+            let tokens = try await Self.redeem(client, code: code, fields: Self.asserted(good))
+            #expect(tokens.status == 200, "\(String(describing: tokens.json))")
+            #expect(tokens["id_token"] != nil)
+            // The same assertion again (its jti) is a replay, even for a fresh code.
+            let again = try await Self.redeem(
+                client, code: try await Self.code(client, jar), fields: Self.asserted(good))
+            #expect(again.status == 401 && again["error_description"]?.stringValue?.contains("used before") == true)
+        }
+        #expect(broker.transport.count("GET", Self.keysURL) == (inline ? 0 : 1), "fetched once, then cached")
+    }
+
+    /// An app that registered itself names its own jwks_uri: it is fetched from public addresses only.
+    @Test func aRegisteredAppsKeysAreFetchedFromPublicAddressesOnly() async throws {
+        let broker = try await InProcessBroker()
+        let key = try AsymmetricKey.generate(.ecP256)
+        try await Self.register(broker, key: key, inline: false, registered: true)
+        let now = broker.clock.seconds()
+        try await broker.test { client in
+            _ = try await client.register("kay@example.com", OP.password)
+            let code = try await Self.code(client, OP.Jar())
+            let tokens = try await Self.redeem(
+                client, code: code, fields: Self.asserted(try Self.assertion(key, now: now)))
+            #expect(tokens.status == 200)
+        }
+        let fetch = try #require(broker.transport.sent.first { $0.url == Self.keysURL })
+        #expect(fetch.publicAddressesOnly)
+    }
+
+    /// oidcc-registration-jwks-uri: an app registers itself (RFC 7591) with private_key_jwt and its jwks_uri, or
+    /// its jwks; without keys, with keys for another method, or with a private key, it is refused and nothing is
+    /// stored. The registered app then authenticates with its key.
+    @Test func anAppRegistersItselfWithItsKeys() async throws {
+        let broker = try await ClientRegistrationTests.broker("token")
+        let now = broker.clock.seconds()
+        let tokens = (0..<3).map { "initial-\($0)-0123456789abcdefghijklmnopqrstuvwxyz" }
+        for token in tokens {
+            try await broker.store.createRegistrationToken(
+                hash: Digest.sha256(token), RegistrationTokenRecord(createdAt: now, expiresAt: now + 600))
+        }
+        let key = try AsymmetricKey.generate(.ecP256)
+        let publicKey = try JSONValue.parse(JSONEncoder().encode(key.jwk())) ?? .null
+        let privateKey = try JSONValue.parse(JSONEncoder().encode(key.jwk(includePrivate: true))) ?? .null
+        let base: JSONValue = [
+            "redirect_uris": ["https://app.example/cb"], "token_endpoint_auth_method": "private_key_jwt",
+        ]
+        typealias Registration = ClientRegistrationTests
+        try await broker.test { client in
+            for (metadata, reason) in [
+                (base, "jwks or jwks_uri"),
+                (Registration.with(base, "jwks", ["keys": [privateKey]]), "private key"),
+                (
+                    Registration.with(
+                        Registration.with(base, "token_endpoint_auth_method", "client_secret_basic"), "jwks_uri",
+                        .string(Self.keysURL)), "are for token_endpoint_auth_method private_key_jwt"
+                ),
+                (Registration.with(base, "jwks_uri", "http://keys.example/jwks"), "https"),
+            ] {
+                let refused = try await Registration.register(client, metadata, token: tokens[0])
+                #expect(refused.status == 400, "\(reason)")
+                #expect(
+                    refused["error_description"]?.stringValue?.contains(reason) == true,
+                    "\(String(describing: refused.json))")
+            }
+            #expect(try await broker.store.apps().isEmpty, "nothing stored")
+            let byURI = try await Registration.register(
+                client, Registration.with(base, "jwks_uri", .string(Self.keysURL)), token: tokens[0])
+            #expect(byURI.status == 201 && byURI["client_secret"] == nil, "\(String(describing: byURI.json))")
+            #expect(
+                byURI["token_endpoint_auth_method"] == "private_key_jwt"
+                    && byURI["jwks_uri"]?.stringValue == Self.keysURL)
+            let inline = try await Registration.register(
+                client, Registration.with(base, "jwks", ["keys": [publicKey]]), token: tokens[1])
+            #expect(inline.status == 201 && inline["jwks"] != nil)
+            let clientID = try #require(inline["client_id"]?.stringValue)
+            let app = try #require(try await broker.store.app(clientID: clientID))
+            #expect(!app.isPublic && app.authenticatesWithKeys && app.secretHash == nil)
+        }
+    }
+
+    /// What an app may register as its keys, from `broker client add --jwks-file` or RFC 7591 `jwks`.
+    @Test func registeredKeysArePublicUsableAndSmall() throws {
+        let key = try AsymmetricKey.generate(.ecP256)
+        let publicSet = JSONValue.object([
+            "keys": .array([try JSONValue.parse(JSONEncoder().encode(key.jwk())) ?? .null])
+        ])
+        #expect(AppRules.jwksProblem(publicSet.serialized()) == nil)
+        let privateSet = JSONValue.object([
+            "keys": .array([try JSONValue.parse(JSONEncoder().encode(key.jwk(includePrivate: true))) ?? .null])
+        ])
+        #expect(AppRules.jwksProblem(privateSet.serialized())?.contains("private key") == true)
+        #expect(AppRules.jwksProblem(#"{"keys": [{"kty": "oct", "k": "AAAA"}]}"#)?.contains("no key") == true)
+        #expect(AppRules.jwksProblem("[]")?.contains("JWK Set") == true)
+        #expect(AppRules.jwksURIProblem("http://keys.example/jwks") != nil, "https only, off loopback")
+        #expect(AppRules.jwksURIProblem("https://keys.example/jwks#x") != nil)
+        #expect(AppRules.jwksURIProblem("https://keys.example/jwks") == nil)
+    }
+}
+
+extension JWK {
+    fileprivate func withKid(_ kid: String) -> JWK {
+        var copy = self
+        copy.kid = kid
+        return copy
+    }
+}
