@@ -397,7 +397,8 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerHTTPTypes", "BrokerPostgres",
+                "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerHTTPTypes",
+                "BrokerPostgres",
                 "BrokerProviderSchemas", "BrokerProviders", "BrokerServer", "BrokerStore", "BrokerSystem",
                 "BrokerTestSupport", "BrokerTesting",
                 httpTypes, hummingbird, logging, nioCore,
