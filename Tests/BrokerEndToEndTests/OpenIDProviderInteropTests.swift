@@ -47,11 +47,29 @@ struct OpenIDProviderInteropTests {
                 "--data-dir", server.dataDirectory,
             ])
         #expect(es256.status == 0, "the ring's own algorithm: \(es256.stderr)")
+        // An app without a secret that signs its own assertions (private_key_jwt), its key made by joserfc.
+        let keyDirectory = try BrokerProcess.temporaryDirectory()
+        let made = try await Interop.run(["oidc_relying_party.py", "--make-key", keyDirectory.path])
+        #expect(made.status == 0, "\(made.stderr)")
+        let privateFile = keyDirectory.path + "/private.json"
+        let refusedPrivate = try await CLI.run(
+            [
+                "client", "add", "leaky", "--redirect-uri", "https://keyed.example/callback", "--jwks-file",
+                privateFile, "--data-dir", server.dataDirectory,
+            ])
+        #expect(refusedPrivate.status == 1 && refusedPrivate.stderr.contains("JWK Set"), "\(refusedPrivate.stderr)")
+        let keyed = try await CLI.run(
+            [
+                "client", "add", "keyed", "--redirect-uri", "https://keyed.example/callback", "--jwks-file",
+                keyDirectory.path + "/public.json", "--json", "--data-dir", server.dataDirectory,
+            ])
+        #expect(keyed.status == 0, "\(keyed.stderr)")
+        #expect(JSONValue.parse(Array(keyed.stdout.utf8))?["client_secret"] == nil, "no secret: its keys")
 
         let userID = try #require(try await server.register("rp@example.com", Self.password)["user_id"]?.stringValue)
 
         let result = try await Interop.run(
-            ["oidc_relying_party.py", server.url, secret, "rp@example.com", Self.password])
+            ["oidc_relying_party.py", server.url, secret, "rp@example.com", Self.password, keyDirectory.path])
         #expect(result.status == 0, "\(result.stderr)")
         let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
         #expect(seen["id_token_alg"] == "RS256")
@@ -66,6 +84,20 @@ struct OpenIDProviderInteropTests {
         #expect(seen["prompt_none_without_session"] == "login_required")
         #expect(seen["form_post_sub"]?.stringValue == userID, "response_mode=form_post, redeemed by Authlib")
         #expect(seen["form_post_policy"]?.stringValue?.contains("form-action https://web.example") == true)
+        // private_key_jwt with Authlib's PrivateKeyJWT, and the claims parameter: email in the id token and name
+        // at userinfo, with the openid scope alone; a replayed assertion refused.
+        #expect(seen["keyed_id_token_email"] == "rp@example.com", "\(seen)")
+        #expect(seen["keyed_id_token_name"] == JSONValue.null, "name was asked of userinfo only")
+        #expect(seen["keyed_acr"] == "1" && seen["keyed_amr"] == ["pwd"])
+        #expect(seen["keyed_userinfo"]?["sub"]?.stringValue == userID)
+        #expect(seen["keyed_userinfo"]?["email"] == nil, "not asked for at userinfo")
+        #expect(seen["keyed_first_use"] == "invalid_grant", "authenticated, then the made-up code refused")
+        #expect(seen["keyed_replay"] == "invalid_client", "the same assertion again")
+        let keyedListed = try await CLI.run(["client", "list", "--json", "--data-dir", server.dataDirectory])
+        let keyedEntry = JSONValue.parse(Array(keyedListed.stdout.utf8))?["clients"]?.arrayValue?.first {
+            $0["client_id"] == "keyed"
+        }
+        #expect(keyedEntry?["token_endpoint_auth_method"] == "private_key_jwt")
 
         // The broker's browser sign-in is a session like the others: listed, and revoked by id.
         let sessions = try await CLI.run(["sessions", "list", "--json", "--data-dir", server.dataDirectory])

@@ -5,20 +5,29 @@ broker's JWKS, userinfo by GET and POST, single sign-on between the two apps, an
 without a browser session. The "browser" is a requests.Session that keeps cookies and submits the broker's
 forms as a person would (the sign-in page, the consent page).
 
-Usage: oidc_relying_party.py BROKER_URL WEB_SECRET EMAIL PASSWORD
+A third app, "keyed", has no secret: it authenticates with private_key_jwt (RFC 7523, Authlib's PrivateKeyJWT)
+signed by a P-256 key joserfc made (`--make-key DIR` writes DIR/private.json and DIR/public.json, the JWK Set the
+test registers with `broker client add … --jwks-file`), and asks for claims one by one (the claims parameter).
+
+Usage: oidc_relying_party.py BROKER_URL WEB_SECRET EMAIL PASSWORD KEY_DIR
+       oidc_relying_party.py --make-key DIR
   app "web"    (confidential, redirect https://web.example/callback, not first-party)
   app "native" (public, redirect http://127.0.0.1/callback, any port)
+  app "keyed"  (private_key_jwt, redirect https://keyed.example/callback)
 Prints one JSON object with what each step saw; exits 1 with the reason on the first surprise.
 """
 import json
 import sys
 import urllib.parse
 
+import os
+
 import requests
 from authlib.common.security import generate_token
 from authlib.integrations.requests_client import OAuth2Session
+from authlib.oauth2.rfc7523 import PrivateKeyJWT, private_key_jwt_sign
 from joserfc import jwt
-from joserfc.jwk import KeySet
+from joserfc.jwk import ECKey, KeySet
 
 import broker_pages
 
@@ -43,8 +52,64 @@ def follow_to_app(browser, response, app_prefix):
     fail("too many hops")
 
 
+def make_key(directory):
+    key = ECKey.generate_key("P-256")
+    with open(os.path.join(directory, "private.json"), "w") as f:
+        json.dump(key.as_dict(private=True), f)
+    with open(os.path.join(directory, "public.json"), "w") as f:
+        json.dump({"keys": [key.as_dict(private=False)]}, f)
+
+
+def keyed_app(broker, discovery, browser, keys, key_dir):
+    """The app "keyed": private_key_jwt at the token endpoint, the claims parameter at the authorization endpoint
+    (email in the id token, name at userinfo, with only the openid scope). Returns what it saw."""
+    with open(os.path.join(key_dir, "private.json")) as f:
+        private = ECKey.import_key(json.load(f))
+    redirect = "https://keyed.example/callback"
+    keyed = OAuth2Session(
+        "keyed", private, scope="openid", redirect_uri=redirect, code_challenge_method="S256",
+        token_endpoint_auth_method=PrivateKeyJWT(discovery["token_endpoint"], alg="ES256"))
+    verifier = generate_token(48)
+    claims = {"id_token": {"email": None, "acr": {"values": ["1", "2"]}}, "userinfo": {"name": {"essential": True}}}
+    url, state = keyed.create_authorization_url(
+        discovery["authorization_endpoint"], code_verifier=verifier, nonce=generate_token(20),
+        claims=json.dumps(claims), acr_values="1")
+    response = browser.get(url, allow_redirects=False)
+    if "Allow keyed?" in response.text:
+        response = broker_pages.allow(browser, broker, response)
+    back, stopped = follow_to_app(browser, response, redirect)
+    if back is None:
+        fail("the keyed app's sign-in did not come back: %s" % stopped.text[:300])
+    token = keyed.fetch_token(discovery["token_endpoint"], authorization_response=back, code_verifier=verifier)
+    id_claims = jwt.decode(token["id_token"], keys).claims
+    seen = {
+        "keyed_id_token_email": id_claims.get("email"), "keyed_id_token_name": id_claims.get("name"),
+        "keyed_acr": id_claims.get("acr"), "keyed_amr": id_claims.get("amr"),
+        "keyed_userinfo": keyed.get(discovery["userinfo_endpoint"]).json(),
+    }
+    # The same assertion twice: Authlib makes a fresh one (a new jti) per request, so a replay is sent by hand.
+    replayed = requests.post(discovery["token_endpoint"], data={
+        "grant_type": "authorization_code", "code": "x" * 43, "redirect_uri": redirect,
+        "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+        "client_assertion": assertion(discovery, private)})
+    second = requests.post(discovery["token_endpoint"], data=dict(
+        urllib.parse.parse_qsl(replayed.request.body)))
+    seen["keyed_first_use"] = replayed.json().get("error")
+    seen["keyed_replay"] = second.json().get("error")
+    return seen
+
+
+def assertion(discovery, private):
+    """An assertion as Authlib signs one for this app."""
+    signed = private_key_jwt_sign(private, "keyed", discovery["token_endpoint"], alg="ES256")
+    return signed.decode() if isinstance(signed, bytes) else signed
+
+
 def main():
-    broker, web_secret, email, password = sys.argv[1:5]
+    if sys.argv[1] == "--make-key":
+        make_key(sys.argv[2])
+        return
+    broker, web_secret, email, password, key_dir = sys.argv[1:6]
     seen = {}
     discovery = requests.get(broker + "/.well-known/openid-configuration").json()
     for key in ["authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri"]:
@@ -127,6 +192,8 @@ def main():
         discovery["token_endpoint"], code=posted["fields"]["code"], code_verifier=form_verifier)
     seen["form_post_sub"] = jwt.decode(form_token["id_token"], keys).claims["sub"]
     seen["form_post_policy"] = response.headers.get("Content-Security-Policy")
+
+    seen.update(keyed_app(broker, discovery, browser, keys, key_dir))
 
     # prompt=none in a browser without a broker session: login_required, at the redirect URI.
     url, _ = native.create_authorization_url(

@@ -207,8 +207,10 @@ package struct CBORReader {
             guard count <= UInt64(bytes.count - offset) / 2 else { throw CBORError("CBOR map longer than its bytes") }
             // RT3-9: a map of thousands of keys, each compared with every other, cost most of a second before
             // any signature was checked. WebAuthn's maps hold a handful of entries; and duplicates are found
-            // by the keys' encoded bytes in a set, in linear time (canonical CTAP2 encoding: one encoding per
-            // key, and a key is an integer or a text string, whose encodings are equal exactly when they are).
+            // by the keys' canonical encodings in a set, in linear time (a key is an integer or a text string,
+            // whose canonical encodings are equal exactly when they are). Not by the bytes read: a head may be
+            // longer than needed (see argument(_:)), and -1 written as 0x20 and as 0x38 0x00 is one key twice —
+            // which a reader taking the first and one taking the last would read differently.
             guard count <= UInt64(Self.maxMapEntries) else {
                 throw CBORError("a CBOR map of \(count) entries (at most \(Self.maxMapEntries))")
             }
@@ -216,13 +218,12 @@ package struct CBORReader {
             entries.reserveCapacity(Int(count))
             var seen: Set<ArraySlice<UInt8>> = []
             for _ in 0..<count {
-                let start = offset
                 let key = try read(depth: depth + 1)
                 switch key {
                 case .unsigned, .negative, .text: break
                 default: throw CBORError("CBOR map key is not an integer or text")
                 }
-                guard seen.insert(bytes[start..<offset]).inserted else { throw CBORError("duplicate CBOR map key") }
+                guard seen.insert(ArraySlice(key.encoded)).inserted else { throw CBORError("duplicate CBOR map key") }
                 entries.append(CBOR.Entry(key, try read(depth: depth + 1)))
             }
             return .map(entries)
