@@ -229,7 +229,10 @@ struct IdpyoidcInteropTests {
 /// Debian's Apache with mod_auth_openidc as an app, and headless Chromium through broker's own pages.
 @Suite("OpenID Provider: Apache mod_auth_openidc in front of a page")
 struct ApacheRelyingPartyTests {
-    @Test func chromiumSignsInThroughBrokerAndThePageShowsTheUser() async throws {
+    /// With the module's default (the code in the redirect's query) and with `OIDCResponseMode form_post` (broker's
+    /// page posts it to the module; Apache's log shows the redirect URI called by POST).
+    @Test(arguments: ["password", "form_post"])
+    func chromiumSignsInThroughBrokerAndThePageShowsTheUser(way: String) async throws {
         let server = try await BrokerProcess.start()
         defer { server.stop() }
         let port = try freeLoopbackPort()
@@ -246,14 +249,15 @@ struct ApacheRelyingPartyTests {
         let shots = ProcessInfo.processInfo.environment["BROKER_SCREENSHOTS"]
         let result = try await Interop.run(
             [
-                "apache_relying_party.py", server.url, "\(port)", secret, "password", "apache@example.com",
+                "apache_relying_party.py", server.url, "\(port)", secret, way, "apache@example.com",
                 OpenIDProviderInteropTests.password,
-            ] + (shots.map { [$0] } ?? []))
+            ] + (way == "password" ? shots.map { [$0] } ?? [] : []))
         #expect(result.status == 0, "\(result.stderr)")
         let seen = try #require(JSONValue.parse(Array(result.stdout.utf8)), "\(result.stdout)")
         #expect(seen["sub"] == userID, "the page shows the broker user id")
         #expect(seen["email"] == "apache@example.com")
         #expect(seen["pages"] == ["Sign in to apache", "Allow apache?", "The app"])
+        #expect(seen["redirect_methods"] == (way == "form_post" ? ["POST"] : ["GET"]), "\(seen)")
     }
 }
 

@@ -189,6 +189,62 @@ struct CertifiableTests {
         }
     }
 
+    /// The Basic plan's request variants, each a sign-in that must simply work: oidcc-display-page and -popup,
+    /// oidcc-ui-locales, oidcc-claims-locales, oidcc-login-hint (the field filled), oidcc-ensure-post-request-
+    /// succeeds (the request as a form POST), oidcc-ensure-request-without-nonce-succeeds-for-code-flow,
+    /// oidcc-prompt-login (a signed-in person is asked again), oidcc-max-age-10000 (not asked again), and
+    /// oidcc-id-token-hint with an id token that has expired since (prompt=none still answers, for the same sub).
+    @Test func theBasicPlansRequestVariantsEachSignIn() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("gu@example.com", OP.password)
+            let jar = OP.Jar()
+            let first = try await Self.code(
+                client, jar, scope: "openid", extra: [("display", "page"), ("ui_locales", "fr-CA fr en")],
+                email: "gu@example.com")
+            let tokens = try await OP.redeem(client, code: try #require(first["code"]))
+            let idToken = try #require(tokens["id_token"]?.stringValue)
+            let sub = jwtParts(idToken).claims?["sub"]
+            for extra in [
+                [("display", "popup")], [("claims_locales", "de")], [("max_age", "10000")],
+                [("display", "touch"), ("ui_locales", "xx")],
+            ] {
+                let answer = try await OP.get(
+                    client, OP.authorizeURI(OP.webRequest(scope: "openid", extra: extra)), jar)
+                #expect(Flow.query(answer.header("Location") ?? "")["code"] != nil, "\(extra)")
+            }
+            let noNonce = try await OP.get(client, OP.authorizeURI(OP.webRequest(scope: "openid", nonce: nil)), jar)
+            let noNonceCode = try #require(Flow.query(noNonce.header("Location") ?? "")["code"])
+            let noNonceTokens = try await OP.redeem(client, code: noNonceCode)
+            #expect(jwtParts(try #require(noNonceTokens["id_token"]?.stringValue)).claims?["nonce"] == nil)
+            // As a form POST.
+            var headers = jar.header
+            headers[.contentType] = "application/x-www-form-urlencoded"
+            let posted = try await client.send(
+                .post, "/auth/authorize", headers: headers,
+                body: Array(FormEncoding.encode(OP.webRequest(scope: "openid")).utf8))
+            #expect(Flow.query(posted.header("Location") ?? "")["code"] != nil)
+            // prompt=login asks a signed-in person again, login_hint filling the field.
+            let login = try await OP.get(
+                client,
+                OP.authorizeURI(
+                    OP.webRequest(scope: "openid", extra: [("prompt", "login"), ("login_hint", "gu@example.com")])),
+                jar)
+            #expect(login.status == 200 && OP.hidden(login, "request") != nil)
+            #expect(String(decoding: login.body, as: UTF8.self).contains("value=\"gu@example.com\""))
+            // Hours later the id token has expired; as a hint it still names its user.
+            broker.clock.advance(by: 7200)
+            let hinted = try await OP.get(
+                client,
+                OP.authorizeURI(
+                    OP.webRequest(scope: "openid", extra: [("prompt", "none"), ("id_token_hint", idToken)])), jar)
+            let hintedCode = try #require(Flow.query(hinted.header("Location") ?? "")["code"], "\(hinted.status)")
+            let hintedTokens = try await OP.redeem(client, code: hintedCode)
+            #expect(jwtParts(try #require(hintedTokens["id_token"]?.stringValue)).claims?["sub"] == sub)
+        }
+    }
+
     /// oidcc-discovery-endpoint-verification and the Config OP plan: what the request handling above is
     /// published as.
     @Test func discoverySaysWhatIsSupported() async throws {

@@ -5,7 +5,9 @@ broker's pages — with email + password, or with Google through `broker emulate
 account) — and allows the app, as a person would.
 
 Usage: apache_relying_party.py BROKER_URL PORT CLIENT_SECRET WAY EMAIL PASSWORD [SCREENSHOT_DIR]
-  WAY: password or google (EMAIL and PASSWORD are then ignored), or logout: a password sign-in, then
+  WAY: password or google (EMAIL and PASSWORD are then ignored); form_post: a password sign-in with
+    `OIDCResponseMode form_post` (broker posts the code to the module; the result's "redirect_methods" are the
+    methods the module's redirect URI was called with, from Apache's access log); or logout: a password sign-in, then
     - /api (AuthType oauth20, OIDCOAuthIntrospectionEndpoint = broker's /auth/introspect) with the access token
       in $ACCESS_TOKEN;
     - the module's own logout (?logout=), through broker's end-session, back to /loggedout.html; after it
@@ -63,7 +65,7 @@ def make_certificates(directory):
             "1", "-extfile", "san.ext", "-out", "server.pem")
 
 
-def configure(directory, broker, port, secret):
+def configure(directory, broker, port, secret, form_post=False):
     www = os.path.join(directory, "www", "protected")
     os.makedirs(www)
     os.makedirs(os.path.join(directory, "www", "api"))
@@ -82,6 +84,9 @@ def configure(directory, broker, port, secret):
             os.chmod(os.path.join(root, name), 0o644)
     modules = ["mpm_event", "authn_core", "authz_core", "authz_user", "include", "mime", "dir", "auth_openidc",
                "socache_shmcb", "ssl", "proxy", "proxy_http"]
+    # Debian builds mod_log_config into the server; load it only where it is a module of its own.
+    if os.path.exists(f"{MODULES}/mod_log_config.so"):
+        modules.append("log_config")
     tls_port = free_port()
     make_certificates(os.path.join(directory, "tls"))
     lines = [f"LoadModule {name}_module {MODULES}/mod_{name}.so" for name in modules]
@@ -91,6 +96,7 @@ def configure(directory, broker, port, secret):
         f"PidFile {directory}/apache.pid",
         f"ErrorLog {directory}/error.log",
         "LogLevel warn auth_openidc:info",
+        f'CustomLog {directory}/access.log "%m %U"',
         "TypesConfig /etc/mime.types",
         f"DocumentRoot {directory}/www",
         f"<Directory {directory}/www>",
@@ -134,6 +140,8 @@ def configure(directory, broker, port, secret):
         "  Require valid-user",
         "</Location>",
     ]
+    if form_post:
+        lines.append("OIDCResponseMode form_post")
     path = os.path.join(directory, "apache.conf")
     with open(path, "w") as conf:
         conf.write("\n".join(lines) + "\n")
@@ -191,7 +199,7 @@ def main():
     broker, port, secret, way, email, password = sys.argv[1:7]
     shots = sys.argv[7] if len(sys.argv) > 7 else None
     directory = tempfile.mkdtemp(prefix="broker-apache-")
-    conf = configure(directory, broker, port, secret)
+    conf = configure(directory, broker, port, secret, form_post=way == "form_post")
     apache = subprocess.Popen(["/usr/sbin/apache2", "-f", conf, "-DFOREGROUND"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     driver = None
@@ -235,6 +243,9 @@ def main():
         }
         if way == "logout":
             result.update(logouts(driver, wait, port, email, password, shots))
+        with open(os.path.join(directory, "access.log")) as log:
+            result["redirect_methods"] = [line.split()[0] for line in log
+                                          if line.split()[1:2] == ["/protected/redirect_uri"]]
         print(json.dumps(result))
     except Exception as error:
         log = ""
