@@ -126,7 +126,7 @@ package final class BrokerService: ContextualService {
         let idTokens = try await vault.idTokenKeys(now: now, generate: newIDTokenKey)
         let keys = try await KeyManager.make(
             source: signingKey.map { .external($0) } ?? .vault(vault),
-            idTokens: (idTokens.keys, idTokens.stamp, vault), retention: retention, now: now)
+            idTokens: (idTokens, vault), retention: retention, now: now)
         return try BrokerService(
             configuration: configuration, providers: providers, store: store, keys: keys, logger: logger,
             hasher: hasher,

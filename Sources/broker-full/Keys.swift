@@ -26,6 +26,9 @@ extension Broker {
                 discussion: """
                     The previous key stays in the JWKS until every token it signed has expired; every broker
                     on the store (--database) serves the new key within two seconds. Prints the new key id.
+                    The RS256 key of id tokens rotates too: its new key is published at once and signs id tokens
+                    after --id-token-key-in seconds (default 3600), so that apps that cache the JWKS have it
+                    before they meet it; 0 makes it sign at once (after a compromise).
                     """
             )
 
@@ -33,6 +36,19 @@ extension Broker {
 
             @Option(name: .long, help: "ES256 (default), RS256 or EdDSA.")
             var algorithm: String = "ES256"
+
+            @Option(
+                name: .customLong("id-token-key-in"),
+                help: ArgumentHelp(
+                    "Seconds until the new id-token key signs (published from now; default 3600, 0: at once).",
+                    valueName: "SECONDS"))
+            var idTokenKeyIn: Int64 = 3600
+
+            func validate() throws {
+                guard (0...604_800).contains(idTokenKeyIn) else {
+                    throw ValidationError("--id-token-key-in must be between 0 and 604800 seconds (a week)")
+                }
+            }
 
             func run() async throws {
                 let configuration: ServerConfiguration
@@ -63,9 +79,10 @@ extension Broker {
                         store: store, master: master,
                         legacyDataDirectory: store.isShared ? nil : configuration.expandedDataDirectory)
                     let ring = try await vault.rotate(kind: kind, now: now, retention: retention)
-                    // The id-token key rotates with the ring; the one it replaces stays published.
-                    let idTokenKeys = try await vault.rotateIDTokenKey(now: now)
-                    let idTokenKid = try idTokenKeys[0].thumbprint()
+                    // The id-token key rotates with the ring: published now, signing later; the one it replaces
+                    // stays published.
+                    let idTokenKeys = try await vault.rotateIDTokenKey(now: now, activateIn: idTokenKeyIn)
+                    let idTokenKid = try idTokenKeys.keys[0].thumbprint()
                     await Broker.Client.audit(
                         configuration, store: store, "key_rotated",
                         fields: [
@@ -80,7 +97,14 @@ extension Broker {
                     } else {
                         Console.note("key \(ring.current.kid) is now current")
                     }
-                    Console.note("id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
+                    if idTokenKeys.activatesAt == nil {
+                        Console.note(
+                            "id-token key \(idTokenKid) (RS256) is now current; the previous one stays published")
+                    } else {
+                        Console.note(
+                            "id-token key \(idTokenKid) (RS256) is published now and signs id tokens in "
+                                + "\(idTokenKeyIn) s; the current one signs until then and stays published")
+                    }
                     Console.out(ring.current.kid)
                 } catch {
                     throw CommandFailure("\(error)")

@@ -453,7 +453,7 @@ struct OpenIDProviderTests {
         try await Self.register(broker, firstParty: true)
         let before = try #require(try broker.service.keys.current.idTokenKeys.first?.thumbprint())
         let vault = try #require(broker.service.keys.idTokenVault)
-        let rotated = try await vault.rotateIDTokenKey(now: broker.clock.seconds())
+        let rotated = try await vault.rotateIDTokenKey(now: broker.clock.seconds()).keys
         #expect(try rotated.count == 2 && rotated[1].thumbprint() == before)
         await broker.service.maintain()
         let after = try rotated[0].thumbprint()
@@ -464,6 +464,45 @@ struct OpenIDProviderTests {
             #expect(Array(kids.suffix(2)) == [after, before])
             let tokens = try await Self.signInAndRedeem(client, email: "kid@example.com")
             #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).header?["kid"]?.stringValue == after)
+        }
+    }
+
+    /// oidcc-server-rotate-keys, and Core 10.1.1's advice: `broker keys rotate` publishes the new id-token key at
+    /// once and signs with it only later, so an app that fetched the JWKS after the rotation has it before it
+    /// meets it; the old key stays published, and id tokens verify across the rotation. A second rotation while
+    /// a key waits drops the waiting one (it never signed) and keeps the signing one.
+    @Test func aNewIDTokenKeyIsPublishedBeforeItSigns() async throws {
+        let broker = try await InProcessBroker()
+        try await Self.register(broker, firstParty: true)
+        let old = try #require(try broker.service.keys.current.idTokenKeys.first?.thumbprint())
+        let vault = try #require(broker.service.keys.idTokenVault)
+        try await broker.test { client in
+            _ = try await client.register("rot@example.com", Self.password)
+            func kids() async throws -> [String] {
+                try await client.get("/.well-known/jwks.json")["keys"]?.arrayValue?.compactMap {
+                    $0["kid"]?.stringValue
+                } ?? []
+            }
+            func signer() async throws -> String? {
+                let tokens = try await Self.signInAndRedeem(client, email: "rot@example.com")
+                return jwtParts(try #require(tokens["id_token"]?.stringValue)).header?["kid"]?.stringValue
+            }
+            let staged = try await vault.rotateIDTokenKey(now: broker.clock.seconds(), activateIn: 3600)
+            let new = try staged.keys[0].thumbprint()
+            await broker.service.maintain()
+            #expect(try await kids().suffix(2) == [new, old], "published at once, beside the old one")
+            #expect(try await signer() == old, "the old key signs until the new one's time")
+            // A second rotation while one waits: the waiting key goes, the signing one stays.
+            let again = try await vault.rotateIDTokenKey(now: broker.clock.seconds(), activateIn: 3600)
+            #expect(try again.keys.count == 2 && again.keys[1].thumbprint() == old)
+            let newer = try again.keys[0].thumbprint()
+            await broker.service.maintain()
+            #expect(try await !kids().contains(new))
+            broker.clock.advance(by: 3601)
+            await broker.service.maintain()
+            let signedAfter = try await signer()
+            #expect(signedAfter == newer, "its time came: the new key signs")
+            #expect(try await kids().suffix(2) == [newer, old], "the old one still verifies what it signed")
         }
     }
 

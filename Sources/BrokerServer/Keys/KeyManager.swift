@@ -31,17 +31,23 @@ package final class KeyManager: Sendable {
         let fingerprint: [String]
         /// Signs id tokens with RS256 (``KeyVault/idTokenKeys(now:generate:)``), when this broker has that key.
         let idTokenSigner: JWTSigner?
-        /// The id-token keys, the signing one first, and the stored secret they were read from.
+        /// The id-token keys, newest first (``KeyVault/IDTokenKeys``), and the stored secret they were read from.
         package let idTokenKeys: [AsymmetricKey]
         /// Their key ids (RFC 7638 thumbprints), worked out once per set of keys rather than at every refresh.
         let idTokenKIDs: [String]
         let idTokenStamp: String
+        /// When the newest id-token key begins to sign, if it waits; and which one signs as of this state.
+        let idTokenActivatesAt: Int64?
+        let idTokenSigningIndex: Int
 
         init(
             ring: KeyRing, signer: JWTSigner, keySet: JWTKeySet, jwks: JSONValue, jwksBytes: [UInt8],
             algorithms: [String], publishedKIDs: [String], fingerprint: [String], idTokenSigner: JWTSigner?,
-            idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String
+            idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String, idTokenActivatesAt: Int64?,
+            idTokenSigningIndex: Int
         ) {
+            self.idTokenActivatesAt = idTokenActivatesAt
+            self.idTokenSigningIndex = idTokenSigningIndex
             self.ring = ring
             self.signer = signer
             self.keySet = keySet
@@ -82,7 +88,7 @@ package final class KeyManager: Sendable {
     /// - Parameter idTokens: the id-token keys as read (``KeyVault/idTokenKeys(now:generate:)``) and the vault
     ///   to watch for their rotation.
     package static func make(
-        source: Source, idTokens: (keys: [AsymmetricKey], stamp: String, vault: KeyVault)? = nil, retention: Int64,
+        source: Source, idTokens: (keys: KeyVault.IDTokenKeys, vault: KeyVault)? = nil, retention: Int64,
         now: Int64
     ) async throws -> KeyManager {
         let ring: KeyRing
@@ -97,12 +103,13 @@ package final class KeyManager: Sendable {
             ring = try await vault.ring(now: now)
             fingerprint = KeyVault.fingerprint(try await vault.store.signingKeys())
         }
-        let idTokenKeys = idTokens?.keys ?? []
+        let idTokenKeys = idTokens?.keys.keys ?? []
         return KeyManager(
             source: source, idTokenVault: idTokens?.vault, retention: retention,
             state: try makeState(
                 ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: try idTokenKeys.map { try $0.thumbprint() },
-                idTokenStamp: idTokens?.stamp ?? "", now: now, retention: retention, fingerprint: fingerprint))
+                idTokenStamp: idTokens?.keys.stamp ?? "", idTokenActivatesAt: idTokens?.keys.activatesAt, now: now,
+                retention: retention, fingerprint: fingerprint))
     }
 
     package var current: State { state.withLock { $0 } }
@@ -125,16 +132,19 @@ package final class KeyManager: Sendable {
         var idTokenKeys = old.idTokenKeys
         var idTokenKIDs = old.idTokenKIDs
         var idTokenStamp = old.idTokenStamp
+        var idTokenActivatesAt = old.idTokenActivatesAt
         if let idTokenVault, let rotated = try await idTokenVault.idTokenKeysIfChanged(since: old.idTokenStamp) {
-            (idTokenKeys, idTokenStamp) = rotated
+            (idTokenKeys, idTokenStamp, idTokenActivatesAt) = (rotated.keys, rotated.stamp, rotated.activatesAt)
             idTokenKIDs = try idTokenKeys.map { try $0.thumbprint() }
         }
         let published = ring.published(now: now, retention: retention).map(\.kid) + idTokenKIDs
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
-        if changed || fingerprint != old.fingerprint {
+        // A published id-token key whose time to sign has come (KeyVault.rotateIDTokenKey(now:activateIn:)).
+        let activated = Self.signingIndex(idTokenKeys.count, idTokenActivatesAt, now) != old.idTokenSigningIndex
+        if changed || activated || fingerprint != old.fingerprint {
             let updated = try Self.makeState(
-                ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: idTokenKIDs, idTokenStamp: idTokenStamp, now: now,
-                retention: retention, fingerprint: fingerprint)
+                ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: idTokenKIDs, idTokenStamp: idTokenStamp,
+                idTokenActivatesAt: idTokenActivatesAt, now: now, retention: retention, fingerprint: fingerprint)
             state.withLock { $0 = updated }
         }
         return changed
@@ -142,15 +152,22 @@ package final class KeyManager: Sendable {
 
     /// - Parameter idTokenKIDs: the thumbprints of `idTokenKeys`, in the same order (taken once, by the caller
     ///   that read the keys).
+    /// Which id-token key signs at `now`: the newest, unless it waits for `activatesAt`.
+    private static func signingIndex(_ count: Int, _ activatesAt: Int64?, _ now: Int64) -> Int {
+        guard let activatesAt, now < activatesAt, count > 1 else { return 0 }
+        return 1
+    }
+
     private static func makeState(
-        ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String, now: Int64,
-        retention: Int64, fingerprint: [String]
+        ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String,
+        idTokenActivatesAt: Int64?, now: Int64, retention: Int64, fingerprint: [String]
     ) throws -> State {
         precondition(idTokenKeys.count == idTokenKIDs.count, "one key id per id-token key")
         var published = ring.published(now: now, retention: retention)
         var idTokenSigner: JWTSigner?
+        let signing = signingIndex(idTokenKeys.count, idTokenActivatesAt, now)
         for (index, (key, kid)) in zip(idTokenKeys, idTokenKIDs).enumerated() {
-            if index == 0 { idTokenSigner = try JWTSigner(key: key, kid: kid) }
+            if index == signing { idTokenSigner = try JWTSigner(key: key, kid: kid) }
             published.append(SigningKeyEntry(kid: kid, key: key, createdAt: 0, retiredAt: nil))
         }
         var keySet = JWTKeySet()
@@ -177,7 +194,9 @@ package final class KeyManager: Sendable {
             idTokenSigner: idTokenSigner,
             idTokenKeys: idTokenKeys,
             idTokenKIDs: idTokenKIDs,
-            idTokenStamp: idTokenStamp
+            idTokenStamp: idTokenStamp,
+            idTokenActivatesAt: idTokenActivatesAt,
+            idTokenSigningIndex: signing
         )
     }
 }

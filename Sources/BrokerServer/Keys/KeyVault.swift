@@ -195,60 +195,98 @@ package struct KeyVault: Sendable {
     static let idTokenSecret = "id-token-rs256"
 
     /// The RSA keys id tokens are signed with (RS256, which OpenID Connect requires of every provider; the
-    /// access tokens keep the ring's key), the signing one first, then the one it replaced (still published,
-    /// so id tokens it signed keep verifying): sealed in the store like the other keys, as one secret holding
-    /// their PEMs, so that a rotation replaces both at once. The first broker to store one wins.
+    /// access tokens keep the ring's key), newest first: the signing one, then the one it replaced (still
+    /// published, so id tokens it signed keep verifying) — or, after a rotation that publishes its key ahead
+    /// (``rotateIDTokenKey(now:activateIn:)``), the new key first, which signs from ``IDTokenKeys/activatesAt``
+    /// on and is only published until then. Sealed in the store like the other keys, as one secret holding
+    /// their PEMs (after an `activates-at: T` line when one waits), so that a rotation replaces them at once.
+    /// The first broker to store one wins.
     /// - Parameter generate: makes the first key when the store has none (tests hand in one made once).
     package func idTokenKeys(
         now: Int64, generate: @Sendable () throws -> AsymmetricKey = { try AsymmetricKey.generate(.rsa(bits: 2048)) }
-    ) async throws -> (keys: [AsymmetricKey], stamp: String) {
+    ) async throws -> IDTokenKeys {
         if let stored = try await store.secretKey(name: Self.idTokenSecret) {
-            return (try openIDTokenKeys(stored), stored)
+            return try openIDTokenKeys(stored)
         }
-        let sealed = try sealIDTokenKeys([try generate()])
+        let sealed = try sealIDTokenKeys([try generate()], activatesAt: nil)
         let stored = try await store.secretKey(name: Self.idTokenSecret, orInsert: sealed, now: now)
-        return (try openIDTokenKeys(stored), stored)
+        return try openIDTokenKeys(stored)
+    }
+
+    /// The id-token keys as stored: newest first, when the newest signs, and the sealed text they came from.
+    package struct IDTokenKeys: Sendable {
+        package var keys: [AsymmetricKey]
+        /// When ``keys``' first begins to sign (the second signs until then); `nil`: it signs now.
+        package var activatesAt: Int64?
+        /// The sealed text (to notice a change cheaply, and to replace it compare-and-set).
+        package var stamp: String
+
+        /// Which of ``keys`` signs at `now`: the newest, unless it waits for ``activatesAt``.
+        package func signingIndex(at now: Int64) -> Int {
+            guard let activatesAt, now < activatesAt, keys.count > 1 else { return 0 }
+            return 1
+        }
     }
 
     /// The stored id-token keys again, when they changed since `stamp` (another broker rotated them).
-    func idTokenKeysIfChanged(since stamp: String) async throws -> (keys: [AsymmetricKey], stamp: String)? {
+    func idTokenKeysIfChanged(since stamp: String) async throws -> IDTokenKeys? {
         guard let stored = try await store.secretKey(name: Self.idTokenSecret), stored != stamp else { return nil }
-        return (try openIDTokenKeys(stored), stored)
+        return try openIDTokenKeys(stored)
     }
 
-    /// `broker keys rotate`: a new RSA key signs id tokens; the one it replaces stays published.
-    package func rotateIDTokenKey(now: Int64) async throws -> [AsymmetricKey] {
+    /// `broker keys rotate`: a new RSA key for id tokens, published at once and signing from `activateIn`
+    /// seconds on (0: at once), so that relying parties that cache the JWKS have it before they meet it (Core
+    /// 10.1.1; oidcc-server-rotate-keys); the key it replaces stays published. A rotation while a key waits
+    /// settles that one first.
+    package func rotateIDTokenKey(now: Int64, activateIn: Int64 = 0) async throws -> IDTokenKeys {
         for _ in 0..<5 {
-            let (keys, stamp) = try await idTokenKeys(now: now)
-            let rotated = [try AsymmetricKey.generate(.rsa(bits: 2048))] + keys.prefix(1)
-            if try await store.replaceSecretKey(
-                name: Self.idTokenSecret, expected: stamp, with: try sealIDTokenKeys(rotated))
-            {
-                return rotated
+            let stored = try await idTokenKeys(now: now)
+            // The key signing now stays, and while a new one still waits, so does the one before it (a waiting
+            // key never signed, and is dropped).
+            let signing = stored.signingIndex(at: now)
+            let kept = signing == 1 ? stored.keys.dropFirst().prefix(2) : stored.keys.prefix(1)
+            let rotated = [try AsymmetricKey.generate(.rsa(bits: 2048))] + kept
+            let activatesAt = activateIn > 0 ? now + activateIn : nil
+            let sealed = try sealIDTokenKeys(Array(rotated), activatesAt: activatesAt)
+            if try await store.replaceSecretKey(name: Self.idTokenSecret, expected: stored.stamp, with: sealed) {
+                return IDTokenKeys(keys: Array(rotated), activatesAt: activatesAt, stamp: sealed)
             }
         }
         throw MasterKey.Failure(description: "the id-token key changed under five rotations in a row")
     }
 
-    private func sealIDTokenKeys(_ keys: [AsymmetricKey]) throws -> String {
+    private static let activationPrefix = "activates-at: "
+
+    private func sealIDTokenKeys(_ keys: [AsymmetricKey], activatesAt: Int64?) throws -> String {
         let pems = try keys.map { try $0.privateKeyPEM() }.joined()
-        return try master.seal(Array(pems.utf8), label: Self.label(secret: Self.idTokenSecret))
+        let header = activatesAt.map { Self.activationPrefix + String($0) + "\n" } ?? ""
+        return try master.seal(Array((header + pems).utf8), label: Self.label(secret: Self.idTokenSecret))
     }
 
-    private func openIDTokenKeys(_ sealed: String) throws -> [AsymmetricKey] {
+    private func openIDTokenKeys(_ sealed: String) throws -> IDTokenKeys {
         let text = String(
             decoding: try master.open(sealed, label: Self.label(secret: Self.idTokenSecret)), as: UTF8.self)
         var keys: [AsymmetricKey] = []
+        var activatesAt: Int64?
         var pem = ""
         for line in text.split(separator: "\n") {
+            if keys.isEmpty, pem.isEmpty, line.hasPrefix(Self.activationPrefix) {
+                guard let time = Int64(line.dropFirst(Self.activationPrefix.count)) else {
+                    throw MasterKey.Failure(description: "the stored id-token keys have an unreadable activation time")
+                }
+                activatesAt = time
+                continue
+            }
             pem += line + "\n"
             if line.hasPrefix("-----END") {
                 keys.append(try AsymmetricKey(pem: pem))
                 pem = ""
             }
         }
-        guard !keys.isEmpty else { throw MasterKey.Failure(description: "the stored id-token key is unusable") }
-        return keys
+        guard !keys.isEmpty, activatesAt == nil || keys.count >= 2 else {
+            throw MasterKey.Failure(description: "the stored id-token key is unusable")
+        }
+        return IDTokenKeys(keys: keys, activatesAt: activatesAt, stamp: sealed)
     }
 
     /// The 256-bit secret key called `name` (`client-secrets`, `flow-state`): the store's, else the data
