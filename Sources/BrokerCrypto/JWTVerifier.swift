@@ -192,7 +192,9 @@ package struct JWTVerifier: Sendable {
         return VerifiedJWS(header: header, payload: payload, kid: kid, algorithm: key.algorithm)
     }
 
-    private func check(claims: [String: JSONValue], now: Int64) throws(JWTError) {
+    /// The claims checks of ``verify(_:now:)`` alone, for a token whose signature was checked another way (an
+    /// HMAC under a client's secret, which no key set holds).
+    package func check(claims: [String: JSONValue], now: Int64) throws(JWTError) {
         for name in options.requiredClaims where claims[name] == nil { throw .missingClaim(name) }
 
         func numericDate(_ name: String) throws(JWTError) -> Int64? {

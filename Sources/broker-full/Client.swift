@@ -350,13 +350,16 @@ extension Broker {
                     jwks = JSONValue.parse(text.utf8)?.serialized()
                 }
                 let withKeys = jwks != nil || jwksURI != nil
-                let secret = isPublic || withKeys ? nil : try ClientSecretHasher.newSecret()
+                // Derived, so that the app may also authenticate with client_secret_jwt (the store keeps a salt and
+                // a hash, never the secret).
+                let issued = isPublic || withKeys ? nil : try hasher.newAppSecret(clientID: name)
+                let secret = issued?.secret
                 var unique: [String] = []
                 for item in scope where !unique.contains(item) && !AppRules.standardScopes.contains(item) {
                     unique.append(item)
                 }
                 let app = AppRecord(
-                    clientID: name, secretHash: secret.map(hasher.hash), redirectURIs: redirectURI,
+                    clientID: name, secretHash: issued?.stored, redirectURIs: redirectURI,
                     postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
                     createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI)

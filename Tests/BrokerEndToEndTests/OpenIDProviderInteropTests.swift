@@ -82,7 +82,9 @@ struct OpenIDProviderInteropTests {
         #expect(seen["userinfo_id_token"] == 401)
         #expect(seen["sso_sub"]?.stringValue == userID, "the second app signed in without credentials")
         #expect(seen["prompt_none_without_session"] == "login_required")
-        #expect(seen["form_post_sub"]?.stringValue == userID, "response_mode=form_post, redeemed by Authlib")
+        #expect(
+            seen["form_post_sub"]?.stringValue == userID,
+            "response_mode=form_post, redeemed by Authlib with client_secret_jwt")
         #expect(seen["form_post_policy"]?.stringValue?.contains("form-action https://web.example") == true)
         // private_key_jwt with Authlib's PrivateKeyJWT, and the claims parameter: email in the id token and name
         // at userinfo, with the openid scope alone; a replayed assertion refused.

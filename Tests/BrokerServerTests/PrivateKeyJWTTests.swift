@@ -204,6 +204,82 @@ struct PrivateKeyJWTTests {
         }
     }
 
+    /// client_secret_jwt: an HS256 assertion under the app's secret, which broker works out again from the salt
+    /// and hash it keeps. An app whose secret is of the older, random kind is told to get a new one; the same
+    /// secret still works with Basic; an assertion under another secret, or replayed, is refused.
+    @Test func anAppSignsAnAssertionWithItsSecret() async throws {
+        let broker = try await InProcessBroker()
+        let hasher = broker.service.appTokens.secrets
+        let (secret, stored) = try hasher.newAppSecret(clientID: "keyed")
+        #expect(!stored.contains(secret.exposed), "the store keeps no secret")
+        #expect(hasher.appSecret(clientID: "keyed", stored: stored)?.exposed == secret.exposed)
+        #expect(hasher.appSecret(clientID: "other", stored: stored) == nil, "derived for its own client id")
+        #expect(hasher.verify(secret, against: stored) && !hasher.verify(Secret("guess"), against: stored))
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "keyed", secretHash: stored, redirectURIs: [OP.web], firstParty: true,
+                createdAt: broker.clock.seconds()))
+        let now = broker.clock.seconds()
+        @Sendable func hs256(_ key: String, _ changes: (inout [String: JSONValue]) -> Void = { _ in }) -> String {
+            var claims: [String: JSONValue] = [
+                "iss": "keyed", "sub": "keyed", "aud": "http://broker.test/auth/token", "iat": .int(now),
+                "exp": .int(now + 300), "jti": .string(UUID().uuidString),
+            ]
+            changes(&claims)
+            let signingInput =
+                Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8)) + "."
+                + Base64URL.encode(JSONValue.object(claims).serializedBytes)
+            let mac = HMAC.authenticate(.sha256, key: Array(key.utf8), data: Array(signingInput.utf8))
+            return signingInput + "." + Base64URL.encode(mac)
+        }
+        try await broker.test { client in
+            _ = try await client.register("kay@example.com", OP.password)
+            let jar = OP.Jar()
+            let code = try await Self.code(client, jar)
+            for (assertion, reason) in [
+                (hs256("not-the-secret"), "HMAC"), (hs256(secret.exposed) { $0["exp"] = .int(now - 300) }, "expired"),
+                (hs256(secret.exposed) { $0["aud"] = "https://elsewhere.example" }, "aud"),
+            ] {
+                let refused = try await Self.redeem(client, code: code, fields: Self.asserted(assertion))
+                #expect(refused.status == 401 && refused.error == "invalid_client", "\(reason)")
+                #expect(
+                    refused["error_description"]?.stringValue?.contains(reason) == true,
+                    "\(String(describing: refused.json))")
+            }
+            let good = hs256(secret.exposed)
+            let tokens = try await Self.redeem(client, code: code, fields: Self.asserted(good))
+            #expect(tokens.status == 200, "\(String(describing: tokens.json))")
+            let replayed = try await Self.redeem(
+                client, code: try await Self.code(client, jar), fields: Self.asserted(good))
+            #expect(replayed.status == 401)
+            // The same secret with Basic.
+            var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            headers[.authorization] = HTTPBasic.header(id: "keyed", secret: secret).value
+            let basic = try await client.send(
+                .post, "/auth/token", headers: headers,
+                body: Array(
+                    FormEncoding.encode([
+                        ("grant_type", "authorization_code"), ("code", try await Self.code(client, jar)),
+                        ("redirect_uri", OP.web),
+                    ]).utf8))
+            #expect(basic.status == 200)
+        }
+        // An app with a secret of the older kind (random; the store holds only its hash).
+        let old = try await InProcessBroker()
+        try await OP.register(old, firstParty: true)
+        try await old.test { client in
+            _ = try await client.register("kay@example.com", OP.password)
+            let refused = try await Self.redeem(
+                client, code: "x",
+                fields: Self.asserted(
+                    hs256(OP.secret) {
+                        $0["iss"] = "web"; $0["sub"] = "web"
+                    }))
+            #expect(refused.status == 401)
+            #expect(refused["error_description"]?.stringValue?.contains("issued before client_secret_jwt") == true)
+        }
+    }
+
     /// What an app may register as its keys, from `broker client add --jwks-file` or RFC 7591 `jwks`.
     @Test func registeredKeysArePublicUsableAndSmall() throws {
         let key = try AsymmetricKey.generate(.ecP256)

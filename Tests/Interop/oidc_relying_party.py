@@ -25,7 +25,7 @@ import os
 import requests
 from authlib.common.security import generate_token
 from authlib.integrations.requests_client import OAuth2Session
-from authlib.oauth2.rfc7523 import PrivateKeyJWT, private_key_jwt_sign
+from authlib.oauth2.rfc7523 import ClientSecretJWT, PrivateKeyJWT, private_key_jwt_sign
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
@@ -188,7 +188,11 @@ def main():
         fail("no form-post page: %s %s" % (response.status_code, response.text[:300]))
     if posted["fields"].get("state") != form_state or posted["fields"].get("iss") != broker:
         fail("the form post's state or iss: %s" % posted["fields"])
-    form_token = web.fetch_token(
+    # Its code redeemed with client_secret_jwt (Authlib's ClientSecretJWT: an HS256 assertion under the secret).
+    web_jwt = OAuth2Session(
+        "web", web_secret, redirect_uri=web_redirect,
+        token_endpoint_auth_method=ClientSecretJWT(discovery["token_endpoint"]))
+    form_token = web_jwt.fetch_token(
         discovery["token_endpoint"], code=posted["fields"]["code"], code_verifier=form_verifier)
     seen["form_post_sub"] = jwt.decode(form_token["id_token"], keys).claims["sub"]
     seen["form_post_policy"] = response.headers.get("Content-Security-Policy")

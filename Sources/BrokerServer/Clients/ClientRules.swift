@@ -23,9 +23,51 @@ package struct ClientSecretHasher: Sendable {
         Self.prefix + Base64URL.encode(key.authenticate(Array(secret.exposed.utf8)))
     }
 
-    /// Compares in constant time; `false` for a stored value of another scheme.
+    /// Compares in constant time; `false` for a stored value of another scheme. An app's secret
+    /// (``newAppSecret(clientID:)``) is compared by its hash, as any.
     package func verify(_ secret: Secret, against stored: String) -> Bool {
-        ConstantTime.equals(hash(secret), stored)
+        if stored.hasPrefix(Self.appPrefix) {
+            guard let hashPart = stored.split(separator: "$").last else { return false }
+            return ConstantTime.equals(
+                Array(hashPart.utf8), Array(Base64URL.encode(key.authenticate(Array(secret.exposed.utf8))).utf8))
+        }
+        return ConstantTime.equals(hash(secret), stored)
+    }
+
+    /// The stored form of an app's secret: `hmac-sha256-app$<salt>$<HMAC of the secret>`.
+    static let appPrefix = "hmac-sha256-app$"
+
+    /// The key app secrets are derived under: the client-secret key's own HMAC of a label, so neither is the other.
+    private var derivation: HMACKey { HMACKey(.sha256, key: key.authenticate(Array("broker app secret v1".utf8))) }
+
+    private func derive(clientID: String, salt: [UInt8]) -> Secret {
+        Secret(Base64URL.encode(derivation.authenticate(Array("\(clientID)\u{0}".utf8) + salt)))
+    }
+
+    /// A new secret for the app `clientID`, and what the store keeps of it. The secret is derived from broker's
+    /// client-secret key, the client id and a random salt, and the store keeps the salt and the secret's HMAC —
+    /// never the secret: so broker can work the secret out again to check a `client_secret_jwt` assertion (an
+    /// HMAC under the secret, RFC 7523, OpenID Connect Core 9), while the database alone, without the master key
+    /// that seals the client-secret key, yields no secret and cannot test a guess.
+    package func newAppSecret(clientID: String) throws -> (secret: Secret, stored: String) {
+        let salt = try SecureRandom.bytes(16)
+        let secret = derive(clientID: clientID, salt: salt)
+        return (
+            secret,
+            Self.appPrefix + Base64URL.encode(salt) + "$"
+                + Base64URL.encode(key.authenticate(Array(secret.exposed.utf8)))
+        )
+    }
+
+    /// The secret of the app `clientID` from what the store keeps (``newAppSecret(clientID:)``), checked against
+    /// its stored hash; `nil` for a secret of the older kind (random, not derived), or a stored value that is not
+    /// this app's.
+    package func appSecret(clientID: String, stored: String) -> Secret? {
+        guard stored.hasPrefix(Self.appPrefix) else { return nil }
+        let parts = stored.dropFirst(Self.appPrefix.count).split(separator: "$", omittingEmptySubsequences: false)
+        guard parts.count == 2, let salt = Base64URL.decode(String(parts[0])), salt.count == 16 else { return nil }
+        let secret = derive(clientID: clientID, salt: salt)
+        return verify(secret, against: stored) ? secret : nil
     }
 }
 

@@ -77,8 +77,8 @@ package final class DiscoveryService: ContextualService {
             "subject_types_supported": .array(["public"]),
             "code_challenge_methods_supported": .array(["S256"]),
             "token_endpoint_auth_methods_supported": .array(
-                ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]),
-            "token_endpoint_auth_signing_alg_values_supported": .array(["RS256", "ES256", "EdDSA"]),
+                ["none", "client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt"]),
+            "token_endpoint_auth_signing_alg_values_supported": .array(["RS256", "ES256", "EdDSA", "HS256"]),
             "revocation_endpoint_auth_methods_supported": .array(["none"]),
             "id_token_signing_alg_values_supported": .array(inputs.idTokenAlgorithms.map(JSONValue.string)),
             "access_token_signing_alg_values_supported": .array(inputs.accessTokenAlgorithms.map(JSONValue.string)),

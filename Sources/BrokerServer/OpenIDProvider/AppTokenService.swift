@@ -19,11 +19,13 @@ package final class AppTokenService: ContextualService {
     ) {
         self.context = context
         self.secrets = secrets
-        assertions = ClientAssertions(context: context, keys: keys, registeredKeys: registeredKeys)
+        assertions = ClientAssertions(context: context, keys: keys, registeredKeys: registeredKeys, secrets: secrets)
     }
 
     /// The client authentication methods discovery names.
-    static let authenticationMethods = ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
+    static let authenticationMethods = [
+        "client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt", "none",
+    ]
 
     /// Whether a token request is an app's: it authenticates with Basic or an assertion, or names a client other
     /// than the CLI.

@@ -4,10 +4,12 @@ import BrokerStore
 import Logging
 import ProviderSupport
 
-/// `private_key_jwt` client authentication (RFC 7523 §2.2 and §3, OpenID Connect Core 9): an app without a secret
-/// signs a short JWT with its own key, and broker checks it against the public keys the app registered — inline
-/// (`broker client add … --jwks-file`, RFC 7591 `jwks`) or at its `jwks_uri`, fetched as a trusted issuer's are
-/// (cached, one refetch for an unknown `kid`, private addresses refused unless configured).
+/// `private_key_jwt` and `client_secret_jwt` client authentication (RFC 7523 §2.2 and §3, OpenID Connect Core 9):
+/// an app without a secret signs a short JWT with its own key, and broker checks it against the public keys the
+/// app registered — inline (`broker client add … --jwks-file`, RFC 7591 `jwks`) or at its `jwks_uri`, fetched as
+/// a trusted issuer's are (cached, one refetch for an unknown `kid`, private addresses refused unless configured);
+/// an app with a secret may instead send a JWT under HS256 keyed with its secret, which broker works out again
+/// from what it stores (``ClientSecretHasher/appSecret(clientID:stored:)``).
 ///
 /// The assertion must name the app as `iss` and `sub`, this broker (its issuer, or the endpoint it is sent to)
 /// in `aud`, expire within an hour, and carry a `jti` used once: a replay within its lifetime is refused.
@@ -17,6 +19,7 @@ struct ClientAssertions: ContextualService {
     let keys: IssuerDirectory
     /// The keys of apps that registered themselves: public addresses only, whatever the URL says.
     let registeredKeys: IssuerDirectory
+    let secrets: ClientSecretHasher
 
     /// RFC 7523 §2.2's `client_assertion_type`.
     static let type = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -42,7 +45,74 @@ struct ClientAssertions: ContextualService {
             let issuerClaim = unverified["iss"]?.stringValue
         else { throw refused("client_assertion is not a JWT") }
         guard named == nil || named == issuerClaim else { throw refused("the assertion's iss is not client_id") }
-        guard let app = try await app(clientID: issuerClaim), app.authenticatesWithKeys else {
+        var options = JWTVerifier.Options(issuer: issuerClaim, audience: nil, expectedType: nil)
+        options.requiredClaims = ["sub", "aud", "jti"]
+        let verified: [String: JSONValue]
+        let app: AppRecord
+        if Self.header(assertion)?["alg"]?.stringValue == "HS256" {
+            (app, verified) = try await secretSigned(assertion, clientID: issuerClaim, options: options)
+        } else {
+            (app, verified) = try await keySigned(assertion, clientID: issuerClaim, options: options)
+        }
+        guard verified["sub"]?.stringValue == app.clientID else { throw refused("the assertion's sub is not the app") }
+        let audience: [String] =
+            switch verified["aud"] {
+            case .string(let one)?: [one]
+            case .array(let many)?: many.compactMap(\.stringValue)
+            default: []
+            }
+        guard !audiences.isDisjoint(with: audience) else {
+            throw refused("the assertion's aud is not this broker (\(issuer)) or its token endpoint")
+        }
+        guard let expiresAt = verified["exp"]?.intValue, expiresAt <= now + Self.maxLifetime + 60 else {
+            throw refused("the assertion lives longer than \(Self.maxLifetime) seconds")
+        }
+        guard let jti = verified["jti"]?.stringValue, !jti.isEmpty, jti.utf8.count <= 256 else {
+            throw refused("the assertion has no usable jti")
+        }
+        guard try await store.recordExchange(issuer: "client-assertion " + app.clientID, jti: jti, expiresAt: expiresAt)
+        else {
+            audit.record(
+                "client_assertion_replayed", outcome: "failure", fields: ["client_id": app.clientID])
+            throw refused("this assertion (its jti) has been used before")
+        }
+        return app
+    }
+
+    /// `client_secret_jwt`: HS256 under the app's secret. Only an app whose secret broker can work out again (one
+    /// issued since this method exists) can use it.
+    private func secretSigned(_ assertion: String, clientID: String, options: JWTVerifier.Options) async throws
+        -> (AppRecord, [String: JSONValue])
+    {
+        guard let app = try await app(clientID: clientID), let stored = app.secretHash else {
+            throw refused("no app with a secret is registered as this iss")
+        }
+        guard let secret = secrets.appSecret(clientID: app.clientID, stored: stored) else {
+            throw refused(
+                "this app's secret was issued before client_secret_jwt: register it again for a new secret, or "
+                    + "authenticate with the secret itself")
+        }
+        let bytes = Array(assertion.utf8)
+        guard case .success(let parts) = JWTVerifier.segments(bytes),
+            let signature = Base64URL.decode(parts[2]), let payload = Base64URL.decode(parts[1]),
+            ConstantTime.equals(
+                HMAC.authenticate(.sha256, key: Array(secret.exposed.utf8), data: Array(bytes[..<parts[1].endIndex])),
+                signature)
+        else { throw refused("the assertion does not verify: the HMAC is not the app's") }
+        guard let claims = JSONValue.parse(payload)?.objectValue else { throw refused("the assertion is not a JWT") }
+        do {
+            try JWTVerifier(keys: JWTKeySet(), options: options).check(claims: claims, now: now)
+        } catch {
+            throw refused("the assertion does not verify: \(error)")
+        }
+        return (app, claims)
+    }
+
+    /// `private_key_jwt`: signed by one of the app's registered keys.
+    private func keySigned(_ assertion: String, clientID: String, options: JWTVerifier.Options) async throws
+        -> (AppRecord, [String: JSONValue])
+    {
+        guard let app = try await app(clientID: clientID), app.authenticatesWithKeys else {
             throw refused("no app that authenticates with private_key_jwt is registered as this iss")
         }
         let keySet: JWTKeySet
@@ -61,37 +131,11 @@ struct ClientAssertions: ContextualService {
         } else {
             throw refused("the app has no keys")
         }
-        var options = JWTVerifier.Options(issuer: app.clientID, audience: nil, expectedType: nil)
-        options.requiredClaims = ["sub", "aud", "jti"]
-        let verified: VerifiedJWT
         do {
-            verified = try JWTVerifier(keys: keySet, options: options).verify(assertion, now: now)
+            return (app, try JWTVerifier(keys: keySet, options: options).verify(assertion, now: now).claims)
         } catch {
             throw refused("the assertion does not verify: \(error)")
         }
-        guard verified.subject == app.clientID else { throw refused("the assertion's sub is not the app") }
-        let audience: [String] =
-            switch verified["aud"] {
-            case .string(let one)?: [one]
-            case .array(let many)?: many.compactMap(\.stringValue)
-            default: []
-            }
-        guard !audiences.isDisjoint(with: audience) else {
-            throw refused("the assertion's aud is not this broker (\(issuer)) or its token endpoint")
-        }
-        guard let expiresAt = verified.expiresAt, expiresAt <= now + Self.maxLifetime + 60 else {
-            throw refused("the assertion lives longer than \(Self.maxLifetime) seconds")
-        }
-        guard let jti = verified.jwtID, !jti.isEmpty, jti.utf8.count <= 256 else {
-            throw refused("the assertion has no usable jti")
-        }
-        guard try await store.recordExchange(issuer: "client-assertion " + app.clientID, jti: jti, expiresAt: expiresAt)
-        else {
-            audit.record(
-                "client_assertion_replayed", outcome: "failure", fields: ["client_id": app.clientID])
-            throw refused("this assertion (its jti) has been used before")
-        }
-        return app
     }
 
     /// A compact JWS's payload, not verified: only to learn which app's keys to verify it with.

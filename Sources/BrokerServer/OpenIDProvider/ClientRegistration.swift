@@ -92,11 +92,13 @@ package final class RegistrationService: ContextualService {
             }
         }
         let clientID = Self.clientIDPrefix + (try SecureRandom.identifier(byteCount: 16))
-        let secret =
-            ["none", "private_key_jwt"].contains(metadata.authMethod) ? nil : try ClientSecretHasher.newSecret()
+        let issued =
+            ["none", "private_key_jwt"].contains(metadata.authMethod)
+            ? nil : try secrets.newAppSecret(clientID: clientID)
+        let secret = issued?.secret
         let issuedAt = now
         let app = AppRecord(
-            clientID: clientID, secretHash: secret.map(secrets.hash), redirectURIs: metadata.redirectURIs,
+            clientID: clientID, secretHash: issued?.stored, redirectURIs: metadata.redirectURIs,
             postLogoutRedirectURIs: metadata.postLogoutRedirectURIs,
             backchannelLogoutURI: metadata.backchannelLogoutURI, firstParty: false,
             idTokenAlgorithm: metadata.idTokenAlgorithm, scopes: [], createdAt: issuedAt,
