@@ -126,6 +126,10 @@ struct CertifiableTests {
             #expect(refreshed.status == 200)
             let refreshedToken = try #require(refreshed["access_token"]?.stringValue)
             #expect(try await client.get("/auth/userinfo", bearer: refreshedToken)["email"] == "cy@example.com")
+            // oidcc-userinfo-post-header: POST with the token in the Authorization header.
+            let postHeader = try await client.send(
+                .post, "/auth/userinfo", headers: [.authorization: "Bearer \(refreshedToken)"], body: [])
+            #expect(postHeader.status == 200 && postHeader["email"] == "cy@example.com")
         }
     }
 
@@ -242,6 +246,53 @@ struct CertifiableTests {
             let hintedCode = try #require(Flow.query(hinted.header("Location") ?? "")["code"], "\(hinted.status)")
             let hintedTokens = try await OP.redeem(client, code: hintedCode)
             #expect(jwtParts(try #require(hintedTokens["id_token"]?.stringValue)).claims?["sub"] == sub)
+        }
+    }
+
+    /// The RP-Initiated Logout plan's other modules: a modified id_token_hint (-modified-id-token-hint) is refused
+    /// and signs nobody out; a query added to the registered post-logout URI (-query-added-to-post-logout-
+    /// redirect-uri) is not it; with no post_logout_redirect_uri (-no-post-logout-redirect-uri) or no state
+    /// (-no-state) the logout happens and says so, or returns without a state; no parameters at all
+    /// (-no-params) and only a state (-only-state) ask the person first.
+    @Test func theRPInitiatedLogoutPlansModules() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        try await broker.test { client in
+            _ = try await client.register("ho@example.com", OP.password)
+            func signedIn() async throws -> (OP.Jar, String) {
+                let jar = OP.Jar()
+                let tokens = try await OP.signInAndRedeem(client, email: "ho@example.com", scope: "openid", jar)
+                return (jar, try #require(tokens["id_token"]?.stringValue))
+            }
+            func endSession(_ fields: [(String, String)], _ jar: OP.Jar) async throws -> InProcessBroker.Client.Reply {
+                try await OP.get(client, "/auth/end-session?" + FormEncoding.encode(fields), jar)
+            }
+            let (jar, idToken) = try await signedIn()
+            let modified = String(idToken.dropLast(4)) + (idToken.hasSuffix("AAAA") ? "BBBB" : "AAAA")
+            let tampered = try await endSession(
+                [("id_token_hint", modified), ("post_logout_redirect_uri", "https://app.example/bye")], jar)
+            #expect(tampered.status == 400 && tampered.header("Location") == nil)
+            let added = try await endSession(
+                [("id_token_hint", idToken), ("post_logout_redirect_uri", "https://app.example/bye?x=1")], jar)
+            #expect(added.status == 400 && added.header("Location") == nil)
+            #expect(jar.cookies["broker_session"] != nil, "nobody signed out yet")
+            let noState = try await endSession(
+                [("id_token_hint", idToken), ("post_logout_redirect_uri", "https://app.example/bye")], jar)
+            #expect(noState.status == 302 && noState.header("Location") == "https://app.example/bye")
+            #expect(jar.cookies["broker_session"] == nil)
+
+            let (second, secondToken) = try await signedIn()
+            let noRedirect = try await endSession([("id_token_hint", secondToken)], second)
+            #expect(noRedirect.status == 200 && String(decoding: noRedirect.body, as: UTF8.self).contains("signed out"))
+            #expect(second.cookies["broker_session"] == nil)
+
+            let (third, _) = try await signedIn()
+            for fields in [[], [("state", "only")]] {
+                let asked = try await endSession(fields, third)
+                #expect(asked.status == 200, "\(fields)")
+                #expect(String(decoding: asked.body, as: UTF8.self).contains("Sign out of broker?"))
+            }
+            #expect(third.cookies["broker_session"] != nil, "asked, not yet signed out")
         }
     }
 

@@ -136,6 +136,35 @@ struct PrivateKeyJWTTests {
         #expect(broker.transport.count("GET", Self.keysURL) == (inline ? 0 : 1), "fetched once, then cached")
     }
 
+    /// oidcc-refresh-token-rp-key-rotation: the app rolls its key at its jwks_uri; an assertion under the new
+    /// key's kid makes broker fetch the keys again at once, and it authenticates.
+    @Test func anAppThatRollsItsKeyIsRefetchedOnItsNewKid() async throws {
+        let broker = try await InProcessBroker()
+        let key = try AsymmetricKey.generate(.ecP256)
+        let next = try AsymmetricKey.generate(.ecP256)
+        try await Self.register(broker, key: key, inline: false)
+        let rolled = JSONValue.object([
+            "keys": .array([
+                try JSONValue.parse(JSONEncoder().encode(next.jwk().withKid("k2"))) ?? .null,
+                try JSONValue.parse(JSONEncoder().encode(key.jwk().withKid("k1"))) ?? .null,
+            ])
+        ])
+        let now = broker.clock.seconds()
+        try await broker.test { client in
+            _ = try await client.register("kay@example.com", OP.password)
+            let jar = OP.Jar()
+            let first = try await Self.redeem(
+                client, code: try await Self.code(client, jar), fields: Self.asserted(try Self.assertion(key, now: now)))
+            #expect(first.status == 200)
+            broker.transport.onJSON("GET", Self.keysURL, rolled)
+            let second = try await Self.redeem(
+                client, code: try await Self.code(client, jar),
+                fields: Self.asserted(try Self.assertion(next, now: now, kid: "k2")))
+            #expect(second.status == 200, "\(String(describing: second.json))")
+        }
+        #expect(broker.transport.count("GET", Self.keysURL) == 2, "fetched again for the new kid, once")
+    }
+
     /// An app that registered itself names its own jwks_uri: it is fetched from public addresses only.
     @Test func aRegisteredAppsKeysAreFetchedFromPublicAddressesOnly() async throws {
         let broker = try await InProcessBroker()
