@@ -89,7 +89,13 @@ package final class GitHubProvider: IdentityProvider {
         let verified = primary?["verified"]?.boolValue == true
         let email = verified ? primary?["email"]?.stringValue : nil
         let name = profile["name"]?.stringValue ?? profile["login"]?.stringValue
-        return Identity(subject: String(number), email: email, emailVerified: email != nil, name: name)
+        // The login as preferred_username (it can change hands, so never the subject) and the avatar as picture.
+        var standard: [String: JSONValue] = [:]
+        standard["preferred_username"] = profile["login"]
+        standard["picture"] = profile["avatar_url"]
+        return Identity(
+            subject: String(number), email: email, emailVerified: email != nil, name: name,
+            profile: Identity.profile(from: standard))
     }
 
     /// `GET {api}{path}` as JSON of any shape (`/user/emails` is an array).

@@ -154,7 +154,8 @@ package final class OpenIDConnectProvider: IdentityProvider {
             subject: subject,
             email: email,
             emailVerified: verified && email != nil,
-            name: claims[configuration.nameClaim]?.stringValue
+            name: claims[configuration.nameClaim]?.stringValue,
+            profile: Identity.profile(from: claims)
         )
         if let refusal = configuration.admit(identity, claims) {
             throw .denied(code: "access_denied", description: refusal)

@@ -10,13 +10,43 @@ package struct Identity: Sendable, Hashable {
     /// What else the provider says of the account that the broker records with the sign-in (Apple's
     /// `is_private_email`, `real_user_status`): short words, never secrets.
     package var details: [String: String]
+    /// The standard claims (OpenID Connect Core 5.1) the provider gives beside the name, which broker passes on
+    /// to apps under `profile`: ``Identity/profileClaims``.
+    package var profile: [String: String]
 
-    package init(subject: String, email: String?, emailVerified: Bool, name: String?, details: [String: String] = [:]) {
+    package init(
+        subject: String, email: String?, emailVerified: Bool, name: String?, details: [String: String] = [:],
+        profile: [String: String] = [:]
+    ) {
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
         self.name = name
         self.details = details
+        self.profile = profile
+    }
+
+    /// The standard claims broker keeps of a provider's account, beside `name` and `email`.
+    package static let profileClaims = ["given_name", "family_name", "preferred_username", "picture", "locale"]
+
+    /// Those of `claims` (an ID token's, userinfo's): strings of at most 512 bytes, without control characters,
+    /// and for `picture` an https URL.
+    package static func profile(from claims: [String: JSONValue]) -> [String: String] {
+        var profile: [String: String] = [:]
+        for name in profileClaims {
+            guard let value = claims[name]?.stringValue, let kept = profileValue(name, value) else { continue }
+            profile[name] = kept
+        }
+        return profile
+    }
+
+    /// `value` as the claim `name` is kept, or `nil` when it is not fit to pass on.
+    package static func profileValue(_ name: String, _ value: String) -> String? {
+        guard !value.isEmpty, value.utf8.count <= 512,
+            !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return nil }
+        if name == "picture" && !value.lowercased().hasPrefix("https://") { return nil }
+        return value
     }
 }
 

@@ -87,6 +87,15 @@ extension PostgresStore {
                         "UPDATE users SET email = \(identity.email), name = COALESCE(\(identity.name), name) WHERE id = \(owner)",
                         logger: logger
                     ).drain()
+                    // Its profile too, when the provider sent one; the time only when it changed.
+                    if let profile = identity.profileText {
+                        try await connection.query(
+                            """
+                            UPDATE users SET profile_updated_at = CASE WHEN profile IS NOT DISTINCT FROM \(profile)
+                                THEN profile_updated_at ELSE \(now) END, profile = \(profile) WHERE id = \(owner)
+                            """, logger: logger
+                        ).drain()
+                    }
                 }
                 let rows = try await connection.query(
                     "SELECT email, name, created_at FROM users WHERE id = \(owner)", logger: logger
@@ -104,6 +113,12 @@ extension PostgresStore {
             for try await _ in existing { return .unlinked(from: id) }
             let user = UserRecord(id: id, email: identity.email, name: identity.name, createdAt: now)
             try await Self.insert(user, connection, logger)
+            if let profile = identity.profileText {
+                try await connection.query(
+                    "UPDATE users SET profile = \(profile), profile_updated_at = \(now) WHERE id = \(id.description)",
+                    logger: logger
+                ).drain()
+            }
             try await Self.insert(identity, user: id, now: now, connection, logger)
             return .user(user)
         }

@@ -227,6 +227,19 @@ extension PostgresStore {
         }
     }
 
+    package func userProfile(id: UserID) async throws -> UserProfile? {
+        let client = client
+        return try await run("user profile") {
+            let rows = try await client.query(
+                "SELECT profile, profile_updated_at, created_at FROM users WHERE id = \(id.description)"
+            ).decode((String?, Int64?, Int64).self)
+            for try await (text, updated, created) in rows {
+                return UserProfile(text: text, updatedAt: updated, createdAt: created)
+            }
+            return nil
+        }
+    }
+
     package func user(id: UserID) async throws -> UserRecord? {
         let client = client
         return try await run("user lookup") {

@@ -755,6 +755,19 @@ package enum Schema {
                 ALTER TABLE apps ADD COLUMN jwks_uri TEXT;
                 """
         ),
+        Migration(
+            version: 22,
+            name:
+                "a user's profile: the standard claims its provider gives (given_name, picture, …) and when they changed",
+            sqlite: """
+                ALTER TABLE users ADD COLUMN profile TEXT;
+                ALTER TABLE users ADD COLUMN profile_updated_at INTEGER;
+                """,
+            postgres: """
+                ALTER TABLE users ADD COLUMN profile TEXT;
+                ALTER TABLE users ADD COLUMN profile_updated_at BIGINT;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -784,7 +797,8 @@ extension Schema {
             name: "users",
             columns: [
                 ("id", .text), ("provider", .text), ("subject", .text), ("email", .text), ("name", .text),
-                ("created_at", .integer), ("disabled_at", .integer),
+                ("created_at", .integer), ("disabled_at", .integer), ("profile", .text),
+                ("profile_updated_at", .integer),
             ]),
         Table(name: "passkey_users", columns: [("user_id", .text), ("handle", .text)]),
         Table(

@@ -44,7 +44,7 @@ struct InProcessBrowserFlowTests {
         }
 
         /// The token endpoint's answer for the next exchange: an ID token for `subject` with `nonce`.
-        func answerTokens(subject: String, nonce: String) {
+        func answerTokens(subject: String, nonce: String, extra: [String: JSONValue] = [:]) {
             let signer = signer
             let clock = clock
             transport.on("POST", "\(issuer)/token") { request in
@@ -53,11 +53,13 @@ struct InProcessBrowserFlowTests {
                     form.contains(where: { $0.0 == "code_verifier" })
                 else { return ScriptedTransport.json(["error": "invalid_grant"], status: 400) }
                 let now = clock.seconds()
-                let idToken = try signer.sign(claims: [
+                var claims: [String: JSONValue] = [
                     "iss": .string(issuer), "sub": .string(subject), "aud": "our-client", "iat": .int(now),
                     "exp": .int(now + 3600), "nonce": .string(nonce), "email": "ada@example.com",
                     "email_verified": true, "name": "Ada",
-                ])
+                ]
+                claims.merge(extra) { $1 }
+                let idToken = try signer.sign(claims: claims)
                 return ScriptedTransport.json(["access_token": "at", "id_token": .string(idToken)])
             }
         }

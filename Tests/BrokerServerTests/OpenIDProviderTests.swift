@@ -429,7 +429,15 @@ struct OpenIDProviderTests {
             let location = try #require(Self.destination(onward))
             #expect(location.hasPrefix(Flow.issuer + "/auth?"))
             let query = Flow.query(location)
-            google.answerTokens(subject: "1045", nonce: try #require(query["nonce"]))
+            // The provider's other standard claims: kept as the user's profile and passed on under `profile`; a
+            // picture that is not https, and a claim that is not a standard one, are not.
+            google.answerTokens(
+                subject: "1045", nonce: try #require(query["nonce"]),
+                extra: [
+                    "given_name": "Ada", "family_name": "Lovelace", "locale": "en-GB",
+                    "picture": "http://p.example/a.png",
+                    "hd": "example.com",
+                ])
             let callback = try await Self.get(
                 client,
                 "/auth/google/callback?"
@@ -442,6 +450,14 @@ struct OpenIDProviderTests {
             #expect(claims?["sub"] == "google:1045")
             #expect(claims?["amr"] == nil, "no RFC 8176 method says a provider's word")
             #expect(claims?["acr"] == "1" && claims?["idp"] == "google")
+            #expect(
+                claims?["given_name"] == "Ada" && claims?["family_name"] == "Lovelace" && claims?["locale"] == "en-GB")
+            #expect(claims?["picture"] == nil && claims?["hd"] == nil)
+            #expect(claims?["updated_at"]?.intValue == broker.clock.seconds(), "the profile arrived now")
+            let info = try await client.get("/auth/userinfo", bearer: tokens["access_token"]?.stringValue)
+            #expect(info["given_name"] == "Ada" && info["updated_at"]?.intValue == broker.clock.seconds())
+            let profile = try await broker.store.userProfile(id: try #require(UserID("google:1045")))
+            #expect(profile?.claims == ["given_name": "Ada", "family_name": "Lovelace", "locale": "en-GB"])
             #expect(jar.cookies["broker_session"] != nil, "signed in at the broker for the next app")
         }
     }

@@ -154,7 +154,8 @@ struct PrivateKeyJWTTests {
             _ = try await client.register("kay@example.com", OP.password)
             let jar = OP.Jar()
             let first = try await Self.redeem(
-                client, code: try await Self.code(client, jar), fields: Self.asserted(try Self.assertion(key, now: now)))
+                client, code: try await Self.code(client, jar), fields: Self.asserted(try Self.assertion(key, now: now))
+            )
             #expect(first.status == 200)
             broker.transport.onJSON("GET", Self.keysURL, rolled)
             let second = try await Self.redeem(

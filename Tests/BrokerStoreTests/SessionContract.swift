@@ -17,6 +17,34 @@ struct SessionContract {
         #expect(try await store.sessionWithUser(id: "no-such-session") == nil)
     }
 
+    /// A provider's profile (schema v22) is the user's when the user was made from that identity: kept at the first
+    /// sign-in, its time moved only when it changes; a user without one reads as none, since its creation.
+    @Test(arguments: StoreUnderTest.available)
+    func aUsersProfileFollowsItsProviderAndSaysWhenItChanged(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        var identity = IdentityRecord(
+            provider: "google", subject: "p-1", email: "p@example.com", name: "P", profile: ["given_name": "P"])
+        guard case .user(let user) = try await store.signIn(identity, now: Make.now) else {
+            Issue.record("no user")
+            return
+        }
+        #expect(
+            try await store.userProfile(id: user.id) == UserProfile(claims: ["given_name": "P"], updatedAt: Make.now))
+        _ = try await store.signIn(identity, now: Make.now + 100)
+        #expect(try await store.userProfile(id: user.id)?.updatedAt == Make.now, "the same profile: the same time")
+        identity.profile = ["given_name": "Pat", "locale": "fr"]
+        _ = try await store.signIn(identity, now: Make.now + 200)
+        #expect(
+            try await store.userProfile(id: user.id)
+                == UserProfile(claims: ["given_name": "Pat", "locale": "fr"], updatedAt: Make.now + 200))
+        identity.profile = [:]
+        _ = try await store.signIn(identity, now: Make.now + 300)
+        #expect(try await store.userProfile(id: user.id)?.claims["given_name"] == "Pat", "none sent: kept")
+        let plain = try await store.providerUser(Make.user("github"))
+        #expect(try await store.userProfile(id: plain.id) == UserProfile(claims: [:], updatedAt: plain.createdAt))
+        #expect(try await store.userProfile(id: try #require(UserID("google:nobody"))) == nil)
+    }
+
     /// What a sign-in's claims parameter asked userinfo for is kept with the session (schema v20): read by
     /// session(id:), left out of the token paths' reads.
     @Test(arguments: StoreUnderTest.available)

@@ -95,7 +95,8 @@ package final class DiscoveryService: ContextualService {
             "claims_supported": .array(
                 [
                     "iss", "sub", "aud", "iat", "nbf", "exp", "jti", "idp", "client_id", "sid", "email",
-                    "email_verified", "name", "scope", "auth_time", "nonce", "at_hash", "azp", "acr", "amr",
+                    "email_verified", "name", "given_name", "family_name", "preferred_username", "picture", "locale",
+                    "updated_at", "scope", "auth_time", "nonce", "at_hash", "azp", "acr", "amr",
                 ].map(JSONValue.string)
             ),
         ]

@@ -236,8 +236,9 @@ package final class AppTokenService: ContextualService {
     }
 
     /// The user's claims that the scopes give (Core 5.4), or that a `claims` parameter `named` one by one
-    /// (Core 5.5): `email` and `email_verified`, `name`. A standard claim broker has no value for — `address`,
-    /// `phone_number`, a name's parts — is left out, as Core 5.3.2 has it.
+    /// (Core 5.5): `email` and `email_verified`, `name`, and under `profile` what the user's provider gave of
+    /// `given_name`, `family_name`, `preferred_username`, `picture`, `locale`, with `updated_at`. A standard claim
+    /// broker has no value for — `address`, `phone_number` — is left out, as Core 5.3.2 has it.
     func profileClaims(user: UserRecord, scopes: [String], named: Set<String> = []) async throws -> [String: JSONValue]
     {
         func wanted(_ claim: String) -> Bool {
@@ -249,6 +250,15 @@ package final class AppTokenService: ContextualService {
             if wanted("email_verified") { claims["email_verified"] = .bool(try await tokens.emailVerified(user)) }
         }
         if wanted("name"), let name = user.name { claims["name"] = .string(name) }
+        // The profile is a read of its own, made only when one of its claims is wanted.
+        if (Identity.profileClaims + ["updated_at"]).contains(where: wanted),
+            let profile = try await store.userProfile(id: user.id)
+        {
+            for (claim, value) in profile.claims where wanted(claim) && Identity.profileClaims.contains(claim) {
+                claims[claim] = .string(value)
+            }
+            if wanted("updated_at") { claims["updated_at"] = .int(profile.updatedAt) }
+        }
         return claims
     }
 

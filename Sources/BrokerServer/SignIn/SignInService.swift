@@ -384,7 +384,10 @@ package final class SignInService: ContextualService {
             provider: provider,
             identity: IdentityRecord(
                 provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
-                name: identity.name),
+                name: identity.name,
+                profile: identity.profile.filter {
+                    Identity.profileClaims.contains($0.key) && Identity.profileValue($0.key, $0.value) != nil
+                }),
             sealed: sealed, details: identity.details)
     }
 

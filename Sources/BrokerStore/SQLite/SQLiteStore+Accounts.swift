@@ -82,6 +82,13 @@ extension SQLiteStore {
                     try db.execute(
                         sql: "UPDATE users SET email = ?, name = COALESCE(?, name) WHERE id = ?",
                         arguments: [identity.email, identity.name, owner])
+                    // Its profile too, when the provider sent one; the time only when it changed.
+                    if let profile = identity.profileText {
+                        try db.execute(
+                            sql: "UPDATE users SET profile_updated_at = CASE WHEN profile IS ? THEN "
+                                + "profile_updated_at ELSE ? END, profile = ? WHERE id = ?",
+                            arguments: [profile, now, profile, owner])
+                    }
                 }
                 guard let user = try Row.fetchOne(db, sql: selectUser, arguments: [owner]).flatMap(Self.user) else {
                     throw StoreError.unavailable("the identity's user \(owner) is missing")
@@ -92,6 +99,11 @@ extension SQLiteStore {
             if try Row.fetchOne(db, sql: selectUser, arguments: [id.description]) != nil { return .unlinked(from: id) }
             let user = UserRecord(id: id, email: identity.email, name: identity.name, createdAt: now)
             try Self.insert(user, db)
+            if let profile = identity.profileText {
+                try db.execute(
+                    sql: "UPDATE users SET profile = ?, profile_updated_at = ? WHERE id = ?",
+                    arguments: [profile, now, id.description])
+            }
             try Self.insert(identity, user: id, now: now, db)
             return .user(user)
         }

@@ -168,6 +168,15 @@ extension SQLiteStore {
         }
     }
 
+    package func userProfile(id: UserID) async throws -> UserProfile? {
+        try await read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT profile, profile_updated_at, created_at FROM users WHERE id = ?",
+                arguments: [id.description]
+            ).map { UserProfile(text: $0["profile"], updatedAt: $0["profile_updated_at"], createdAt: $0["created_at"]) }
+        }
+    }
+
     package func user(id: UserID) async throws -> UserRecord? {
         try await read { db in
             try Row.fetchOne(

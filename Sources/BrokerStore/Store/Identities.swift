@@ -7,12 +7,22 @@ package struct IdentityRecord: Sendable, Hashable {
     /// Only an address the provider verified.
     package var email: String?
     package var name: String?
+    /// The provider's other standard claims (``Identity/profileClaims``): they become the user's profile when
+    /// the user was made from this identity (schema v22).
+    package var profile: [String: String]
 
-    package init(provider: ProviderID, subject: String, email: String?, name: String?) {
+    package init(provider: ProviderID, subject: String, email: String?, name: String?, profile: [String: String] = [:])
+    {
         self.provider = provider
         self.subject = subject
         self.email = email
         self.name = name
+        self.profile = profile
+    }
+
+    /// ``profile`` as stored: a JSON object, or `nil` when empty.
+    package var profileText: String? {
+        profile.isEmpty ? nil : JSONValue.object(profile.mapValues(JSONValue.string)).serialized()
     }
 
     /// The id of a user first made from this identity.
@@ -23,6 +33,7 @@ package struct IdentityRecord: Sendable, Hashable {
         var fields: [String: JSONValue] = ["provider": .string(provider.rawValue), "subject": .string(subject)]
         if let email { fields["email"] = .string(email) }
         if let name { fields["name"] = .string(name) }
+        if !profile.isEmpty { fields["profile"] = .object(profile.mapValues(JSONValue.string)) }
         return String(decoding: JSONValue.object(fields).serializedBytes, as: UTF8.self)
     }
 
@@ -34,7 +45,8 @@ package struct IdentityRecord: Sendable, Hashable {
         else { return nil }
         self.init(
             provider: provider, subject: subject, email: fields["email"]?.stringValue,
-            name: fields["name"]?.stringValue)
+            name: fields["name"]?.stringValue,
+            profile: fields["profile"]?.objectValue?.compactMapValues(\.stringValue) ?? [:])
     }
 }
 

@@ -16,6 +16,24 @@ package struct UserRecord: Sendable, Hashable {
     }
 }
 
+/// What ``Store/userProfile(id:)`` reads: the claims, and when they last changed (`nil`: never since the user was
+/// made, whose ``UserRecord/createdAt`` it then is).
+package struct UserProfile: Sendable, Hashable {
+    package var claims: [String: String]
+    package var updatedAt: Int64
+
+    package init(claims: [String: String], updatedAt: Int64) {
+        self.claims = claims
+        self.updatedAt = updatedAt
+    }
+
+    /// Reads the stored column pair.
+    package init(text: String?, updatedAt: Int64?, createdAt: Int64) {
+        claims = text.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue?.compactMapValues(\.stringValue) } ?? [:]
+        self.updatedAt = updatedAt ?? createdAt
+    }
+}
+
 /// A custom (email + password) account: the login name and the password's PHC hash string.
 package struct PasswordAccount: Sendable, Hashable {
     package var user: UserRecord
@@ -184,6 +202,10 @@ package protocol Store:
     func signIn(_ identity: IdentityRecord, now: Int64) async throws -> IdentitySignIn
 
     func user(id: UserID) async throws -> UserRecord?
+
+    /// The user's profile (schema v22): the standard claims its provider gave (``Identity/profileClaims``) and
+    /// when they last changed; `nil` for an unknown user. Read only where those claims are released.
+    func userProfile(id: UserID) async throws -> UserProfile?
 
     /// Starts a session with its first refresh token; a disabled user gets ``StoreError/Code/disabled`` and no
     /// session (checked under the user's row lock, so a concurrent disable cannot miss the new session).
