@@ -131,7 +131,9 @@ package final class BrokerService: ContextualService {
             configuration: configuration, providers: providers, store: store, keys: keys, logger: logger,
             hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
-            flowKey: try await vault.secretKey("flow-state", now: now), clock: clock, http: http, metrics: metrics,
+            flowKey: try await vault.secretKey("flow-state", now: now),
+            pairwiseKey: try await vault.secretKey("pairwise-subjects", now: now), clock: clock, http: http,
+            metrics: metrics,
             audit: audit, mailPassword: mailPassword, mailBackoff: mailBackoff)
     }
 
@@ -144,6 +146,7 @@ package final class BrokerService: ContextualService {
         hasher: PasswordHasher,
         clientSecretHasher: ClientSecretHasher,
         flowKey: [UInt8],
+        pairwiseKey: [UInt8],
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport,
         metrics: BrokerMetrics,
@@ -153,7 +156,8 @@ package final class BrokerService: ContextualService {
     ) throws {
         let tokens = TokenIssuer(
             configuration: configuration, store: store, keys: keys, clock: clock,
-            dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)))
+            dpopNonceKey: HMAC.authenticate(.sha256, key: flowKey, data: Array("dpop-nonce-key".utf8)),
+            pairwiseKey: pairwiseKey)
         var context = ServiceContext(tokens: tokens, store: store, logger: logger, metrics: metrics, audit: audit)
         // Apps that describe themselves at their client_id URL: fetched under the limits the service sets on each
         // request, with the operator's CA bundle.
@@ -217,7 +221,7 @@ package final class BrokerService: ContextualService {
             keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
             registeredKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger, publicAddressesOnly: true))
         self.appTokens = appTokens
-        registrations = RegistrationService(context: context, secrets: clientSecretHasher)
+        registrations = RegistrationService(context: context, secrets: clientSecretHasher, http: outbound)
         tokenEndpoint = TokenEndpoint(context: context, grants: grants, appTokens: appTokens, clients: clients)
         discovery = DiscoveryService(context: context)
     }

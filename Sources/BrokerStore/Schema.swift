@@ -768,6 +768,12 @@ package enum Schema {
                 ALTER TABLE users ADD COLUMN profile_updated_at BIGINT;
                 """
         ),
+        Migration(
+            version: 23,
+            name: "apps given pairwise subjects (OpenID Connect Core 8.1): the sector their subjects are made for",
+            sqlite: "ALTER TABLE apps ADD COLUMN pairwise_sector TEXT;",
+            postgres: "ALTER TABLE apps ADD COLUMN pairwise_sector TEXT;"
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -848,6 +854,7 @@ extension Schema {
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
                 ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
                 ("registration_mode", .text), ("client_name", .text), ("jwks", .text), ("jwks_uri", .text),
+                ("pairwise_sector", .text),
             ]),
         Table(
             name: "consents",

@@ -177,6 +177,11 @@ extension Broker {
                     valueName: "FILE"))
             var jwksFile: String?
 
+            @Flag(
+                name: .long,
+                help: "Give the app pairwise subjects: its users' sub is made for its redirect URIs' host alone.")
+            var pairwise = false
+
             @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
 
@@ -201,6 +206,7 @@ extension Broker {
                     backchannelLogoutURI.map { _ in "--backchannel-logout-uri" },
                     idTokenAlg.map { _ in "--id-token-alg" }, requirePAR ? "--require-par" : nil,
                     jwksURI.map { _ in "--jwks-uri" }, jwksFile.map { _ in "--jwks-file" },
+                    pairwise ? "--pairwise" : nil,
                 ].compactMap { $0 }
                 if !isApp {
                     guard appOnly.isEmpty else {
@@ -237,6 +243,9 @@ extension Broker {
                     }
                     if let jwksURI, let problem = AppRules.jwksURIProblem(jwksURI) {
                         throw ValidationError("--jwks-uri \(problem)")
+                    }
+                    if pairwise, case .failure(let problem) = AppRules.sector(of: redirectURI) {
+                        throw ValidationError("--pairwise: \(problem)")
                     }
                     return
                 }
@@ -362,7 +371,8 @@ extension Broker {
                     clientID: name, secretHash: issued?.stored, redirectURIs: redirectURI,
                     postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
-                    createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI)
+                    createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI,
+                    pairwiseSector: pairwise ? try? AppRules.sector(of: redirectURI).get() : nil)
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {
@@ -450,6 +460,7 @@ extension Broker {
                             app.isPublic
                             ? "none" : app.authenticatesWithKeys ? "private_key_jwt" : "client_secret_basic"
                         if let uri = app.jwksURI { entry["jwks_uri"] = .string(uri) }
+                        entry["subject_type"] = app.pairwiseSector == nil ? "public" : "pairwise"
                         if let registration = app.registration {
                             var registered: [String: JSONValue] = ["mode": .string(registration.mode)]
                             if let name = registration.clientName { registered["client_name"] = .string(name) }

@@ -95,11 +95,27 @@ struct OpenIDProviderInteropTests {
         #expect(seen["keyed_userinfo"]?["email"] == nil, "not asked for at userinfo")
         #expect(seen["keyed_first_use"] == "invalid_grant", "authenticated, then the made-up code refused")
         #expect(seen["keyed_replay"] == "invalid_client", "the same assertion again")
+        // Pairwise subjects: one sector (host) per app, said by client list.
+        let twoHosts = try await CLI.run(
+            [
+                "client", "add", "spread", "--pairwise", "--redirect-uri", "https://a.example/cb", "--redirect-uri",
+                "https://b.example/cb", "--data-dir", server.dataDirectory,
+            ])
+        #expect(twoHosts.status == 64 && twoHosts.stderr.contains("more than one host"), "\(twoHosts.stderr)")
+        let pairwise = try await CLI.run(
+            [
+                "client", "add", "private", "--pairwise", "--redirect-uri", "https://private.example/cb",
+                "--data-dir", server.dataDirectory,
+            ])
+        #expect(pairwise.status == 0, "\(pairwise.stderr)")
         let keyedListed = try await CLI.run(["client", "list", "--json", "--data-dir", server.dataDirectory])
         let keyedEntry = JSONValue.parse(Array(keyedListed.stdout.utf8))?["clients"]?.arrayValue?.first {
             $0["client_id"] == "keyed"
         }
         #expect(keyedEntry?["token_endpoint_auth_method"] == "private_key_jwt")
+        let apps = JSONValue.parse(Array(keyedListed.stdout.utf8))?["clients"]?.arrayValue ?? []
+        #expect(apps.first { $0["client_id"] == "private" }?["subject_type"] == "pairwise")
+        #expect(keyedEntry?["subject_type"] == "public")
 
         // The broker's browser sign-in is a session like the others: listed, and revoked by id.
         let sessions = try await CLI.run(["sessions", "list", "--json", "--data-dir", server.dataDirectory])

@@ -74,7 +74,7 @@ package final class DiscoveryService: ContextualService {
             "introspection_endpoint_auth_methods_supported": .array(["client_secret_basic", "client_secret_post"]),
             "grant_types_supported": .array(Self.grantTypes.map(JSONValue.string)),
             "response_types_supported": .array(["code"]),
-            "subject_types_supported": .array(["public"]),
+            "subject_types_supported": .array(["public", "pairwise"]),
             "code_challenge_methods_supported": .array(["S256"]),
             "token_endpoint_auth_methods_supported": .array(
                 ["none", "client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt"]),

@@ -96,6 +96,37 @@ package enum AppRules {
         return granted
     }
 
+    /// Why a sector cannot be worked out from redirect URIs.
+    package struct SectorProblem: Error, CustomStringConvertible {
+        package let description: String
+    }
+
+    /// The sector of an app given pairwise subjects (OpenID Connect Core 8.1) from its redirect URIs: the one
+    /// host they all name (a native app's private-use scheme stands for its host); several are an error.
+    package static func sector(of redirectURIs: [String]) -> Result<String, SectorProblem> {
+        var hosts: [String] = []
+        for uri in redirectURIs {
+            let host: String
+            if let url = APIURL(uri) {
+                host = url.host.lowercased()
+            } else if let colon = uri.firstIndex(of: ":") {
+                host = uri[..<colon].lowercased()
+            } else {
+                continue
+            }
+            if !hosts.contains(host) { hosts.append(host) }
+        }
+        guard hosts.count == 1 else {
+            return .failure(
+                SectorProblem(
+                    description: hosts.isEmpty
+                        ? "a pairwise app needs a redirect URI"
+                        : "the redirect URIs name more than one host (\(hosts.joined(separator: ", "))): a pairwise "
+                            + "app needs one sector — one host, or a sector_identifier_uri listing them"))
+        }
+        return .success(hosts[0])
+    }
+
     /// The largest JWK Set an app may register inline.
     package static let maxJWKSBytes = 16 * 1024
 

@@ -161,7 +161,8 @@ package final class AppTokenService: ContextualService {
         let userinfoClaims = claims.flatMap { $0.userinfo.isEmpty ? nil : ClaimsRequest(userinfo: $0.userinfo) }
         let (session, sessionID) = try await tokens.startSessionReturningID(
             user: user, clientID: app.clientID, scope: record.scope, signedInWith: record.signedInWith,
-            resource: resource, claims: userinfoClaims?.serialized)
+            resource: resource, claims: userinfoClaims?.serialized,
+            subject: app.pairwiseSector == nil ? nil : tokens.subject(of: user.id, for: app))
         try await store.attachSession(sessionID, toCode: hash, now: now)
         var answer = OpenIDTokenResponse(
             accessToken: session.accessToken, tokenType: session.tokenType, expiresIn: session.expiresIn,
@@ -210,7 +211,8 @@ package final class AppTokenService: ContextualService {
     {
         let issuedAt = now
         var claims: [String: JSONValue] = [
-            "iss": .string(tokens.issuer), "sub": .string(user.id.description), "aud": .string(app.clientID),
+            "iss": .string(tokens.issuer), "sub": .string(tokens.subject(of: user.id, for: app)),
+            "aud": .string(app.clientID),
             "azp": .string(app.clientID), "iat": .int(issuedAt),
             "exp": .int(issuedAt + tokens.configuration.accessTokenTTL), "auth_time": .int(code.authTime),
             "at_hash": .string(Self.halfHash(accessToken)), "idp": .string(code.signedInWith.rawValue),
@@ -292,8 +294,12 @@ package final class AppTokenService: ContextualService {
                 status: 403, code: .insufficientScope, detail: "the token was not granted the openid scope",
                 headers: [("WWW-Authenticate", "Bearer realm=\"broker\", error=\"insufficient_scope\"")])
         }
-        var claims: [String: JSONValue] = ["sub": .string(view.user.id.description)]
-        // What the sign-in's `claims` parameter asked userinfo for (Core 5.5), kept with the session.
+        // The sub the app knows the user by (its pairwise one, Core 8.1), and what the sign-in's `claims`
+        // parameter asked userinfo for (Core 5.5), kept with the session.
+        let app =
+            view.session.clientID == TokenIssuer.cliClientID
+            ? nil : try await store.app(clientID: view.session.clientID)
+        var claims: [String: JSONValue] = ["sub": .string(tokens.subject(of: view.user.id, for: app))]
         let requested = try await store.session(id: view.session.id)?.claims.flatMap { try? ClaimsRequest.parse($0) }
         claims.merge(
             try await profileClaims(

@@ -218,11 +218,11 @@ final class AuthorizationService: ContextualService {
         let prompt = request.prompt
 
         let session = try await sessions.current(cookie: cookie)
-        if let session, !needsSignIn(request, session: session) {
+        if let session, !needsSignIn(request, app: app, session: session) {
             return try await afterSignIn(request, app: app, session: session, fromForm: false, setCookie: nil)
         }
         if prompt.contains("none") {
-            if let session, !needsSignIn(request, session: session, minding: false) {
+            if let session, !needsSignIn(request, app: app, session: session, minding: false) {
                 // Signed in as asked, but not strongly enough: only a new sign-in with more could answer.
                 return refuse(.interactionRequired, "a stronger sign-in than this one is required (acr)")
             }
@@ -237,16 +237,18 @@ final class AuthorizationService: ContextualService {
     /// Whether the browser session does not do for this request: `prompt=login` or `select_account`, older
     /// than `max_age`, not the user an `id_token_hint` names, or (`minding` the level) weaker than an essential
     /// `acr` asks.
-    private func needsSignIn(_ request: AuthorizationRequest, session: BrowserSessionRecord, minding level: Bool = true)
-        -> Bool
-    {
+    private func needsSignIn(
+        _ request: AuthorizationRequest, app: AppRecord, session: BrowserSessionRecord, minding level: Bool = true
+    ) -> Bool {
         if level && !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {
             return true
         }
         if request.prompt.contains("login") || request.prompt.contains("select_account") { return true }
         // max_age=0 asks for a sign-in now, like prompt=login (Core 3.1.2.1).
         if let maxAge = request.maxAge, maxAge == 0 || now - session.authTime > maxAge { return true }
-        if let expected = request.expectedSubject, expected != session.userID.description { return true }
+        if let expected = request.expectedSubject, expected != tokens.subject(of: session.userID, for: app) {
+            return true
+        }
         return false
     }
 
@@ -489,7 +491,7 @@ final class AuthorizationService: ContextualService {
         setCookie: String?
     ) async throws -> APIResponse {
         var response: APIResponse
-        if let expected = request.expectedSubject, expected != session.userID.description {
+        if let expected = request.expectedSubject, expected != tokens.subject(of: session.userID, for: app) {
             response = errorRedirect(
                 request, .loginRequired, "signed in as another user than id_token_hint names", page: fromForm)
         } else if !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {

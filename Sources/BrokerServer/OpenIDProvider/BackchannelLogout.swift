@@ -183,7 +183,8 @@ package final class BackchannelLogout: ContextualService {
     /// The logout token (§2.4): `iss`, `aud`, `iat`, `exp`, `jti`, `events`, `sid`, `sub` — never a `nonce` —
     /// signed like the app's id tokens, `typ: logout+jwt`.
     func logoutToken(for delivery: LogoutDelivery) async throws -> String {
-        let algorithm = try await store.app(clientID: delivery.clientID)?.idTokenAlgorithm ?? "RS256"
+        let app = try await store.app(clientID: delivery.clientID)
+        let algorithm = app?.idTokenAlgorithm ?? "RS256"
         guard let signer = tokens.keys.current.idTokenSigner(algorithm: algorithm) else {
             throw APIError.serverError
         }
@@ -192,7 +193,8 @@ package final class BackchannelLogout: ContextualService {
             "iss": .string(tokens.issuer), "aud": .string(delivery.clientID), "iat": .int(now),
             "exp": .int(now + Self.lifetime), "jti": .string(try SecureRandom.token(byteCount: 16)),
             "events": .object([Self.event: .object([:])]), "sid": .string(delivery.sid),
-            "sub": .string(delivery.subject),
+            // The sub the app knows the user by (its pairwise one, Core 8.1).
+            "sub": .string(UserID(delivery.subject).map { tokens.subject(of: $0, for: app) } ?? delivery.subject),
         ]
         return try signer.sign(claims: claims, type: "logout+jwt")
     }

@@ -2,6 +2,7 @@ import BrokerConfiguration
 import BrokerCore
 import BrokerCredentials
 import BrokerCrypto
+import BrokerHTTP
 import BrokerStore
 
 /// Apps that register themselves (RFC 7591, issue "Tokens for every door" item 4): `POST /auth/clients`, on when
@@ -17,10 +18,13 @@ package final class RegistrationService: ContextualService {
     /// Registrations per source network (`server.registrations_per_hour`, at once and per hour), in both modes: an
     /// open endpoint must not be a way to fill the store.
     let perAddress: RateLimiter
+    /// Fetches `sector_identifier_uri` documents (public addresses only).
+    let http: @Sendable () -> any HTTPTransport
 
-    init(context: ServiceContext, secrets: ClientSecretHasher) {
+    init(context: ServiceContext, secrets: ClientSecretHasher, http: @escaping @Sendable () -> any HTTPTransport) {
         self.context = context
         self.secrets = secrets
+        self.http = http
         perAddress = RateLimiter(
             capacity: context.tokens.configuration.registrationsPerHour, per: 3600, clock: context.tokens.clock)
     }
@@ -83,6 +87,20 @@ package final class RegistrationService: ContextualService {
             }
         }
         let metadata = try Self.metadata(input.fields, mode: mode)
+        // Pairwise subjects (Core 8.1): for the sector_identifier_uri's host, whose document must list every
+        // redirect URI; else for the redirect URIs' one host. Worked out before the initial access token is spent,
+        // which only a registration that succeeds does.
+        var sector: String?
+        if metadata.pairwise {
+            if let uri = metadata.sectorIdentifierURI {
+                sector = try await sectorHost(uri, covering: metadata.redirectURIs)
+            } else {
+                switch AppRules.sector(of: metadata.redirectURIs) {
+                case .success(let host): sector = host
+                case .failure(let problem): throw Self.metadataError(problem.description)
+                }
+            }
+        }
         if let initialToken {
             guard try await store.spendRegistrationToken(hash: Digest.sha256(initialToken), now: now) else {
                 throw APIError(
@@ -103,7 +121,7 @@ package final class RegistrationService: ContextualService {
             backchannelLogoutURI: metadata.backchannelLogoutURI, firstParty: false,
             idTokenAlgorithm: metadata.idTokenAlgorithm, scopes: [], createdAt: issuedAt,
             registration: AppRecord.Registration(mode: mode.rawValue, clientName: metadata.clientName),
-            jwks: metadata.jwks, jwksURI: metadata.jwksURI)
+            jwks: metadata.jwks, jwksURI: metadata.jwksURI, pairwiseSector: sector)
         try await store.createApp(app)
         audit.record(
             "client_registered",
@@ -132,7 +150,34 @@ package final class RegistrationService: ContextualService {
         if let uri = metadata.backchannelLogoutURI { body["backchannel_logout_uri"] = .string(uri) }
         if let jwks = metadata.jwks, let set = JSONValue.parse(jwks.utf8) { body["jwks"] = set }
         if let uri = metadata.jwksURI { body["jwks_uri"] = .string(uri) }
+        body["subject_type"] = metadata.pairwise ? "pairwise" : "public"
+        if let uri = metadata.sectorIdentifierURI { body["sector_identifier_uri"] = .string(uri) }
         return .tokens(.object(body), status: 201)
+    }
+
+    /// The host of `uri`, once its document — a JSON array of URIs — is found to list every one of
+    /// `redirectURIs` (Core 8.1); else `invalid_client_metadata` saying why.
+    private func sectorHost(_ uri: String, covering redirectURIs: [String]) async throws -> String {
+        var request = HTTPClientRequest(url: uri, headers: [(name: "Accept", value: "application/json")])
+        request.maxResponseBytes = 64 * 1024
+        request.publicAddressesOnly = true
+        let response: HTTPClientResponse
+        do {
+            response = try await http().send(request)
+        } catch {
+            throw Self.metadataError("sector_identifier_uri cannot be fetched: \(error)")
+        }
+        guard response.status == 200, let listed = JSONValue.parse(response.body)?.arrayValue else {
+            throw Self.metadataError(
+                "sector_identifier_uri must answer 200 with a JSON array of redirect URIs (it answered \(response.status))"
+            )
+        }
+        let uris = Set(listed.compactMap(\.stringValue))
+        if let missing = redirectURIs.first(where: { !uris.contains($0) }) {
+            throw Self.metadataError("the sector_identifier_uri document does not list \(missing.prefix(200))")
+        }
+        guard let host = APIURL(uri)?.host else { throw Self.metadataError("sector_identifier_uri has no host") }
+        return host.lowercased()
     }
 
     /// The host an app's first redirect URI names (what the consent page shows of a registered app), or `nil`
@@ -154,6 +199,9 @@ package final class RegistrationService: ContextualService {
         /// `private_key_jwt`: the app's keys (a JWK Set, JSON), or where to fetch them.
         var jwks: String?
         var jwksURI: String?
+        /// `subject_type: pairwise`, and the `sector_identifier_uri` its sector comes from, if given.
+        var pairwise = false
+        var sectorIdentifierURI: String?
     }
 
     /// The metadata of a registration request checked (RFC 7591 §2): what broker understands is held to the rules
@@ -268,10 +316,25 @@ package final class RegistrationService: ContextualService {
                 throw metadataError("private_key_jwt needs the app's public keys: jwks or jwks_uri (one of them)")
             }
         }
+        var pairwise = false
+        switch try string("subject_type") {
+        case nil, "public"?: break
+        case "pairwise"?: pairwise = true
+        case let other?:
+            throw metadataError("subject_type \"\(other.prefix(64))\" is not supported: public or pairwise")
+        }
+        let sectorURI = try string("sector_identifier_uri")
+        if let sectorURI {
+            guard sectorURI.lowercased().hasPrefix("https://"), APIURL(sectorURI) != nil, !sectorURI.contains("#")
+            else {
+                throw metadataError("sector_identifier_uri must be an https URL")
+            }
+        }
         return Metadata(
             redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogout, backchannelLogoutURI: backchannel,
             authMethod: authMethod, grantTypes: grantTypes, clientName: clientName, scope: scope,
-            idTokenAlgorithm: algorithm, jwks: jwks, jwksURI: jwksURI)
+            idTokenAlgorithm: algorithm, jwks: jwks, jwksURI: jwksURI, pairwise: pairwise,
+            sectorIdentifierURI: sectorURI)
     }
 
     /// Why a redirect URI cannot be registered: the rules of `broker client add`, and for an open registration

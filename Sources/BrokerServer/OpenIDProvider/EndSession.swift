@@ -46,8 +46,12 @@ extension AuthorizationService {
         guard let session = try await sessions.current(cookie: cookie) else {
             return signedOut(destination: destination, state: state, fromForm: false)
         }
+        // The hint names this browser session, or (an id token without sid) its user, by the sub its app knows.
+        var hintApp: AppRecord?
+        if hintSession == nil, hintSubject != nil, let clientID { hintApp = try await app(clientID: clientID) }
         let matches =
-            hintSession.map { $0 == session.id } ?? (hintSubject.map { $0 == session.userID.description } ?? false)
+            hintSession.map { $0 == session.id }
+            ?? (hintSubject.map { $0 == tokens.subject(of: session.userID, for: hintApp) } ?? false)
         guard matches else {
             // Asked first: a link alone cannot sign anyone out.
             return try FormGuard.page(secure: secure) { csrf in

@@ -37,8 +37,9 @@ extension AppTokenService {
                 record.expiresAt > now, let view = try await store.sessionWithUser(id: record.sessionID),
                 view.session.revokedAt == nil, view.session.clientID == asking.id
             else { return inactive }
+            let app = try await store.app(clientID: view.session.clientID)
             claims = [
-                "token_type": "refresh_token", "sub": .string(view.user.id.description),
+                "token_type": "refresh_token", "sub": .string(tokens.subject(of: view.user.id, for: app)),
                 "client_id": .string(view.session.clientID), "iat": .int(record.createdAt),
                 "exp": .int(record.expiresAt),
             ]

@@ -114,6 +114,14 @@ final class GrantService: ContextualService {
                     user: view.user, accessToken: account, refreshToken: next, expiresIn: TokenIssuer.accountTokenTTL,
                     scope: TokenIssuer.accountScope, signedInWith: view.session.signedInWith))
         case .rotated(let view):
+            // An app given pairwise subjects keeps its users' sub for that app (OpenID Connect Core 8.1).
+            var subject: String?
+            if view.session.clientID != TokenIssuer.cliClientID {
+                let app =
+                    client?.clientID == view.session.clientID
+                    ? client : try await store.app(clientID: view.session.clientID)
+                if app?.pairwiseSector != nil { subject = tokens.subject(of: view.user.id, for: app) }
+            }
             let access = try tokens.accessToken(
                 user: view.user,
                 emailVerified: tokens.emailVerified(view),
@@ -122,6 +130,7 @@ final class GrantService: ContextualService {
                 scope: view.session.scope,
                 signedInWith: view.session.signedInWith,
                 resource: resource,
+                subject: subject,
                 now: time
             )
             return .tokens(

@@ -18,11 +18,14 @@ package final class TokenIssuer: Sendable {
     /// Checks DPoP proofs (RFC 9449) where tokens are issued and where bound ones are presented.
     let dpop: DPoPChecker
     private let issuerValue: Mutex<String>
+    /// Makes pairwise subjects (``subject(of:for:)``).
+    private let pairwiseKey: HMACKey
 
     init(
         configuration: ServerConfiguration, store: any Store, keys: KeyManager, clock: any WallClock,
-        dpopNonceKey: [UInt8]
+        dpopNonceKey: [UInt8], pairwiseKey: [UInt8]
     ) {
+        self.pairwiseKey = HMACKey(.sha256, key: pairwiseKey)
         self.configuration = configuration
         self.store = store
         self.keys = keys
@@ -42,6 +45,15 @@ package final class TokenIssuer: Sendable {
     }
 
     var now: Int64 { clock.seconds() }
+
+    /// The `sub` `app` knows `user` by (OpenID Connect Core 8): the user id, or for an app given pairwise
+    /// subjects (``AppRecord/pairwiseSector``) one made for its sector — the same for every app of that sector,
+    /// different across sectors, stable, and telling nothing of the user id without broker's key.
+    package func subject(of user: UserID, for app: AppRecord?) -> String {
+        guard let sector = app?.pairwiseSector else { return user.description }
+        // 43 base64url characters: no colon, so never read as a user id (`provider:subject`) or a CI client's.
+        return Base64URL.encode(pairwiseKey.authenticate(Array("\(sector)\u{0}\(user)".utf8)))
+    }
 
     /// The `token_type` of what is issued now: `DPoP` under a proof, else `Bearer`.
     static var tokenType: String { DPoPBinding.current == nil ? "Bearer" : "DPoP" }
@@ -79,7 +91,7 @@ package final class TokenIssuer: Sendable {
     /// session's id. `resource`: a registered resource (RFC 8707) the first access token is for.
     package func startSessionReturningID(
         user: UserRecord, clientID: String, scope: String?, signedInWith: ProviderID?, emailVerified: Bool? = nil,
-        resource: ResourceRecord? = nil, claims: String? = nil
+        resource: ResourceRecord? = nil, claims: String? = nil, subject: String? = nil
     ) async throws -> (response: TokenResponse, sessionID: String) {
         let issuedAt = now
         let sessionID = try SecureRandom.argumentSafeToken(byteCount: 16)
@@ -112,7 +124,7 @@ package final class TokenIssuer: Sendable {
         if let emailVerified { verified = emailVerified } else { verified = try await self.emailVerified(user) }
         let access = try accessToken(
             user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
-            signedInWith: signedInWith, resource: resource, now: issuedAt)
+            signedInWith: signedInWith, resource: resource, subject: subject, now: issuedAt)
         return (
             sessionResponse(
                 user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith,
@@ -160,9 +172,10 @@ package final class TokenIssuer: Sendable {
     /// `idp` names the way in this session was started with (`signedInWith`), else the provider the user id was
     /// made from; `sub` is the user id whatever the way in. `aud` is `resource` when the request named a
     /// registered one (RFC 8707), else the client's own audience (``audience(ofUserTokensFor:)``).
+    /// `subject`: a pairwise app's `sub` for the user (``subject(of:for:)``); the user id when `nil`.
     func accessToken(
         user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?,
-        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil, now: Int64
+        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil, subject: String? = nil, now: Int64
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
@@ -178,7 +191,7 @@ package final class TokenIssuer: Sendable {
         // How the user signed in, for an API that asks more of some calls (RFC 9470): a session's tokens only.
         if let signedInWith { extra.merge(AuthenticationContext.claims(signedInWith)) { _, new in new } }
         return try sign(
-            subject: user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
+            subject: subject ?? user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
             lifetime: accessLifetime(for: resource), bound: resource?.bearer != true,
             idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
     }
@@ -337,14 +350,26 @@ package final class TokenIssuer: Sendable {
 extension TokenIssuer {
     /// The live session and user a verified user access token stands for; `invalid_token` otherwise.
     nonisolated(nonsending) func session(of verified: VerifiedJWT) async throws -> SessionView {
-        guard let subject = verified.subject, let userID = UserID(subject) else {
+        guard let subject = verified.subject else {
             throw APIError.invalidToken("the access token has no valid subject")
         }
         guard let sessionID = verified["sid"]?.stringValue,
-            let view = try await store.sessionWithUser(id: sessionID),
-            view.session.userID == userID
+            let view = try await store.sessionWithUser(id: sessionID)
         else {
             throw APIError.invalidToken("the access token's session does not exist")
+        }
+        if let userID = UserID(subject) {
+            guard view.session.userID == userID else {
+                throw APIError.invalidToken("the access token's session does not exist")
+            }
+        } else {
+            // A pairwise app's token: its sub is the one made for that app's sector (Core 8.1).
+            guard !subject.contains(":"), view.session.clientID != Self.cliClientID,
+                let app = try await store.app(clientID: view.session.clientID),
+                self.subject(of: view.user.id, for: app) == subject
+            else {
+                throw APIError.invalidToken("the access token has no valid subject")
+            }
         }
         guard view.session.revokedAt == nil else { throw APIError.invalidToken("the access token has been revoked") }
         return view

@@ -27,6 +27,10 @@ package struct AppRecord: Sendable, Hashable {
     /// schema v21); or ``jwksURI``, where broker fetches them. Either makes the app confidential without a secret.
     package var jwks: String?
     package var jwksURI: String?
+    /// The sector (a host) of an app given pairwise subjects (OpenID Connect Core 8.1, schema v23): its users'
+    /// `sub` is made for that sector, so apps of different sectors cannot match their users up. `nil`: public
+    /// subjects (the user id).
+    package var pairwiseSector: String?
 
     /// No way to authenticate: a native or browser app (PKCE required).
     package var isPublic: Bool { secretHash == nil && jwks == nil && jwksURI == nil }
@@ -52,8 +56,9 @@ package struct AppRecord: Sendable, Hashable {
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
         scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil,
-        jwks: String? = nil, jwksURI: String? = nil
+        jwks: String? = nil, jwksURI: String? = nil, pairwiseSector: String? = nil
     ) {
+        self.pairwiseSector = pairwiseSector
         self.jwks = jwks
         self.jwksURI = jwksURI
         self.clientID = clientID
