@@ -774,6 +774,12 @@ package enum Schema {
             sqlite: "ALTER TABLE apps ADD COLUMN pairwise_sector TEXT;",
             postgres: "ALTER TABLE apps ADD COLUMN pairwise_sector TEXT;"
         ),
+        Migration(
+            version: 24,
+            name: "apps whose userinfo answers are signed JWTs (OpenID Connect Core 5.3.2)",
+            sqlite: "ALTER TABLE apps ADD COLUMN userinfo_alg TEXT;",
+            postgres: "ALTER TABLE apps ADD COLUMN userinfo_alg TEXT;"
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -854,7 +860,7 @@ extension Schema {
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
                 ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
                 ("registration_mode", .text), ("client_name", .text), ("jwks", .text), ("jwks_uri", .text),
-                ("pairwise_sector", .text),
+                ("pairwise_sector", .text), ("userinfo_alg", .text),
             ]),
         Table(
             name: "consents",

@@ -182,6 +182,11 @@ extension Broker {
                 help: "Give the app pairwise subjects: its users' sub is made for its redirect URIs' host alone.")
             var pairwise = false
 
+            @Option(
+                name: .customLong("userinfo-alg"),
+                help: ArgumentHelp("Sign the app's userinfo answers: RS256, ES256 or EdDSA.", valueName: "ALG"))
+            var userinfoAlg: String?
+
             @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
 
@@ -206,7 +211,7 @@ extension Broker {
                     backchannelLogoutURI.map { _ in "--backchannel-logout-uri" },
                     idTokenAlg.map { _ in "--id-token-alg" }, requirePAR ? "--require-par" : nil,
                     jwksURI.map { _ in "--jwks-uri" }, jwksFile.map { _ in "--jwks-file" },
-                    pairwise ? "--pairwise" : nil,
+                    pairwise ? "--pairwise" : nil, userinfoAlg.map { _ in "--userinfo-alg" },
                 ].compactMap { $0 }
                 if !isApp {
                     guard appOnly.isEmpty else {
@@ -231,6 +236,9 @@ extension Broker {
                     }
                     if let idTokenAlg, !AppRules.idTokenAlgorithms.contains(idTokenAlg) {
                         throw ValidationError("--id-token-alg must be RS256, ES256 or EdDSA")
+                    }
+                    if let userinfoAlg, !AppRules.idTokenAlgorithms.contains(userinfoAlg) {
+                        throw ValidationError("--userinfo-alg must be RS256, ES256 or EdDSA")
                     }
                     if jwksURI != nil || jwksFile != nil {
                         guard !isPublic else {
@@ -337,11 +345,12 @@ extension Broker {
                 }
                 // RS256 has a key of its own; another algorithm is the key ring's, so it must be the ring's current
                 // one, or the app's token requests would fail.
-                if let idTokenAlg, idTokenAlg != "RS256" {
+                for (flag, alg) in [("--id-token-alg", idTokenAlg), ("--userinfo-alg", userinfoAlg)] {
+                    guard let alg, alg != "RS256" else { continue }
                     let current = try? await store.signingKeys().first { $0.retiredAt == nil }?.algorithm
-                    if let current, current != idTokenAlg {
+                    if let current, current != alg {
                         throw CommandFailure(
-                            "--id-token-alg \(idTokenAlg): this broker signs with \(current) (and RS256 for id tokens); "
+                            "\(flag) \(alg): this broker signs with \(current) (and RS256 for id tokens); "
                                 + "choose RS256 or \(current)")
                     }
                 }
@@ -372,7 +381,8 @@ extension Broker {
                     postLogoutRedirectURIs: postLogoutRedirectURI, backchannelLogoutURI: backchannelLogoutURI,
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
                     createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI,
-                    pairwiseSector: pairwise ? try? AppRules.sector(of: redirectURI).get() : nil)
+                    pairwiseSector: pairwise ? try? AppRules.sector(of: redirectURI).get() : nil,
+                    userinfoAlgorithm: userinfoAlg)
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerServer
 import BrokerStore
 import BrokerTestSupport
@@ -293,6 +294,35 @@ struct CertifiableTests {
                 #expect(String(decoding: asked.body, as: UTF8.self).contains("Sign out of broker?"))
             }
             #expect(third.cookies["broker_session"] != nil, "asked, not yet signed out")
+        }
+    }
+
+    /// oidcc-userinfo-rs256: an app that registered userinfo_signed_response_alg gets its userinfo as a JWT signed
+    /// like its id tokens, from broker to it (`iss`, `aud`), verifiable against the JWKS; others keep JSON.
+    @Test func userinfoIsSignedForAnAppThatAskedForIt() async throws {
+        let broker = try await InProcessBroker()
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "web", secretHash: broker.service.appTokens.secrets.hash(Secret(OP.secret)),
+                redirectURIs: [OP.web], firstParty: true, createdAt: broker.clock.seconds(), userinfoAlgorithm: "RS256")
+        )
+        try await broker.test { client in
+            _ = try await client.register("iv@example.com", OP.password)
+            let tokens = try await OP.signInAndRedeem(client, email: "iv@example.com")
+            let info = try await client.get("/auth/userinfo", bearer: tokens["access_token"]?.stringValue)
+            #expect(info.status == 200 && info.header("Content-Type") == "application/jwt")
+            let jwt = String(decoding: info.body, as: UTF8.self)
+            let jwks = try await client.get("/.well-known/jwks.json")
+            let keys = try JWTKeySet(jwks: JWKSet.parse(jwks.body))
+            // Core 5.3.2 asks for iss and aud; a userinfo answer has no lifetime of its own.
+            var options = JWTVerifier.Options(issuer: "http://broker.test", audience: "web", expectedType: nil)
+            options.requireExpiry = false
+            let verified = try JWTVerifier(keys: keys, options: options).verify(jwt, now: broker.clock.seconds())
+            #expect(verified.algorithm == .RS256 && verified["email"] == "iv@example.com")
+            let idToken = try #require(tokens["id_token"]?.stringValue)
+            #expect(verified.subject == jwtParts(idToken).claims?["sub"]?.stringValue)
+            let discovery = try await client.get("/.well-known/openid-configuration")
+            #expect(discovery["userinfo_signing_alg_values_supported"]?.arrayValue?.contains("RS256") == true)
         }
     }
 

@@ -149,11 +149,23 @@ struct PairwiseSubjectTests {
                 client, Registration.with(base, "subject_type", "secret"), token: tokens[0])
             #expect(unknown.status == 400)
             #expect(try await broker.store.apps().isEmpty, "nothing stored")
+            let badAlg = try await Registration.register(
+                client,
+                Registration.with(
+                    Registration.with(base, "sector_identifier_uri", .string(sectorURL)),
+                    "userinfo_signed_response_alg",
+                    "HS256"), token: tokens[0])
+            #expect(badAlg.status == 400 && badAlg.error == "invalid_client_metadata")
             let good = try await Registration.register(
-                client, Registration.with(base, "sector_identifier_uri", .string(sectorURL)), token: tokens[0])
+                client,
+                Registration.with(
+                    Registration.with(base, "sector_identifier_uri", .string(sectorURL)),
+                    "userinfo_signed_response_alg",
+                    "RS256"), token: tokens[0])
             #expect(good.status == 201 && good["subject_type"] == "pairwise", "\(String(describing: good.json))")
+            #expect(good["userinfo_signed_response_alg"] == "RS256")
             let app = try #require(try await broker.store.apps().first)
-            #expect(app.pairwiseSector == "sector.example")
+            #expect(app.pairwiseSector == "sector.example" && app.userinfoAlgorithm == "RS256")
         }
         let fetch = try #require(broker.transport.sent.first { $0.url == sectorURL })
         #expect(fetch.publicAddressesOnly)

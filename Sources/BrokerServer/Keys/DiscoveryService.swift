@@ -82,7 +82,8 @@ package final class DiscoveryService: ContextualService {
             "revocation_endpoint_auth_methods_supported": .array(["none"]),
             "id_token_signing_alg_values_supported": .array(inputs.idTokenAlgorithms.map(JSONValue.string)),
             "access_token_signing_alg_values_supported": .array(inputs.accessTokenAlgorithms.map(JSONValue.string)),
-            "userinfo_signing_alg_values_supported": .array(["none"]),
+            "userinfo_signing_alg_values_supported": .array(
+                (["none"] + inputs.idTokenAlgorithms).map(JSONValue.string)),
             "scopes_supported": .array(AppRules.standardScopes.map(JSONValue.string)),
             "response_modes_supported": .array(["query", "form_post"]),
             "prompt_values_supported": .array(["none", "login", "consent", "select_account"]),

@@ -305,6 +305,20 @@ package final class AppTokenService: ContextualService {
             try await profileClaims(
                 user: view.user, scopes: scopes, named: Set(requested.map { Array($0.userinfo.keys) } ?? []))
         ) { _, new in new }
+        // Signed, for an app that registered userinfo_signed_response_alg (Core 5.3.2): a JWT from broker to it.
+        if let app, let algorithm = app.userinfoAlgorithm {
+            guard let signer = tokens.keys.current.idTokenSigner(algorithm: algorithm) else {
+                logger.error("no key for the app's userinfo algorithm", metadata: ["alg": "\(algorithm)"])
+                throw APIError.serverError
+            }
+            claims["iss"] = .string(tokens.issuer)
+            claims["aud"] = .string(app.clientID)
+            let signed = try signer.sign(claims: claims, type: "JWT")
+            return APIResponse(
+                status: 200, body: .null,
+                headers: [("Content-Type", "application/jwt"), ("Cache-Control", "no-store")],
+                html: "", serialized: Array(signed.utf8))
+        }
         return APIResponse(status: 200, body: .object(claims), headers: [("Cache-Control", "no-store")])
     }
 }

@@ -121,7 +121,8 @@ package final class RegistrationService: ContextualService {
             backchannelLogoutURI: metadata.backchannelLogoutURI, firstParty: false,
             idTokenAlgorithm: metadata.idTokenAlgorithm, scopes: [], createdAt: issuedAt,
             registration: AppRecord.Registration(mode: mode.rawValue, clientName: metadata.clientName),
-            jwks: metadata.jwks, jwksURI: metadata.jwksURI, pairwiseSector: sector)
+            jwks: metadata.jwks, jwksURI: metadata.jwksURI, pairwiseSector: sector,
+            userinfoAlgorithm: metadata.userinfoAlgorithm)
         try await store.createApp(app)
         audit.record(
             "client_registered",
@@ -151,6 +152,7 @@ package final class RegistrationService: ContextualService {
         if let jwks = metadata.jwks, let set = JSONValue.parse(jwks.utf8) { body["jwks"] = set }
         if let uri = metadata.jwksURI { body["jwks_uri"] = .string(uri) }
         body["subject_type"] = metadata.pairwise ? "pairwise" : "public"
+        if let alg = metadata.userinfoAlgorithm { body["userinfo_signed_response_alg"] = .string(alg) }
         if let uri = metadata.sectorIdentifierURI { body["sector_identifier_uri"] = .string(uri) }
         return .tokens(.object(body), status: 201)
     }
@@ -202,6 +204,8 @@ package final class RegistrationService: ContextualService {
         /// `subject_type: pairwise`, and the `sector_identifier_uri` its sector comes from, if given.
         var pairwise = false
         var sectorIdentifierURI: String?
+        /// `userinfo_signed_response_alg`, when the app wants userinfo signed.
+        var userinfoAlgorithm: String?
     }
 
     /// The metadata of a registration request checked (RFC 7591 §2): what broker understands is held to the rules
@@ -323,6 +327,12 @@ package final class RegistrationService: ContextualService {
         case let other?:
             throw metadataError("subject_type \"\(other.prefix(64))\" is not supported: public or pairwise")
         }
+        var userinfoAlgorithm: String?
+        switch try string("userinfo_signed_response_alg") {
+        case nil, "none"?: break
+        case let alg? where AppRules.idTokenAlgorithms.contains(alg): userinfoAlgorithm = alg
+        case _?: throw metadataError("userinfo_signed_response_alg must be RS256, ES256 or EdDSA")
+        }
         let sectorURI = try string("sector_identifier_uri")
         if let sectorURI {
             guard sectorURI.lowercased().hasPrefix("https://"), APIURL(sectorURI) != nil, !sectorURI.contains("#")
@@ -334,7 +344,7 @@ package final class RegistrationService: ContextualService {
             redirectURIs: redirectURIs, postLogoutRedirectURIs: postLogout, backchannelLogoutURI: backchannel,
             authMethod: authMethod, grantTypes: grantTypes, clientName: clientName, scope: scope,
             idTokenAlgorithm: algorithm, jwks: jwks, jwksURI: jwksURI, pairwise: pairwise,
-            sectorIdentifierURI: sectorURI)
+            sectorIdentifierURI: sectorURI, userinfoAlgorithm: userinfoAlgorithm)
     }
 
     /// Why a redirect URI cannot be registered: the rules of `broker client add`, and for an open registration

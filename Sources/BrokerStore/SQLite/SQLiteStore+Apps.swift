@@ -10,15 +10,15 @@ extension SQLiteStore {
                     sql: """
                         INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
                             backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
-                            registration_mode, client_name, jwks, jwks_uri, pairwise_sector)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            registration_mode, client_name, jwks, jwks_uri, pairwise_sector, userinfo_alg)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         app.clientID, app.secretHash, AppRecord.encode(app.redirectURIs),
                         AppRecord.encode(app.postLogoutRedirectURIs), app.backchannelLogoutURI, app.firstParty ? 1 : 0,
                         app.idTokenAlgorithm, AppRecord.encode(app.scopes), app.createdAt, app.requirePAR ? 1 : 0,
                         app.registration?.mode, app.registration?.clientName, app.jwks, app.jwksURI,
-                        app.pairwiseSector,
+                        app.pairwiseSector, app.userinfoAlgorithm,
                     ])
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -84,7 +84,8 @@ extension SQLiteStore {
             registration: (row["registration_mode"] as String?).map {
                 AppRecord.Registration(mode: $0, clientName: row["client_name"])
             },
-            jwks: row["jwks"], jwksURI: row["jwks_uri"], pairwiseSector: row["pairwise_sector"]
+            jwks: row["jwks"], jwksURI: row["jwks_uri"], pairwiseSector: row["pairwise_sector"],
+            userinfoAlgorithm: row["userinfo_alg"]
         )
     }
 

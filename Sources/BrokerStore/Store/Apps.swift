@@ -31,6 +31,9 @@ package struct AppRecord: Sendable, Hashable {
     /// `sub` is made for that sector, so apps of different sectors cannot match their users up. `nil`: public
     /// subjects (the user id).
     package var pairwiseSector: String?
+    /// The algorithm the app's userinfo answers are signed with (`userinfo_signed_response_alg`, schema v24);
+    /// `nil`: plain JSON.
+    package var userinfoAlgorithm: String?
 
     /// No way to authenticate: a native or browser app (PKCE required).
     package var isPublic: Bool { secretHash == nil && jwks == nil && jwksURI == nil }
@@ -56,9 +59,10 @@ package struct AppRecord: Sendable, Hashable {
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
         scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil,
-        jwks: String? = nil, jwksURI: String? = nil, pairwiseSector: String? = nil
+        jwks: String? = nil, jwksURI: String? = nil, pairwiseSector: String? = nil, userinfoAlgorithm: String? = nil
     ) {
         self.pairwiseSector = pairwiseSector
+        self.userinfoAlgorithm = userinfoAlgorithm
         self.jwks = jwks
         self.jwksURI = jwksURI
         self.clientID = clientID
