@@ -37,6 +37,7 @@ package struct OAuthErrorCode: RawRepresentable, Hashable, Sendable, CustomStrin
     package static let invalidRequestURI = Self("invalid_request_uri")
     package static let requestNotSupported = Self("request_not_supported")
     package static let requestURINotSupported = Self("request_uri_not_supported")
+    package static let invalidRequestObject = Self("invalid_request_object")
     package static let interactionRequired = Self("interaction_required")
     /// OpenID Connect Core Unmet Authentication Requirements 1.0: the sign-in did not reach what the request
     /// insisted on (an essential `acr`).

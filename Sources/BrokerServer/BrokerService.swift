@@ -212,7 +212,14 @@ package final class BrokerService: ContextualService {
         self.backchannel = backchannel
         let authorization = AuthorizationService(
             context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,
-            passkeys: passkeys)
+            passkeys: passkeys,
+            requestObjects: RequestObjects(
+                context: context, http: outbound,
+                keys: ClientAssertions(
+                    context: context, keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
+                    registeredKeys: IssuerDirectory(
+                        http: outbound, clock: clock, logger: logger, publicAddressesOnly: true),
+                    secrets: clientSecretHasher)))
         self.authorization = authorization
         signInCallback = SignInCallback(
             signIn: signIn, authorization: authorization, links: links, devices: devices)

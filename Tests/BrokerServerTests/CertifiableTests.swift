@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerCrypto
+import BrokerHTTPTypes
 import BrokerServer
 import BrokerStore
 import BrokerTestSupport
@@ -326,6 +327,88 @@ struct CertifiableTests {
         }
     }
 
+    /// Request objects (Core 6): oidcc-unsigned-request-object-supported-correctly-or-rejected-as-unsupported and
+    /// oidcc-ensure-request-object-with-redirect-uri (the redirect URI and state only in the object, by value),
+    /// oidcc-request-uri-unsigned (by reference, fetched from public addresses only), oidcc-request-uri-signed-rs256
+    /// (signed by the app's registered key); a stranger's signature, a signed object from an app without keys and
+    /// another client_id are invalid_request_object at the redirect URI.
+    @Test func requestObjectsByValueAndByReferenceAreUsed() async throws {
+        let broker = try await InProcessBroker()
+        try await OP.register(broker, firstParty: true)
+        let key = try AsymmetricKey.generate(.ecP256)
+        let publicKey = try JSONValue.parse(JSONEncoder().encode(key.jwk())) ?? .null
+        try await broker.store.createApp(
+            AppRecord(
+                clientID: "keyed", secretHash: nil, redirectURIs: [OP.web], firstParty: true,
+                createdAt: broker.clock.seconds(), jwks: JSONValue.object(["keys": .array([publicKey])]).serialized()))
+        @Sendable func unsigned(_ claims: JSONValue) -> String {
+            Base64URL.encode(Array(#"{"alg":"none"}"#.utf8)) + "." + Base64URL.encode(claims.serializedBytes) + "."
+        }
+        let objectURL = "https://app.example/objects/1.jwt"
+        let inObject: JSONValue = [
+            "client_id": "web", "redirect_uri": .string(OP.web), "scope": "openid email", "state": "from-object",
+            "nonce": "n-object", "response_type": "code",
+        ]
+        broker.transport.on("GET", objectURL) { _ in
+            HTTPClientResponse(status: 200, headers: [], body: Array(unsigned(inObject).utf8))
+        }
+        try await broker.test { client in
+            _ = try await client.register("jo@example.com", OP.password)
+            let jar = OP.Jar()
+            // By value, the redirect URI in the object alone.
+            let byValue = try await OP.get(
+                client,
+                OP.authorizeURI([
+                    ("client_id", "web"), ("response_type", "code"), ("scope", "openid"),
+                    ("request", unsigned(inObject)),
+                ]), jar)
+            #expect(byValue.status == 200, "the sign-in page: \(byValue.status)")
+            let signedIn = try await OP.passwordSignIn(client, page: byValue, jar, email: "jo@example.com")
+            let back = Flow.query(try #require(OP.destination(signedIn)))
+            #expect(back["state"] == "from-object" && back["code"] != nil)
+            let tokens = try await OP.redeem(client, code: try #require(back["code"]))
+            #expect(jwtParts(try #require(tokens["id_token"]?.stringValue)).claims?["nonce"] == "n-object")
+            // By reference.
+            let byReference = try await OP.get(
+                client,
+                OP.authorizeURI([
+                    ("client_id", "web"), ("response_type", "code"), ("scope", "openid"), ("request_uri", objectURL),
+                ]), jar)
+            #expect(Flow.query(byReference.header("Location") ?? "")["state"] == "from-object")
+            // Signed by the app's key.
+            let claims: [String: JSONValue] = [
+                "iss": "keyed", "aud": "http://broker.test", "client_id": "keyed", "redirect_uri": .string(OP.web),
+                "scope": "openid", "state": "signed", "response_type": "code",
+            ]
+            let signed = try JWTSigner(key: key).sign(claims: claims, type: "oauth-authz-req+jwt")
+            let keyedRequest = [("client_id", "keyed"), ("response_type", "code"), ("redirect_uri", OP.web)]
+            let good = try await OP.get(client, OP.authorizeURI(keyedRequest + [("request", signed)]), jar)
+            #expect(Flow.query(good.header("Location") ?? "")["state"] == "signed")
+            let stranger = try JWTSigner(key: try AsymmetricKey.generate(.ecP256)).sign(claims: claims)
+            let forged = try await OP.get(client, OP.authorizeURI(keyedRequest + [("request", stranger)]), jar)
+            #expect(Flow.query(forged.header("Location") ?? "")["error"] == "invalid_request_object")
+            let webSigned = try JWTSigner(key: key).sign(claims: ["iss": "web", "aud": "http://broker.test"])
+            let noKeys = try await OP.get(
+                client,
+                OP.authorizeURI([
+                    ("client_id", "web"), ("response_type", "code"), ("redirect_uri", OP.web), ("request", webSigned),
+                ]),
+                jar)
+            #expect(Flow.query(noKeys.header("Location") ?? "")["error"] == "invalid_request_object")
+            var other = inObject.objectValue ?? [:]
+            other["client_id"] = "native"
+            let mismatch = try await OP.get(
+                client,
+                OP.authorizeURI([
+                    ("client_id", "web"), ("response_type", "code"), ("redirect_uri", OP.web),
+                    ("request", unsigned(.object(other))),
+                ]), jar)
+            #expect(Flow.query(mismatch.header("Location") ?? "")["error"] == "invalid_request_object")
+        }
+        let fetch = try #require(broker.transport.sent.first { $0.url == objectURL })
+        #expect(fetch.publicAddressesOnly)
+    }
+
     /// oidcc-discovery-endpoint-verification and the Config OP plan: what the request handling above is
     /// published as.
     @Test func discoverySaysWhatIsSupported() async throws {
@@ -334,8 +417,9 @@ struct CertifiableTests {
             let discovery = try await client.get("/.well-known/openid-configuration")
             #expect(discovery["claims_parameter_supported"] == true)
             #expect(discovery["acr_values_supported"] == ["1", "2"])
-            #expect(discovery["request_parameter_supported"] == false)
-            #expect(discovery["request_uri_parameter_supported"] == false)
+            #expect(discovery["request_parameter_supported"] == true)
+            #expect(discovery["request_uri_parameter_supported"] == true)
+            #expect(discovery["request_object_signing_alg_values_supported"]?.arrayValue?.contains("none") == true)
             #expect(discovery["response_types_supported"] == ["code"], "no implicit, no hybrid (OAuth 2.1)")
             #expect(discovery["response_modes_supported"] == ["query", "form_post"])
             let scopes = discovery["scopes_supported"]?.arrayValue?.compactMap(\.stringValue) ?? []

@@ -353,14 +353,18 @@ struct OpenIDProviderTests {
             let fine = try await client.get(
                 Self.authorizeURI(Self.webRequest(scope: "email openid admin", extra: [("frobnicate", "1")])))
             #expect(fine.status == 200)
-            // A request object, by value or by reference other than broker's own /auth/par, is refused back to
-            // the app, as discovery says (request_parameter_supported, request_uri_parameter_supported: false).
-            #expect(
-                try await error(Self.webRequest(extra: [("request", "eyJhbGciOiJub25lIn0.e30.")]))["error"]
-                    == "request_not_supported")
+            // A request object that cannot be used goes back to the app as what is wrong with it (Core 6): one
+            // broker cannot fetch, one that is not https, one that is not a JWT. (CertifiableTests has the ones
+            // that are used.)
             #expect(
                 try await error(Self.webRequest(extra: [("request_uri", "https://app.example/request.jwt")]))["error"]
-                    == "request_uri_not_supported")
+                    == "invalid_request_uri")
+            #expect(
+                try await error(Self.webRequest(extra: [("request_uri", "http://app.example/request.jwt")]))["error"]
+                    == "invalid_request_uri")
+            #expect(
+                try await error(Self.webRequest(extra: [("request", "not-a-jwt")]))["error"] == "invalid_request_object"
+            )
             // A malformed claims parameter is the app's error, at its redirect URI.
             let badClaims = try await error(Self.webRequest(extra: [("claims", "{\"id_token\": [1]}")]))
             #expect(

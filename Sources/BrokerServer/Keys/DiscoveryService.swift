@@ -90,8 +90,10 @@ package final class DiscoveryService: ContextualService {
             "claims_parameter_supported": true,
             "acr_values_supported": .array(AuthenticationContext.levels.map(JSONValue.string)),
             "ui_locales_supported": .array(["en"]),
-            "request_parameter_supported": false,
-            "request_uri_parameter_supported": false,
+            "request_parameter_supported": true,
+            "request_uri_parameter_supported": true,
+            "require_request_uri_registration": false,
+            "request_object_signing_alg_values_supported": .array(["none", "RS256", "ES256", "EdDSA"]),
             "authorization_response_iss_parameter_supported": true,
             "claims_supported": .array(
                 [

@@ -24,12 +24,15 @@ final class AuthorizationService: ContextualService {
     /// alone would let anyone fill the store; counted per app and per source address, in the store.
     let pushesPerApp: SharedRateLimiter
     let pushesPerAddress: SharedRateLimiter
+    /// `request` and `request_uri` (Core 6).
+    let requestObjects: RequestObjects
 
     init(
         context: ServiceContext, accounts: AccountService, signIn: SignInService, flowKey: [UInt8],
         backchannel: BackchannelLogout,
-        passkeys: PasskeyService
+        passkeys: PasskeyService, requestObjects: RequestObjects
     ) {
+        self.requestObjects = requestObjects
         self.context = context
         self.backchannel = backchannel
         self.passkeys = passkeys
@@ -197,6 +200,23 @@ final class AuthorizationService: ContextualService {
             return badRequestPage(
                 "\(app.clientID) must push its sign-in requests to the broker first (RFC 9126: request_uri from "
                     + "/auth/par).")
+        }
+        // A request object (Core 6), by value or by reference: its parameters, the redirect URI among them, replace
+        // the query's. The CLI sends none (its check refuses one).
+        if app.clientID != CLIClient.clientID, parameters["request"] != nil || parameters["request_uri"] != nil {
+            do throws(RequestObjects.Refusal) {
+                parameters = try await requestObjects.resolve(parameters, app: app)
+            } catch {
+                metrics.appAuthorization(outcome: error.code.rawValue)
+                guard let redirectURI = query["redirect_uri"], CLIClient.redirectAllowed(redirectURI, for: app) else {
+                    return badRequestPage("The app's request object is not usable: \(error.description.prefix(300))")
+                }
+                let request = AuthorizationRequest(
+                    clientID: app.clientID, redirectURI: redirectURI, scopes: [], state: query["state"], nonce: nil,
+                    codeChallenge: nil, prompt: [], maxAge: nil, loginHint: nil, expectedSubject: nil,
+                    expiresAt: now + AuthorizationRequest.lifetime)
+                return errorRedirect(request, error.code, error.description, page: false)
+            }
         }
         guard let redirectURI = parameters["redirect_uri"], CLIClient.redirectAllowed(redirectURI, for: app) else {
             return badRequestPage(

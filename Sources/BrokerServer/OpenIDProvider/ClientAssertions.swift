@@ -116,25 +116,37 @@ struct ClientAssertions: ContextualService {
             throw refused("no app that authenticates with private_key_jwt is registered as this iss")
         }
         let keySet: JWTKeySet
-        if let inline = app.jwks {
-            guard let set = try? JWTKeySet(jwks: JWKSet.parse(Array(inline.utf8))) else {
-                throw refused("the app's registered keys are not usable")
-            }
-            keySet = set
-        } else if let uri = app.jwksURI {
-            do {
-                keySet = try await (app.registration == nil ? keys : registeredKeys).keys(
-                    issuer: "the app \(app.clientID)", kid: Self.header(assertion)?["kid"]?.stringValue, jwksURI: uri)
-            } catch {
-                throw refused("cannot fetch the app's keys: \(error.description)")
-            }
-        } else {
-            throw refused("the app has no keys")
+        do {
+            keySet = try await self.keySet(of: app, kid: Self.header(assertion)?["kid"]?.stringValue)
+        } catch {
+            throw refused(error.description)
         }
         do {
             return (app, try JWTVerifier(keys: keySet, options: options).verify(assertion, now: now).claims)
         } catch {
             throw refused("the assertion does not verify: \(error)")
+        }
+    }
+
+    /// Why an app's keys are not to be had.
+    struct KeysUnavailable: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The app's registered public keys: inline, or fetched from its `jwks_uri` (one that should hold `kid`).
+    func keySet(of app: AppRecord, kid: String?) async throws(KeysUnavailable) -> JWTKeySet {
+        if let inline = app.jwks {
+            guard let set = try? JWTKeySet(jwks: JWKSet.parse(Array(inline.utf8))) else {
+                throw KeysUnavailable(description: "the app's registered keys are not usable")
+            }
+            return set
+        }
+        guard let uri = app.jwksURI else { throw KeysUnavailable(description: "the app has no keys") }
+        do {
+            return try await (app.registration == nil ? keys : registeredKeys).keys(
+                issuer: "the app \(app.clientID)", kid: kid, jwksURI: uri)
+        } catch {
+            throw KeysUnavailable(description: "cannot fetch the app's keys: \(error.description)")
         }
     }
 

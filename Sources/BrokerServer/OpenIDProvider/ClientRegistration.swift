@@ -296,7 +296,8 @@ package final class RegistrationService: ContextualService {
             }
             algorithm = alg
         }
-        for unsupported in ["software_statement", "request_uris"] where fields[unsupported] != nil {
+        // request_uris need not be registered (discovery: require_request_uri_registration false): ignored.
+        for unsupported in ["software_statement"] where fields[unsupported] != nil {
             throw metadataError("\(unsupported) is not supported by this broker")
         }
         // private_key_jwt (RFC 7523): the app's public keys, inline or where broker fetches them; exactly one.
