@@ -156,12 +156,14 @@ struct PairwiseSubjectTests {
                     "userinfo_signed_response_alg",
                     "HS256"), token: tokens[0])
             #expect(badAlg.status == 400 && badAlg.error == "invalid_client_metadata")
-            let good = try await Registration.register(
-                client,
-                Registration.with(
-                    Registration.with(base, "sector_identifier_uri", .string(sectorURL)),
-                    "userinfo_signed_response_alg",
-                    "RS256"), token: tokens[0])
+            // oidcc-registration-logo-uri, -policy-uri, -tos-uri: taken (and ignored, RFC 7591 §2).
+            var full = Registration.with(
+                Registration.with(base, "sector_identifier_uri", .string(sectorURL)), "userinfo_signed_response_alg",
+                "RS256")
+            for member in ["logo_uri", "policy_uri", "tos_uri"] {
+                full = Registration.with(full, member, .string("https://one.example/\(member)"))
+            }
+            let good = try await Registration.register(client, full, token: tokens[0])
             #expect(good.status == 201 && good["subject_type"] == "pairwise", "\(String(describing: good.json))")
             #expect(good["userinfo_signed_response_alg"] == "RS256")
             let app = try #require(try await broker.store.apps().first)
