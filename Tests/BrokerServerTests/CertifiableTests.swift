@@ -375,6 +375,16 @@ struct CertifiableTests {
                     ("client_id", "web"), ("response_type", "code"), ("scope", "openid"), ("request_uri", objectURL),
                 ]), jar)
             #expect(Flow.query(byReference.header("Location") ?? "")["state"] == "from-object")
+            // Only from the host of one of the app's redirect URIs: a client id alone cannot send broker fetching.
+            let elsewhere = try await OP.get(
+                client,
+                OP.authorizeURI([
+                    ("client_id", "web"), ("response_type", "code"), ("redirect_uri", OP.web),
+                    ("request_uri", "https://elsewhere.example/1.jwt"),
+                ]), jar)
+            let refusedHost = Flow.query(elsewhere.header("Location") ?? "")
+            #expect(refusedHost["error"] == "invalid_request_uri")
+            #expect(refusedHost["error_description"]?.contains("host") == true)
             // Signed by the app's key.
             let claims: [String: JSONValue] = [
                 "iss": "keyed", "aud": "http://broker.test", "client_id": "keyed", "redirect_uri": .string(OP.web),
@@ -407,6 +417,7 @@ struct CertifiableTests {
         }
         let fetch = try #require(broker.transport.sent.first { $0.url == objectURL })
         #expect(fetch.publicAddressesOnly)
+        #expect(!broker.transport.sent.contains { $0.url.contains("elsewhere.example") }, "not fetched")
     }
 
     /// oidcc-discovery-endpoint-verification and the Config OP plan: what the request handling above is

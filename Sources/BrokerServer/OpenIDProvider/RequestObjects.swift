@@ -5,7 +5,8 @@ import BrokerHTTP
 import BrokerStore
 
 /// Request objects (OpenID Connect Core 6): an authorization request's parameters as a JWT, by value (`request`)
-/// or by reference (`request_uri`, an https URL broker fetches from public addresses only). Unsigned
+/// or by reference (`request_uri`, an https URL on the host of one of the app's redirect URIs, which broker
+/// fetches from public addresses only — so an app's client id cannot send broker fetching anywhere). Unsigned
 /// (`alg: none`) it is as trusted as a query string; signed, it must verify against the app's registered keys and
 /// name the app as `iss` and broker as `aud`. Its members replace the query's (Core 6.3.3); `client_id` must be
 /// the query's, and `response_type` too when both have one.
@@ -29,7 +30,7 @@ struct RequestObjects: ContextualService {
         switch (query["request"], query["request_uri"]) {
         case (nil, nil): return query
         case (let value?, nil): object = value
-        case (nil, let uri?): object = try await fetch(uri)
+        case (nil, let uri?): object = try await fetch(uri, app: app)
         default: throw Refusal(code: .invalidRequest, description: "request and request_uri cannot both be sent")
         }
         let claims = try await verify(object, app: app)
@@ -60,9 +61,15 @@ struct RequestObjects: ContextualService {
         return parameters
     }
 
-    private func fetch(_ uri: String) async throws(Refusal) -> String {
-        guard uri.lowercased().hasPrefix("https://"), uri.utf8.count <= 512, APIURL(uri) != nil else {
+    private func fetch(_ uri: String, app: AppRecord) async throws(Refusal) -> String {
+        guard uri.lowercased().hasPrefix("https://"), uri.utf8.count <= 512, let url = APIURL(uri) else {
             throw Refusal(code: .invalidRequestURI, description: "request_uri must be an https URL")
+        }
+        let hosts = Set(app.redirectURIs.compactMap { APIURL($0)?.host.lowercased() })
+        guard hosts.contains(url.host.lowercased()) else {
+            throw Refusal(
+                code: .invalidRequestURI,
+                description: "request_uri must be on the host of one of the app's redirect URIs")
         }
         var request = HTTPClientRequest(url: uri, headers: [(name: "Accept", value: "application/oauth-authz-req+jwt")])
         request.maxResponseBytes = Self.maxBytes
