@@ -138,7 +138,8 @@ struct PasskeyChromiumTests {
         #expect(confirmed["title"] == "Your address is confirmed", "\(confirmed)")
         let unlinked = try await terminal.run(["unlink", "--provider", "custom"])
         #expect(unlinked.status == 0, "\(unlinked.stderr)")
-        let last = try await terminal.run(["passkey", "remove", id])
+        // After --: a credential id is base64url, and one in 64 begins with "-" (which would read as an option).
+        let last = try await terminal.run(["passkey", "remove", "--", id])
         #expect(last.status == 1 && last.stderr.contains("only way to sign in"), "\(last.stderr)")
 
         // The device is lost. broker password forgot mails a recovery link; the browser adds a new passkey.
@@ -159,12 +160,12 @@ struct PasskeyChromiumTests {
         let relogin = try await again.run(
             ["login", "--provider", "passkey", "--timeout", "120"], environment: environment)
         #expect(relogin.status == 0, "\(relogin.stderr)")
-        let removed = try await again.run(["passkey", "remove", id])
+        let removed = try await again.run(["passkey", "remove", "--", id])
         #expect(removed.status == 0, "\(removed.stderr)")
         let after = try await again.run(["passkey", "list", "--json"])
         let left = JSONValue.parse(Array(after.stdout.utf8))?["passkeys"]?.arrayValue ?? []
         #expect(left.count == 1 && left.first?["id"]?.stringValue != id, "\(after.stdout)")
-        let gone = try await again.run(["passkey", "remove", id])
+        let gone = try await again.run(["passkey", "remove", "--", id])
         #expect(gone.status == 1 && gone.stderr.contains("no passkey"), "\(gone.stderr)")
         await browser.quit()
     }
