@@ -210,23 +210,19 @@ package final class BrokerService: ContextualService {
         let backchannel = BackchannelLogout(
             context: context, http: { PrivateCATransport(base: http(), caFile: caFile) })
         self.backchannel = backchannel
+        // Apps' registered keys, for their client assertions and their signed request objects alike: one cache
+        // of each app's jwks_uri.
+        let assertions = ClientAssertions(
+            context: context, keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
+            registeredKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger, publicAddressesOnly: true),
+            secrets: clientSecretHasher)
         let authorization = AuthorizationService(
             context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,
-            passkeys: passkeys,
-            requestObjects: RequestObjects(
-                context: context, http: outbound,
-                keys: ClientAssertions(
-                    context: context, keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
-                    registeredKeys: IssuerDirectory(
-                        http: outbound, clock: clock, logger: logger, publicAddressesOnly: true),
-                    secrets: clientSecretHasher)))
+            passkeys: passkeys, requestObjects: RequestObjects(context: context, http: outbound, keys: assertions))
         self.authorization = authorization
         signInCallback = SignInCallback(
             signIn: signIn, authorization: authorization, links: links, devices: devices)
-        let appTokens = AppTokenService(
-            context: context, secrets: clientSecretHasher,
-            keys: IssuerDirectory(http: outbound, clock: clock, logger: logger),
-            registeredKeys: IssuerDirectory(http: outbound, clock: clock, logger: logger, publicAddressesOnly: true))
+        let appTokens = AppTokenService(context: context, secrets: clientSecretHasher, assertions: assertions)
         self.appTokens = appTokens
         registrations = RegistrationService(context: context, secrets: clientSecretHasher, http: outbound)
         tokenEndpoint = TokenEndpoint(context: context, grants: grants, appTokens: appTokens, clients: clients)

@@ -3,7 +3,6 @@ import BrokerCore
 import BrokerCrypto
 import BrokerStore
 import Logging
-import ProviderSupport
 
 /// The `authorization_code` grant — the one grant of the authorization endpoint's codes, for apps and the broker
 /// CLI alike (``CLIClient``) — with client authentication (`client_secret_basic`, `client_secret_post`, or none +
@@ -14,12 +13,10 @@ package final class AppTokenService: ContextualService {
     package let secrets: ClientSecretHasher
     let assertions: ClientAssertions
 
-    init(
-        context: ServiceContext, secrets: ClientSecretHasher, keys: IssuerDirectory, registeredKeys: IssuerDirectory
-    ) {
+    init(context: ServiceContext, secrets: ClientSecretHasher, assertions: ClientAssertions) {
         self.context = context
         self.secrets = secrets
-        assertions = ClientAssertions(context: context, keys: keys, registeredKeys: registeredKeys, secrets: secrets)
+        self.assertions = assertions
     }
 
     /// The client authentication methods discovery names.
