@@ -189,11 +189,8 @@ package final class ClientService: ContextualService {
     /// The `kid` header and `iss` claim of a compact JWT, unverified; `nil`s when it does not parse (the
     /// verifier then says why).
     static func peek(_ token: String) -> (kid: String?, issuer: String?) {
-        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3, token.utf8.count <= 16 * 1024 else { return (nil, nil) }
-        let header = Base64URL.decode(parts[0]).flatMap { JSONValue.parse($0)?.objectValue }
-        let payload = Base64URL.decode(parts[1]).flatMap { JSONValue.parse($0)?.objectValue }
-        return (header?["kid"]?.stringValue, payload?["iss"]?.stringValue)
+        guard token.utf8.count <= 16 * 1024, let jwt = UnverifiedJWT(token) else { return (nil, nil) }
+        return (jwt.header?["kid"]?.stringValue, jwt.claims?["iss"]?.stringValue)
     }
 
     /// Issues the access token of a CI client: requested scopes ∩ allowed, the requested lifetime capped by

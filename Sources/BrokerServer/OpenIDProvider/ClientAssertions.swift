@@ -41,18 +41,19 @@ struct ClientAssertions: ContextualService {
 
     /// The app `assertion` authenticates (and `clientID`, when the request names one, must be).
     func authenticate(_ assertion: String, clientID named: String?) async throws -> AppRecord {
-        guard assertion.utf8.count <= 8192, let unverified = Self.payload(assertion),
-            let issuerClaim = unverified["iss"]?.stringValue
+        guard assertion.utf8.count <= 8192, let unverified = UnverifiedJWT(assertion),
+            let issuerClaim = unverified.claims?["iss"]?.stringValue
         else { throw refused("client_assertion is not a JWT") }
         guard named == nil || named == issuerClaim else { throw refused("the assertion's iss is not client_id") }
         var options = JWTVerifier.Options(issuer: issuerClaim, audience: nil, expectedType: nil)
         options.requiredClaims = ["sub", "aud", "jti"]
         let verified: [String: JSONValue]
         let app: AppRecord
-        if Self.header(assertion)?["alg"]?.stringValue == "HS256" {
+        if unverified.header?["alg"]?.stringValue == "HS256" {
             (app, verified) = try await secretSigned(assertion, clientID: issuerClaim, options: options)
         } else {
-            (app, verified) = try await keySigned(assertion, clientID: issuerClaim, options: options)
+            (app, verified) = try await keySigned(
+                assertion, clientID: issuerClaim, kid: unverified.header?["kid"]?.stringValue, options: options)
         }
         guard verified["sub"]?.stringValue == app.clientID else { throw refused("the assertion's sub is not the app") }
         let audience: [String] =
@@ -109,15 +110,15 @@ struct ClientAssertions: ContextualService {
     }
 
     /// `private_key_jwt`: signed by one of the app's registered keys.
-    private func keySigned(_ assertion: String, clientID: String, options: JWTVerifier.Options) async throws
-        -> (AppRecord, [String: JSONValue])
+    private func keySigned(_ assertion: String, clientID: String, kid: String?, options: JWTVerifier.Options)
+        async throws -> (AppRecord, [String: JSONValue])
     {
         guard let app = try await app(clientID: clientID), app.authenticatesWithKeys else {
             throw refused("no app that authenticates with private_key_jwt is registered as this iss")
         }
         let keySet: JWTKeySet
         do {
-            keySet = try await self.keySet(of: app, kid: Self.header(assertion)?["kid"]?.stringValue)
+            keySet = try await self.keySet(of: app, kid: kid)
         } catch {
             throw refused(error.description)
         }
@@ -148,16 +149,5 @@ struct ClientAssertions: ContextualService {
         } catch {
             throw KeysUnavailable(description: "cannot fetch the app's keys: \(error.description)")
         }
-    }
-
-    /// A compact JWS's payload, not verified: only to learn which app's keys to verify it with.
-    static func payload(_ token: String) -> [String: JSONValue]? { part(token, 1) }
-
-    static func header(_ token: String) -> [String: JSONValue]? { part(token, 0) }
-
-    private static func part(_ token: String, _ index: Int) -> [String: JSONValue]? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let bytes = Base64URL.decode(String(parts[index])) else { return nil }
-        return JSONValue.parse(bytes)?.objectValue
     }
 }

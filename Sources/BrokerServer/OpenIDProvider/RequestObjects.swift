@@ -87,14 +87,13 @@ struct RequestObjects: ContextualService {
     }
 
     private func verify(_ object: String, app: AppRecord) async throws(Refusal) -> [String: JSONValue] {
-        guard object.utf8.count <= Self.maxBytes, let header = ClientAssertions.header(object),
-            let alg = header["alg"]?.stringValue
+        guard object.utf8.count <= Self.maxBytes, let unverified = UnverifiedJWT(object),
+            let header = unverified.header, let alg = header["alg"]?.stringValue
         else {
             throw Refusal(code: .invalidRequestObject, description: "the request object is not a JWT")
         }
         if alg == "none" {
-            let parts = object.split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3, parts[2].isEmpty, let claims = ClientAssertions.payload(object) else {
+            guard unverified.unsigned, let claims = unverified.claims else {
                 throw Refusal(code: .invalidRequestObject, description: "an unsigned request object has no signature")
             }
             return claims
