@@ -140,7 +140,9 @@ package final class KeyManager: Sendable {
         let published = ring.published(now: now, retention: retention).map(\.kid) + idTokenKIDs
         let changed = published != old.publishedKIDs || ring.current.kid != old.ring.current.kid
         // A published id-token key whose time to sign has come (KeyVault.rotateIDTokenKey(now:activateIn:)).
-        let activated = Self.signingIndex(idTokenKeys.count, idTokenActivatesAt, now) != old.idTokenSigningIndex
+        let activated =
+            KeyVault.IDTokenKeys.signingIndex(keyCount: idTokenKeys.count, activatesAt: idTokenActivatesAt, now: now)
+            != old.idTokenSigningIndex
         if changed || activated || fingerprint != old.fingerprint {
             let updated = try Self.makeState(
                 ring: ring, idTokenKeys: idTokenKeys, idTokenKIDs: idTokenKIDs, idTokenStamp: idTokenStamp,
@@ -152,12 +154,6 @@ package final class KeyManager: Sendable {
 
     /// - Parameter idTokenKIDs: the thumbprints of `idTokenKeys`, in the same order (taken once, by the caller
     ///   that read the keys).
-    /// Which id-token key signs at `now`: the newest, unless it waits for `activatesAt`.
-    private static func signingIndex(_ count: Int, _ activatesAt: Int64?, _ now: Int64) -> Int {
-        guard let activatesAt, now < activatesAt, count > 1 else { return 0 }
-        return 1
-    }
-
     private static func makeState(
         ring: KeyRing, idTokenKeys: [AsymmetricKey], idTokenKIDs: [String], idTokenStamp: String,
         idTokenActivatesAt: Int64?, now: Int64, retention: Int64, fingerprint: [String]
@@ -165,7 +161,8 @@ package final class KeyManager: Sendable {
         precondition(idTokenKeys.count == idTokenKIDs.count, "one key id per id-token key")
         var published = ring.published(now: now, retention: retention)
         var idTokenSigner: JWTSigner?
-        let signing = signingIndex(idTokenKeys.count, idTokenActivatesAt, now)
+        let signing = KeyVault.IDTokenKeys.signingIndex(
+            keyCount: idTokenKeys.count, activatesAt: idTokenActivatesAt, now: now)
         for (index, (key, kid)) in zip(idTokenKeys, idTokenKIDs).enumerated() {
             if index == signing { idTokenSigner = try JWTSigner(key: key, kid: kid) }
             published.append(SigningKeyEntry(kid: kid, key: key, createdAt: 0, retiredAt: nil))

@@ -223,7 +223,12 @@ package struct KeyVault: Sendable {
 
         /// Which of ``keys`` signs at `now`: the newest, unless it waits for ``activatesAt``.
         package func signingIndex(at now: Int64) -> Int {
-            guard let activatesAt, now < activatesAt, keys.count > 1 else { return 0 }
+            Self.signingIndex(keyCount: keys.count, activatesAt: activatesAt, now: now)
+        }
+
+        /// The rule of ``signingIndex(at:)``, for whoever holds the keys' parts apart (``KeyManager``).
+        static func signingIndex(keyCount: Int, activatesAt: Int64?, now: Int64) -> Int {
+            guard let activatesAt, now < activatesAt, keyCount > 1 else { return 0 }
             return 1
         }
     }
