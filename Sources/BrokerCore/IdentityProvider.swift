@@ -29,18 +29,18 @@ package struct Identity: Sendable, Hashable {
     /// The standard claims broker keeps of a provider's account, beside `name` and `email`.
     package static let profileClaims = ["given_name", "family_name", "preferred_username", "picture", "locale"]
 
-    /// Those of `claims` (an ID token's, userinfo's): strings of at most 512 bytes, without control characters,
-    /// and for `picture` an https URL.
+    /// The string values of those claims in `claims` (an ID token's, userinfo's). Whether each is fit to keep is
+    /// decided once, where every provider's sign-in passes (``profileValue(_:_:)``).
     package static func profile(from claims: [String: JSONValue]) -> [String: String] {
         var profile: [String: String] = [:]
         for name in profileClaims {
-            guard let value = claims[name]?.stringValue, let kept = profileValue(name, value) else { continue }
-            profile[name] = kept
+            if let value = claims[name]?.stringValue { profile[name] = value }
         }
         return profile
     }
 
-    /// `value` as the claim `name` is kept, or `nil` when it is not fit to pass on.
+    /// `value` as the claim `name` is kept — at most 512 bytes, without control characters, and for `picture` an
+    /// https URL — or `nil` when it is not fit to pass on.
     package static func profileValue(_ name: String, _ value: String) -> String? {
         guard !value.isEmpty, value.utf8.count <= 512,
             !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })

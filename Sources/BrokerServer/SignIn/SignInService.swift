@@ -385,6 +385,7 @@ package final class SignInService: ContextualService {
             identity: IdentityRecord(
                 provider: provider, subject: identity.subject, email: identity.emailVerified ? identity.email : nil,
                 name: identity.name,
+                // The one place a provider's profile is checked: only the standard claims, each fit to pass on.
                 profile: identity.profile.filter {
                     Identity.profileClaims.contains($0.key) && Identity.profileValue($0.key, $0.value) != nil
                 }),
