@@ -39,6 +39,17 @@ struct ClientRegistrationTests {
         "scope": "openid profile",
     ]
 
+    /// `count` initial access tokens in `broker`'s store, each good for ten minutes.
+    static func initialTokens(_ broker: InProcessBroker, count: Int) async throws -> [String] {
+        let now = broker.clock.seconds()
+        let tokens = (0..<count).map { "initial-\($0)-0123456789abcdefghijklmnopqrstuvwxyz" }
+        for token in tokens {
+            try await broker.store.createRegistrationToken(
+                hash: Digest.sha256(token), RegistrationTokenRecord(createdAt: now, expiresAt: now + 600))
+        }
+        return tokens
+    }
+
     static func with(_ document: JSONValue, _ key: String, _ value: JSONValue) -> JSONValue {
         guard case .object(var fields) = document else { return document }
         fields[key] = value

@@ -123,12 +123,7 @@ struct PairwiseSubjectTests {
     /// there are several hosts and no such document.
     @Test func anAppRegistersForPairwiseSubjectsWithItsSector() async throws {
         let broker = try await Registration.broker("token")
-        let now = broker.clock.seconds()
-        let tokens = (0..<4).map { "initial-\($0)-0123456789abcdefghijklmnopqrstuvwxyz" }
-        for token in tokens {
-            try await broker.store.createRegistrationToken(
-                hash: Digest.sha256(token), RegistrationTokenRecord(createdAt: now, expiresAt: now + 600))
-        }
+        let tokens = try await Registration.initialTokens(broker, count: 4)
         let sectorURL = "https://sector.example/redirects.json"
         let badURL = "https://sector.example/bad.json"
         broker.transport.onJSON("GET", sectorURL, ["https://one.example/cb", "https://two.example/cb"])

@@ -188,12 +188,7 @@ struct PrivateKeyJWTTests {
     /// stored. The registered app then authenticates with its key.
     @Test func anAppRegistersItselfWithItsKeys() async throws {
         let broker = try await ClientRegistrationTests.broker("token")
-        let now = broker.clock.seconds()
-        let tokens = (0..<3).map { "initial-\($0)-0123456789abcdefghijklmnopqrstuvwxyz" }
-        for token in tokens {
-            try await broker.store.createRegistrationToken(
-                hash: Digest.sha256(token), RegistrationTokenRecord(createdAt: now, expiresAt: now + 600))
-        }
+        let tokens = try await ClientRegistrationTests.initialTokens(broker, count: 3)
         let key = try AsymmetricKey.generate(.ecP256)
         let publicKey = try JSONValue.parse(JSONEncoder().encode(key.jwk())) ?? .null
         let privateKey = try JSONValue.parse(JSONEncoder().encode(key.jwk(includePrivate: true))) ?? .null
