@@ -16,8 +16,8 @@ APT_PACKAGES=(
   oidc-agent-cli              # a native OpenID Connect client nobody here wrote
   dbus-daemon gnome-keyring   # the keyring tests: a private session bus with the desktop's Secret Service
 )
-PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests idpyoidc fido2 secretstorage mcp trustme)
-PIP_MODULES='joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2, secretstorage, mcp, trustme'
+PIP_PACKAGES=(joserfc pyjwt cryptography oauthlib aiosmtpd "selenium<4.52" authlib requests idpyoidc fido2 secretstorage mcp trustme pyotp)
+PIP_MODULES='joserfc, jwt, cryptography, oauthlib, aiosmtpd, selenium, authlib, requests, idpyoidc, fido2, secretstorage, mcp, trustme, pyotp'
 if [ "${1:-}" = quickstart ]; then
   APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev libsqlite3-dev libqrencode-dev openssl ca-certificates
     python3 python3-pip libc6-dev libstdc++-12-dev)
