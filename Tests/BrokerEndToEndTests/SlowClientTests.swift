@@ -124,10 +124,10 @@ struct SlowClientTests {
         // can still find the cap full and get 503; once the closes are read it serves again.
         var scrape = HTTPClientRequest(url: "http://127.0.0.1:\(metricsPort)/metrics")
         scrape.timeout = .seconds(120)
-        var afterwards: [UInt] = []
+        var afterwards: [Int] = []
         #expect(
             try await eventually {
-                let status = try await HTTPClient.shared.send(scrape).status.code
+                let status = try await HTTPClient.shared.send(scrape).status
                 afterwards.append(status)
                 return status == 200
             }, "the metrics port serves again: \(afterwards)")
