@@ -107,6 +107,8 @@ package struct BrokerAPI: Sendable {
         /// The broker does not say whether the address had an account (`server.enumeration_protection`): it
         /// mailed the address either a confirmation link or a note on how to sign in.
         case mailed
+        /// The account exists; the broker requires a second factor before any sign-in (`server.require_mfa`).
+        case awaitingSecondFactor(UserID)
     }
 
     package func register(email: String, password: Secret, name: String?) async throws(BrokerAPIError)
@@ -120,6 +122,11 @@ package struct BrokerAPI: Sendable {
             return .mailed
         }
         let sent = document["verification"]?.stringValue == "sent"
+        if document["access_token"] == nil, document["mfa"]?.stringValue == "required",
+            let user = document["user_id"]?.stringValue.flatMap(UserID.init)
+        {
+            return .awaitingSecondFactor(user)
+        }
         if document["access_token"] == nil, sent, let user = document["user_id"]?.stringValue.flatMap(UserID.init) {
             return .awaitingVerification(user)
         }
@@ -131,8 +138,14 @@ package struct BrokerAPI: Sendable {
         try await postJSON("/auth/verify/resend", body: ["email": .string(email)], expect: 202)
     }
 
-    package func login(email: String, password: Secret) async throws(BrokerAPIError) -> SessionResponse {
-        let body: JSONValue = ["email": .string(email), "password": .string(password.exposed)]
+    /// `POST /auth/login`; `otp`: the second factor's code, for an account that has one (the broker answers
+    /// 401 `mfa_required` without it).
+    package func login(email: String, password: Secret, otp: Secret? = nil) async throws(BrokerAPIError)
+        -> SessionResponse
+    {
+        var fields: [String: JSONValue] = ["email": .string(email), "password": .string(password.exposed)]
+        if let otp { fields["otp"] = .string(otp.exposed) }
+        let body = JSONValue.object(fields)
         return try Self.session(
             from: await postJSON("/auth/login", body: body, expect: 200, timeout: Self.passwordTimeout))
     }
@@ -305,6 +318,45 @@ package struct BrokerAPI: Sendable {
             url: baseURL + "/auth/passkeys",
             headers: Self.accept + [(name: "Authorization", value: "Bearer " + accessToken.exposed)])
         return try await send(request, expect: 200)
+    }
+
+    /// `GET /auth/mfa` with an account token: `{"totp", "totp_added_at", "recovery_codes_left", "required"}`.
+    package func secondFactorStatus(_ accountToken: Secret) async throws(BrokerAPIError) -> JSONValue {
+        let request = HTTPClientRequest(
+            url: baseURL + "/auth/mfa",
+            headers: Self.accept + [(name: "Authorization", value: "Bearer " + accountToken.exposed)])
+        return try await send(request, expect: 200)
+    }
+
+    /// `POST /auth/mfa/totp`, with an account token or else the email and password: a key to enrol
+    /// (`{"otpauth_uri", "key", "enrolment", "expires_in"}`).
+    package func beginTOTP(accountToken: Secret?, email: String?, password: Secret?) async throws(BrokerAPIError)
+        -> JSONValue
+    {
+        if let accountToken { return try await postAuthorized("/auth/mfa/totp", body: [:], accountToken) }
+        let body: JSONValue = ["email": .string(email ?? ""), "password": .string(password?.exposed ?? "")]
+        return try await postJSON("/auth/mfa/totp", body: body, expect: 200, timeout: Self.passwordTimeout)
+    }
+
+    /// `POST /auth/mfa/totp/confirm {enrolment, code}`: `{"recovery_codes": […]}`.
+    package func confirmTOTP(enrolment: String, code: Secret) async throws(BrokerAPIError) -> JSONValue {
+        try await postJSON(
+            "/auth/mfa/totp/confirm", body: ["enrolment": .string(enrolment), "code": .string(code.exposed)],
+            expect: 201)
+    }
+
+    /// `POST /auth/mfa/totp/remove {password, code}` with an account token.
+    package func removeTOTP(_ accountToken: Secret, password: Secret, code: Secret) async throws(BrokerAPIError)
+        -> JSONValue
+    {
+        try await postAuthorized(
+            "/auth/mfa/totp/remove", body: ["password": .string(password.exposed), "code": .string(code.exposed)],
+            accountToken)
+    }
+
+    /// `POST /auth/mfa/recovery-codes {code}` with an account token: `{"recovery_codes": […]}`.
+    package func newRecoveryCodes(_ accountToken: Secret, code: Secret) async throws(BrokerAPIError) -> JSONValue {
+        try await postAuthorized("/auth/mfa/recovery-codes", body: ["code": .string(code.exposed)], accountToken)
     }
 
     /// `POST /auth/passkeys/remove {id}` with an account token.

@@ -75,6 +75,9 @@ package struct ServerConfiguration: Sendable {
     package var requireVerifiedEmail = false
     /// Every app's authorization request must be pushed first (`server.require_par`, RFC 9126 §5).
     package var requirePAR = false
+    /// Every password sign-in must be finished with a second factor, and accounts without one are sent to add
+    /// it first (`server.require_mfa`, issue "A second factor").
+    package var requireMFA = false
     /// The WebAuthn relying-party id passkeys are made for (`server.webauthn_rp_id`); `nil`: the issuer's host,
     /// unless that is an IP address (browsers refuse one), and then passkeys are off (``PasskeySettings``).
     package var webAuthnRPID: String?
@@ -148,7 +151,9 @@ package struct ServerConfiguration: Sendable {
     }
 
     /// Ids a provider of a type may not take: the broker's own ways in and its own client.
-    static let reservedProviderIDs: Set<String> = ["custom", "passkey", "broker", "broker-cli", "device", "start"]
+    static let reservedProviderIDs: Set<String> = [
+        "custom", "custom-otp", "passkey", "broker", "broker-cli", "device", "start", "mfa", "account",
+    ]
 
     /// Records `name` as a provider of `type` (a typed schema), or explains why it cannot be one.
     mutating func declareProvider(_ name: String, type: String, source: String, key: String)
@@ -247,7 +252,7 @@ extension ServerConfiguration {
         "database_pool_size", "database_timeout", "metrics_port", "metrics_host",
         "metrics_token_file",
         "audit_log", "audit_store", "audit_retention", "require_verified_email", "enumeration_protection",
-        "require_par", "dpop_nonce", "webauthn_rp_id",
+        "require_par", "require_mfa", "dpop_nonce", "webauthn_rp_id",
         "device_code_ttl", "device_poll_interval", "client_registration", "client_metadata_hosts", "ca_file",
     ]
 
@@ -506,6 +511,7 @@ extension ServerConfiguration {
         case "audit_retention": auditRetention = try integer(in: 3600...(100 * 365 * 86_400), unit: "seconds")
         case "require_verified_email": requireVerifiedEmail = try boolean()
         case "require_par": requirePAR = try boolean()
+        case "require_mfa": requireMFA = try boolean()
         case "webauthn_rp_id":
             let id = try string().lowercased()
             if let problem = PasskeySettings.rpIDProblem(id) {

@@ -50,6 +50,12 @@ package struct OAuthErrorCode: RawRepresentable, Hashable, Sendable, CustomStrin
     package static let alreadyLinked = Self("already_linked")
     package static let lastIdentity = Self("last_identity")
     package static let reauthenticationRequired = Self("reauthentication_required")
+    /// The password was right; the account's second factor is asked for next (issue "A second factor").
+    package static let mfaRequired = Self("mfa_required")
+    /// `server.require_mfa`, and the account has no second factor to ask for yet.
+    package static let mfaEnrollmentRequired = Self("mfa_enrollment_required")
+    /// RFC 9470: the sign-in behind the token is not strong enough (or not recent enough) for this.
+    package static let insufficientUserAuthentication = Self("insufficient_user_authentication")
     package static let notFound = Self("not_found")
     package static let conflict = Self("conflict")
     package static let methodNotAllowed = Self("method_not_allowed")

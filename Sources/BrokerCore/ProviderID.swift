@@ -32,6 +32,12 @@ package struct ProviderID: RawRepresentable, Sendable, Hashable, Codable, Compar
     package static let custom: ProviderID = "custom"
     /// A WebAuthn passkey: a way in of its own (`signed_in_with`, `idp`), never a user id's provider.
     package static let passkey: ProviderID = "passkey"
+    /// A password with a second factor's code (a TOTP code, or a recovery code): how a session that signed in
+    /// with both is recorded (`signed_in_with`). Its `idp` is still ``custom``: the account is the same.
+    package static let customOTP: ProviderID = "custom-otp"
+
+    /// The way in that issued the account: ``custom`` for a password with or without a second factor.
+    package var identityProvider: ProviderID { self == .customOTP ? .custom : self }
 
     package var description: String { rawValue }
 

@@ -12,13 +12,13 @@ extension PostgresStore {
                 """
                 INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
                     backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
-                    registration_mode, client_name, jwks, jwks_uri, pairwise_sector, userinfo_alg)
+                    registration_mode, client_name, jwks, jwks_uri, pairwise_sector, userinfo_alg, require_mfa)
                 VALUES (\(app.clientID), \(app.secretHash), \(AppRecord.encode(app.redirectURIs)),
                     \(AppRecord.encode(app.postLogoutRedirectURIs)), \(app.backchannelLogoutURI),
                     \(Int64(app.firstParty ? 1 : 0)), \(app.idTokenAlgorithm), \(AppRecord.encode(app.scopes)),
                     \(app.createdAt), \(Int64(app.requirePAR ? 1 : 0)), \(app.registration?.mode),
                     \(app.registration?.clientName), \(app.jwks), \(app.jwksURI),
-                    \(app.pairwiseSector), \(app.userinfoAlgorithm))
+                    \(app.pairwiseSector), \(app.userinfoAlgorithm), \(Int64(app.requireMFA ? 1 : 0)))
                 """)
         } catch let error as StoreError where error.code == .conflict {
             throw StoreError.conflict("an app with this client id exists")
@@ -44,7 +44,7 @@ extension PostgresStore {
 
     typealias AppRow = (
         String, String?, String, String, String?, Int64, String, String, Int64, Int64, String?, String?, String?,
-        String?, String?, String?
+        String?, String?, String?, Int64
     )
     static func app(_ row: AppRow) -> AppRecord {
         AppRecord(
@@ -52,7 +52,7 @@ extension PostgresStore {
             postLogoutRedirectURIs: AppRecord.decode(row.3), backchannelLogoutURI: row.4, firstParty: row.5 != 0,
             idTokenAlgorithm: row.6, scopes: AppRecord.decode(row.7), createdAt: row.8, requirePAR: row.9 != 0,
             registration: row.10.map { AppRecord.Registration(mode: $0, clientName: row.11) }, jwks: row.12,
-            jwksURI: row.13, pairwiseSector: row.14, userinfoAlgorithm: row.15)
+            jwksURI: row.13, pairwiseSector: row.14, userinfoAlgorithm: row.15, requireMFA: row.16 != 0)
     }
 
     package func app(clientID: String) async throws -> AppRecord? {
@@ -62,7 +62,7 @@ extension PostgresStore {
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
                     first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name, jwks,
-                    jwks_uri, pairwise_sector, userinfo_alg
+                    jwks_uri, pairwise_sector, userinfo_alg, require_mfa
                 FROM apps WHERE client_id = \(clientID)
                 """
             ).decode(AppRow.self)
@@ -79,7 +79,7 @@ extension PostgresStore {
                 """
                 SELECT client_id, secret_hash, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri,
                     first_party, id_token_alg, scopes, created_at, require_par, registration_mode, client_name, jwks,
-                    jwks_uri, pairwise_sector, userinfo_alg
+                    jwks_uri, pairwise_sector, userinfo_alg, require_mfa
                 FROM apps ORDER BY client_id
                 """
             ).decode(AppRow.self)

@@ -48,6 +48,7 @@ package enum BrokerHTTPServer {
                 .collection(),
             DeviceRoutes(devices: service.devices).collection(),
             LinkRoutes(links: service.links).collection(),
+            SecondFactorRoutes(account: service.secondFactorAccount).collection(),
         ] {
             router.addRoutes(routes)
         }

@@ -70,6 +70,7 @@ package final class BrokerService: ContextualService {
     let verification: VerificationService
     let selfService: AccountSelfService
     let links: LinkService
+    let secondFactorAccount: SecondFactorAccount
     let devices: DeviceService
     /// A provider's callback, ended by the feature that asked for the sign-in.
     let signInCallback: SignInCallback
@@ -132,7 +133,8 @@ package final class BrokerService: ContextualService {
             hasher: hasher,
             clientSecretHasher: ClientSecretHasher(key: try await vault.secretKey("client-secrets", now: now)),
             flowKey: try await vault.secretKey("flow-state", now: now),
-            pairwiseKey: try await vault.secretKey("pairwise-subjects", now: now), clock: clock, http: http,
+            pairwiseKey: try await vault.secretKey("pairwise-subjects", now: now),
+            secondFactorKey: try await vault.secretKey("second-factors", now: now), clock: clock, http: http,
             metrics: metrics,
             audit: audit, mailPassword: mailPassword, mailBackoff: mailBackoff)
     }
@@ -147,6 +149,7 @@ package final class BrokerService: ContextualService {
         clientSecretHasher: ClientSecretHasher,
         flowKey: [UInt8],
         pairwiseKey: [UInt8],
+        secondFactorKey: [UInt8],
         clock: any WallClock,
         http: @escaping @Sendable () -> any HTTPTransport,
         metrics: BrokerMetrics,
@@ -178,11 +181,13 @@ package final class BrokerService: ContextualService {
         }
         self.mailer = mailer
         verification = VerificationService(context: context, mailer: mailer)
+        let throttle =
+            configuration.loginThrottle
+            ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil
         accounts = try AccountService(
-            context: context, hasher: hasher, pool: hashingPool,
-            throttle: configuration.loginThrottle
-                ? LoginThrottle(table: store.isShared ? .store(store) : .memory, clock: clock) : nil,
-            verification: verification)
+            context: context, hasher: hasher, pool: hashingPool, throttle: throttle, verification: verification,
+            secondFactors: SecondFactorService(
+                context: context, key: secondFactorKey, flowKey: flowKey, throttle: throttle, mailer: mailer))
         // Providers and trusted issuers: one time limit for every call, the operator's (`server.http_timeout`).
         let timeout = Duration.seconds(configuration.httpTimeout)
         let outbound: @Sendable () -> any HTTPTransport = {
@@ -207,6 +212,7 @@ package final class BrokerService: ContextualService {
         passwords = PasswordService(accounts: accounts, grants: grants, mailer: mailer)
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
+        secondFactorAccount = SecondFactorAccount(accounts: accounts)
         let backchannel = BackchannelLogout(
             context: context, http: { PrivateCATransport(base: http(), caFile: caFile) })
         self.backchannel = backchannel

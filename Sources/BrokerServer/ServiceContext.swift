@@ -11,7 +11,7 @@ package struct ServiceContext: Sendable {
     let store: any Store
     let logger: Logger
     let metrics: BrokerMetrics
-    let audit: AuditTrail
+    package let audit: AuditTrail
     /// Apps that describe themselves at their `client_id` URL (set once the service exists; `nil` in a context
     /// made before it).
     var documents: (@Sendable (String) async throws -> AppRecord)?

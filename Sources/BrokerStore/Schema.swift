@@ -780,6 +780,43 @@ package enum Schema {
             sqlite: "ALTER TABLE apps ADD COLUMN userinfo_alg TEXT;",
             postgres: "ALTER TABLE apps ADD COLUMN userinfo_alg TEXT;"
         ),
+        Migration(
+            version: 25,
+            name:
+                "second factors: a user's TOTP key (sealed) and last accepted step, single-use recovery codes, apps that require two",
+            sqlite: """
+                CREATE TABLE totp_factors (
+                    user_id TEXT PRIMARY KEY NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    sealed_key TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    last_step INTEGER NOT NULL
+                );
+                CREATE TABLE recovery_codes (
+                    hash TEXT PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at INTEGER NOT NULL,
+                    used_at INTEGER
+                );
+                CREATE INDEX recovery_codes_user ON recovery_codes(user_id);
+                ALTER TABLE apps ADD COLUMN require_mfa INTEGER NOT NULL DEFAULT 0;
+                """,
+            postgres: """
+                CREATE TABLE totp_factors (
+                    user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+                    sealed_key TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_step BIGINT NOT NULL
+                );
+                CREATE TABLE recovery_codes (
+                    hash TEXT PRIMARY KEY,
+                    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at BIGINT NOT NULL,
+                    used_at BIGINT
+                );
+                CREATE INDEX recovery_codes_user ON recovery_codes(user_id);
+                ALTER TABLE apps ADD COLUMN require_mfa BIGINT NOT NULL DEFAULT 0;
+                """
+        ),
     ]
 
     /// The refusal for a database that a newer broker migrated.
@@ -833,6 +870,12 @@ extension Schema {
                 ("linked_at", .integer),
             ]),
         Table(
+            name: "totp_factors",
+            columns: [("user_id", .text), ("sealed_key", .text), ("created_at", .integer), ("last_step", .integer)]),
+        Table(
+            name: "recovery_codes",
+            columns: [("hash", .text), ("user_id", .text), ("created_at", .integer), ("used_at", .integer)]),
+        Table(
             name: "recovery_addresses", columns: [("user_id", .text), ("email", .text), ("verified_at", .integer)]),
         Table(
             name: "sessions",
@@ -860,7 +903,7 @@ extension Schema {
                 ("post_logout_redirect_uris", .text), ("backchannel_logout_uri", .text), ("first_party", .integer),
                 ("id_token_alg", .text), ("scopes", .text), ("created_at", .integer), ("require_par", .integer),
                 ("registration_mode", .text), ("client_name", .text), ("jwks", .text), ("jwks_uri", .text),
-                ("pairwise_sector", .text), ("userinfo_alg", .text),
+                ("pairwise_sector", .text), ("userinfo_alg", .text), ("require_mfa", .integer),
             ]),
         Table(
             name: "consents",

@@ -187,6 +187,11 @@ extension Broker {
                 help: ArgumentHelp("Sign the app's userinfo answers: RS256, ES256 or EdDSA.", valueName: "ALG"))
             var userinfoAlg: String?
 
+            @Flag(
+                name: .customLong("require-mfa"),
+                help: "Let users in only with two factors (a passkey, or a password and a code): acr 2.")
+            var requireMFA = false
+
             @Flag(name: .long, help: "Print {\"client_id\", \"client_secret\"} (no client_secret without one).")
             var json = false
 
@@ -212,6 +217,7 @@ extension Broker {
                     idTokenAlg.map { _ in "--id-token-alg" }, requirePAR ? "--require-par" : nil,
                     jwksURI.map { _ in "--jwks-uri" }, jwksFile.map { _ in "--jwks-file" },
                     pairwise ? "--pairwise" : nil, userinfoAlg.map { _ in "--userinfo-alg" },
+                    requireMFA ? "--require-mfa" : nil,
                 ].compactMap { $0 }
                 if !isApp {
                     guard appOnly.isEmpty else {
@@ -382,7 +388,7 @@ extension Broker {
                     firstParty: firstParty, idTokenAlgorithm: idTokenAlg ?? "RS256", scopes: unique,
                     createdAt: SystemClock().seconds(), requirePAR: requirePAR, jwks: jwks, jwksURI: jwksURI,
                     pairwiseSector: pairwise ? try? AppRules.sector(of: redirectURI).get() : nil,
-                    userinfoAlgorithm: userinfoAlg)
+                    userinfoAlgorithm: userinfoAlg, requireMFA: requireMFA)
                 do {
                     try await store.createApp(app)
                 } catch let error as StoreError where error.code == .conflict {
@@ -471,6 +477,7 @@ extension Broker {
                             ? "none" : app.authenticatesWithKeys ? "private_key_jwt" : "client_secret_basic"
                         if let uri = app.jwksURI { entry["jwks_uri"] = .string(uri) }
                         entry["subject_type"] = app.pairwiseSector == nil ? "public" : "pairwise"
+                        entry["require_mfa"] = .bool(app.requireMFA)
                         if let registration = app.registration {
                             var registered: [String: JSONValue] = ["mode": .string(registration.mode)]
                             if let name = registration.clientName { registered["client_name"] = .string(name) }

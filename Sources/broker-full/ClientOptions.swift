@@ -60,6 +60,8 @@ enum ClientFailure {
 struct Credentials {
     var email: String
     var password: Secret
+    /// The second factor's code, when `--password-stdin` carried it on a second line.
+    var code: Secret? = nil
 
     static func gather(email: String?, passwordStdin: Bool, confirm: Bool) throws -> Credentials {
         let interactive = Terminal.isInteractive
@@ -79,8 +81,17 @@ struct Credentials {
             address = typed
         }
         let password: Secret
+        var code: Secret?
         if passwordStdin {
-            password = try Terminal.readSecretFromStdin(what: "password")
+            // A second line, if any, is the second factor's code: `printf '%s\n%s\n' "$PASSWORD" "$CODE"`.
+            let text = try Terminal.readSecretFromStdin(what: "password").exposed
+            let lines = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+            password = Secret(String(lines[0].hasSuffix("\r") ? lines[0].dropLast() : lines[0]))
+            if lines.count == 2 {
+                let second = lines[1].hasSuffix("\r") ? lines[1].dropLast() : lines[1]
+                if !second.isEmpty { code = Secret(String(second)) }
+            }
+            guard !password.exposed.isEmpty else { throw CommandFailure("stdin held no password", status: .usage) }
         } else if interactive {
             guard let first = Terminal.askSecret("Password: "), !first.exposed.isEmpty else {
                 throw CommandFailure("no password given", status: .usage)
@@ -97,6 +108,6 @@ struct Credentials {
                 "no terminal to ask for the password",
                 hint: "pipe it in: printf '%s' \"$PASSWORD\" | broker … --password-stdin", status: .usage)
         }
-        return Credentials(email: address, password: password)
+        return Credentials(email: address, password: password, code: code)
     }
 }

@@ -86,14 +86,45 @@ extension Broker {
             }
         }
 
+        /// What a refused password sign-in says.
+        static func signInFailure(_ error: BrokerAPIError, gaveCode: Bool) -> any Error {
+            if case .rejected(_, .mfaEnrollmentRequired, let description) = error {
+                return CommandFailure(description)
+            }
+            if error.isWrongPassword {
+                if gaveCode, case .rejected(_, _, let description) = error, description.contains("code") {
+                    return CommandFailure("wrong or already used code")
+                }
+                return CommandFailure("wrong email or password")
+            }
+            return ClientFailure.exit(error, doing: "sign-in")
+        }
+
         /// Signs in with an email and password and caches the session (also `broker request`'s sign-in again).
         static func passwordSignIn(_ credentials: Credentials, settings: ClientSettings, api: BrokerAPI) async throws {
             let response: SessionResponse
             do {
-                response = try await api.login(email: credentials.email, password: credentials.password)
+                response = try await api.login(
+                    email: credentials.email, password: credentials.password, otp: credentials.code)
             } catch {
-                if error.isWrongPassword { throw CommandFailure("wrong email or password") }
-                throw ClientFailure.exit(error, doing: "sign-in")
+                guard case .rejected(_, .mfaRequired, _) = error else {
+                    throw Self.signInFailure(error, gaveCode: credentials.code != nil)
+                }
+                // The password was right; the account has a second factor.
+                guard Terminal.isInteractive, let code = Terminal.ask("Code from your authenticator app: "),
+                    !code.isEmpty
+                else {
+                    throw CommandFailure(
+                        "this account has a second factor: give its code",
+                        hint: "printf '%s\\n%s\\n' \"$PASSWORD\" \"$CODE\" | broker login --provider custom --email "
+                            + "\(credentials.email) --password-stdin")
+                }
+                do {
+                    response = try await api.login(
+                        email: credentials.email, password: credentials.password, otp: Secret(code))
+                } catch {
+                    throw Self.signInFailure(error, gaveCode: true)
+                }
             }
             let service = SessionService(cache: settings.credentials(), api: api, key: settings.key)
             do {

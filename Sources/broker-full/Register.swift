@@ -59,6 +59,11 @@ extension Broker {
                         "Registered \(user). Confirm \(credentials.email) with the link we mailed, then sign in: "
                             + "broker login --provider custom --email \(credentials.email)")
                     return
+                case .awaitingSecondFactor(let user):
+                    Console.note(
+                        "Registered \(user). This broker requires a second factor before the first sign-in: add one "
+                            + "with broker mfa totp add --email \(credentials.email), then sign in.")
+                    return
                 case .mailed:
                     Console.note(
                         "Check the mail to \(credentials.email): a link to confirm the new account, or — if the address "

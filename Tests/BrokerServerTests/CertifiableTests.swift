@@ -172,7 +172,9 @@ struct CertifiableTests {
             #expect(Flow.query(try #require(silent.header("Location")))["error"] == "interaction_required")
             let page = try await OP.get(client, OP.authorizeURI(OP.webRequest(scope: "openid", extra: essential)), jar)
             #expect(page.status == 200)
-            #expect(String(decoding: page.body, as: UTF8.self).contains("asks for a sign-in with a passkey"))
+            #expect(
+                String(decoding: page.body, as: UTF8.self).contains(
+                    "asks for two factors: a passkey, or a password and a code"))
             let signedIn = try await OP.passwordSignIn(client, page: page, jar, email: "ed@example.com")
             let refused = Flow.query(try #require(OP.destination(signedIn)))
             #expect(refused["error"] == "unmet_authentication_requirements" && refused["code"] == nil)

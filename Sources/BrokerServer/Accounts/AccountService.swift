@@ -17,6 +17,8 @@ final class AccountService: ContextualService {
     let hasher: PasswordHasher
     let pool: HashingPool
     let throttle: LoginThrottle?
+    /// The accounts' second factors: asked after the password wherever one is given.
+    let secondFactors: SecondFactorService
     /// Mails the confirmation link after a registration; decides whether unverified accounts may sign in.
     let verification: VerificationService
     /// New accounts per client address (`server.registrations_per_hour`, at once and per hour).
@@ -26,9 +28,10 @@ final class AccountService: ContextualService {
 
     init(
         context: ServiceContext, hasher: PasswordHasher, pool: HashingPool,
-        throttle: LoginThrottle?, verification: VerificationService
+        throttle: LoginThrottle?, verification: VerificationService, secondFactors: SecondFactorService
     ) throws {
         self.context = context
+        self.secondFactors = secondFactors
         self.verification = verification
         self.hasher = hasher
         self.pool = pool
@@ -115,12 +118,14 @@ final class AccountService: ContextualService {
         logger.info("account created", metadata: ["broker.user": "\(user.id)"])
         audit.record("registration", user: user.id, fields: ["provider": "custom"])
         verification.registered(user, email: email)
-        if verification.required || !startSession {
-            // No session until the address is confirmed: a token now would be a sign-in without it.
+        if verification.required || !startSession || configuration.requireMFA {
+            // No session until the address is confirmed: a token now would be a sign-in without it. Nor, under
+            // `server.require_mfa`, before a second factor is added.
             var body: [String: JSONValue] = [
                 "user_id": .string(user.id.description), "provider": "custom", "email_verified": false,
             ]
             if verification.mailer != nil { body["verification"] = "sent" }
+            if configuration.requireMFA { body["mfa"] = "required" }
             return APIResponse(status: 201, body: .object(body), headers: [("Cache-Control", "no-store")])
         }
         // Just created: its address is not confirmed yet.
@@ -239,15 +244,44 @@ final class AccountService: ContextualService {
         }
     }
 
+    /// The password, then — for an account with a second factor — its code (`otp`: six digits, or a recovery
+    /// code). Without `otp` such an account is answered 401 `mfa_required` (said only to whoever knew the
+    /// password), and the client asks again with both; under `server.require_mfa` an account without one is
+    /// answered 403 `mfa_enrollment_required`.
     private func passwordLogin(_ input: RequestInput, address: String?) async throws -> APIResponse {
         let account = try await authenticate(
             email: try input.string("email"), password: Secret(try input.string("password")), address: address)
+        let way = try await secondFactor(of: account, code: try input.optionalString("otp"), address: address)
         let response = APIResponse.tokens(
             try await tokens.startSession(
-                user: account.user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: .custom,
+                user: account.user, clientID: TokenIssuer.cliClientID, scope: nil, signedInWith: way,
                 emailVerified: TokenIssuer.emailVerified(account)))
-        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom"])
+        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom", "method": way.rawValue])
         return response
+    }
+
+    /// The way a password sign-in of `account` ends: ``ProviderID/customOTP`` when its second factor's `code`
+    /// is good, ``ProviderID/custom`` when it has none (and none is required); else the refusal.
+    func secondFactor(of account: PasswordAccount, code: String?, address: String?) async throws -> ProviderID {
+        guard try await secondFactors.factor(of: account.user.id) != nil else {
+            guard !configuration.requireMFA else {
+                audit.record(
+                    "sign_in", outcome: "failure", user: account.user.id,
+                    fields: ["provider": "custom", "reason": "mfa_enrollment_required"])
+                throw APIError.mfaEnrollmentRequired
+            }
+            return .custom
+        }
+        guard let code, !code.isEmpty else { throw APIError.mfaRequired }
+        guard try await secondFactors.check(code, user: account.user.id, address: address) != nil else {
+            audit.record(
+                "sign_in", outcome: "failure", user: account.user.id,
+                fields: ["provider": "custom", "reason": "wrong_code"])
+            throw APIError(
+                status: 401, code: .invalidCredentials,
+                detail: "wrong or already used code: type the code the authenticator app shows now, or a recovery code")
+        }
+        return .customOTP
     }
 
     /// The password account an email and password sign in to, under the login throttle and the verification

@@ -30,6 +30,12 @@ struct DeviceRoutes {
                     Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
+        routes.post("/auth/device/mfa") { request, context in
+            try await Server.response(
+                devices.secondFactorSignIn(
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
+                    address: context.clientAddress))
+        }
         routes.post("/auth/device/decision") { request, _ in
             try await Server.response(
                 devices.decide(Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))

@@ -379,12 +379,87 @@ final class DeviceService: ContextualService {
                     problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail,
                     icons: signIn.icons))
         }
-        let user = account.user
+        if try await accounts.secondFactors.factor(of: account.user.id) != nil {
+            return try secondFactorPage(authorization, user: account.user.id, problem: nil)
+        }
+        if configuration.requireMFA {
+            audit.record(
+                "sign_in", outcome: "failure", user: account.user.id,
+                fields: ["provider": "custom", "reason": "mfa_enrollment_required", "flow": "device"])
+            return Page.response(
+                status: 403,
+                Page.deviceChoice(
+                    authorization: authorization, csrf: csrf, providers: browserProviders(), password: true,
+                    email: String(email.prefix(254)),
+                    problem: "This broker asks for a second factor, and this account has none yet. Add one (broker "
+                        + "mfa totp add --email \(account.email)), then sign in again.",
+                    icons: signIn.icons))
+        }
+        return try passwordSignedIn(authorization, account: account, way: .custom)
+    }
+
+    private func passwordSignedIn(_ authorization: DeviceAuthorization, account: PasswordAccount, way: ProviderID)
+        throws -> APIResponse
+    {
         metrics.signIn(provider: "custom", outcome: "success")
-        audit.record("sign_in", user: user.id, fields: ["provider": "custom", "flow": "device"])
+        audit.record(
+            "sign_in", user: account.user.id, fields: ["provider": "custom", "flow": "device", "method": way.rawValue])
         return try DeviceApproval.confirmationPage(
-            user: user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
-            signedInWith: .custom, proof: DeviceApproval.proof(passwordHash: account.passwordHash))
+            user: account.user, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+            signedInWith: way, proof: DeviceApproval.proof(passwordHash: account.passwordHash))
+    }
+
+    private func secondFactorPage(
+        _ authorization: DeviceAuthorization, user: UserID, problem: String?, status: Int = 200
+    )
+        throws -> APIResponse
+    {
+        let ticket = try accounts.secondFactors.ticket(for: user)
+        var response = try FormGuard.page(secure: secure) { csrf in
+            Page.secondFactor(
+                action: "/auth/device/mfa", fields: [("user_code", authorization.userCode)], ticket: ticket, csrf: csrf,
+                continuing: "the device that asked", problem: problem)
+        }
+        response.status = status
+        return response
+    }
+
+    /// `POST /auth/device/mfa {user_code, ticket, otp, csrf}`: the code after the password, then the
+    /// confirmation.
+    func secondFactorSignIn(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard configuration.customEnabled,
+            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address),
+            authorization.linkUser == nil
+        else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        guard let user = accounts.secondFactors.user(ofTicket: (try? input.string("ticket")) ?? ""),
+            let account = try await store.passwordAccount(user: user)
+        else {
+            return Page.response(
+                status: 400, Page.message(title: "Sign in again", text: "The sign-in took too long; start it again."))
+        }
+        let method: SecondFactorService.Method?
+        do {
+            method = try await accounts.secondFactors.check(
+                (try? input.string("otp")) ?? "", user: user, address: address)
+        } catch let error as APIError where error.status < 500 {
+            return try secondFactorPage(authorization, user: user, problem: error.detail, status: error.status)
+        }
+        guard method != nil else {
+            metrics.signIn(provider: "custom", outcome: "wrong_code")
+            audit.record(
+                "sign_in", outcome: "failure", user: user,
+                fields: ["provider": "custom", "reason": "wrong_code", "flow": "device"])
+            return try secondFactorPage(
+                authorization, user: user,
+                problem: "Wrong or already used code. Type the code the app shows now, or a recovery code.", status: 401
+            )
+        }
+        return try passwordSignedIn(authorization, account: account, way: .customOTP)
     }
 
     /// `POST /auth/device/decision {approval, decision, csrf}`: Allow or Deny, once.
@@ -474,7 +549,7 @@ extension DeviceService {
             }
             return nil
         }
-        if approval.signedInWith == .custom {
+        if approval.signedInWith.identityProvider == .custom {
             let account = try await store.passwordAccount(user: approval.user)
             guard let account, DeviceApproval.proof(passwordHash: account.passwordHash) == proof else {
                 return "The password changed since this approval was given. Start again from the device."

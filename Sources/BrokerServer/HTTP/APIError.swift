@@ -36,6 +36,15 @@ package struct APIError: Error, Sendable, CustomStringConvertible {
         code: .invalidCredentials,
         detail: "the email or the password is not right"
     )
+    /// The password was right and the account has a second factor: ask again with its code (`otp`).
+    package static let mfaRequired = APIError(
+        status: 401, code: .mfaRequired,
+        detail: "this account has a second factor: give the code the authenticator app shows (or a recovery code)")
+    /// `server.require_mfa` and the account has no second factor yet.
+    package static let mfaEnrollmentRequired = APIError(
+        status: 403, code: .mfaEnrollmentRequired,
+        detail: "this broker requires a second factor and the account has none: add one first "
+            + "(broker mfa totp add --email ADDRESS)")
     package static func invalidClient(_ detail: String) -> APIError {
         APIError(
             status: 401, code: .invalidClient, detail: detail,

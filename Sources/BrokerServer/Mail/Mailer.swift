@@ -15,11 +15,14 @@ package enum MailKind: String, Sendable {
     case exists
     /// To the verified address of an account whose only ways in are passkeys, with a link that adds a new one.
     case recover
+    /// To the confirmed address of an account whose second factor changed (added, removed, new recovery codes,
+    /// a recovery code used), with a link to choose a new password; `{{change}}` says what happened.
+    case secondFactor = "mfa"
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
 /// (Sources/BrokerServer/Mail/Templates, linked as Config/mail) or from `mail.templates_dir`. Placeholders:
-/// `{{link}}`, `{{issuer}}`, `{{email}}`, `{{name_prefix}}` (", Name" or nothing), `{{minutes}}`, `{{hours}}`;
+/// `{{link}}`, `{{issuer}}`, `{{email}}`, `{{name_prefix}}` (", Name" or nothing), `{{minutes}}`, `{{hours}}`, and `{{change}}` in `mfa`;
 /// in the HTML every value is escaped.
 struct MailTemplates: Sendable {
     struct Pair: Sendable {
@@ -48,6 +51,7 @@ struct MailTemplates: Sendable {
             (.verify, PackageResources.verify_txt, PackageResources.verify_html),
             (.exists, PackageResources.exists_txt, PackageResources.exists_html),
             (.recover, PackageResources.recover_txt, PackageResources.recover_html),
+            (.secondFactor, PackageResources.mfa_txt, PackageResources.mfa_html),
         ] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
@@ -144,15 +148,16 @@ package final class Mailer: Sendable {
 
     /// The message of `kind` for `email`, with `link` and the other values filled in. `name` is shown only when
     /// it can be trusted: see ``shownName(_:verified:)``.
-    package func compose(_ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64)
-        -> OutgoingMail
-    {
+    package func compose(
+        _ kind: MailKind, to email: String, name: String?, link: String, minutes: Int64,
+        values more: [String: String] = [:]
+    ) -> OutgoingMail {
         let pair =
             templates.pairs[kind] ?? MailTemplates.Pair(subject: kind.rawValue, text: "{{link}}", html: "{{link}}")
         let values = [
             "link": link, "issuer": issuer(), "email": email, "name_prefix": name.map { ", " + $0 } ?? "",
             "minutes": "\(minutes)", "hours": "\(minutes / 60)",
-        ]
+        ].merging(more) { own, _ in own }
         return OutgoingMail(
             kind: kind, to: email, subject: MailTemplates.fill(pair.subject, values),
             text: MailTemplates.fill(pair.text, values),

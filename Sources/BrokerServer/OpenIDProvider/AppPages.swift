@@ -92,6 +92,29 @@ extension Page {
         return document(title: "Create an account", body: body)
     }
 
+    /// The second step of a password sign-in for an account with a second factor: the code from the
+    /// authenticator app, or a recovery code. `action` is the form's target (the app's or the device's page);
+    /// `fields` the hidden fields that carry the flow (the request or the user code), beside the ticket.
+    static func secondFactor(
+        action: String, fields: [(String, String)], ticket: String, csrf: String, continuing: String, problem: String?
+    ) -> String {
+        var body =
+            "<p>Enter the code your authenticator app shows to continue to <strong>\(HTML.escape(continuing))</strong>.</p>\n"
+        if let problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
+        body += "<form method=\"post\" action=\"\(HTML.escape(action))\">\n"
+        for (name, value) in fields + [("ticket", ticket), ("csrf", csrf)] {
+            body += "<input type=\"hidden\" name=\"\(HTML.escape(name))\" value=\"\(HTML.escape(value))\">\n"
+        }
+        body += """
+            <label for="otp">Code</label>
+            <input type="text" id="otp" name="otp" inputmode="numeric" autocomplete="one-time-code" required autofocus maxlength="16">
+            <button type="submit">Continue</button>
+            </form>
+            <p class="muted">Lost the app? Type one of your recovery codes instead (each works once).</p>
+            """
+        return document(title: "Two-step sign-in", body: body)
+    }
+
     /// The forgot-password form: an address, and a mailed link to the reset page.
     static func forgotForm(csrf: String, passkeys: Bool = false) -> String {
         document(

@@ -212,7 +212,7 @@ package final class AppTokenService: ContextualService {
             "aud": .string(app.clientID),
             "azp": .string(app.clientID), "iat": .int(issuedAt),
             "exp": .int(issuedAt + tokens.configuration.accessTokenTTL), "auth_time": .int(code.authTime),
-            "at_hash": .string(Self.halfHash(accessToken)), "idp": .string(code.signedInWith.rawValue),
+            "at_hash": .string(Self.halfHash(accessToken)), "idp": .string(code.signedInWith.identityProvider.rawValue),
         ]
         claims.merge(AuthenticationContext.claims(code.signedInWith)) { _, new in new }
         if let browserSession = code.browserSession { claims["sid"] = .string(browserSession) }

@@ -249,9 +249,16 @@ final class AuthorizationService: ContextualService {
             return refuse(.loginRequired, "no sign-in at the broker (or not the one asked for)")
         }
         let stronger =
-            AuthenticationContext.meets(request.claims, acr: "1")
-            ? nil : "\(app.clientID) asks for a sign-in with a passkey."
+            strongEnough(request, app: app, acr: "1")
+            ? nil : "\(app.clientID) asks for two factors: a passkey, or a password and a code from your app."
         return try signInPage(request, app: app, problem: stronger)
+    }
+
+    /// Whether a sign-in at `acr` is what the request insists on (an essential `acr`) and what the app requires
+    /// (`--require-mfa`: two factors).
+    private func strongEnough(_ request: AuthorizationRequest, app: AppRecord, acr: String) -> Bool {
+        AuthenticationContext.meets(request.claims, acr: acr)
+            && (!app.requireMFA || acr == AuthenticationContext.twoFactors)
     }
 
     /// Whether the browser session does not do for this request: `prompt=login` or `select_account`, older
@@ -260,7 +267,7 @@ final class AuthorizationService: ContextualService {
     private func needsSignIn(
         _ request: AuthorizationRequest, app: AppRecord, session: BrowserSessionRecord, minding level: Bool = true
     ) -> Bool {
-        if level && !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {
+        if level && !strongEnough(request, app: app, acr: AuthenticationContext.acr(session.signedInWith)) {
             return true
         }
         if request.prompt.contains("login") || request.prompt.contains("select_account") { return true }
@@ -355,10 +362,77 @@ final class AuthorizationService: ContextualService {
                 problem: error.code == .invalidCredentials ? "Wrong email or password." : error.detail,
                 email: String(email.prefix(254)), status: error.status)
         }
+        if try await accounts.secondFactors.factor(of: account.user.id) != nil {
+            return try secondFactorPage(request, app: app, user: account.user.id, problem: nil)
+        }
+        if configuration.requireMFA || app.requireMFA {
+            audit.record(
+                "sign_in", outcome: "failure", user: account.user.id,
+                fields: ["provider": "custom", "reason": "mfa_enrollment_required", "flow": "app"])
+            return try signInPage(
+                request, app: app,
+                problem: "\(configuration.requireMFA ? "This broker" : app.clientID) asks for a second factor, and "
+                    + "this account has none yet. Add one (broker mfa totp add --email \(account.email)), or sign in "
+                    + "with a passkey.",
+                email: account.email, status: 403)
+        }
+        return try await passwordSignedIn(request, app: app, user: account.user.id, way: .custom)
+    }
+
+    /// The password (and its code, when `way` says so) was right: the browser session, then on into the app.
+    private func passwordSignedIn(_ request: AuthorizationRequest, app: AppRecord, user: UserID, way: ProviderID)
+        async throws -> APIResponse
+    {
         metrics.signIn(provider: "custom", outcome: "success")
-        audit.record("sign_in", user: account.user.id, fields: ["provider": "custom", "flow": "app"])
-        let (session, setCookie) = try await sessions.start(user: account.user.id, signedInWith: .custom)
+        audit.record("sign_in", user: user, fields: ["provider": "custom", "flow": "app", "method": way.rawValue])
+        let (session, setCookie) = try await sessions.start(user: user, signedInWith: way)
         return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
+    }
+
+    /// The code page of a sign-in whose password was right.
+    private func secondFactorPage(
+        _ request: AuthorizationRequest, app: AppRecord, user: UserID, problem: String?, status: Int = 200
+    ) throws -> APIResponse {
+        let sealed = try request.seal(key: flowKey)
+        let ticket = try accounts.secondFactors.ticket(for: user)
+        var response = try FormGuard.page(secure: secure) { csrf in
+            Page.secondFactor(
+                action: "/auth/authorize/mfa", fields: [("request", sealed)], ticket: ticket, csrf: csrf,
+                continuing: app.clientID, problem: problem)
+        }
+        response.status = status
+        return response
+    }
+
+    /// `POST /auth/authorize/mfa {request, csrf, ticket, otp}`: the code after the password. A wrong code shows
+    /// the page again (the ticket lives five minutes; every guess counts in the login throttle).
+    func secondFactor(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard let user = accounts.secondFactors.user(ofTicket: (try? input.string("ticket")) ?? "") else {
+            return try signInPage(request, app: app, problem: "The sign-in took too long; sign in again.", status: 400)
+        }
+        let method: SecondFactorService.Method?
+        do {
+            method = try await accounts.secondFactors.check(
+                (try? input.string("otp")) ?? "", user: user, address: address)
+        } catch let error as APIError where error.status < 500 {
+            return try secondFactorPage(request, app: app, user: user, problem: error.detail, status: error.status)
+        }
+        guard method != nil else {
+            metrics.signIn(provider: "custom", outcome: "wrong_code")
+            audit.record(
+                "sign_in", outcome: "failure", user: user,
+                fields: ["provider": "custom", "reason": "wrong_code", "flow": "app"])
+            return try secondFactorPage(
+                request, app: app, user: user,
+                problem: "Wrong or already used code. Type the code the app shows now, or a recovery code.", status: 401
+            )
+        }
+        return try await passwordSignedIn(request, app: app, user: user, way: .customOTP)
     }
 
     /// `GET /auth/authorize/register?request=…`: a new email + password account, from the sign-in page.
@@ -514,11 +588,14 @@ final class AuthorizationService: ContextualService {
         if let expected = request.expectedSubject, expected != tokens.subject(of: session.userID, for: app) {
             response = errorRedirect(
                 request, .loginRequired, "signed in as another user than id_token_hint names", page: fromForm)
-        } else if !AuthenticationContext.meets(request.claims, acr: AuthenticationContext.acr(session.signedInWith)) {
+        } else if !strongEnough(request, app: app, acr: AuthenticationContext.acr(session.signedInWith)) {
             // Core 5.5.1.1: an essential acr that the sign-in did not reach is a failed authentication.
+            let asked =
+                app.requireMFA
+                ? AuthenticationContext.twoFactors
+                : request.claims?.idToken["acr"]?.values?.joined(separator: " ") ?? ""
             response = errorRedirect(
-                request, .unmetAuthenticationRequirements,
-                "the app insists on a stronger sign-in (acr \(request.claims?.idToken["acr"]?.values?.joined(separator: " ") ?? ""))",
+                request, .unmetAuthenticationRequirements, "the app insists on a stronger sign-in (acr \(asked))",
                 page: fromForm)
         } else if try await needsConsent(request, app: app, user: session.userID) {
             if request.prompt.contains("none") {

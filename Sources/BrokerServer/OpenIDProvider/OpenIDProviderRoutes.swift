@@ -28,6 +28,12 @@ struct OpenIDProviderRoutes {
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
+        routes.post("/auth/authorize/mfa") { request, context in
+            Server.response(
+                try await authorization.secondFactor(
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
+                    address: context.clientAddress))
+        }
         routes.get("/auth/authorize/register") { request, _ in
             Server.response(try await authorization.registerPage(query: try Server.query(request)))
         }

@@ -219,7 +219,7 @@ final class GrantService: ContextualService {
         // password says custom).
         var body: [String: JSONValue] = [
             "user_id": .string(user.id.description),
-            "provider": .string((view.session.signedInWith ?? user.id.provider).rawValue),
+            "provider": .string((view.session.signedInWith ?? user.id.provider).identityProvider.rawValue),
         ]
         if let email = user.email {
             body["email"] = .string(email)

@@ -152,7 +152,7 @@ package final class TokenIssuer: Sendable {
         signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil
     ) -> TokenResponse {
         TokenResponse(
-            userID: user.id, provider: signedInWith ?? user.id.provider, accessToken: accessToken,
+            userID: user.id, provider: (signedInWith ?? user.id.provider).identityProvider, accessToken: accessToken,
             // An account token is never bound (it is for the broker's own account endpoints, for minutes), nor is
             // a bearer-only resource's.
             tokenType: scope == Self.accountScope || resource?.bearer == true ? "Bearer" : Self.tokenType,
@@ -193,7 +193,8 @@ package final class TokenIssuer: Sendable {
         return try sign(
             subject: subject ?? user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
             lifetime: accessLifetime(for: resource), bound: resource?.bearer != true,
-            idp: (signedInWith ?? user.id.provider).rawValue, clientID: clientID, now: now, extra: extra)
+            idp: (signedInWith ?? user.id.provider).identityProvider.rawValue, clientID: clientID, now: now,
+            extra: extra)
     }
 
     /// Whether `user`'s address is verified: a provider's user carries an address only when the provider
@@ -335,7 +336,8 @@ package final class TokenIssuer: Sendable {
         }
         return try sign(
             subject: view.user.id.description, audience: accountAudience, lifetime: Self.accountTokenTTL,
-            idp: (view.session.signedInWith ?? view.user.id.provider).rawValue, clientID: view.session.clientID,
+            idp: (view.session.signedInWith ?? view.user.id.provider).identityProvider.rawValue,
+            clientID: view.session.clientID,
             now: now, extra: extra)
     }
 

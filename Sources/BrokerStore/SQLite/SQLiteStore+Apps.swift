@@ -10,15 +10,16 @@ extension SQLiteStore {
                     sql: """
                         INSERT INTO apps (client_id, secret_hash, redirect_uris, post_logout_redirect_uris,
                             backchannel_logout_uri, first_party, id_token_alg, scopes, created_at, require_par,
-                            registration_mode, client_name, jwks, jwks_uri, pairwise_sector, userinfo_alg)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            registration_mode, client_name, jwks, jwks_uri, pairwise_sector, userinfo_alg,
+                            require_mfa)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         app.clientID, app.secretHash, AppRecord.encode(app.redirectURIs),
                         AppRecord.encode(app.postLogoutRedirectURIs), app.backchannelLogoutURI, app.firstParty ? 1 : 0,
                         app.idTokenAlgorithm, AppRecord.encode(app.scopes), app.createdAt, app.requirePAR ? 1 : 0,
                         app.registration?.mode, app.registration?.clientName, app.jwks, app.jwksURI,
-                        app.pairwiseSector, app.userinfoAlgorithm,
+                        app.pairwiseSector, app.userinfoAlgorithm, app.requireMFA ? 1 : 0,
                     ])
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -85,7 +86,7 @@ extension SQLiteStore {
                 AppRecord.Registration(mode: $0, clientName: row["client_name"])
             },
             jwks: row["jwks"], jwksURI: row["jwks_uri"], pairwiseSector: row["pairwise_sector"],
-            userinfoAlgorithm: row["userinfo_alg"]
+            userinfoAlgorithm: row["userinfo_alg"], requireMFA: (row["require_mfa"] as Int64? ?? 0) != 0
         )
     }
 

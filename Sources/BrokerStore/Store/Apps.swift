@@ -34,6 +34,9 @@ package struct AppRecord: Sendable, Hashable {
     /// The algorithm the app's userinfo answers are signed with (`userinfo_signed_response_alg`, schema v24);
     /// `nil`: plain JSON.
     package var userinfoAlgorithm: String?
+    /// Whether its users must sign in with two factors (`broker client add --require-mfa`, schema v25): a
+    /// sign-in at `acr` 1 does not reach it.
+    package var requireMFA: Bool
 
     /// No way to authenticate: a native or browser app (PKCE required).
     package var isPublic: Bool { secretHash == nil && jwks == nil && jwksURI == nil }
@@ -59,8 +62,10 @@ package struct AppRecord: Sendable, Hashable {
         clientID: String, secretHash: String?, redirectURIs: [String], postLogoutRedirectURIs: [String] = [],
         backchannelLogoutURI: String? = nil, firstParty: Bool = false, idTokenAlgorithm: String = "RS256",
         scopes: [String] = [], createdAt: Int64, requirePAR: Bool = false, registration: Registration? = nil,
-        jwks: String? = nil, jwksURI: String? = nil, pairwiseSector: String? = nil, userinfoAlgorithm: String? = nil
+        jwks: String? = nil, jwksURI: String? = nil, pairwiseSector: String? = nil, userinfoAlgorithm: String? = nil,
+        requireMFA: Bool = false
     ) {
+        self.requireMFA = requireMFA
         self.pairwiseSector = pairwiseSector
         self.userinfoAlgorithm = userinfoAlgorithm
         self.jwks = jwks

@@ -165,7 +165,7 @@ package struct StoreError: Error, Sendable, CustomStringConvertible {
 
 package protocol Store:
     ClientStore, BrowserFlowStore, SharedStateStore, CopyableStore, AdminStore, AuditStore, IdentityStore,
-    DeviceStore, RateLimitStore, AppStore, PasskeyStore, ResourceStore
+    DeviceStore, RateLimitStore, AppStore, PasskeyStore, ResourceStore, SecondFactorStore
 {
     /// Answers when the store is reachable (`/healthz`).
     func ping() async throws
