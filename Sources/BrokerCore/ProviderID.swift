@@ -36,6 +36,12 @@ package struct ProviderID: RawRepresentable, Sendable, Hashable, Codable, Compar
     /// with both is recorded (`signed_in_with`). Its `idp` is still ``custom``: the account is the same.
     package static let customOTP: ProviderID = "custom-otp"
 
+    /// What `signed_in_with` holds for a sign-in through `self`: a password's are `custom` and `custom-otp`; any
+    /// other way, itself — twice, so that every query can say `signed_in_with IN (?, ?)`.
+    package var recordedWays: (String, String) {
+        self == .custom ? (Self.custom.rawValue, Self.customOTP.rawValue) : (rawValue, rawValue)
+    }
+
     /// The way in that issued the account: ``custom`` for a password with or without a second factor.
     package var identityProvider: ProviderID { self == .customOTP ? .custom : self }
 

@@ -241,7 +241,7 @@ extension PostgresStore {
     /// ends them, before it does.
     static func queueLogouts(
         _ connection: PostgresConnection, browserSession: String? = nil, user: String? = nil,
-        provider: String? = nil, now: Int64, logger: Logger
+        provider: (String, String)? = nil, now: Int64, logger: Logger
     ) async throws {
         try await connection.query(
             """
@@ -254,7 +254,7 @@ extension PostgresStore {
             WHERE b.revoked_at IS NULL AND a.backchannel_logout_uri IS NOT NULL
                 AND (\(browserSession)::text IS NULL OR b.id = \(browserSession))
                 AND (\(user)::text IS NULL OR b.user_id = \(user))
-                AND (\(provider)::text IS NULL OR b.signed_in_with = \(provider))
+                AND (\(provider?.0)::text IS NULL OR b.signed_in_with IN (\(provider?.0), \(provider?.1)))
             GROUP BY b.id, s.client_id
             """, logger: logger
         ).drain()

@@ -140,15 +140,15 @@ extension PostgresStore {
             try await connection.query(
                 """
                 UPDATE sessions SET revoked_at = \(now)
-                WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
+                WHERE user_id = \(owner) AND signed_in_with IN (\(ProviderID.custom.recordedWays.0), \(ProviderID.custom.recordedWays.1)) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
             try await Self.queueLogouts(
-                connection, user: owner, provider: ProviderID.custom.rawValue, now: now, logger: logger)
+                connection, user: owner, provider: ProviderID.custom.recordedWays, now: now, logger: logger)
             try await connection.query(
                 """
                 UPDATE browser_sessions SET revoked_at = \(now)
-                WHERE user_id = \(owner) AND signed_in_with = \(ProviderID.custom.rawValue) AND revoked_at IS NULL
+                WHERE user_id = \(owner) AND signed_in_with IN (\(ProviderID.custom.recordedWays.0), \(ProviderID.custom.recordedWays.1)) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
             let others =
@@ -209,18 +209,18 @@ extension PostgresStore {
             let rows = try await connection.query(
                 """
                 UPDATE sessions SET revoked_at = \(now)
-                WHERE user_id = \(user.description) AND signed_in_with = \(provider.rawValue) AND revoked_at IS NULL
+                WHERE user_id = \(user.description) AND signed_in_with IN (\(provider.recordedWays.0), \(provider.recordedWays.1)) AND revoked_at IS NULL
                 RETURNING id
                 """, logger: logger
             ).decode(String.self)
             var ended: [String] = []
             for try await id in rows { ended.append(id) }
             try await Self.queueLogouts(
-                connection, user: user.description, provider: provider.rawValue, now: now, logger: logger)
+                connection, user: user.description, provider: provider.recordedWays, now: now, logger: logger)
             try await connection.query(
                 """
                 UPDATE browser_sessions SET revoked_at = \(now)
-                WHERE user_id = \(user.description) AND signed_in_with = \(provider.rawValue) AND revoked_at IS NULL
+                WHERE user_id = \(user.description) AND signed_in_with IN (\(provider.recordedWays.0), \(provider.recordedWays.1)) AND revoked_at IS NULL
                 """, logger: logger
             ).drain()
             return .unlinked(endedSessions: ended.sorted())

@@ -182,6 +182,21 @@ struct IdentityContract {
                 hash: googleToken, nextHash: Make.hash(), nextExpiresAt: Make.now + 3600, now: Make.now + 6)
                 == .revoked,
             "a refresh token of an ended session is refused")
+
+        // The password's sessions, with a second factor or without, end with the password; the others stay.
+        let withCode = Make.session(for: ada, id: "s-custom-otp", signedInWith: .customOTP)
+        try await store.createSession(withCode, firstToken: Make.token(Make.hash(), session: withCode.id))
+        let cookie = Make.hash()
+        try await store.createBrowserSession(
+            BrowserSessionRecord(
+                id: "b-otp", userID: ada.id, signedInWith: .customOTP, authTime: Make.now, expiresAt: Make.now + 600),
+            cookieHash: cookie)
+        #expect(try await store.linkIdentity(Self.google(), to: ada.id, now: Make.now + 7) == .linked)
+        #expect(
+            try await store.unlinkIdentity(user: ada.id, provider: .custom, now: Make.now + 8)
+                == .unlinked(endedSessions: ["s-custom", "s-custom-otp"]))
+        #expect(try await store.browserSession(cookieHash: cookie, now: Make.now + 9) == nil, "its browser session too")
+        #expect(try await store.session(id: "s-unknown")?.revokedAt == nil)
     }
 
     @Test(arguments: StoreUnderTest.available)

@@ -95,18 +95,22 @@ extension SQLiteStore {
             try db.execute(
                 sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND used_at IS NULL",
                 arguments: [now, owner])
+            // A password's sessions, with or without a second factor.
+            let (password, withCode) = ProviderID.custom.recordedWays
             try db.execute(
-                sql:
-                    "UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL",
-                arguments: [now, owner, ProviderID.custom.rawValue])
+                sql: """
+                    UPDATE sessions SET revoked_at = ?
+                    WHERE user_id = ? AND signed_in_with IN (?, ?) AND revoked_at IS NULL
+                    """,
+                arguments: [now, owner, password, withCode])
             try Self.queueLogouts(
-                db, where: "b.user_id = ? AND b.signed_in_with = ?", [owner, ProviderID.custom.rawValue], now: now)
+                db, where: "b.user_id = ? AND b.signed_in_with IN (?, ?)", [owner, password, withCode], now: now)
             try db.execute(
                 sql: """
                     UPDATE browser_sessions SET revoked_at = ?
-                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL
+                    WHERE user_id = ? AND signed_in_with IN (?, ?) AND revoked_at IS NULL
                     """,
-                arguments: [now, owner, ProviderID.custom.rawValue])
+                arguments: [now, owner, password, withCode])
             let others =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM identities WHERE user_id = ?", arguments: [owner]) ?? 0
             if others == 0 { try db.execute(sql: "DELETE FROM users WHERE id = ?", arguments: [owner]) }
@@ -149,21 +153,23 @@ extension SQLiteStore {
                     sql: "DELETE FROM identities WHERE user_id = ? AND provider = ?",
                     arguments: [user.description, provider.rawValue])
             }
+            // The way's sessions (a password's with or without a second factor).
+            let (way, alsoWay) = provider.recordedWays
             let ended = try String.fetchAll(
                 db,
                 sql: """
                     UPDATE sessions SET revoked_at = ?
-                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL RETURNING id
+                    WHERE user_id = ? AND signed_in_with IN (?, ?) AND revoked_at IS NULL RETURNING id
                     """,
-                arguments: [now, user.description, provider.rawValue])
+                arguments: [now, user.description, way, alsoWay])
             try Self.queueLogouts(
-                db, where: "b.user_id = ? AND b.signed_in_with = ?", [user.description, provider.rawValue], now: now)
+                db, where: "b.user_id = ? AND b.signed_in_with IN (?, ?)", [user.description, way, alsoWay], now: now)
             try db.execute(
                 sql: """
                     UPDATE browser_sessions SET revoked_at = ?
-                    WHERE user_id = ? AND signed_in_with = ? AND revoked_at IS NULL
+                    WHERE user_id = ? AND signed_in_with IN (?, ?) AND revoked_at IS NULL
                     """,
-                arguments: [now, user.description, provider.rawValue])
+                arguments: [now, user.description, way, alsoWay])
             return .unlinked(endedSessions: ended.sorted())
         }
     }
