@@ -284,6 +284,7 @@ let package = Package(
                 .embedInCode("Mail/Templates/exists.txt"), .embedInCode("Mail/Templates/exists.html"),
                 .embedInCode("Mail/Templates/recover.txt"), .embedInCode("Mail/Templates/recover.html"),
                 .embedInCode("Mail/Templates/mfa.txt"), .embedInCode("Mail/Templates/mfa.html"),
+                .embedInCode("Mail/Templates/mfa-recover.txt"), .embedInCode("Mail/Templates/mfa-recover.html"),
             ],
             swiftSettings: swiftSettings,
             // The common-password list (Accounts/common-passwords.txt) becomes a string constant at build time.

@@ -40,6 +40,9 @@ package struct AuthenticatedRequest: Sendable {
     /// asked (the failure is then the session's, "authentication required"). Given the provider of the session
     /// that ended (`nil` when there was none).
     package var signIn: (@Sendable (ProviderID?) async throws -> Void)?
+    /// A sign-in at the level an API asked for in an RFC 9470 challenge, given the session's provider: `nil`
+    /// where no person can be asked (the request then ends with ``Failure/stepUpRequired(origin:need:provider:)``).
+    package var stepUp: (@Sendable (StepUpChallenge, ProviderID?) async throws -> Void)?
     /// Told when a session ended and a sign-in follows.
     package var notice: @Sendable (String) -> Void = { _ in }
     /// Makes the output of one attempt; `final` is the last attempt (its 401 is shown, not held back).
@@ -109,6 +112,8 @@ package struct AuthenticatedRequest: Sendable {
         case session(SessionError)
         /// The API refused a token the broker had just issued (after a refresh or a new sign-in).
         case refusedAfterRenewal(origin: String, signedIn: Bool, challenge: String?)
+        /// The API asked for a stronger or more recent sign-in (RFC 9470) and no person could be asked.
+        case stepUpRequired(origin: String, need: StepUpChallenge, provider: ProviderID?)
         case transport(method: String, origin: String, reason: String)
         case tooManyRedirects(limit: Int, last: String)
         case unfollowableRedirect(String)
@@ -125,6 +130,9 @@ package struct AuthenticatedRequest: Sendable {
             case .refusedAfterRenewal(let origin, let signedIn, let challenge):
                 "\(origin) refused a token the broker just issued" + (signedIn ? " after a new sign-in" : "")
                     + (challenge.map { " (\($0))" } ?? "")
+            case .stepUpRequired(let origin, let need, let provider):
+                "\(origin) asks for \(need.wanted): \(need.command(provider: provider)), then run this again"
+                    + (need.description.map { " (it said: \($0))" } ?? "")
             case .transport(let method, let origin, let reason): "\(method) \(origin): \(reason)"
             case .tooManyRedirects(let limit, let last): "more than \(limit) redirects, the last to \(last)"
             case .unfollowableRedirect(let location): "refusing to follow a redirect to \(location)"
@@ -139,7 +147,7 @@ package struct AuthenticatedRequest: Sendable {
         package var status: ExitStatus {
             switch self {
             case .session(let error): ExitStatus.of(error)
-            case .refusedAfterRenewal: .authenticationRequired
+            case .refusedAfterRenewal, .stepUpRequired: .authenticationRequired
             default: .failure
             }
         }
@@ -157,6 +165,9 @@ package struct AuthenticatedRequest: Sendable {
         var outcome = try await attemptAnsweringProof(
             token: session.accessToken, nonce: &nonce, challenged: &challenged)
         guard outcome.refusedToken else { return outcome }
+        if let need = StepUpChallenge(outcome.response) {
+            return try await stepUpAndRetry(need, after: session, nonce: &nonce, challenged: challenged)
+        }
         var request = self
         // RFC 9728 §5.1: a 401 may name the API's metadata, which names its authorization servers and its resource
         // indicator. When this profile's broker is one of them and the resource is not the one the token was for,
@@ -167,6 +178,9 @@ package struct AuthenticatedRequest: Sendable {
             outcome = try await request.attemptAnsweringProof(
                 token: session.accessToken, nonce: &nonce, challenged: &challenged)
             guard outcome.refusedToken else { return outcome }
+            if let need = StepUpChallenge(outcome.response) {
+                return try await request.stepUpAndRetry(need, after: session, nonce: &nonce, challenged: challenged)
+            }
         }
         return try await request.renewAndRetry(after: session, nonce: &nonce, challenged: challenged)
     }
@@ -193,6 +207,28 @@ package struct AuthenticatedRequest: Sendable {
             throw .refusedAfterRenewal(
                 origin: target.origin, signedIn: renewed.signedIn,
                 challenge: outcome.response.header("WWW-Authenticate"))
+        }
+        return outcome
+    }
+
+    /// After an RFC 9470 challenge: a sign-in at the level asked for (where a person can be asked), and the last
+    /// attempt with its token. A refresh would not do: it keeps the sign-in the session was started with.
+    private func stepUpAndRetry(_ need: StepUpChallenge, after session: Session, nonce: inout String?, challenged: Bool)
+        async throws(Failure) -> Outcome
+    {
+        guard let stepUp else {
+            throw .stepUpRequired(origin: target.origin, need: need, provider: session.provider)
+        }
+        notice("\(target.origin) asks for \(need.wanted)" + (need.description.map { ": \($0)" } ?? ""))
+        let provider = session.provider
+        let signedIn = try await underSignInLock(takingCached: false, rejected: nil) {
+            try await stepUp(need, provider)
+        }
+        let renewed = try await forResource(signedIn, minValid: 0)
+        let outcome = try await attempt(token: renewed.accessToken, final: true, nonce: &nonce, challenged: challenged)
+        if outcome.refusedToken {
+            throw .refusedAfterRenewal(
+                origin: target.origin, signedIn: true, challenge: outcome.response.header("WWW-Authenticate"))
         }
         return outcome
     }
@@ -237,6 +273,14 @@ package struct AuthenticatedRequest: Sendable {
     /// while this process waited (another one signed in) is taken instead.
     func signInAgain(provider: ProviderID?, rejected: Secret?) async throws(Failure) -> Session {
         guard let signIn else { throw .session(.signedOut(settings.key)) }
+        return try await underSignInLock(takingCached: true, rejected: rejected) { try await signIn(provider) }
+    }
+
+    /// `signIn` under `sign-in.lock`, and the session it cached. `takingCached`: a session another process cached
+    /// meanwhile (any but the `rejected` one) is taken instead of signing in.
+    func underSignInLock(takingCached: Bool, rejected: Secret?, _ signIn: () async throws -> Void)
+        async throws(Failure) -> Session
+    {
         let lock: FileLock
         do {
             try PosixFile.ensurePrivateDirectory(settings.home)
@@ -245,9 +289,11 @@ package struct AuthenticatedRequest: Sendable {
             throw .signInLock("cannot lock \(settings.home)/sign-in.lock: \(error.reason)")
         }
         defer { lock.unlock() }
-        if let fresh = try? sessions.cachedSession(minValid: 0), fresh.accessToken != rejected { return fresh }
+        if takingCached, let fresh = try? sessions.cachedSession(minValid: 0), fresh.accessToken != rejected {
+            return fresh
+        }
         do {
-            try await signIn(provider)
+            try await signIn()
         } catch let failure as Failure {
             throw failure
         } catch let error as SessionError {

@@ -23,6 +23,8 @@ package enum BrokerAPIError: Error, Sendable, CustomStringConvertible {
     /// The broker refused the credentials or token itself (as opposed to failing or being unreachable).
     package var isAuthenticationRefusal: Bool {
         if case .rejected(let status, let code, _) = self {
+            // A step-up challenge (RFC 9470) is a session that is good but not strong enough: it is kept.
+            if code == .insufficientUserAuthentication { return false }
             return status == 401 || OAuthErrorCode.sessionRefusals.contains(code)
         }
         return false
@@ -375,6 +377,12 @@ package struct BrokerAPI: Sendable {
     /// `POST /auth/password/forgot`: the broker mails a reset link if the address has an account (202 either way).
     package func forgotPassword(email: String) async throws(BrokerAPIError) -> JSONValue {
         try await postJSON("/auth/password/forgot", body: ["email": .string(email)], expect: 202)
+    }
+
+    /// `POST /auth/mfa/recover {"email"}`: a link that removes a lost second factor (after the password), mailed
+    /// to the account's confirmed address; 202 whatever the address.
+    package func recoverSecondFactor(email: String) async throws(BrokerAPIError) -> JSONValue {
+        try await postJSON("/auth/mfa/recover", body: ["email": .string(email)], expect: 202)
     }
 
     /// `POST /auth/password/change` with the session's access token; the broker ends the other sessions.

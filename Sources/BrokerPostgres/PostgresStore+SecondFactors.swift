@@ -49,6 +49,27 @@ extension PostgresStore {
         }
     }
 
+    package func removeTOTPFactor(linkHash: [UInt8], now: Int64) async throws -> UserID? {
+        let logger = logger
+        return try await transaction("second factor recovery") { connection in
+            guard
+                let owner = try await Self.spendLink(
+                    linkHash, purpose: EmailLinkPurpose.secondFactorRecovery, now: now, connection, logger),
+                let user = UserID(owner)
+            else { return nil }
+            try await connection.query(
+                """
+                UPDATE email_links SET used_at = \(now)
+                WHERE user_id = \(owner) AND purpose = \(EmailLinkPurpose.secondFactorRecovery) AND used_at IS NULL
+                """, logger: logger
+            ).drain()
+            try await connection.query("DELETE FROM totp_factors WHERE user_id = \(owner)", logger: logger).drain()
+            try await connection.query("DELETE FROM recovery_codes WHERE user_id = \(owner)", logger: logger).drain()
+            try await Self.endEverySession(of: owner, now: now, connection, logger)
+            return user
+        }
+    }
+
     package func recordTOTPStep(user: UserID, step: Int64) async throws -> Bool {
         try await returnsRow(
             "second factor use",

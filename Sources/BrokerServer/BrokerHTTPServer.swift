@@ -48,7 +48,8 @@ package enum BrokerHTTPServer {
                 .collection(),
             DeviceRoutes(devices: service.devices).collection(),
             LinkRoutes(links: service.links).collection(),
-            SecondFactorRoutes(account: service.secondFactorAccount).collection(),
+            SecondFactorRoutes(account: service.secondFactorAccount, recovery: service.secondFactorRecovery)
+                .collection(),
         ] {
             router.addRoutes(routes)
         }

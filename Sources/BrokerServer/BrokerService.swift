@@ -71,6 +71,7 @@ package final class BrokerService: ContextualService {
     let selfService: AccountSelfService
     let links: LinkService
     let secondFactorAccount: SecondFactorAccount
+    let secondFactorRecovery: SecondFactorRecovery
     let devices: DeviceService
     /// A provider's callback, ended by the feature that asked for the sign-in.
     let signInCallback: SignInCallback
@@ -213,6 +214,7 @@ package final class BrokerService: ContextualService {
         selfService = AccountSelfService(accounts: accounts, grants: grants)
         links = LinkService(accounts: accounts, grants: grants, signIn: signIn)
         secondFactorAccount = SecondFactorAccount(accounts: accounts)
+        secondFactorRecovery = SecondFactorRecovery(accounts: accounts)
         let backchannel = BackchannelLogout(
             context: context, http: { PrivateCATransport(base: http(), caFile: caFile) })
         self.backchannel = backchannel

@@ -47,6 +47,10 @@ enum ClientFailure {
 
     /// A failure while signing in or registering (`login`, `register`): never "authentication required".
     static func exit(_ error: BrokerAPIError, doing what: String) -> CommandFailure {
+        // A step-up (RFC 9470): the session is kept, and the broker's description says how to sign in more strongly.
+        if case .rejected(_, .insufficientUserAuthentication, let description) = error {
+            return CommandFailure("\(what) needs a stronger sign-in: \(description)", status: .authenticationRequired)
+        }
         let code = ExitStatus.of(error, signingIn: true)
         if case .rejected(let status, _, let description) = error, error.isTooManyRequests {
             return CommandFailure(

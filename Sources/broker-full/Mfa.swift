@@ -12,8 +12,51 @@ extension Broker {
                 app's sign-in page, the device page), and tokens say so (acr "2", amr pwd otp mfa). A recovery
                 code stands in for the app once each. Every change is mailed to the account's confirmed address.
                 """,
-            subcommands: [TOTPCommand.self, RecoveryCodes.self, Status.self]
+            subcommands: [TOTPCommand.self, RecoveryCodes.self, Status.self, Recover.self]
         )
+    }
+}
+
+extension Broker.Mfa {
+    struct Recover: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Lost the app and the recovery codes: mail a link that removes the second factor.",
+            discussion: """
+                The link goes to the account's confirmed address only (valid 30 minutes, once); its page asks
+                for the account's password, then removes the second factor and its recovery codes and signs out
+                every session. The broker answers the same whether or not the address has such an account.
+                """
+        )
+
+        @OptionGroup var client: ClientOptions
+
+        @Option(name: .long, help: "The account's email address (asked on a terminal when missing).")
+        var email: String?
+
+        func run() async throws {
+            let settings = try client.settings()
+            let address: String
+            if let email {
+                address = email
+            } else if Terminal.isInteractive, let typed = Terminal.ask("Email: "), !typed.isEmpty {
+                address = typed
+            } else {
+                throw CommandFailure("--email is required when there is no terminal to ask", status: .usage)
+            }
+            do {
+                _ = try await settings.api.recoverSecondFactor(email: address)
+            } catch {
+                if case .rejected(404, .notFound, _) = error {
+                    throw CommandFailure(
+                        "\(settings.key.brokerURL) does not send mail: sign in with a recovery code, or ask its operator"
+                    )
+                }
+                throw ClientFailure.exit(error, doing: "the recovery request")
+            }
+            Console.note(
+                "If an account with a second factor uses \(address) (confirmed), a link is on its way (valid 30 "
+                    + "minutes). It asks for the password.")
+        }
     }
 }
 

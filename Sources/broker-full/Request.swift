@@ -2,6 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerCore
 import BrokerCredentials
+import BrokerCrypto
 import BrokerHTTP
 import BrokerProviderSchemas
 import BrokerSystem
@@ -154,6 +155,9 @@ extension Broker {
             request.notice = { Console.warning($0) }
             if Terminal.isInteractive && !noLogin && !dataStdin && data != "@-" {
                 request.signIn = { provider in try await Self.signIn(provider: provider, settings: settings) }
+                request.stepUp = { need, provider in
+                    try await Self.stepUp(need, provider: provider, settings: settings)
+                }
             }
             let outcome: AuthenticatedRequest.Outcome
             do {
@@ -189,6 +193,43 @@ extension Broker {
                     provider: chosen, displayName: name, settings: settings, api: api, noBrowser: false, timeout: 300
                 ).run()
             }
+        }
+
+        /// The sign-in an RFC 9470 challenge asked for, on a terminal: with two factors, the password and its code
+        /// for a session started with the password, a passkey for one started with a passkey, else the person's
+        /// choice of the two; otherwise the sign-in the session was started with, again. A sign-in that does not
+        /// reach the level (an account with no second factor) is said, not retried.
+        static func stepUp(_ need: StepUpChallenge, provider: ProviderID?, settings: ClientSettings) async throws {
+            var way = provider?.identityProvider
+            if need.wantsTwoFactors && way != .custom && way != .passkey {
+                Console.note("  1. The password and the code from your authenticator app (custom)")
+                Console.note("  2. A passkey (passkey)")
+                guard let typed = Terminal.ask("Sign in with two factors [1-2]: "),
+                    let number = Int(typed.filter { !$0.isWhitespace }), (1...2).contains(number)
+                else { throw CommandFailure("no way in chosen", status: .authenticationRequired) }
+                way = number == 1 ? .custom : .passkey
+            }
+            try await signIn(provider: way, settings: settings)
+            guard need.wantsTwoFactors else { return }
+            let session = try? SessionService(cache: settings.credentials(), api: settings.api, key: settings.key)
+                .cachedSession(minValid: 0)
+            guard let session, need.isMet(byClaims: Self.claims(of: session.accessToken), now: Int64(time(nil)))
+            else {
+                throw CommandFailure(
+                    "signed in, but with one factor: this account has no second factor yet",
+                    hint: "broker mfa totp add (or broker passkey add), then run this again",
+                    status: .authenticationRequired)
+            }
+        }
+
+        /// An access token's claims, read without checking its signature (the broker that just issued it vouches;
+        /// only the level it says is read, to tell the person why a retry would fail).
+        static func claims(of token: Secret) -> [String: JSONValue] {
+            let parts = token.exposed.split(separator: ".")
+            guard parts.count == 3, let payload = Base64URL.decode(parts[1]),
+                case .object(let claims)? = JSONValue.parse(payload)
+            else { return [:] }
+            return claims
         }
 
         /// The body as bytes, read once: a retry sends the same bytes.

@@ -19,24 +19,27 @@ final class ResourceServer: @unchecked Sendable {
     /// - Parameter introspection: a CI client's `id:secret`: the API asks `/auth/introspect` whether a token is
     ///   live (the CLI's tokens are DPoP-bound, so an API cannot pass them to `/auth/me`); else `/auth/me`.
     /// - Parameter protected: `PATH=RESOURCE` pairs: APIs of their own under this server (`--protected`).
-    init(broker: String, issuer: String, gitRoot: String?, introspection: String? = nil, protected: [String] = [])
-        throws
-    {
+    /// - Parameter stepUp: `PATH=acr:VALUES` or `PATH=max_age:N`: calls that ask for more (RFC 9470, `--step-up`).
+    init(
+        broker: String, issuer: String, gitRoot: String?, introspection: String? = nil, protected: [String] = [],
+        stepUp: [String] = []
+    ) throws {
         server = try ScriptServer(
             TestPaths.interop("resource_server.py"),
             ["--broker", broker, "--issuer", issuer] + (gitRoot.map { ["--git-root", $0] } ?? [])
-                + protected.flatMap { ["--protected", $0] },
+                + protected.flatMap { ["--protected", $0] } + stepUp.flatMap { ["--step-up", $0] },
             environment: introspection.map { ["RS_INTROSPECT_CLIENT": $0] } ?? [:],
             prefix: "resource server listening on ")
     }
 
     static func start(
         broker: String, issuer: String = "http://broker.test", gitRoot: String? = nil, introspection: String? = nil,
-        protected: [String] = []
+        protected: [String] = [], stepUp: [String] = []
     ) async throws -> ResourceServer {
         try await offThread {
             try ResourceServer(
-                broker: broker, issuer: issuer, gitRoot: gitRoot, introspection: introspection, protected: protected)
+                broker: broker, issuer: issuer, gitRoot: gitRoot, introspection: introspection, protected: protected,
+                stepUp: stepUp)
         }
     }
 
@@ -48,6 +51,9 @@ final class ResourceServer: @unchecked Sendable {
 
     /// The moment tokens are judged at (the broker's manual clock).
     func setNow(_ seconds: Int64) async throws { try await control("/_control/now", .int(seconds)) }
+
+    /// The moment sign-ins' ages are judged at (`--step-up PATH=max_age:N`).
+    func setAuthNow(_ seconds: Int64) async throws { try await control("/_control/auth_now", .int(seconds)) }
 
     /// Every request must bring a DPoP proof with this nonce from now on (`nil`: none asked).
     func requireDPoPNonce(_ nonce: String?) async throws {
@@ -95,7 +101,7 @@ struct RequestWorld: Sendable {
     static let password = "correct horse battery staple"
 
     static func run(
-        gitRoot: String? = nil, protected: [String] = [],
+        gitRoot: String? = nil, protected: [String] = [], stepUp: [String] = [],
         _ body: @escaping @Sendable (RequestWorld) async throws -> Void
     ) async throws {
         let broker = try await InProcessBroker(issuer: nil)
@@ -108,7 +114,7 @@ struct RequestWorld: Sendable {
         try await broker.live { onBroker, url in
             let api = try await ResourceServer.start(
                 broker: url, issuer: url, gitRoot: gitRoot, introspection: "api:" + secret.exposed,
-                protected: protected)
+                protected: protected, stepUp: stepUp)
             try await api.setNow(broker.clock.seconds())
             let world = RequestWorld(
                 broker: broker, onBroker: onBroker, url: url, api: api, client: try ClientHome(url: url))

@@ -84,8 +84,14 @@ struct AccountSelfServiceTests {
             broker.clock.advance(by: 601)
             let stale = try await client.accountToken(refreshToken: try #require(first["refresh_token"]?.stringValue))
             let refused = try await delete(client, bearer: stale, password: nil)
-            #expect(refused.status == 403)
-            #expect(refused.error == "reauthentication_required")
+            // RFC 9470: a sign-in within the last ten minutes, asked as max_age (no acr: one factor is all it has).
+            #expect(refused.status == 401)
+            #expect(refused.error == "insufficient_user_authentication")
+            #expect(
+                refused.header("WWW-Authenticate")
+                    == "Bearer error=\"insufficient_user_authentication\", error_description=\"this change needs a "
+                    + "sign-in within the last 10 minutes: sign in again (broker login --provider google) and retry\", "
+                    + "max_age=600")
             let export = try await client.get("/auth/account/export", bearer: stale)
             #expect(export["user"]?["provider"]?.stringValue == "google")
             #expect(export["password_account"] == nil)

@@ -209,9 +209,21 @@ struct PasskeyTests {
             #expect(carried["name"] == "Laptop" && carried["public_key_cose"]?.stringValue?.isEmpty == false)
 
             let id = Base64URL.encode(authenticator.credentialID)
-            let removed = try await client.send(
+            // The account has two factors now: the password's session (one) is asked to step up (RFC 9470), and
+            // nothing is removed; a session signed in with the passkey removes it.
+            let weak = try await client.send(
                 .post, "/auth/passkeys/remove",
                 headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                body: Array(#"{"id":"\#(id)"}"#.utf8))
+            #expect(weak.status == 401 && weak.error == "insufficient_user_authentication")
+            let challenge = try #require(weak.header("WWW-Authenticate"))
+            #expect(challenge.hasPrefix("Bearer error=\"insufficient_user_authentication\""), "\(challenge)")
+            #expect(challenge.contains(#"acr_values="2""#) && !challenge.contains("max_age"), "\(challenge)")
+            #expect(try await broker.store.passkey(id: id) != nil)
+            let strong = try await Self.passkeyAccountToken(client, authenticator, ceremony)
+            let removed = try await client.send(
+                .post, "/auth/passkeys/remove",
+                headers: [.authorization: "Bearer \(strong)", .contentType: "application/json"],
                 body: Array(#"{"id":"\#(id)"}"#.utf8))
             #expect(removed.status == 200 && removed["removed"]?.stringValue == id)
             let again = try await client.send(
@@ -356,12 +368,18 @@ struct PasskeyTests {
             #expect(
                 try await Self.addPasskey(client, account: account, authenticator: authenticator, ceremony).status
                     == 200)
-            let unlinked = try await client.send(
+            // With a passkey the account has two factors: the password's session may not unlink (RFC 9470).
+            let weak = try await client.send(
                 .post, "/auth/unlink",
                 headers: [.contentType: "application/json", .authorization: "Bearer \(account)"],
                 body: Array(#"{"provider":"custom"}"#.utf8))
-            #expect(unlinked.status == 200)
+            #expect(weak.status == 401 && weak.error == "insufficient_user_authentication")
             let passkeyAccount = try await Self.passkeyAccountToken(client, authenticator, ceremony)
+            let unlinked = try await client.send(
+                .post, "/auth/unlink",
+                headers: [.contentType: "application/json", .authorization: "Bearer \(passkeyAccount)"],
+                body: Array(#"{"provider":"custom"}"#.utf8))
+            #expect(unlinked.status == 200)
             #expect(try await client.get("/auth/account/export", bearer: passkeyAccount)["recovery_address"] == .null)
             #expect(
                 try await client.post("/auth/password/forgot", json: ["email": "unconfirmed@example.com"]).status == 202
@@ -438,10 +456,11 @@ struct PasskeyTests {
             let owner = try await broker.store.passwordAccount(email: "cnt@example.com")?.user.id
             let stored = try await broker.store.passkeys(user: try #require(owner))
             #expect(stored.first?.signCount == 11, "the refused counter was not stored")
-            // Deleting the account removes its passkeys.
+            // Deleting the account removes its passkeys (a sign-in with the passkey first: two factors).
+            let strong = try await Self.passkeyAccountToken(client, authenticator, ceremony)
             let deleted = try await client.send(
                 .post, "/auth/account/delete",
-                headers: [.authorization: "Bearer \(account)", .contentType: "application/json"],
+                headers: [.authorization: "Bearer \(strong)", .contentType: "application/json"],
                 body: Array(#"{"password":"\#(Self.password)"}"#.utf8))
             #expect(deleted.status == 200, "\(String(describing: deleted.json))")
             #expect(try await broker.store.passkey(id: Base64URL.encode(authenticator.credentialID)) == nil)

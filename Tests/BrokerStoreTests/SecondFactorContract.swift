@@ -48,4 +48,40 @@ struct SecondFactorContract {
         #expect(try await store.totpFactor(user: user.id) == nil, "a deleted account takes its factor along")
         #expect(try await store.recoveryCodesLeft(user: user.id) == 0)
     }
+
+    /// Recovery by mail: the link is spent, the factor and codes go and every session ends, in one transaction; an
+    /// unknown, expired, spent or other-purpose link changes nothing; only the newest link works.
+    @Test(arguments: StoreUnderTest.available)
+    func aRecoveryLinkRemovesTheFactorOnceAndEndsEverySession(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        let user = try await IdentityContract.custom(store, "lost@example.com")
+        let factor = TOTPFactorRecord(userID: user.id, sealedKey: "sealed", createdAt: 10, lastStep: 1)
+        try await store.addTOTPFactor(factor, recoveryCodes: [Digest.sha256("c")], now: 10)
+        let session = Make.session(for: user, signedInWith: .customOTP)
+        try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+        let (old, link, reset) = (Make.hash(), Make.hash(), Make.hash())
+        let purpose = EmailLinkPurpose.secondFactorRecovery
+        try await store.createEmailLink(
+            hash: old, user: user.id, purpose: purpose, expiresAt: Make.now + 1800, now: Make.now)
+        try await store.createEmailLink(
+            hash: link, user: user.id, purpose: purpose, expiresAt: Make.now + 1800, now: Make.now)
+        try await store.createEmailLink(
+            hash: reset, user: user.id, purpose: EmailLinkPurpose.reset, expiresAt: Make.now + 1800, now: Make.now)
+
+        #expect(try await store.removeTOTPFactor(linkHash: Make.hash(), now: Make.now) == nil, "unknown")
+        #expect(try await store.removeTOTPFactor(linkHash: old, now: Make.now) == nil, "only the newest works")
+        #expect(try await store.removeTOTPFactor(linkHash: reset, now: Make.now) == nil, "a reset link is no such link")
+        #expect(try await store.removeTOTPFactor(linkHash: link, now: Make.now + 1800) == nil, "expired")
+        #expect(try await store.totpFactor(user: user.id) == factor, "nothing changed so far")
+        #expect(try await store.sessions(user: user.id).allSatisfy { $0.revokedAt == nil })
+
+        #expect(try await store.removeTOTPFactor(linkHash: link, now: Make.now + 60) == user.id)
+        #expect(try await store.totpFactor(user: user.id) == nil)
+        #expect(try await store.recoveryCodesLeft(user: user.id) == 0)
+        #expect(try await store.sessions(user: user.id).allSatisfy { $0.revokedAt != nil }, "every session ended")
+        #expect(try await store.removeTOTPFactor(linkHash: link, now: Make.now + 61) == nil, "once")
+        #expect(
+            try await store.emailLinkUser(hash: reset, purpose: EmailLinkPurpose.reset, now: Make.now + 61) != nil,
+            "another purpose's link is untouched")
+    }
 }

@@ -75,6 +75,9 @@ package struct InProcessBroker {
             clock: clock,
             http: { [transport] in transport },
             // Mail retries at once: a test never waits out a back-off.
+            // With `server.audit_store`, the events go to the store (where a test reads them), as `broker serve`
+            // sends them; otherwise nowhere.
+            audit: configuration.auditStore ? try AuditTrail(destination: .discard, clock: clock, store: store) : nil,
             mailBackoff: { _ in .zero },
             // One RSA key for every in-process broker: making a 2048-bit key per test costs seconds of CPU in all.
             newIDTokenKey: { try InProcessBroker.sharedIDTokenKey.get() }

@@ -17,6 +17,11 @@ Prints "resource server listening on http://127.0.0.1:PORT" once listening; serv
                         their tokens' aud must be RESOURCE ("{base}" in it is this server's URL), a DPoP-bound
                         token must come as DPoP, and a 401 names the metadata published at
                         /.well-known/oauth-protected-resource + PATH ({"resource", "authorization_servers"})
+  --step-up PATH=acr:VALUES  the requests under PATH need a sign-in of one of the acr VALUES (comma-separated)
+  --step-up PATH=max_age:N   … or one made within N seconds (its auth_time; judged at /_control/auth_now) —
+                        else 401 with RFC 9470's WWW-Authenticate: Bearer error="insufficient_user_authentication",
+                        acr_values="…" and/or max_age=N, as the README tells an API to answer
+  POST /_control/auth_now  body: epoch seconds sign-ins' ages are judged at ("real" for the real clock)
   POST /_control/now    body: epoch seconds the tokens' exp/nbf are judged at ("real" for the real clock)
   POST /_control/trust  body: JSON list of the kids trusted from now on (null: every published key)
   POST /_control/dpop_nonce  body: a nonce every request must then bring in a DPoP proof (null: none asked)
@@ -44,7 +49,7 @@ from joserfc import jwt  # noqa: E402
 from joserfc.errors import JoseError  # noqa: E402
 from joserfc.jwk import JWKRegistry, KeySet  # noqa: E402
 
-STATE = {"now": None, "trusted": None, "dpop_nonce": None}
+STATE = {"now": None, "trusted": None, "dpop_nonce": None, "auth_now": None}
 SEEN_PROOFS = set()
 LOG = []
 LOCK = threading.RLock()
@@ -68,6 +73,26 @@ def fetch_json(url, headers=None):
 
 BASE = []
 PROTECTED = []
+STEP_UP = []
+
+
+def step_up_challenge(path, claims):
+    """RFC 9470: the WWW-Authenticate value asking for more when the token's sign-in does not meet what PATH
+    needs, else None."""
+    for prefix, need in STEP_UP:
+        if not (path == prefix or path.startswith(prefix + "/") or path.startswith(prefix + "?")):
+            continue
+        kind, _, value = need.partition(":")
+        if kind == "acr" and claims.get("acr") not in value.split(","):
+            return (f'Bearer error="insufficient_user_authentication", error_description="this call needs a '
+                    f'stronger sign-in", acr_values="{value.replace(",", " ")}"')
+        if kind == "max_age":
+            with LOCK:
+                now = STATE["auth_now"] if STATE["auth_now"] is not None else time.time()
+            if "auth_time" not in claims or now - claims["auth_time"] > int(value):
+                return (f'Bearer error="insufficient_user_authentication", error_description="this call needs a '
+                        f'recent sign-in", max_age={int(value)}')
+    return None
 
 
 def protected_entry(path):
@@ -212,6 +237,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             if path == "/_control/now":
                 STATE["now"] = None if value == "real" else value
+            elif path == "/_control/auth_now":
+                STATE["auth_now"] = None if value == "real" else value
             elif path == "/_control/trust":
                 STATE["trusted"] = value
             elif path == "/_control/dpop_nonce":
@@ -282,11 +309,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(
                 401, {"error": "invalid_token", "error_description": str(reason)},
                 [("WWW-Authenticate", f'Bearer error="invalid_token", error_description="{reason}"' + suffix)])
+        asked = step_up_challenge(self.path, claims)
+        if asked is not None:
+            return self.reply(401, {"error": "insufficient_user_authentication"}, [("WWW-Authenticate", asked)])
         if self.path.startswith("/api/redirect?to="):
             target = urllib.parse.unquote(self.path.split("to=", 1)[1])
             return self.reply(302, b"", [("Location", target)])
         self.reply(200, {
-            "sub": claims["sub"], "method": self.command, "path": self.path,
+            "sub": claims["sub"], "acr": claims.get("acr"), "method": self.command, "path": self.path,
             "body_sha256": hashlib.sha256(body).hexdigest(), "body_length": len(body),
         }, [("Content-Type", "application/json")])
 
@@ -335,7 +365,11 @@ def main():
     parser.add_argument("--issuer", required=True)
     parser.add_argument("--git-root")
     parser.add_argument("--protected", action="append", default=[])
+    parser.add_argument("--step-up", action="append", default=[])
     args = parser.parse_args()
+    for entry in args.step_up:
+        path, _, need = entry.partition("=")
+        STEP_UP.append((path, need))
     Handler.args = args
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     BASE.append(f"http://127.0.0.1:{server.server_address[1]}")

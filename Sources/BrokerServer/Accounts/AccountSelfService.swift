@@ -8,9 +8,6 @@ final class AccountSelfService: ContextualService {
     let accounts: AccountService
     let grants: GrantService
 
-    /// How recent a provider sign-in must be for it to stand in for a password when deleting.
-    static let freshSignIn: Int64 = 600
-
     init(accounts: AccountService, grants: GrantService) {
         self.accounts = accounts
         self.grants = grants
@@ -21,22 +18,22 @@ final class AccountSelfService: ContextualService {
     /// `POST /auth/account/delete` with an account token (never an API access token, RT2-1): a custom account
     /// gives its password (`{"password"}`); a provider's user signed in within the last ten minutes. Removes the
     /// user, their password, sessions and refresh tokens, codes and links; their access tokens fail at
-    /// `/auth/me` at once.
+    /// `/auth/me` at once. An account with two factors needs a sign-in with both first, and one without a password
+    /// a recent sign-in (RFC 9470 challenges, ``StepUp``).
     func delete(_ input: RequestInput, authorization: String?, address: String? = nil) async throws -> APIResponse {
         let view = try await grants.tokens.authenticateAccount(authorization: authorization)
-        let (session, user) = (view.session, view.user)
+        let user = view.user
         if let account = try await store.passwordAccount(user: user.id) {
+            try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
             let password = Secret(try input.string("password"))
             guard try await accounts.verifyCurrentPassword(password, of: account, address: address) else {
                 audit.record(
                     "account_deleted", outcome: "failure", user: user.id, fields: ["reason": "wrong_password"])
                 throw APIError.invalidCredentials
             }
-        } else if now - session.createdAt > Self.freshSignIn {
-            throw APIError(
-                status: 403, code: .reauthenticationRequired,
-                detail: "sign in again (broker login --provider \(user.id.provider.rawValue)) and delete within "
-                    + "\(Self.freshSignIn / 60) minutes")
+        } else {
+            try await StepUp.requireStrongest(
+                view, authorization: authorization, maxAge: StepUp.recent, store: store, now: now)
         }
         guard try await store.deleteUser(id: user.id, now: now) else {
             throw APIError.invalidToken("the account no longer exists")

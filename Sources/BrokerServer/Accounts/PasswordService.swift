@@ -222,6 +222,7 @@ final class PasswordService: ContextualService {
     func change(_ input: RequestInput, authorization: String?, address: String? = nil) async throws -> APIResponse {
         let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)
+        try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         guard let account = try await store.passwordAccount(user: user.id) else {
             throw APIError.invalidRequest(
                 "this account signs in through \(user.id.provider.rawValue) and has no password")

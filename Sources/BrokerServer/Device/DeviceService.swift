@@ -66,6 +66,7 @@ final class DeviceService: ContextualService {
         case "link":
             // An account token, never an API access token (RT2-1); the approval is bound to its session.
             let view = try await tokens.authenticateAccount(authorization: authorization)
+            try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
             let user = view.user.id
             linkSession = view.session.id
             guard let provider, provider != .custom else {
@@ -418,7 +419,8 @@ final class DeviceService: ContextualService {
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.secondFactor(
                 action: "/auth/device/mfa", fields: [("user_code", authorization.userCode)], ticket: ticket, csrf: csrf,
-                continuing: "the device that asked", problem: problem)
+                continuing: "the device that asked", problem: problem,
+                mailRecovery: accounts.secondFactors.mailer != nil)
         }
         response.status = status
         return response

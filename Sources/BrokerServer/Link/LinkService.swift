@@ -115,6 +115,7 @@ final class LinkService: ContextualService {
     func link(_ input: RequestInput, authorization: String?, address: String?) async throws -> APIResponse {
         let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let user = view.user
+        try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
@@ -209,6 +210,7 @@ final class LinkService: ContextualService {
     func unlink(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
         let view = try await grants.tokens.authenticateAccount(authorization: authorization)
         let (session, user) = (view.session, view.user)
+        try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         let name = try input.string("provider")
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")

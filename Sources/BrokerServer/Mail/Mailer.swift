@@ -18,6 +18,9 @@ package enum MailKind: String, Sendable {
     /// To the confirmed address of an account whose second factor changed (added, removed, new recovery codes,
     /// a recovery code used), with a link to choose a new password; `{{change}}` says what happened.
     case secondFactor = "mfa"
+    /// To the confirmed address of an account whose authenticator and recovery codes are lost, with a link that
+    /// removes the second factor after asking for the password.
+    case secondFactorRecovery = "mfa-recover"
 }
 
 /// The templates a message is made from: `<kind>.txt` (its first line `Subject: …`) and `<kind>.html`, built in
@@ -52,6 +55,7 @@ struct MailTemplates: Sendable {
             (.exists, PackageResources.exists_txt, PackageResources.exists_html),
             (.recover, PackageResources.recover_txt, PackageResources.recover_html),
             (.secondFactor, PackageResources.mfa_txt, PackageResources.mfa_html),
+            (.secondFactorRecovery, PackageResources.mfa_recover_txt, PackageResources.mfa_recover_html),
         ] {
             let textTemplate = try file("\(kind.rawValue).txt", builtIn: text)
             let lines = textTemplate.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)

@@ -96,7 +96,8 @@ extension Page {
     /// authenticator app, or a recovery code. `action` is the form's target (the app's or the device's page);
     /// `fields` the hidden fields that carry the flow (the request or the user code), beside the ticket.
     static func secondFactor(
-        action: String, fields: [(String, String)], ticket: String, csrf: String, continuing: String, problem: String?
+        action: String, fields: [(String, String)], ticket: String, csrf: String, continuing: String, problem: String?,
+        mailRecovery: Bool = false
     ) -> String {
         var body =
             "<p>Enter the code your authenticator app shows to continue to <strong>\(HTML.escape(continuing))</strong>.</p>\n"
@@ -112,6 +113,11 @@ extension Page {
             </form>
             <p class="muted">Lost the app? Type one of your recovery codes instead (each works once).</p>
             """
+        if mailRecovery {
+            body +=
+                "\n<p class=\"muted\">Lost the codes too? <a href=\"/auth/mfa/recover\">Remove the second factor "
+                + "through a link to your address</a> (it asks for your password).</p>"
+        }
         return document(title: "Two-step sign-in", body: body)
     }
 

@@ -296,6 +296,15 @@ package final class AppTokenService: ContextualService {
         let app =
             view.session.clientID == TokenIssuer.cliClientID
             ? nil : try await store.app(clientID: view.session.clientID)
+        // An app that requires two factors gets nothing for a one-factor sign-in (a token from before it asked).
+        if let app, app.requireMFA,
+            AuthenticationContext.acr(view.session.signedInWith) != AuthenticationContext.twoFactors
+        {
+            throw StepUp.challenge(
+                StepUp.Need(acr: AuthenticationContext.twoFactors),
+                detail: "this app requires a sign-in with two factors (acr 2); sign in to it again",
+                authorization: authorization)
+        }
         var claims: [String: JSONValue] = ["sub": .string(tokens.subject(of: view.user.id, for: app))]
         let requested = try await store.session(id: view.session.id)?.claims.flatMap { try? ClaimsRequest.parse($0) }
         claims.merge(

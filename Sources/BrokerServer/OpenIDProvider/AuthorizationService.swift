@@ -398,7 +398,7 @@ final class AuthorizationService: ContextualService {
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.secondFactor(
                 action: "/auth/authorize/mfa", fields: [("request", sealed)], ticket: ticket, csrf: csrf,
-                continuing: app.clientID, problem: problem)
+                continuing: app.clientID, problem: problem, mailRecovery: accounts.secondFactors.mailer != nil)
         }
         response.status = status
         return response

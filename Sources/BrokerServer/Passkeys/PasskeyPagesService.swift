@@ -13,6 +13,7 @@ extension PasskeyService {
     func ticket(authorization: String?) async throws -> APIResponse {
         let view = try await tokens.authenticateAccount(authorization: authorization)
         guard enabled else { throw Self.unavailable }
+        try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         let ticket = try PasskeyTicket(
             user: view.user.id, session: view.session.id, expiresAt: now + PasskeyTicket.lifetime
         ).seal(key: flowKey)
@@ -51,6 +52,7 @@ extension PasskeyService {
     /// `POST /auth/passkeys/remove {id}`: removes one of the account token's user's passkeys.
     func remove(_ input: RequestInput, authorization: String?) async throws -> APIResponse {
         let view = try await tokens.authenticateAccount(authorization: authorization)
+        try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         let id = try input.string("id")
         let removal =
             id.utf8.count <= 1400 ? try await store.removePasskey(id: id, user: view.user.id, now: now) : .notFound

@@ -29,6 +29,7 @@ final class SecondFactorAccount: ContextualService {
         let account: PasswordAccount
         if authorization != nil {
             let view = try await tokens.authenticateAccount(authorization: authorization)
+            try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
             guard let found = try await store.passwordAccount(user: view.user.id) else {
                 throw APIError.invalidRequest(
                     "a second factor goes with a password, and this account has none; add a passkey instead "

@@ -1,9 +1,11 @@
 import BrokerCore
 import Hummingbird
 
-/// A second factor: its status, enrolment, removal and recovery codes (JSON, for `broker mfa`).
+/// A second factor: its status, enrolment, removal and recovery codes (JSON, for `broker mfa`), and recovery by
+/// a mailed link (pages, and the JSON request `broker mfa recover` makes).
 struct SecondFactorRoutes {
     let account: SecondFactorAccount
+    let recovery: SecondFactorRecovery
 
     func collection() -> RouteCollection<BrokerRequestContext> {
         typealias Server = BrokerHTTPServer
@@ -31,6 +33,21 @@ struct SecondFactorRoutes {
             try await Server.response(
                 account.recoveryCodes(
                     Server.input(request, allowForm: false), authorization: request.headers.authorization(),
+                    address: context.clientAddress))
+        }
+        routes.get("/auth/mfa/recover") { request, _ in
+            try await Server.response(recovery.page(query: try Server.query(request)))
+        }
+        routes.post("/auth/mfa/recover") { request, context in
+            try await Server.response(
+                recovery.request(
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
+                    address: context.clientAddress))
+        }
+        routes.post("/auth/mfa/recover/confirm") { request, context in
+            try await Server.response(
+                recovery.confirm(
+                    Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
                     address: context.clientAddress))
         }
         return routes

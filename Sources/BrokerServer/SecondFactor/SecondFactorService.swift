@@ -268,7 +268,7 @@ final class SecondFactorService: ContextualService {
     // MARK: Telling the owner
 
     /// Mails the account's confirmed address about a change (best effort, after the answer).
-    private func notify(_ user: UserID, change: String) async {
+    func notify(_ user: UserID, change: String) async {
         guard let mailer else { return }
         mailer.enqueue(.secondFactor) {
             do {

@@ -131,6 +131,7 @@ final class GrantService: ContextualService {
                 signedInWith: view.session.signedInWith,
                 resource: resource,
                 subject: subject,
+                authTime: view.session.createdAt,
                 now: time
             )
             return .tokens(

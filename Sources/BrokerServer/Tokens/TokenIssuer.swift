@@ -124,7 +124,7 @@ package final class TokenIssuer: Sendable {
         if let emailVerified { verified = emailVerified } else { verified = try await self.emailVerified(user) }
         let access = try accessToken(
             user: user, emailVerified: verified, sessionID: sessionID, clientID: clientID, scope: scope,
-            signedInWith: signedInWith, resource: resource, subject: subject, now: issuedAt)
+            signedInWith: signedInWith, resource: resource, subject: subject, authTime: issuedAt, now: issuedAt)
         return (
             sessionResponse(
                 user: user, accessToken: access, refreshToken: refreshToken, signedInWith: signedInWith,
@@ -175,7 +175,8 @@ package final class TokenIssuer: Sendable {
     /// `subject`: a pairwise app's `sub` for the user (``subject(of:for:)``); the user id when `nil`.
     func accessToken(
         user: UserRecord, emailVerified: Bool, sessionID: String?, clientID: String, scope: String?,
-        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil, subject: String? = nil, now: Int64
+        signedInWith: ProviderID? = nil, resource: ResourceRecord? = nil, subject: String? = nil,
+        authTime: Int64? = nil, now: Int64
     ) throws -> String {
         var extra: [String: JSONValue] = [:]
         if let sessionID { extra["sid"] = .string(sessionID) }
@@ -190,6 +191,10 @@ package final class TokenIssuer: Sendable {
         if let scope { extra["scope"] = .string(scope) }
         // How the user signed in, for an API that asks more of some calls (RFC 9470): a session's tokens only.
         if let signedInWith { extra.merge(AuthenticationContext.claims(signedInWith)) { _, new in new } }
+        // When the CLI's session signed in (RFC 9068 §2.2.1), for an API that asks for a recent sign-in (max_age).
+        // An app's tokens from its code say the sign-in's own time (AppTokenService); a refreshed app token knows
+        // only its session's start, which may be later than the sign-in, so it says none.
+        if isCLI, let authTime { extra["auth_time"] = .int(authTime) }
         return try sign(
             subject: subject ?? user.id.description, audience: resource?.url ?? audience(ofUserTokensFor: clientID),
             lifetime: accessLifetime(for: resource), bound: resource?.bearer != true,

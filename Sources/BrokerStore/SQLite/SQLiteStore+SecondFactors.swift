@@ -38,6 +38,28 @@ extension SQLiteStore {
         }
     }
 
+    package func removeTOTPFactor(linkHash: [UInt8], now: Int64) async throws -> UserID? {
+        try await write { db in
+            guard
+                let owner = try String.fetchOne(
+                    db,
+                    sql: """
+                        SELECT user_id FROM email_links
+                        WHERE hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > ?
+                        """,
+                    arguments: [linkHash.hex, EmailLinkPurpose.secondFactorRecovery, now]),
+                let user = UserID(owner)
+            else { return nil }
+            try db.execute(
+                sql: "UPDATE email_links SET used_at = ? WHERE user_id = ? AND purpose = ? AND used_at IS NULL",
+                arguments: [now, owner, EmailLinkPurpose.secondFactorRecovery])
+            try db.execute(sql: "DELETE FROM totp_factors WHERE user_id = ?", arguments: [owner])
+            try db.execute(sql: "DELETE FROM recovery_codes WHERE user_id = ?", arguments: [owner])
+            try Self.endEverySession(db, user: owner, now: now)
+            return user
+        }
+    }
+
     package func recordTOTPStep(user: UserID, step: Int64) async throws -> Bool {
         try await write { db in
             try db.execute(

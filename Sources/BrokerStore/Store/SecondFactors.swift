@@ -31,6 +31,11 @@ package protocol SecondFactorStore: Sendable {
     /// Removes the factor and every recovery code in one transaction; `false` when there was no factor.
     func removeTOTPFactor(user: UserID) async throws -> Bool
 
+    /// Recovery by mail, in one transaction: spends the ``EmailLinkPurpose/secondFactorRecovery`` link
+    /// `linkHash` (and the user's other unused ones), removes the user's factor and recovery codes, and ends every
+    /// session of the user. `nil` (nothing changed) when the link is unknown, spent or expired.
+    func removeTOTPFactor(linkHash: [UInt8], now: Int64) async throws -> UserID?
+
     /// Records that a code of `step` signed in, as one conditional write: only when no code of this step or a
     /// later one did (`false` then — a replay, or the same code racing on another broker).
     func recordTOTPStep(user: UserID, step: Int64) async throws -> Bool

@@ -274,6 +274,8 @@ package enum EmailLinkPurpose {
     package static let verify = "verify"
     /// A new passkey for an account whose only ways in are passkeys (schema v16).
     package static let passkeyRecovery = "passkey_recovery"
+    /// Removing a second factor whose authenticator and recovery codes are lost (after the password).
+    package static let secondFactorRecovery = "second_factor_recovery"
 }
 
 extension Store {
