@@ -97,14 +97,15 @@ let package = Package(
     ],
     targets: [
         // C libraries: system-library shims, each reached through one target of ours only: OpenSSL through
-        // BrokerCrypto, libcurl through BrokerHTTP, libqrencode through BrokerClient.
+        // BrokerCrypto, libcurl through BrokerHTTP, libqrencode through BrokerQR.
         .systemLibrary(
             name: "CCurl",
             path: "Sources/CCurl",
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        // Debian's libqrencode: the QR code `broker login --device` draws on a terminal.
+        // Debian's libqrencode: the QR codes `broker login --device` and `broker mfa totp add` draw on a terminal,
+        // and the account page's (an SVG).
         .systemLibrary(
             name: "CQREncode",
             path: "Sources/CQREncode",
@@ -142,12 +143,14 @@ let package = Package(
         // The desktop keyring: a small D-Bus client of our own (Unix socket, SASL EXTERNAL, the message format)
         // and the freedesktop Secret Service over it — no libdbus, no GLib (issue "Keyring").
         .target(name: "BrokerKeyring", swiftSettings: swiftSettings),
+        // QR codes (libqrencode): the modules, and an SVG of them.
+        .target(name: "BrokerQR", dependencies: ["CQREncode"], swiftSettings: swiftSettings),
         // The CLI's side: the broker API client and single-flight refresh (re-exports BrokerCredentials).
         .target(
             name: "BrokerClient",
             dependencies: [
-                "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerKeyring", "BrokerSystem",
-                "CQREncode",
+                "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerKeyring", "BrokerQR",
+                "BrokerSystem",
             ],
             swiftSettings: swiftSettings
         ),
@@ -261,8 +264,8 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerStore",
-                "BrokerSystem",
+                "BrokerConfiguration", "BrokerCore", "BrokerCredentials", "BrokerCrypto", "BrokerHTTP", "BrokerQR",
+                "BrokerStore", "BrokerSystem",
                 "ProviderSupport",
                 hummingbird,
                 httpTypes,
@@ -401,7 +404,7 @@ let package = Package(
             dependencies: [
                 "BrokerClient", "BrokerConfiguration", "BrokerCore", "BrokerCrypto", "BrokerHTTP", "BrokerHTTPTypes",
                 "BrokerPostgres",
-                "BrokerProviderSchemas", "BrokerProviders", "BrokerServer", "BrokerStore", "BrokerSystem",
+                "BrokerProviderSchemas", "BrokerProviders", "BrokerQR", "BrokerServer", "BrokerStore", "BrokerSystem",
                 "BrokerTestSupport", "BrokerTesting",
                 httpTypes, hummingbird, logging, nioCore,
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -1,5 +1,5 @@
 package import BrokerCore
-import CQREncode
+import BrokerQR
 
 /// `broker login --device` (RFC 8628 from the device's side): ask the broker for a code, show it (and, on a
 /// terminal, a QR code of the complete URL), poll at the given interval — five seconds more after each
@@ -108,7 +108,7 @@ package struct DeviceSignIn: Sendable {
 package enum QRText {
     /// The lines, or `nil` when the text cannot be encoded (too long).
     package static func render(_ text: String, quietZone: Int = 4) -> [String]? {
-        guard let modules = modules(text) else { return nil }
+        guard let modules = QRCode.modules(text) else { return nil }
         let size = modules.count + 2 * quietZone
         func dark(_ row: Int, _ column: Int) -> Bool {
             let (r, c) = (row - quietZone, column - quietZone)
@@ -128,17 +128,5 @@ package enum QRText {
             lines.append(line)
         }
         return lines
-    }
-
-    /// The modules, row by row (`true`: dark), as libqrencode lays them out.
-    package static func modules(_ text: String) -> [[Bool]]? {
-        guard let code = QRcode_encodeString(text, 0, QR_ECLEVEL_M, QR_MODE_8, 1) else { return nil }
-        defer { QRcode_free(code) }
-        let width = Int(code.pointee.width)
-        var rows: [[Bool]] = []
-        for row in 0..<width {
-            rows.append((0..<width).map { column in code.pointee.data[row * width + column] & 1 == 1 })
-        }
-        return rows
     }
 }

@@ -36,7 +36,8 @@ extension HTML {
     /// One look for every page people see from broker — the broker's own pages (reset, verification, device)
     /// and the CLI's loopback page at the end of a browser sign-in: no script, no external asset, readable at a
     /// phone's width. `body` is trusted markup (callers escape what they put in); the title is escaped here.
-    package static func document(title: String, body: String, tone: Tone = .neutral) -> String {
+    /// `wide`: a page of lists (the account page) rather than one form.
+    package static func document(title: String, body: String, tone: Tone = .neutral, wide: Bool = false) -> String {
         let titleColour =
             switch tone {
             case .neutral: ""
@@ -50,7 +51,7 @@ extension HTML {
             <title>\(escape(title))</title>
             <style>
             body { font-family: system-ui, sans-serif; line-height: 1.5; color: #1f2328; background: #f6f8fa; margin: 0; }
-            main { max-width: 26rem; margin: 3rem auto; padding: 1.5rem; background: #fff; border: 1px solid #d0d7de; border-radius: 10px; }
+            main { max-width: \(wide ? "44rem" : "26rem"); margin: 3rem auto; padding: 1.5rem; background: #fff; border: 1px solid #d0d7de; border-radius: 10px; }
             h1 { font-size: 1.35rem; margin-top: 0;\(titleColour) }
             label { display: block; margin: .9rem 0 .3rem; font-weight: 600; }
             input[type=password], input[type=email], input[type=text] { width: 100%; box-sizing: border-box; padding: .6rem; font-size: 1rem; border: 1px solid #8c959f; border-radius: 6px; }
@@ -64,6 +65,14 @@ extension HTML {
             .or { text-align: center; color: #59636e; margin: 1.2rem 0 0; }
             .problem { color: #a40e26; background: #ffebe9; border: 1px solid #ff8182; border-radius: 6px; padding: .6rem; }
             .muted { color: #59636e; font-size: .9rem; }
+            .said { color: #1a7f37; background: #dafbe1; border: 1px solid #4ac26b; border-radius: 6px; padding: .6rem; }
+            h2 { font-size: 1.05rem; margin: 1.8rem 0 .4rem; }
+            ul.items { list-style: none; padding: 0; margin: 0; }
+            ul.items li { display: flex; justify-content: space-between; align-items: center; gap: .8rem; padding: .6rem 0; border-top: 1px solid #d0d7de; overflow-wrap: anywhere; }
+            ul.items li form { margin: 0; flex: none; }
+            button.inline { width: auto; margin: 0; padding: .35rem .9rem; font-size: .9rem; color: #1f2328; background: #f6f8fa; border: 1px solid #d0d7de; }
+            .qr svg { display: block; margin: .8rem auto; max-width: 100%; height: auto; }
+            ul.codes { columns: 2; padding-left: 1.2rem; }
             @media (max-width: 30rem) { main { margin: 0; border: 0; border-radius: 0; min-height: 100vh; } }
             </style></head>
             <body><main>

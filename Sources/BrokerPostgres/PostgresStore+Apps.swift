@@ -220,6 +220,49 @@ extension PostgresStore {
             """)
     }
 
+    package func consents(user: UserID) async throws -> [ConsentRecord] {
+        let client = client
+        return try await run("consents lookup") {
+            let rows = try await client.query(
+                """
+                SELECT client_id, scopes, granted_at FROM consents WHERE user_id = \(user.description)
+                ORDER BY client_id
+                """
+            ).decode((String, String, Int64).self)
+            var consents: [ConsentRecord] = []
+            for try await (clientID, scopes, grantedAt) in rows {
+                consents.append(
+                    ConsentRecord(
+                        clientID: clientID, scopes: scopes.split(separator: " ").map(String.init), grantedAt: grantedAt)
+                )
+            }
+            return consents
+        }
+    }
+
+    package func revokeConsent(user: UserID, clientID: String, now: Int64) async throws -> [String] {
+        let logger = logger
+        return try await transaction("consent revocation") { connection in
+            try await connection.query(
+                "DELETE FROM consents WHERE user_id = \(user.description) AND client_id = \(clientID)", logger: logger
+            ).drain()
+            try await connection.query(
+                "DELETE FROM authorization_codes WHERE user_id = \(user.description) AND client_id = \(clientID)",
+                logger: logger
+            ).drain()
+            let rows = try await connection.query(
+                """
+                UPDATE sessions SET revoked_at = \(now)
+                WHERE user_id = \(user.description) AND client_id = \(clientID) AND revoked_at IS NULL
+                RETURNING id
+                """, logger: logger
+            ).decode(String.self)
+            var ended: [String] = []
+            for try await id in rows { ended.append(id) }
+            return ended.sorted()
+        }
+    }
+
     package func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
         let client = client
         return try await run("refresh token lookup") {

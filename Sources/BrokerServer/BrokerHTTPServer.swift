@@ -50,6 +50,7 @@ package enum BrokerHTTPServer {
             LinkRoutes(links: service.links).collection(),
             SecondFactorRoutes(account: service.secondFactorAccount, recovery: service.secondFactorRecovery)
                 .collection(),
+            AccountPageRoutes(page: service.accountPage).collection(),
         ] {
             router.addRoutes(routes)
         }

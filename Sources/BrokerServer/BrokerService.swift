@@ -77,6 +77,8 @@ package final class BrokerService: ContextualService {
     let signInCallback: SignInCallback
     /// The OpenID Provider: `/auth/authorize` and its pages, and apps' tokens and userinfo.
     let authorization: AuthorizationService
+    /// `/account`, on the browser session.
+    let accountPage: AccountPageService
     package let appTokens: AppTokenService
     /// `POST /auth/clients` (RFC 7591).
     package let registrations: RegistrationService
@@ -228,6 +230,8 @@ package final class BrokerService: ContextualService {
             context: context, accounts: accounts, signIn: signIn, flowKey: flowKey, backchannel: backchannel,
             passkeys: passkeys, requestObjects: RequestObjects(context: context, http: outbound, keys: assertions))
         self.authorization = authorization
+        accountPage = AccountPageService(
+            authorization: authorization, links: links, passkeys: passkeys, selfService: selfService)
         signInCallback = SignInCallback(
             signIn: signIn, authorization: authorization, links: links, devices: devices)
         let appTokens = AppTokenService(context: context, secrets: clientSecretHasher, assertions: assertions)

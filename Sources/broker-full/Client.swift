@@ -207,6 +207,9 @@ extension Broker {
                 guard name.lowercased() != AppRules.cliClientID else {
                     throw ValidationError("'\(name)' is the broker CLI's own client id and cannot be registered")
                 }
+                guard name.lowercased() != AppRules.accountClientID else {
+                    throw ValidationError("'\(name)' is the account page's own client id and cannot be registered")
+                }
                 for item in scope where !ClientRules.validScope(item) {
                     throw ValidationError("--scope '\(item)' is not a scope token (no spaces, quotes or backslashes)")
                 }

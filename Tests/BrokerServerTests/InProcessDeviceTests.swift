@@ -1,6 +1,7 @@
 import BrokerClient
 import BrokerCore
 import BrokerCrypto
+import BrokerQR
 import BrokerServer
 import BrokerStore
 import BrokerTestSupport
@@ -378,7 +379,7 @@ extension InProcessDeviceTests {
 struct QRTextTests {
     @Test func aURLBecomesAQRCodeWithItsFinderPatternsAndQuietZone() throws {
         let text = "http://127.0.0.1:8787/device?user_code=BCDF-GHJK"
-        let modules = try #require(QRText.modules(text))
+        let modules = try #require(QRCode.modules(text))
         let width = modules.count
         #expect(width >= 21 && (width - 21) % 4 == 0, "a QR version's size: 21 + 4(v-1)")
         #expect(modules.allSatisfy { $0.count == width })

@@ -91,6 +91,51 @@ struct AppContract {
         #expect(try await store.consent(user: user.id, clientID: "wiki") == ["profile"])
     }
 
+    /// The account page's "Apps you allowed": each app's consent listed, and taking it back forgets it, drops the
+    /// app's codes for that user and ends its sessions for that user — nobody else's, and no other app's.
+    @Test(arguments: StoreUnderTest.available)
+    func aConsentIsListedAndTakenBackWithTheAppsCodesAndSessionsForThatUserOnly(kind: StoreUnderTest) async throws {
+        let store = try await kind.make()
+        try await store.createApp(Self.app())
+        try await store.createApp(Self.app("notes"))
+        let (user, cliSession, _) = try await Make.signedIn(store)
+        let other = try await store.providerUser(Make.user("google"))
+        #expect(try await store.consents(user: user.id).isEmpty)
+        try await store.recordConsent(user: user.id, clientID: "wiki", scopes: ["openid", "email"], now: Make.now)
+        try await store.recordConsent(user: user.id, clientID: "notes", scopes: ["openid"], now: Make.now + 1)
+        try await store.recordConsent(user: other.id, clientID: "wiki", scopes: ["openid"], now: Make.now)
+        #expect(
+            try await store.consents(user: user.id) == [
+                ConsentRecord(clientID: "notes", scopes: ["openid"], grantedAt: Make.now + 1),
+                ConsentRecord(clientID: "wiki", scopes: ["email", "openid"], grantedAt: Make.now),
+            ])
+        var sessions: [String: SessionRecord] = [:]
+        for (name, owner, client) in [("mine", user, "wiki"), ("notes", user, "notes"), ("theirs", other, "wiki")] {
+            var session = Make.session(for: owner)
+            session.clientID = client
+            try await store.createSession(session, firstToken: Make.token(Make.hash(), session: session.id))
+            sessions[name] = session
+        }
+        let codeHash = Make.hash()
+        try await store.createAuthorizationCode(
+            AuthorizationCodeRecord(
+                hash: codeHash, clientID: "wiki", userID: user.id, redirectURI: "https://wiki.example/cb",
+                codeChallenge: nil, scope: "openid", nonce: nil, authTime: Make.now, signedInWith: "google",
+                browserSession: nil, expiresAt: Make.now + 60))
+
+        let ended = try await store.revokeConsent(user: user.id, clientID: "wiki", now: Make.now + 5)
+        #expect(ended == [try #require(sessions["mine"]).id])
+        #expect(try await store.consent(user: user.id, clientID: "wiki") == nil, "the next sign-in asks again")
+        #expect(try await store.consents(user: user.id).map(\.clientID) == ["notes"])
+        #expect(try await store.consent(user: other.id, clientID: "wiki") == ["openid"], "another user's stays")
+        #expect(try await store.session(id: try #require(sessions["mine"]).id)?.revokedAt == Make.now + 5)
+        #expect(try await store.session(id: try #require(sessions["notes"]).id)?.revokedAt == nil)
+        #expect(try await store.session(id: try #require(sessions["theirs"]).id)?.revokedAt == nil)
+        #expect(try await store.session(id: cliSession.id)?.revokedAt == nil, "the CLI's session is not the app's")
+        #expect(try await store.redeemAuthorizationCode(hash: codeHash, now: Make.now + 6) == .unknown)
+        #expect(try await store.revokeConsent(user: user.id, clientID: "wiki", now: Make.now + 7).isEmpty)
+    }
+
     @Test(arguments: StoreUnderTest.available)
     func anAppCodeIsRedeemedOnceEvenUnderRacesAndItsReuseNamesTheSession(kind: StoreUnderTest) async throws {
         let store = try await kind.make()

@@ -35,21 +35,34 @@ final class AccountSelfService: ContextualService {
             try await StepUp.requireStrongest(
                 view, authorization: authorization, maxAge: StepUp.recent, store: store, now: now)
         }
-        guard try await store.deleteUser(id: user.id, now: now) else {
-            throw APIError.invalidToken("the account no longer exists")
-        }
-        metrics.accountDeleted()
-        audit.record("account_deleted", user: user.id, fields: ["provider": user.id.provider.rawValue])
-        logger.info("account deleted by its user", metadata: ["broker.user": "\(user.id)"])
+        try await deleteAccount(user.id)
         return APIResponse(
             status: 200, body: ["status": "deleted", "user_id": .string(user.id.description)],
             headers: [("Cache-Control", "no-store")])
+    }
+
+    /// Deletes `user`'s account, once its owner has shown it is them (the API's checks, or the account page's).
+    func deleteAccount(_ user: UserID, flow: String? = nil) async throws {
+        guard try await store.deleteUser(id: user, now: now) else {
+            throw APIError.invalidToken("the account no longer exists")
+        }
+        metrics.accountDeleted()
+        audit.record(
+            "account_deleted", user: user,
+            fields: ["provider": user.provider.rawValue].merging(flow.map { ["flow": $0] } ?? [:]) { $1 })
+        logger.info("account deleted by its user", metadata: ["broker.user": "\(user)"])
     }
 
     /// `GET /auth/account/export` with an account token: everything the broker keeps about the user, as JSON — never a hash, a token
     /// or a link.
     func export(authorization: String?) async throws -> APIResponse {
         let user = try await grants.tokens.authenticateAccount(authorization: authorization).user
+        return APIResponse(
+            status: 200, body: try await exportDocument(of: user), headers: [("Cache-Control", "no-store")])
+    }
+
+    /// Everything the broker keeps about `user` (the export's document); the export is audited.
+    func exportDocument(of user: UserRecord) async throws -> JSONValue {
         var document: [String: JSONValue] = [
             "exported_at": .string(RFC3339.format(epochSeconds: now)),
             "user": [
@@ -115,6 +128,6 @@ final class AccountSelfService: ContextualService {
                 JSONValue.parse(Array(event.document.utf8)) ?? .string(event.document)
             })
         audit.record("account_exported", user: user.id)
-        return APIResponse(status: 200, body: .object(document), headers: [("Cache-Control", "no-store")])
+        return .object(document)
     }
 }

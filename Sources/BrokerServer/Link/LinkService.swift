@@ -28,9 +28,13 @@ final class LinkService: ContextualService {
     /// already when the provider account is someone else's, or the session that asked has ended, so the person
     /// sees why in the browser (and the CLI, at its loopback).
     func providerSignedIn(
-        _ vouched: VouchedSignIn, request: AuthorizationRequest, link: AuthorizationRequest.LinkTarget
+        _ vouched: VouchedSignIn, request: AuthorizationRequest, link: AuthorizationRequest.LinkTarget,
+        browserBound: Bool
     ) async throws -> APIResponse {
         let (record, provider) = (vouched.identity, vouched.provider)
+        if request.clientID == AccountPageClient.clientID {
+            return try await pageLinkSignedIn(vouched, link: link, browserBound: browserBound)
+        }
         guard request.clientID == CLIClient.clientID, CLIClient.isLoopbackRedirect(request.redirectURI) else {
             throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.staleAppForm))
         }
@@ -57,6 +61,37 @@ final class LinkService: ContextualService {
             linkSession: link.session)
         logger.info("link confirmed at the provider", metadata: ["broker.provider": "\(provider)"])
         return .redirect(location)
+    }
+
+    /// A link the account page started (its target's session is the browser session that asked): attached at
+    /// once — the provider's callback came back to the browser that started it (its binding cookie), while that
+    /// browser session stands — then back to the page, which says how it went.
+    private func pageLinkSignedIn(_ vouched: VouchedSignIn, link: AuthorizationRequest.LinkTarget, browserBound: Bool)
+        async throws -> APIResponse
+    {
+        let provider = vouched.provider
+        let live = try await store.browserSessions(user: link.user).contains {
+            $0.id == link.session && $0.revokedAt == nil && $0.expiresAt > now
+        }
+        guard browserBound, live, let user = try await store.user(id: link.user) else {
+            metrics.link(provider: provider.rawValue, outcome: "session_ended")
+            throw SignInRedirect(reason: "link_refused", response: AccountPageClient.home(said: .linkFailed))
+        }
+        if let (reason, _) = try await linkProblem(vouched.identity, to: user.id) {
+            metrics.link(provider: provider.rawValue, outcome: reason)
+            audit.record(
+                "linked", outcome: "failure", user: user.id,
+                fields: ["provider": provider.rawValue, "reason": reason, "flow": "account_page"])
+            throw SignInRedirect(
+                reason: "link_refused",
+                response: AccountPageClient.home(said: reason == "provider_taken" ? .linkTaken : .linkOwned))
+        }
+        do {
+            try await attachLinked(vouched.identity, to: user)
+        } catch let error as APIError where error.status < 500 {
+            throw SignInRedirect(reason: "link_refused", response: AccountPageClient.home(said: .linkOwned))
+        }
+        return AccountPageClient.home(said: .linked)
     }
 
     /// `GET /auth/identities`: the signed-in user's ways in, the one their id was made from first.
@@ -215,36 +250,43 @@ final class LinkService: ContextualService {
         guard let provider = ProviderID(rawValue: name) else {
             throw APIError.invalidRequest("unknown provider \"\(name.prefix(64))\"")
         }
+        // The sessions started with this way in end with it: whoever signed in through it (perhaps the
+        // reason it is being removed) keeps no refresh token. This request's own session may be one of them.
+        let ended = try await detach(provider, from: user.id)
+        return APIResponse(
+            status: 200,
+            body: [
+                "user_id": .string(user.id.description), "provider": .string(provider.rawValue),
+                "status": "unlinked", "sessions_ended": .int(Int64(ended.count)),
+                "this_session_ended": .bool(ended.contains(session.id)),
+            ],
+            headers: [("Cache-Control", "no-store")])
+    }
+
+    /// Detaches `provider`'s way in from `user` — the API's `/auth/unlink` and the account page alike — unless it
+    /// is their last; the ids of the sessions (CLI, apps, browser) that ended with it.
+    func detach(_ provider: ProviderID, from user: UserID) async throws -> [String] {
         let display = provider == .custom ? "email and password" : signIn.displayName(provider)
-        let outcome = try await store.unlinkIdentity(user: user.id, provider: provider, now: now)
+        let outcome = try await store.unlinkIdentity(user: user, provider: provider, now: now)
         switch outcome {
         case .unlinked(let ended):
             metrics.link(provider: provider.rawValue, outcome: "unlinked")
             for _ in ended { metrics.revocation(reason: "unlinked") }
             audit.record(
-                "unlinked", user: user.id, fields: ["provider": provider.rawValue, "sessions_ended": "\(ended.count)"])
+                "unlinked", user: user, fields: ["provider": provider.rawValue, "sessions_ended": "\(ended.count)"])
             logger.info(
                 "identity unlinked",
                 metadata: [
-                    "broker.user": "\(user.id)", "broker.provider": "\(provider)",
+                    "broker.user": "\(user)", "broker.provider": "\(provider)",
                     "broker.sessions_ended": "\(ended.count)",
                 ])
-            // The sessions started with this way in end with it: whoever signed in through it (perhaps the
-            // reason it is being removed) keeps no refresh token. This request's own session may be one of them.
-            return APIResponse(
-                status: 200,
-                body: [
-                    "user_id": .string(user.id.description), "provider": .string(provider.rawValue),
-                    "status": "unlinked", "sessions_ended": .int(Int64(ended.count)),
-                    "this_session_ended": .bool(ended.contains(session.id)),
-                ],
-                headers: [("Cache-Control", "no-store")])
+            return ended
         case .notLinked:
             throw APIError.notFound("no \(display) sign-in is linked to this user")
         case .lastWayIn:
             metrics.link(provider: provider.rawValue, outcome: "last_identity")
             audit.record(
-                "unlinked", outcome: "failure", user: user.id,
+                "unlinked", outcome: "failure", user: user,
                 fields: ["provider": provider.rawValue, "reason": "last_identity"])
             throw APIError(
                 status: 409, code: .lastIdentity,

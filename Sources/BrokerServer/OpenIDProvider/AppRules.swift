@@ -163,12 +163,16 @@ package enum AppRules {
     package static let cliClientID = "broker-cli"
 
     /// Whether no app may be registered (or, registered before this rule, be known) as `clientID`: the CLI's
-    /// id, or the APIs' audience — an app's tokens carry its client id as `aud` (RT3-4), so an app named after
+    /// id, the account page's, or the APIs' audience — an app's tokens carry its client id as `aud` (RT3-4), so an app named after
     /// the APIs' audience would be given tokens every API takes. Compared without regard to case, so that
     /// `Broker-CLI` is no way around it either.
     package static func isReserved(_ clientID: String, apiAudience: String) -> Bool {
-        clientID.lowercased() == cliClientID || clientID == apiAudience
+        let lower = clientID.lowercased()
+        return lower == cliClientID || lower == accountClientID || clientID == apiAudience
     }
+
+    /// The client id of the account page (`/account`), built in like the CLI's: no app may take it either.
+    package static let accountClientID = "broker-account"
 
     /// A client id: 1–64 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit (as CI clients').
     package static func isClientID(_ text: String) -> Bool {

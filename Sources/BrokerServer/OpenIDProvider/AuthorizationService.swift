@@ -281,6 +281,24 @@ final class AuthorizationService: ContextualService {
 
     // MARK: Signing in
 
+    /// The sign-in page of the account page (``AccountPageClient``): `fresh` asks for a new sign-in whatever the
+    /// browser session (before a change to how the account is reached), `twoFactors` insists on both (an essential
+    /// `acr` of 2: a sign-in with one is refused, back on the account page). `said` is shown there after.
+    func accountSignIn(
+        problem: String?, fresh: Bool = false, twoFactors: Bool = false, said: AccountPageClient.Said? = nil,
+        status: Int = 200
+    ) throws -> APIResponse {
+        var request = AuthorizationRequest(
+            clientID: AccountPageClient.clientID, redirectURI: AccountPageClient.redirectURI(issuer: issuer),
+            scopes: ["openid"], state: said?.rawValue, nonce: nil, codeChallenge: nil, prompt: fresh ? ["login"] : [],
+            maxAge: nil, loginHint: nil, expectedSubject: nil, expiresAt: now + AuthorizationRequest.lifetime)
+        if twoFactors {
+            request.claims = ClaimsRequest(
+                idToken: ["acr": ClaimsRequest.Claim(essential: true, values: [AuthenticationContext.twoFactors])])
+        }
+        return try signInPage(request, app: AccountPageClient.record(issuer: issuer), problem: problem, status: status)
+    }
+
     private func signInPage(
         _ request: AuthorizationRequest, app: AppRecord, problem: String?, email: String? = nil, status: Int = 200
     ) throws -> APIResponse {
@@ -292,7 +310,7 @@ final class AuthorizationService: ContextualService {
         let passkeys = passkeys.enabled
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.appSignIn(
-                app: app.clientID, request: sealed, csrf: csrf, providers: providers,
+                app: AccountPageClient.shown(app), request: sealed, csrf: csrf, providers: providers,
                 password: tokens.configuration.customEnabled, email: email ?? request.loginHint, problem: problem,
                 canReset: accounts.verification.mailer != nil, passkeys: passkeys,
                 icons: Dictionary(uniqueKeysWithValues: signIn.icons.map { ($0.key.rawValue, $0.value) }))
@@ -398,7 +416,8 @@ final class AuthorizationService: ContextualService {
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.secondFactor(
                 action: "/auth/authorize/mfa", fields: [("request", sealed)], ticket: ticket, csrf: csrf,
-                continuing: app.clientID, problem: problem, mailRecovery: accounts.secondFactors.mailer != nil)
+                continuing: AccountPageClient.shown(app), problem: problem,
+                mailRecovery: accounts.secondFactors.mailer != nil)
         }
         response.status = status
         return response
@@ -449,7 +468,8 @@ final class AuthorizationService: ContextualService {
     ) throws -> APIResponse {
         let sealed = try request.seal(key: flowKey)
         var response = try FormGuard.page(secure: secure) { csrf in
-            Page.appRegister(app: app.clientID, request: sealed, csrf: csrf, email: email, problem: problem)
+            Page.appRegister(
+                app: AccountPageClient.shown(app), request: sealed, csrf: csrf, email: email, problem: problem)
         }
         response.status = status
         return response
@@ -483,7 +503,8 @@ final class AuthorizationService: ContextualService {
                 status: 200,
                 Page.message(
                     title: "Check your mail",
-                    text: "Follow the link we sent to \(email) to confirm the address, then sign in to \(app.clientID)."
+                    text: "Follow the link we sent to \(email) to confirm the address, then sign in to "
+                        + "\(AccountPageClient.shown(app))."
                 ))
         }
         let (session, setCookie) = try await sessions.start(user: user, signedInWith: .custom)
@@ -652,6 +673,10 @@ final class AuthorizationService: ContextualService {
     private func issueCode(_ request: AuthorizationRequest, session: BrowserSessionRecord, fromForm: Bool)
         async throws -> APIResponse
     {
+        // The account page is the broker's own: its sign-in ends in the browser session, and no code is minted.
+        if request.clientID == AccountPageClient.clientID {
+            return AccountPageClient.home(said: request.state.flatMap(AccountPageClient.Said.init(rawValue:)))
+        }
         let code = try await codes.mint(
             request, user: session.userID, signedInWith: session.signedInWith, authTime: session.authTime,
             browserSession: session.id)

@@ -127,8 +127,13 @@ struct AuthorizationCodes: ContextualService {
 }
 
 extension ContextualService {
-    /// The client an authorization request or a code names: the built-in CLI, or a registered app.
+    /// The client an authorization request or a code names: the built-in CLI, the account page, or a registered
+    /// app.
     func client(clientID: String) async throws -> AppRecord? {
-        clientID == CLIClient.clientID ? CLIClient.record : try await app(clientID: clientID)
+        switch clientID {
+        case CLIClient.clientID: CLIClient.record
+        case AccountPageClient.clientID: AccountPageClient.record(issuer: issuer)
+        default: try await app(clientID: clientID)
+        }
     }
 }

@@ -70,8 +70,14 @@ extension Page {
                 """ + passkeyScriptTag)
     }
 
-    static func passkeyAdded(name: String, recovery: Bool = false) -> String {
-        message(
+    static func passkeyAdded(name: String, recovery: Bool = false, accountPage: Bool = false) -> String {
+        if accountPage {
+            return document(
+                title: "Passkey added",
+                body: "<p>“\(HTML.escape(name))” now signs you in to broker.</p>\n"
+                    + "<p><a href=\"/account\">Back to your account</a></p>")
+        }
+        return message(
             title: "Passkey added",
             text: recovery
                 ? "“\(name)” now signs you in to broker. Every session of this account was signed out: sign in again with the new passkey."

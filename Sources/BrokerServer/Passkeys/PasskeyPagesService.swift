@@ -54,8 +54,13 @@ extension PasskeyService {
         let view = try await tokens.authenticateAccount(authorization: authorization)
         try await StepUp.requireStrongest(view, authorization: authorization, store: store, now: now)
         let id = try input.string("id")
-        let removal =
-            id.utf8.count <= 1400 ? try await store.removePasskey(id: id, user: view.user.id, now: now) : .notFound
+        try await removePasskey(id: id, of: view.user.id)
+        return APIResponse(status: 200, body: ["removed": .string(id)])
+    }
+
+    /// Removes one of `user`'s passkeys — the API's and the account page's — unless it is their last way in.
+    func removePasskey(id: String, of user: UserID) async throws {
+        let removal = id.utf8.count <= 1400 ? try await store.removePasskey(id: id, user: user, now: now) : .notFound
         switch removal {
         case .removed: break
         case .notFound:
@@ -64,7 +69,7 @@ extension PasskeyService {
         case .lastWayIn:
             metrics.passkey(event: "removal", outcome: "last_identity")
             audit.record(
-                "passkey_removed", outcome: "failure", user: view.user.id,
+                "passkey_removed", outcome: "failure", user: user,
                 fields: ["passkey": String(id.prefix(16)), "reason": "last_identity"])
             throw APIError(
                 status: 409, code: .lastIdentity,
@@ -72,8 +77,7 @@ extension PasskeyService {
                     + "broker link --provider P), or delete the account (broker account delete)")
         }
         metrics.passkey(event: "removal", outcome: "success")
-        audit.record("passkey_removed", user: view.user.id, fields: ["passkey": String(id.prefix(16))])
-        return APIResponse(status: 200, body: ["removed": .string(id)])
+        audit.record("passkey_removed", user: user, fields: ["passkey": String(id.prefix(16))])
     }
 
     // MARK: Adding a passkey
@@ -84,7 +88,7 @@ extension PasskeyService {
     func addPage(query: [String: String]) async throws -> APIResponse {
         guard enabled else { return Page.response(status: 404, Page.passkeysOff) }
         guard let sealed = query["ticket"], let ticket = PasskeyTicket.open(sealed, key: flowKey, now: now),
-            try await tokens.isLive(session: ticket.session, of: ticket.user),
+            try await isLive(session: ticket.session, of: ticket.user),
             let user = try await store.user(id: ticket.user),
             try await store.spendStateMarker(PasskeyTicket.marker(sealed), expiresAt: ticket.expiresAt + 60)
         else {
@@ -122,12 +126,19 @@ extension PasskeyService {
     /// `POST /auth/passkey/add {ceremony, csrf, credential, name}`.
     func add(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
         let sealed = (try? input.string("ceremony")) ?? ""
-        // Only for the wording: whether this page came from a recovery mail or from `broker passkey add`.
+        // Only for the wording: whether this page came from a recovery mail, the account page or
+        // `broker passkey add`.
         var recovery = false
-        if case .recover = PasskeyCeremony.open(sealed, key: flowKey, now: now)?.purpose { recovery = true }
+        var accountPage = false
+        switch PasskeyCeremony.open(sealed, key: flowKey, now: now)?.purpose {
+        case .recover?: recovery = true
+        case .register(_, let session)?: accountPage = session.hasPrefix(Self.browserSessionPrefix)
+        default: break
+        }
         let again =
             recovery
-            ? " Ask for a new link: “Forgot your password?” on the sign-in page." : " Run broker passkey add again."
+            ? " Ask for a new link: “Forgot your password?” on the sign-in page."
+            : accountPage ? " Add it again from your account page (/account)." : " Run broker passkey add again."
         guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
             return Page.response(
                 status: 403,
@@ -140,7 +151,9 @@ extension PasskeyService {
                 ceremony: sealed, credential: (try? input.string("credential")) ?? "",
                 name: (try? input.optionalString("name")) ?? "")
             return FormGuard.clearing(
-                Page.response(status: 200, Page.passkeyAdded(name: passkey.name, recovery: recovery)), secure: secure)
+                Page.response(
+                    status: 200, Page.passkeyAdded(name: passkey.name, recovery: recovery, accountPage: accountPage)),
+                secure: secure)
         } catch let failure as Failure {
             return Page.response(
                 status: 400, Page.message(title: "No passkey was added", text: failure.message + again))

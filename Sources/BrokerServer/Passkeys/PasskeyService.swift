@@ -208,7 +208,20 @@ package final class PasskeyService: ContextualService {
         }
     }
 
-    /// A registration for the user the ceremony was started for, while the CLI session that asked is live.
+    /// The prefix of a ticket's session that names a browser session (the account page's) rather than a CLI one.
+    static let browserSessionPrefix = "browser:"
+
+    /// Whether the session that asked for a passkey still stands: a CLI session (`broker passkey add`), or the
+    /// browser session of the account page.
+    func isLive(session id: String, of user: UserID) async throws -> Bool {
+        guard id.hasPrefix(Self.browserSessionPrefix) else { return try await tokens.isLive(session: id, of: user) }
+        let browser = id.dropFirst(Self.browserSessionPrefix.count)
+        return try await store.browserSessions(user: user).contains {
+            $0.id == browser && $0.revokedAt == nil && $0.expiresAt > now
+        }
+    }
+
+    /// A registration for the user the ceremony was started for, while the session that asked is live.
     func register(ceremony sealed: String, credential text: String, name: String) async throws -> PasskeyRecord {
         do {
             guard let rp = relyingParty else { throw Failure(message: "Passkeys are off here.", outcome: "off") }
@@ -217,7 +230,7 @@ package final class PasskeyService: ContextualService {
             let user: UserID
             switch ceremony.purpose {
             case .register(let owner, let session):
-                guard try await tokens.isLive(session: session, of: owner) else {
+                guard try await isLive(session: session, of: owner) else {
                     throw Failure(
                         message: "The session that asked for this passkey has ended.", outcome: "session_ended")
                 }

@@ -80,6 +80,17 @@ final class SecondFactorService: ContextualService {
         return String(host.prefix { $0 != "/" })
     }
 
+    /// A live enrolment's URI and key text again (the account page shows them once more after a mistyped code).
+    func reopen(enrolment: String, account: String) -> (uri: String, key: String)? {
+        guard
+            let fields = SealedDocument.open(
+                enrolment, key: flowKey, purpose: Array("broker totp enrolment".utf8), maxLength: 512),
+            let expires = fields["exp"]?.intValue, expires > now,
+            let key = fields["k"]?.stringValue.flatMap(Base64URL.decode), key.count == TOTP.keyLength
+        else { return nil }
+        return (TOTP.uri(key: key, issuer: Self.issuerLabel(issuer), account: account), Base32.encode(key))
+    }
+
     /// The user an enrolment was started for, while it is live.
     func enrolmentUser(_ enrolment: String) -> UserID? {
         guard

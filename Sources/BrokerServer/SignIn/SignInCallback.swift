@@ -44,7 +44,8 @@ struct SignInCallback: Sendable {
                 throw SignInRedirect(reason: "expired", response: Page.response(status: 400, Page.staleAppForm))
             }
             if let link = request.link {
-                return try await links.providerSignedIn(vouched, request: request, link: link)
+                return try await links.providerSignedIn(
+                    vouched, request: request, link: link, browserBound: binding != nil)
             }
             return try await authorization.providerSignedIn(vouched, request: request, browserBound: binding != nil)
         }

@@ -194,6 +194,39 @@ extension SQLiteStore {
         }
     }
 
+    package func consents(user: UserID) async throws -> [ConsentRecord] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT client_id, scopes, granted_at FROM consents WHERE user_id = ? ORDER BY client_id",
+                arguments: [user.description]
+            ).map { row in
+                ConsentRecord(
+                    clientID: row["client_id"],
+                    scopes: (row["scopes"] as String).split(separator: " ").map(String.init),
+                    grantedAt: row["granted_at"])
+            }
+        }
+    }
+
+    package func revokeConsent(user: UserID, clientID: String, now: Int64) async throws -> [String] {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM consents WHERE user_id = ? AND client_id = ?",
+                arguments: [user.description, clientID])
+            try db.execute(
+                sql: "DELETE FROM authorization_codes WHERE user_id = ? AND client_id = ?",
+                arguments: [user.description, clientID])
+            return try String.fetchAll(
+                db,
+                sql: """
+                    UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND client_id = ? AND revoked_at IS NULL
+                    RETURNING id
+                    """,
+                arguments: [now, user.description, clientID]
+            ).sorted()
+        }
+    }
+
     package func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)? {
         try await read { db in
             try Row.fetchOne(

@@ -109,6 +109,19 @@ package struct BrowserSessionRecord: Sendable, Hashable {
     }
 }
 
+/// What a user allowed an app (the consent page's Allow, remembered).
+package struct ConsentRecord: Sendable, Hashable {
+    package var clientID: String
+    package var scopes: [String]
+    package var grantedAt: Int64
+
+    package init(clientID: String, scopes: [String], grantedAt: Int64) {
+        self.clientID = clientID
+        self.scopes = scopes
+        self.grantedAt = grantedAt
+    }
+}
+
 /// A back-channel logout owed to an app (Back-Channel Logout 1.0 §2.5), as the queue holds it: written in the
 /// transaction that ends the browser session, so a broker that stops before sending loses none.
 package struct LogoutDelivery: Sendable, Hashable {
@@ -190,6 +203,12 @@ package protocol AppStore: Sendable {
     func consent(user: UserID, clientID: String) async throws -> [String]?
     /// Remembers that `user` allowed `clientID` these scopes (replacing what was remembered).
     func recordConsent(user: UserID, clientID: String, scopes: [String], now: Int64) async throws
+    /// What `user` has allowed, one entry per app, by client id.
+    func consents(user: UserID) async throws -> [ConsentRecord]
+    /// Takes back what `user` allowed `clientID`, in one transaction: the consent is forgotten (the next sign-in
+    /// asks again), the app's codes for the user are dropped and its sessions for the user end (their refresh
+    /// tokens stop). The ids of the sessions ended.
+    func revokeConsent(user: UserID, clientID: String, now: Int64) async throws -> [String]
 
     /// A refresh token as stored (introspection, RFC 7662), and whether it has been spent by a rotation.
     func refreshToken(hash: [UInt8]) async throws -> (token: RefreshTokenRecord, spent: Bool)?
