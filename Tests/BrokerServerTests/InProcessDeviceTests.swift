@@ -392,6 +392,17 @@ struct QRTextTests {
                 }
             }
         }
+        // The account page's SVG draws exactly these modules: its path's runs, read back, are the grid.
+        let svg = try #require(QRCode.svg(text))
+        let path = try #require(svg.range(of: "d=\"").map { svg[$0.upperBound...].prefix { $0 != "\"" } })
+        var drawn = Array(repeating: Array(repeating: false, count: width), count: width)
+        for run in path.split(separator: "M") {
+            let numbers = run.split(whereSeparator: { !$0.isNumber }).compactMap { Int($0) }
+            let (x, y, length) = (numbers[0] - 4, numbers[1] - 4, numbers[2])
+            for column in x..<(x + length) { drawn[y][column] = true }
+        }
+        #expect(drawn == modules)
+        #expect(svg.contains("viewBox=\"0 0 \(width + 8) \(width + 8)\""), "the quiet zone")
         let lines = try #require(QRText.render(text))
         #expect(lines.count == (width + 8 + 1) / 2)
         #expect(lines.allSatisfy { $0.count == width + 8 })

@@ -39,12 +39,14 @@ extension Page {
         }
         if let problem = view.problem { body += "<p class=\"problem\" role=\"alert\">\(HTML.escape(problem))</p>\n" }
 
+        // The last way in has no button to remove it (the broker refuses that anyway).
+        let several = view.ways.count + view.passkeys.count > 1
         body += "<h2>Ways in</h2>\n<ul class=\"items\">\n"
         for way in view.ways {
             let since = way.since.map { " · linked \(when($0))" } ?? ""
             body += row(
                 "<strong>\(HTML.escape(way.name))</strong><br><span class=\"muted\">\(HTML.escape(way.detail))\(since)</span>",
-                accountButton("unlink", "Unlink", csrf: csrf, fields: [("provider", way.provider)]))
+                several ? accountButton("unlink", "Unlink", csrf: csrf, fields: [("provider", way.provider)]) : "")
         }
         for provider in view.linkable {
             body += row(
@@ -64,7 +66,7 @@ extension Page {
                 let used = passkey.lastUsed.map { " · last used \(when($0))" } ?? " · never used"
                 body += row(
                     "<strong>\(HTML.escape(passkey.name))</strong><br><span class=\"muted\">added \(when(passkey.since))\(used)</span>",
-                    accountButton("passkey-remove", "Remove", csrf: csrf, fields: [("id", passkey.id)]))
+                    several ? accountButton("passkey-remove", "Remove", csrf: csrf, fields: [("id", passkey.id)]) : "")
             }
             if view.passkeys.isEmpty { body += row("<span class=\"muted\">No passkey yet.</span>") }
             body += "</ul>\n"
