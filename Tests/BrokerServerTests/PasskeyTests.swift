@@ -539,4 +539,73 @@ struct PasskeyTests {
             #expect(settings == .on(rpID: "example.com", origin: "https://login.example.com"))
         }
     }
+
+    /// Issue "A second factor" §1: a passkey may be the second factor. After the password, the code page of an
+    /// account with an authenticator app and a passkey offers the passkey instead of the code; the passkey of
+    /// another account signs nobody in there.
+    @Test func aPasskeyOfTheSameAccountIsTheSecondStepAfterThePassword() async throws {
+        let broker = try await InProcessBroker(config: Self.config)
+        try await OpenIDProviderTests.register(broker, firstParty: true)
+        let mine = try SoftAuthenticator(algorithm: .es256, counter: 0)
+        let theirs = try SoftAuthenticator(algorithm: .es256, counter: 0)
+        let ceremony = Self.ceremony(broker)
+        try await broker.test { client in
+            let (_, account) = try await Self.signedIn(client, "ada@example.com")
+            try await Self.addPasskey(client, account: account, authenticator: mine, ceremony)
+            let (_, other) = try await Self.signedIn(client, "bob@example.com")
+            try await Self.addPasskey(client, account: other, authenticator: theirs, ceremony)
+            // The authenticator app, enrolled with the password (the account has two factors already).
+            let started = try await SecondFactorTests.postJSON(
+                client, "/auth/mfa/totp", ["email": "ada@example.com", "password": .string(Self.password)])
+            let key = try #require(started["key"]?.stringValue, "\(String(describing: started.json))")
+            let confirmed = try await SecondFactorTests.postJSON(
+                client, "/auth/mfa/totp/confirm",
+                [
+                    "enrolment": .string(try #require(started["enrolment"]?.stringValue)),
+                    "code": .string(try AccountPageTests.code(key, broker)),
+                ])
+            #expect(confirmed.status == 201)
+
+            let jar = Jar()
+            let page = try await OpenIDProviderTests.get(
+                client, OpenIDProviderTests.authorizeURI(OpenIDProviderTests.webRequest()), jar)
+            let codePage = try await OpenIDProviderTests.passwordSignIn(
+                client, page: page, jar, email: "ada@example.com")
+            let html = String(decoding: codePage.body, as: UTF8.self)
+            #expect(html.contains("Two-step sign-in") && html.contains("Use a passkey instead"))
+            #expect(html.contains(#"action="/auth/authorize/mfa-passkey""#))
+            #expect(codePage.header("Content-Security-Policy") == Page.passkeyPolicy, "the ceremony's script runs")
+            func answer(_ authenticator: SoftAuthenticator, on page: Reply) async throws -> Reply {
+                let (sealed, credential) = try await Self.assertion(client, authenticator, ceremony)
+                return try await OpenIDProviderTests.post(
+                    client, "/auth/authorize/mfa-passkey",
+                    [
+                        ("request", try #require(Self.hidden(page, "request"))),
+                        ("ticket", try #require(Self.hidden(page, "ticket"))),
+                        ("csrf", try #require(Self.hidden(page, "csrf"))), ("ceremony", sealed),
+                        ("credential", credential),
+                    ], jar)
+            }
+            let wrong = try await answer(theirs, on: codePage)
+            #expect(wrong.status == 401 && String(decoding: wrong.body, as: UTF8.self).contains("another account"))
+            #expect(jar.cookies["broker_session"] == nil, "nobody signed in")
+
+            let signedIn = try await answer(mine, on: wrong)
+            let destination = try #require(OpenIDProviderTests.destination(signedIn), "\(signedIn.status)")
+            let code = try #require(Flow.query(destination)["code"])
+            let tokens = try await OpenIDProviderTests.redeem(client, code: code)
+            let idToken = try #require(tokens["id_token"]?.stringValue, "\(String(describing: tokens.json))")
+            let claims = try #require(jwtParts(idToken).claims)
+            #expect(claims["email"] == "ada@example.com" && claims["acr"] == "2")
+
+            // A forged ticket is no way around the password.
+            let forged = try await OpenIDProviderTests.post(
+                client, "/auth/authorize/mfa-passkey",
+                [
+                    ("request", try #require(Self.hidden(wrong, "request"))), ("ticket", "forged"),
+                    ("csrf", try #require(Self.hidden(wrong, "csrf"))), ("ceremony", "x"), ("credential", "{}"),
+                ], Jar())
+            #expect(forged.status == 403, "no CSRF cookie in another browser")
+        }
+    }
 }

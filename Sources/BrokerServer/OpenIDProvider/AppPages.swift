@@ -97,7 +97,7 @@ extension Page {
     /// `fields` the hidden fields that carry the flow (the request or the user code), beside the ticket.
     static func secondFactor(
         action: String, fields: [(String, String)], ticket: String, csrf: String, continuing: String, problem: String?,
-        mailRecovery: Bool = false
+        mailRecovery: Bool = false, passkey: String? = nil
     ) -> String {
         var body =
             "<p>Enter the code your authenticator app shows to continue to <strong>\(HTML.escape(continuing))</strong>.</p>\n"
@@ -113,6 +113,7 @@ extension Page {
             </form>
             <p class="muted">Lost the app? Type one of your recovery codes instead (each works once).</p>
             """
+        if let passkey { body += "\n<p class=\"or\">or</p>\n" + passkey }
         if mailRecovery {
             body +=
                 "\n<p class=\"muted\">Lost the codes too? <a href=\"/auth/mfa/recover\">Remove the second factor "

@@ -381,7 +381,7 @@ final class AuthorizationService: ContextualService {
                 email: String(email.prefix(254)), status: error.status)
         }
         if try await accounts.secondFactors.factor(of: account.user.id) != nil {
-            return try secondFactorPage(request, app: app, user: account.user.id, problem: nil)
+            return try await secondFactorPage(request, app: app, user: account.user.id, problem: nil)
         }
         if configuration.requireMFA || app.requireMFA {
             audit.record(
@@ -407,20 +407,62 @@ final class AuthorizationService: ContextualService {
         return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
     }
 
-    /// The code page of a sign-in whose password was right.
+    /// The code page of a sign-in whose password was right; an account with a passkey may use it instead of the
+    /// code (the passkey is the second factor then).
     private func secondFactorPage(
         _ request: AuthorizationRequest, app: AppRecord, user: UserID, problem: String?, status: Int = 200
-    ) throws -> APIResponse {
+    ) async throws -> APIResponse {
         let sealed = try request.seal(key: flowKey)
         let ticket = try accounts.secondFactors.ticket(for: user)
+        let withPasskey = passkeys.enabled ? try await !store.passkeys(user: user).isEmpty : false
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.secondFactor(
                 action: "/auth/authorize/mfa", fields: [("request", sealed)], ticket: ticket, csrf: csrf,
                 continuing: AccountPageClient.shown(app), problem: problem,
-                mailRecovery: accounts.secondFactors.mailer != nil)
+                mailRecovery: accounts.secondFactors.mailer != nil,
+                passkey: withPasskey
+                    ? Page.passkeySignIn(
+                        action: "/auth/authorize/mfa-passkey",
+                        hidden: [("request", sealed), ("ticket", ticket), ("csrf", csrf)],
+                        label: "Use a passkey instead") : nil)
         }
         response.status = status
-        return response
+        return withPasskey ? Page.withPasskeys(response) : response
+    }
+
+    /// `POST /auth/authorize/mfa-passkey {request, csrf, ticket, ceremony, credential}`: a passkey of the same
+    /// account as the second step after the password (a passkey of another account signs nobody in here).
+    func secondFactorPasskey(_ input: RequestInput, cookie: String?) async throws -> APIResponse {
+        let (request, app): (AuthorizationRequest, AppRecord)
+        switch try await formRequest(input, cookie: cookie) {
+        case .failure(let page): return page
+        case .success(let pair): (request, app) = pair
+        }
+        guard let user = accounts.secondFactors.user(ofTicket: (try? input.string("ticket")) ?? "") else {
+            return try signInPage(request, app: app, problem: "The sign-in took too long; sign in again.", status: 400)
+        }
+        let owner: UserRecord
+        do {
+            (owner, _) = try await passkeys.signIn(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "")
+        } catch let failure as PasskeyService.Failure {
+            return try await secondFactorPage(request, app: app, user: user, problem: failure.message, status: 400)
+        }
+        guard owner.id == user else {
+            audit.record(
+                "sign_in", outcome: "failure", user: user,
+                fields: ["provider": "custom", "reason": "passkey_of_another_account", "flow": "app"])
+            return try await secondFactorPage(
+                request, app: app, user: user,
+                problem: "That passkey belongs to another account. Use a passkey of this one, or the code.", status: 401
+            )
+        }
+        // The passkey is two factors by itself (possession and a verified user); the session is the passkey's.
+        audit.record(
+            "sign_in", user: user, fields: ["provider": "custom", "flow": "app", "method": "password+passkey"])
+        metrics.signIn(provider: "custom", outcome: "success")
+        let (session, setCookie) = try await sessions.start(user: user, signedInWith: .passkey)
+        return try await afterSignIn(request, app: app, session: session, fromForm: true, setCookie: setCookie)
     }
 
     /// `POST /auth/authorize/mfa {request, csrf, ticket, otp}`: the code after the password. A wrong code shows
@@ -439,14 +481,15 @@ final class AuthorizationService: ContextualService {
             method = try await accounts.secondFactors.check(
                 (try? input.string("otp")) ?? "", user: user, address: address)
         } catch let error as APIError where error.status < 500 {
-            return try secondFactorPage(request, app: app, user: user, problem: error.detail, status: error.status)
+            return try await secondFactorPage(
+                request, app: app, user: user, problem: error.detail, status: error.status)
         }
         guard method != nil else {
             metrics.signIn(provider: "custom", outcome: "wrong_code")
             audit.record(
                 "sign_in", outcome: "failure", user: user,
                 fields: ["provider": "custom", "reason": "wrong_code", "flow": "app"])
-            return try secondFactorPage(
+            return try await secondFactorPage(
                 request, app: app, user: user,
                 problem: "Wrong or already used code. Type the code the app shows now, or a recovery code.", status: 401
             )

@@ -23,7 +23,9 @@ extension Page {
 
     /// "Sign in with a passkey": a form posting to `action` with `hidden` fields, the ceremony and credential
     /// filled in by the script. No email is asked: the browser offers the passkeys it holds for this broker.
-    static func passkeySignIn(action: String, hidden: [(String, String)], primary: Bool = false) -> String {
+    static func passkeySignIn(
+        action: String, hidden: [(String, String)], primary: Bool = false, label: String = "Sign in with a passkey"
+    ) -> String {
         var form = "<form method=\"post\" action=\"\(HTML.escape(action))\" data-passkey=\"signin\">\n"
         for (name, value) in hidden {
             form += "<input type=\"hidden\" name=\"\(HTML.escape(name))\" value=\"\(HTML.escape(value))\">\n"
@@ -32,7 +34,7 @@ extension Page {
             <input type="hidden" name="ceremony" value="">
             <input type="hidden" name="credential" value="">
             <p class="problem" role="alert" data-passkey-problem hidden></p>
-            <button type="submit"\(primary ? "" : " class=\"secondary\"")>Sign in with a passkey</button>
+            <button type="submit"\(primary ? "" : " class=\"secondary\"")>\(HTML.escape(label))</button>
             </form>
 
             """

@@ -58,6 +58,11 @@ struct PasskeyRoutes {
                 try await authorization.passkey(
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
+        routes.post("/auth/authorize/mfa-passkey") { request, _ in
+            Server.response(
+                try await authorization.secondFactorPasskey(
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
+        }
         routes.post("/auth/device/passkey") { request, context in
             Server.response(
                 try await devices.passkeySignIn(
