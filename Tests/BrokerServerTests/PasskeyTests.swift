@@ -598,6 +598,36 @@ struct PasskeyTests {
             let claims = try #require(jwtParts(idToken).claims)
             #expect(claims["email"] == "ada@example.com" && claims["acr"] == "2")
 
+            // The same on the /device page: the password, then the passkey instead of the code.
+            typealias Device = InProcessDeviceTests
+            let started2 = try await Device.authorize(client)
+            let userCode = try #require(started2["user_code"]?.stringValue)
+            let devicePage = try await client.get(
+                "/device?user_code=" + userCode.lowercased().replacingOccurrences(of: "-", with: ""))
+            let deviceCookie = try #require(Device.cookie(devicePage))
+            let codeStep = try await Device.post(
+                client, "/auth/device/password",
+                [
+                    ("user_code", try #require(Device.hidden(devicePage, "user_code"))), ("email", "ada@example.com"),
+                    ("password", Self.password), ("csrf", try #require(Device.csrf(devicePage))),
+                ], cookie: deviceCookie)
+            #expect(String(decoding: codeStep.body, as: UTF8.self).contains("Use a passkey instead"))
+            #expect(codeStep.header("Content-Security-Policy") == Page.passkeyPolicy)
+            func deviceAnswer(_ authenticator: SoftAuthenticator) async throws -> Reply {
+                let (sealed, credential) = try await Self.assertion(client, authenticator, ceremony)
+                return try await Device.post(
+                    client, "/auth/device/mfa-passkey",
+                    [
+                        ("user_code", try #require(Device.hidden(codeStep, "user_code"))),
+                        ("ticket", try #require(Device.hidden(codeStep, "ticket"))),
+                        ("csrf", try #require(Device.csrf(codeStep))), ("ceremony", sealed), ("credential", credential),
+                    ], cookie: Device.cookie(codeStep) ?? deviceCookie)
+            }
+            let refused = try await deviceAnswer(theirs)
+            #expect(refused.status == 401 && Device.hidden(refused, "approval") == nil)
+            let approved = try await deviceAnswer(mine)
+            #expect(approved.status == 200 && Device.hidden(approved, "approval") != nil, "the confirmation page")
+
             // A forged ticket is no way around the password.
             let forged = try await OpenIDProviderTests.post(
                 client, "/auth/authorize/mfa-passkey",

@@ -381,7 +381,7 @@ final class DeviceService: ContextualService {
                     icons: signIn.icons))
         }
         if try await accounts.secondFactors.factor(of: account.user.id) != nil {
-            return try secondFactorPage(authorization, user: account.user.id, problem: nil)
+            return try await secondFactorPage(authorization, user: account.user.id, problem: nil)
         }
         if configuration.requireMFA {
             audit.record(
@@ -410,20 +410,68 @@ final class DeviceService: ContextualService {
             signedInWith: way, proof: DeviceApproval.proof(passwordHash: account.passwordHash))
     }
 
+    /// The code page after the password; an account with a passkey may use it instead of the code.
     private func secondFactorPage(
         _ authorization: DeviceAuthorization, user: UserID, problem: String?, status: Int = 200
     )
-        throws -> APIResponse
+        async throws -> APIResponse
     {
         let ticket = try accounts.secondFactors.ticket(for: user)
+        let withPasskey = passkeys.enabled ? try await !store.passkeys(user: user).isEmpty : false
         var response = try FormGuard.page(secure: secure) { csrf in
             Page.secondFactor(
                 action: "/auth/device/mfa", fields: [("user_code", authorization.userCode)], ticket: ticket, csrf: csrf,
                 continuing: "the device that asked", problem: problem,
-                mailRecovery: accounts.secondFactors.mailer != nil)
+                mailRecovery: accounts.secondFactors.mailer != nil,
+                passkey: withPasskey
+                    ? Page.passkeySignIn(
+                        action: "/auth/device/mfa-passkey",
+                        hidden: [("user_code", authorization.userCode), ("ticket", ticket), ("csrf", csrf)],
+                        label: "Use a passkey instead") : nil)
         }
         response.status = status
-        return response
+        return withPasskey ? Page.withPasskeys(response) : response
+    }
+
+    /// `POST /auth/device/mfa-passkey {user_code, ticket, csrf, ceremony, credential}`: a passkey of the same
+    /// account as the second step after the password, then the confirmation.
+    func secondFactorPasskey(_ input: RequestInput, cookie: String?, address: String?) async throws -> APIResponse {
+        guard FormGuard.accepts(cookie: cookie, field: (try? input.string("csrf")) ?? "") else {
+            return Page.response(status: 403, Page.staleDeviceForm)
+        }
+        guard passkeys.enabled,
+            let authorization = try await waiting((try? input.string("user_code")) ?? "", address: address),
+            authorization.linkUser == nil
+        else {
+            return Page.response(status: 400, Page.deviceGone)
+        }
+        guard let user = accounts.secondFactors.user(ofTicket: (try? input.string("ticket")) ?? "") else {
+            return Page.response(
+                status: 400, Page.message(title: "Sign in again", text: "The sign-in took too long; start it again."))
+        }
+        let owner: UserRecord
+        let passkey: PasskeyRecord
+        do {
+            (owner, passkey) = try await passkeys.signIn(
+                ceremony: (try? input.string("ceremony")) ?? "", credential: (try? input.string("credential")) ?? "")
+        } catch let failure as PasskeyService.Failure {
+            return try await secondFactorPage(authorization, user: user, problem: failure.message, status: 400)
+        }
+        guard owner.id == user else {
+            audit.record(
+                "sign_in", outcome: "failure", user: user,
+                fields: ["provider": "custom", "reason": "passkey_of_another_account", "flow": "device"])
+            return try await secondFactorPage(
+                authorization, user: user,
+                problem: "That passkey belongs to another account. Use a passkey of this one, or the code.", status: 401
+            )
+        }
+        metrics.signIn(provider: "custom", outcome: "success")
+        audit.record(
+            "sign_in", user: user, fields: ["provider": "custom", "flow": "device", "method": "password+passkey"])
+        return try DeviceApproval.confirmationPage(
+            user: owner, authorization: authorization, key: signIn.flowKey, now: now, secure: secure,
+            signedInWith: .passkey, proof: DeviceApproval.proof(passkey: passkey.id))
     }
 
     /// `POST /auth/device/mfa {user_code, ticket, otp, csrf}`: the code after the password, then the
@@ -449,14 +497,14 @@ final class DeviceService: ContextualService {
             method = try await accounts.secondFactors.check(
                 (try? input.string("otp")) ?? "", user: user, address: address)
         } catch let error as APIError where error.status < 500 {
-            return try secondFactorPage(authorization, user: user, problem: error.detail, status: error.status)
+            return try await secondFactorPage(authorization, user: user, problem: error.detail, status: error.status)
         }
         guard method != nil else {
             metrics.signIn(provider: "custom", outcome: "wrong_code")
             audit.record(
                 "sign_in", outcome: "failure", user: user,
                 fields: ["provider": "custom", "reason": "wrong_code", "flow": "device"])
-            return try secondFactorPage(
+            return try await secondFactorPage(
                 authorization, user: user,
                 problem: "Wrong or already used code. Type the code the app shows now, or a recovery code.", status: 401
             )

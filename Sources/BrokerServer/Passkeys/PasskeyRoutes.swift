@@ -63,6 +63,12 @@ struct PasskeyRoutes {
                 try await authorization.secondFactorPasskey(
                     try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie)))
         }
+        routes.post("/auth/device/mfa-passkey") { request, context in
+            Server.response(
+                try await devices.secondFactorPasskey(
+                    try await Server.input(request, allowForm: true), cookie: request.headers.value(.cookie),
+                    address: context.clientAddress))
+        }
         routes.post("/auth/device/passkey") { request, context in
             Server.response(
                 try await devices.passkeySignIn(
