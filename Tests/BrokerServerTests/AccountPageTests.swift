@@ -327,6 +327,53 @@ struct AccountPageTests {
         }
     }
 
+    /// A provider's user signs in to the page with the provider, adds an email and password there (a weak one is
+    /// refused on the page, nothing added); ten minutes on, deletion asks for a new sign-in first.
+    @Test func aProvidersUserAddsAPasswordOnThePageAndDeletionAsksForARecentSignIn() async throws {
+        let broker = try await InProcessBroker(config: InProcessBrowserFlowTests.config)
+        let google = try InProcessBrowserFlowTests.ScriptedGoogle(transport: broker.transport, clock: broker.clock)
+        try await broker.test { client in
+            let jar = Jar()
+            let signInPage = try await OP.get(client, "/account", jar)
+            let onward = try await OP.post(
+                client, "/auth/authorize/provider",
+                [
+                    ("request", try #require(OP.hidden(signInPage, "request"))),
+                    ("csrf", try #require(OP.hidden(signInPage, "csrf"))), ("provider", "google"),
+                ], jar)
+            let location = try #require(OP.destination(onward))
+            let fields = InProcessBrowserFlowTests.query(location)
+            google.answerTokens(subject: "g-grace", nonce: try #require(fields["nonce"]))
+            let back = try await OP.get(
+                client,
+                "/auth/google/callback?"
+                    + FormEncoding.encode([("state", try #require(fields["state"])), ("code", "provider-code")]), jar)
+            #expect(back.status == 303 && back.header("Location") == "/account", "\(Self.html(back))")
+            var page = try await OP.get(client, "/account", jar)
+            #expect(Self.html(page).contains("with Google") || Self.html(page).contains("with google"))
+            #expect(Self.html(page).contains("action=\"/auth/account/page/link-password\""))
+            let user = try #require(try await broker.store.browserSessions(user: nil).first?.userID)
+
+            let weak = try await Self.act(
+                client, jar, page: page, "link-password", [("email", "grace@example.com"), ("password", "short")])
+            #expect(weak.status == 400 && Self.html(weak).contains("class=\"problem\""), "\(Self.html(weak))")
+            #expect(try await broker.store.passwordAccount(user: user) == nil)
+            let added = try await Self.act(
+                client, jar, page: weak, "link-password",
+                [("email", "grace@example.com"), ("password", OP.password)])
+            #expect(added.header("Location") == "/account?said=password-added")
+            #expect(try await broker.store.passwordAccount(user: user)?.email == "grace@example.com")
+
+            // Deleting: the password now, since there is one; after ten minutes, a new sign-in first.
+            page = try await OP.get(client, "/account", jar)
+            broker.clock.advance(by: 601)
+            let stale = try await Self.act(
+                client, jar, page: page, "delete", [("confirm", "DELETE"), ("password", OP.password)])
+            #expect(Self.html(stale).contains("needs a recent sign-in"))
+            #expect(try await broker.store.user(id: user) != nil)
+        }
+    }
+
     @Test func theLastWayInStaysAndDeletionTakesTheWordAndThePassword() async throws {
         let broker = try await InProcessBroker()
         try await broker.test { client in

@@ -41,6 +41,7 @@ enum AccountPageClient {
         case linkTaken = "link-taken"
         case linkFailed = "link-failed"
         case unlinked
+        case passwordAdded = "password-added"
         case lastWayIn = "last-way-in"
         case passkeyRemoved = "passkey-removed"
         case secondFactorAdded = "mfa-added"
@@ -69,6 +70,11 @@ enum AccountPageClient {
             case .linkTaken: ("Another account of that provider is linked already: unlink it first.", true)
             case .linkFailed: ("The link did not complete: the sign-in there failed or took too long.", true)
             case .unlinked: ("Unlinked: the sessions signed in that way have ended.", false)
+            case .passwordAdded:
+                (
+                    "The email and password are a way in now. If broker mails, confirm the address with the link "
+                        + "it sent.", false
+                )
             case .lastWayIn:
                 ("That is your only way to sign in: add another before removing it, or delete the account.", true)
             case .passkeyRemoved: ("The passkey is removed.", false)

@@ -120,6 +120,7 @@ final class AccountPageService: ContextualService {
             }
         }
         view.hasPassword = password != nil
+        view.canAddPassword = password == nil && configuration.customEnabled
         return try FormGuard.page(secure: secure) { csrf in
             view.csrf = csrf
             return Page.account(view)
@@ -215,6 +216,15 @@ final class AccountPageService: ContextualService {
             return AccountPageClient.home(said: .unlinked)
         case "link":
             return try await link(field("provider"), user: user, session: session, address: address)
+        case "link-password":
+            do {
+                _ = try await links.linkPassword(input, user: user, address: address)
+            } catch let error as APIError where error.status < 500 {
+                var page = try await render(user: user, session: session, said: nil, problem: error.detail)
+                page.status = error.status
+                return page
+            }
+            return AccountPageClient.home(said: .passwordAdded)
         case "passkey-remove":
             do {
                 try await passkeys.removePasskey(id: field("id"), of: user.id)
@@ -429,4 +439,6 @@ struct AccountView {
     /// `nil`: no password, so no second factor to add (a passkey is two factors by itself).
     var secondFactor: SecondFactor?
     var hasPassword = false
+    /// No password yet, and the broker takes them: the form that adds one.
+    var canAddPassword = false
 }

@@ -55,9 +55,18 @@ extension Page {
                     "link", "Link", csrf: csrf, fields: [("provider", provider.id)], style: "inline secondary"))
         }
         body += "</ul>\n"
-        if !view.hasPassword {
-            body +=
-                "<p class=\"muted\">To add an email and password: <code>broker link --provider custom</code>.</p>\n"
+        if view.canAddPassword {
+            body += """
+                <form method="post" action="/auth/account/page/link-password">
+                <input type="hidden" name="csrf" value="\(HTML.escape(csrf))">
+                <label for="link-email">Add an email and password: the address</label>
+                <input type="email" id="link-email" name="email" autocomplete="email" required>
+                <label for="link-password">A password (at least 8 characters)</label>
+                <input type="password" id="link-password" name="password" autocomplete="new-password" required minlength="8">
+                <button type="submit" class="secondary">Add the email and password</button>
+                </form>
+
+                """
         }
 
         if view.passkeysEnabled || !view.passkeys.isEmpty {

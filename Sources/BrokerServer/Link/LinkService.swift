@@ -181,7 +181,8 @@ final class LinkService: ContextualService {
             headers: [("Cache-Control", "no-store")])
     }
 
-    private func linkPassword(_ input: RequestInput, user: UserRecord, address: String?) async throws -> APIResponse {
+    /// An email and password as a way into `user`'s account (`/auth/link` with `"custom"`, and the account page).
+    func linkPassword(_ input: RequestInput, user: UserRecord, address: String?) async throws -> APIResponse {
         guard signIn.configuration.customEnabled else {
             throw APIError.notFound("email and password accounts are not enabled on this broker")
         }
