@@ -115,6 +115,16 @@ measure jwks_router sqlite "$PID" "$URL" jwks_router
 measure me sqlite "$PID" "$URL" me
 measure mint sqlite "$PID" "$URL" mint
 measure refresh_sqlite sqlite "$PID" "$URL" refresh
+# The same two with DPoP-bound tokens, as the CLI's are (a sign-in with a proof binds its session to the key).
+export DPOP_KEY=$WORK/dpop.pem ACCESS_DPOP REFRESH_DPOP_FILE=$WORK/refresh-dpop
+python3 Benchmarks/dpop_proofs.py key "$DPOP_KEY"
+curl -sf -H 'Content-Type: application/json' -H "DPoP: $(python3 Benchmarks/dpop_proofs.py one "$DPOP_KEY" POST \
+  http://127.0.0.1/auth/login)" -d "$ACCOUNT" "$URL/auth/login" >"$WORK/login-dpop.json"
+ACCESS_DPOP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["access_token"])' "$WORK/login-dpop.json")
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["refresh_token"])' "$WORK/login-dpop.json" \
+  >"$REFRESH_DPOP_FILE"
+measure me_dpop sqlite "$PID" "$URL" me_dpop
+measure refresh_dpop sqlite "$PID" "$URL" refresh_dpop
 # The same broker with nothing to do for 10 s: its own timers and each second's looks at the store (key ring,
 # back-channel logout queue), which every request's count above carries a little of.
 callgrind_control --zero "$PID" >/dev/null 2>&1
@@ -190,6 +200,8 @@ Command: `{f"BUSY={busy} " if busy else ""}Benchmarks/callgrind.sh {count} {roun
 {row("broker `GET /auth/me` (one ES256 verification)", "me", "routed")}
 {row("broker `client_credentials` mint (one ES256 signature)", "mint", "routed")}
 {row("broker refresh grant, SQLite", "refresh_sqlite", "routed")}
+{row("broker `GET /auth/me`, DPoP-bound (the token's verification and the proof's)", "me_dpop", "routed")}
+{row("broker refresh grant, SQLite, DPoP-bound (a signature and the proof's verification)", "refresh_dpop", "routed")}
 {row("broker refresh grant, PostgreSQL (the broker's instructions; the database's not counted)", "refresh_pg", "routed")}
 
 With nothing to do, the SQLite broker runs {rows["idle"][0]:,} instructions per second (its timers, and each second's

@@ -20,7 +20,7 @@ import statistics
 import sys
 
 # The requests of ours the budget holds (the floors, nginx and Hummingbird alone, are printed, not judged).
-OURS = ["jwks", "jwks_router", "me", "mint", "refresh_sqlite", "refresh_pg"]
+OURS = ["jwks", "jwks_router", "me", "mint", "refresh_sqlite", "refresh_pg", "me_dpop", "refresh_dpop"]
 TOLERANCE_PERCENT = 3
 # The broker's own timers run while it is measured (~775,000 instructions a second, BENCHMARKS.md), and a little of
 # them lands in every count: ~2,000 on the constant document, whose rounds differ by up to 5 %. Under 3 % of a

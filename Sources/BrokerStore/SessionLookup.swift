@@ -31,6 +31,10 @@ final class SessionLookup: Sendable {
         FROM clients WHERE name = ?1
         """
 
+    /// Whether a state marker (a DPoP proof's `jti`, a flow's state) was spent: read before every DPoP-bound
+    /// request is let through.
+    static let markerSQL = "SELECT 1 FROM state_markers WHERE marker = ?1"
+
     init(path: String, keep: Int = 8) {
         self.path = path
         self.keep = keep
@@ -42,6 +46,10 @@ final class SessionLookup: Sendable {
 
     func client(name: String) throws(StoreError) -> ClientRecord? {
         try withConnection { connection throws(StoreError) in try connection.client(name: name) }
+    }
+
+    func isMarkerSpent(_ marker: String) throws(StoreError) -> Bool {
+        try withConnection { connection throws(StoreError) in try connection.isMarkerSpent(marker) }
     }
 
     private func withConnection<T>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
@@ -65,6 +73,7 @@ final class SessionLookup: Sendable {
         private let db: OpaquePointer
         private let statement: OpaquePointer
         private let clientStatement: OpaquePointer
+        private let markerStatement: OpaquePointer
 
         init(path: String) throws(StoreError) {
             var handle: OpaquePointer?
@@ -78,25 +87,32 @@ final class SessionLookup: Sendable {
             sqlite3_busy_timeout(handle, 10_000)
             var prepared: OpaquePointer?
             var preparedClient: OpaquePointer?
+            var preparedMarker: OpaquePointer?
             let persistent = UInt32(SQLITE_PREPARE_PERSISTENT)
             guard sqlite3_prepare_v3(handle, SessionLookup.sql, -1, persistent, &prepared, nil) == SQLITE_OK,
                 sqlite3_prepare_v3(handle, SessionLookup.clientSQL, -1, persistent, &preparedClient, nil)
                     == SQLITE_OK,
-                let prepared, let preparedClient
+                sqlite3_prepare_v3(handle, SessionLookup.markerSQL, -1, persistent, &preparedMarker, nil)
+                    == SQLITE_OK,
+                let prepared, let preparedClient, let preparedMarker
             else {
                 let message = String(cString: sqlite3_errmsg(handle))
                 sqlite3_finalize(prepared)
+                sqlite3_finalize(preparedClient)
+                sqlite3_finalize(preparedMarker)
                 sqlite3_close_v2(handle)
                 throw StoreError.unavailable("cannot prepare the hot-path reads on \(path): \(message)")
             }
             db = handle
             statement = prepared
             clientStatement = preparedClient
+            markerStatement = preparedMarker
         }
 
         deinit {
             sqlite3_finalize(statement)
             sqlite3_finalize(clientStatement)
+            sqlite3_finalize(markerStatement)
             sqlite3_close_v2(db)
         }
 
@@ -135,6 +151,22 @@ final class SessionLookup: Sendable {
                 )
             default:
                 throw failure("read")
+            }
+        }
+
+        func isMarkerSpent(_ marker: String) throws(StoreError) -> Bool {
+            defer {
+                sqlite3_reset(markerStatement)
+                sqlite3_clear_bindings(markerStatement)
+            }
+            let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+            guard sqlite3_bind_text(markerStatement, 1, marker, -1, transient) == SQLITE_OK else {
+                throw failure("bind")
+            }
+            switch sqlite3_step(markerStatement) {
+            case SQLITE_DONE: return false
+            case SQLITE_ROW: return true
+            default: throw failure("read")
             }
         }
 

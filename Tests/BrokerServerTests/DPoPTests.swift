@@ -57,6 +57,13 @@ struct DPoPTests {
                 ]).utf8))
     }
 
+    /// `proof` with its header replaced by `donor`'s (the signature no longer fits the header's key).
+    static func swappedHeader(of donor: String, onto proof: String) throws -> String {
+        let header = try #require(donor.split(separator: ".").first)
+        let rest = proof.split(separator: ".", omittingEmptySubsequences: false).dropFirst()
+        return ([header] + rest).joined(separator: ".")
+    }
+
     @Test func aBoundTokenNeedsAFreshProofByItsKeyForThisRequest() async throws {
         let broker = try await InProcessBroker()
         let key = try AsymmetricKey.generate(.ecP256)
@@ -90,12 +97,27 @@ struct DPoPTests {
                 ("another token's ath", try Self.proof(key, "GET", "/auth/me", token: access + "x", at: now)),
                 ("another key", try Self.proof(other, "GET", "/auth/me", token: access, at: now)),
                 ("not a JWT", "garbage"),
+                // The key's own header, which the broker has seen (and keeps the key of), over claims signed by
+                // another key: the signature is checked on every proof, whatever header it comes with.
+                (
+                    "the key's header with another key's signature",
+                    try Self.swappedHeader(
+                        of: try Self.proof(key, "GET", "/auth/me", token: access, at: now),
+                        onto: try Self.proof(
+                            try AsymmetricKey.generate(.ecP256), "GET", "/auth/me", token: access, at: now))
+                ),
             ]
             for (name, proof) in cases {
                 let refused = try await Self.me(client, access, proof: proof)
                 #expect(refused.status == 401, "\(name)")
                 #expect(refused.error == "invalid_dpop_proof", "\(name)")
             }
+            // The same URL written another way (RFC 9449 §4.3: scheme and host in any case, the default port) is
+            // this request's.
+            let written = try DPoPProof.make(
+                key: key, method: "GET", url: "HTTP://BROKER.test:80/auth/me", accessToken: access, nonce: nil, now: now
+            )
+            #expect(try await Self.me(client, access, proof: written).status == 200, "a URL written another way")
             // An iat at the edge of Int64 is a refusal, not an overflow that stops the broker: far past gets a
             // nonce like any stale clock, far future is refused by the verifier.
             for (iat, error) in [(Int64.min, "use_dpop_nonce"), (Int64.max, "invalid_dpop_proof")] {

@@ -88,5 +88,17 @@ struct BrowserFlowContract {
             return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
         }
         #expect(wins == 1)
+        // Many markers at once (SQLite writes those that arrive together in one transaction): each caller learns of
+        // its own, a duplicate in the same moment loses, and every one is spent afterwards.
+        let markers = (0..<40).map { "m3-\($0 % 20)" }
+        let fresh = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+            for marker in markers {
+                group.addTask { (marker, try await store.spendStateMarker(marker, expiresAt: Make.now + 600)) }
+            }
+            return try await group.reduce(into: [String: Int]()) { $0[$1.0, default: 0] += $1.1 ? 1 : 0 }
+        }
+        #expect(fresh.count == 20 && fresh.values.allSatisfy { $0 == 1 }, "\(fresh)")
+        for marker in Set(markers) { #expect(try await store.isStateMarkerSpent(marker)) }
+        #expect(try await !store.isStateMarkerSpent("m3-unknown"))
     }
 }

@@ -13,7 +13,57 @@ import Logging
 /// in the process): what `Benchmarks/floor.sh` adds to a refresh grant's floor.
 ///
 /// Usage: broker-bench [seconds-per-measurement]   (prints one TSV line per measurement)
+///
+///        broker-bench sessions DATABASE EMAIL COUNT OUT
+///            starts COUNT sessions of the password account EMAIL in the SQLite file DATABASE, through the store
+///            call a sign-in makes (`createSession`: a session and its first refresh token, stored as its hash),
+///            and writes their refresh tokens to OUT (0600), one per line: `Benchmarks/memory.sh` measures a
+///            broker with 100,000 live sessions, which sign-ins at scrypt's cost would take hours to make.
+if CommandLine.arguments.count == 6, CommandLine.arguments[1] == "sessions" {
+    try await startSessions(
+        database: CommandLine.arguments[2], email: CommandLine.arguments[3],
+        count: Int(CommandLine.arguments[4]) ?? 0, out: CommandLine.arguments[5])
+    exit(0)
+}
 let seconds = Double(CommandLine.arguments.dropFirst().first ?? "") ?? 3
+
+func startSessions(database: String, email: String, count: Int, out: String) async throws {
+    guard count > 0 else { fatalError("broker-bench sessions: COUNT must be a whole number above 0") }
+    let store = try SQLiteStore(path: database)
+    guard let account = try await store.passwordAccount(email: email) else {
+        fatalError("broker-bench sessions: no password account \(email) in \(database)")
+    }
+    let descriptor = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+    guard descriptor >= 0, let file = fdopen(descriptor, "w") else {
+        fatalError("broker-bench sessions: cannot create \(out)")
+    }
+    let now = Int64(time(nil))
+    // Sixteen at a time, as sign-ins arriving together would be.
+    try await withThrowingTaskGroup(of: [String].self) { group in
+        for part in 0..<16 {
+            group.addTask {
+                var tokens: [String] = []
+                for _ in stride(from: part, to: count, by: 16) {
+                    let id = try SecureRandom.argumentSafeToken(byteCount: 16)
+                    let token = try SecureRandom.token(byteCount: 32)
+                    try await store.createSession(
+                        SessionRecord(
+                            id: id, userID: account.user.id, clientID: "broker-cli", scope: nil, createdAt: now,
+                            revokedAt: nil, signedInWith: "custom"),
+                        firstToken: RefreshTokenRecord(
+                            hash: Digest.sha256(token), sessionID: id, createdAt: now, expiresAt: now + 30 * 86_400))
+                    tokens.append(token)
+                }
+                return tokens
+            }
+        }
+        for try await tokens in group {
+            for token in tokens { fputs(token + "\n", file) }
+        }
+    }
+    fclose(file)
+    await store.close()
+}
 
 func measure(_ body: () throws -> Void) rethrows -> Double {
     // Warm up, then count whole iterations until the time is up.

@@ -80,19 +80,13 @@ extension SQLiteStore {
         }
     }
 
+    /// On the caller's thread, as the session reads are (``SessionLookup``): every DPoP-bound request asks.
     package func isStateMarkerSpent(_ marker: String) async throws -> Bool {
-        try await read { db in
-            try Bool.fetchOne(db, sql: "SELECT 1 FROM state_markers WHERE marker = ?", arguments: [marker]) ?? false
-        }
+        try observation.timedNow(#function) { try lookup.isMarkerSpent(marker) }
     }
 
+    /// In a transaction shared with the markers spent at the same moment (``StateMarkerWrites``).
     package func spendStateMarker(_ marker: String, expiresAt: Int64) async throws -> Bool {
-        try await write { db in
-            try db.execute(
-                sql: "INSERT INTO state_markers (marker, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                arguments: [marker, expiresAt]
-            )
-            return db.changesCount == 1
-        }
+        try await observation.timed(#function) { try await markerWrites.spend(marker, expiresAt: expiresAt) }
     }
 }

@@ -9,6 +9,8 @@ import GRDB
 package final class SQLiteStore: Store {
     let pool: DatabasePool
     let lookup: SessionLookup
+    /// DPoP proofs' and flows' state markers, spent in shared transactions (``StateMarkerWrites``).
+    let markerWrites: StateMarkerWrites
     package let path: String
     /// Where each call's time goes (``observe(_:)``).
     let observation = StoreObservation()
@@ -27,7 +29,19 @@ package final class SQLiteStore: Store {
         configuration.foreignKeysEnabled = true
         configuration.label = "broker"
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            self.pool = pool
+            // Timed per caller by ``spendStateMarker(_:expiresAt:)``, not per batch.
+            markerWrites = StateMarkerWrites { markers in
+                try await pool.write { db in
+                    try markers.map { marker, expiresAt in
+                        try db.execute(
+                            sql: "INSERT INTO state_markers (marker, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                            arguments: [marker, expiresAt])
+                        return db.changesCount == 1
+                    }
+                }
+            }
             try Self.migrate(pool)
         } catch let error as StoreError {
             throw error

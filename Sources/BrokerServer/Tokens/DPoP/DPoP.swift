@@ -19,6 +19,8 @@ struct DPoPChecker: Sendable {
     /// client-secret hasher's key is, since every DPoP request computes one.
     let nonceKey: HMACKey
     let requireNonce: Bool
+    /// The keys of recent proofs' headers (``ProofKeys``).
+    let proofKeys = ProofKeys()
 
     init(store: any Store, nonceKey: [UInt8], requireNonce: Bool) {
         self.store = store
@@ -66,27 +68,11 @@ struct DPoPChecker: Sendable {
             throw .invalid(values.isEmpty ? "a DPoP proof is required" : "exactly one DPoP header is allowed")
         }
         guard proof.utf8.count <= 8 * 1024 else { throw .invalid("the DPoP proof is too large") }
-        let segments = proof.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let headerBytes = Base64URL.decode(segments[0]),
-            let header = JSONValue.parse(headerBytes)?.objectValue
-        else { throw .invalid("the DPoP proof is not a JWT") }
-        guard let alg = header["alg"]?.stringValue, Self.algorithms.contains(alg) else {
-            throw .invalid("the DPoP proof's alg must be one of \(Self.algorithms.joined(separator: ", "))")
+        guard let dot = proof.firstIndex(of: ".") else { throw .invalid("the DPoP proof is not a JWT") }
+        let key = try proofKeys.entry(header: String(proof[..<dot])) { () throws(Refusal) in
+            try Self.headerKey(proof)
         }
-        guard let jwkValue = header["jwk"], case .object = jwkValue,
-            let jwk = try? JSONDecoder().decode(JWK.self, from: Data(jwkValue.serialized().utf8))
-        else { throw .invalid("the DPoP proof's header has no jwk") }
-        guard !jwk.hasPrivateMembers else { throw .invalid("the DPoP proof's jwk holds a private key") }
-        let key: AsymmetricKey
-        let thumbprint: String
-        do {
-            key = try AsymmetricKey(jwk: jwk)
-            thumbprint = try key.thumbprint()
-        } catch {
-            throw .invalid("the DPoP proof's jwk is not a usable public key")
-        }
-        guard key.algorithm.rawValue == alg else { throw .invalid("the DPoP proof's alg does not fit its key") }
-        var keys = JWTKeySet()
+        let thumbprint = key.thumbprint
         // `iat` is checked below, where a nonce can stand in for a clock that differs from the broker's.
         var options = JWTVerifier.Options(leeway: 10 * 366 * 86_400, expectedType: "dpop+jwt")
         options.requireExpiry = false
@@ -94,8 +80,7 @@ struct DPoPChecker: Sendable {
         options.maxTokenSize = 8 * 1024
         let verified: VerifiedJWT
         do {
-            try keys.add(key, kid: header["kid"]?.stringValue ?? thumbprint)
-            verified = try JWTVerifier(keys: keys, options: options).verify(proof, now: now)
+            verified = try JWTVerifier(keys: key.keys, options: options).verify(proof, now: now)
         } catch {
             throw .invalid("the DPoP proof does not verify: \(error)")
         }
@@ -105,8 +90,10 @@ struct DPoPChecker: Sendable {
         guard verified["htm"]?.stringValue == method else {
             throw .invalid("the DPoP proof is for another method (htm)")
         }
-        guard let htu = verified["htu"]?.stringValue, let proofURL = Self.normalized(htu),
-            proofURL == Self.normalized(url)
+        // The same text is the same URL; only a differently written one is normalized to be compared (Foundation's
+        // URL parsing, twice, on every DPoP-bound request otherwise).
+        guard let htu = verified["htu"]?.stringValue,
+            htu == url || (Self.normalized(htu).map { $0 == Self.normalized(url) } ?? false)
         else {
             // Most often a client that reaches the broker by another address than its issuer (a node's own
             // address, an internal alias): proofs name the issuer's URL, so say which one, and what to set.
@@ -154,6 +141,38 @@ struct DPoPChecker: Sendable {
         return Proof(
             thumbprint: thumbprint, marker: marker,
             rememberUntil: now + max(Self.maxAge + Self.leeway, 2 * Self.nonceWindow))
+    }
+
+    /// What a proof's header says, checked: its key (for the verifier, under the header's `kid` or the key's
+    /// thumbprint) and the key's thumbprint. The same header always gives the same answer (``ProofKeys``).
+    static func headerKey(_ proof: String) throws(Refusal) -> ProofKeys.Entry {
+        let segments = proof.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3, let headerBytes = Base64URL.decode(segments[0]),
+            let header = JSONValue.parse(headerBytes)?.objectValue
+        else { throw .invalid("the DPoP proof is not a JWT") }
+        guard let alg = header["alg"]?.stringValue, Self.algorithms.contains(alg) else {
+            throw .invalid("the DPoP proof's alg must be one of \(Self.algorithms.joined(separator: ", "))")
+        }
+        guard let jwkValue = header["jwk"], case .object = jwkValue,
+            let jwk = try? JSONDecoder().decode(JWK.self, from: Data(jwkValue.serialized().utf8))
+        else { throw .invalid("the DPoP proof's header has no jwk") }
+        guard !jwk.hasPrivateMembers else { throw .invalid("the DPoP proof's jwk holds a private key") }
+        let key: AsymmetricKey
+        let thumbprint: String
+        do {
+            key = try AsymmetricKey(jwk: jwk)
+            thumbprint = try key.thumbprint()
+        } catch {
+            throw .invalid("the DPoP proof's jwk is not a usable public key")
+        }
+        guard key.algorithm.rawValue == alg else { throw .invalid("the DPoP proof's alg does not fit its key") }
+        var keys = JWTKeySet()
+        do {
+            try keys.add(key, kid: header["kid"]?.stringValue ?? thumbprint)
+        } catch {
+            throw .invalid("the DPoP proof's jwk is not a usable public key")
+        }
+        return ProofKeys.Entry(keys: keys, thumbprint: thumbprint)
     }
 
     /// Records `proof`'s `jti` as used, once the request it protects has been accepted: a proof presented twice
