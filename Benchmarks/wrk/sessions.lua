@@ -1,8 +1,8 @@
 -- The refresh grant across many sessions: each request spends the first refresh token of another session (from
 -- the file REFRESH_TOKENS, one per line; thread i of SESSION_THREADS takes every line whose number is i modulo
 -- SESSION_THREADS), so every request reads and writes rows no request before it touched. A thread that has spent
--- its share starts again from its first token, which is refused by then (401: a token spent twice); such answers
--- are counted, not errors, and the script says how many in `done`.
+-- its share starts again from its first token, which is refused by then (400 invalid_grant: a token spent twice);
+-- such answers are not errors, and `done` says how many first tokens were spent.
 local counter = 0
 local threads = {}
 

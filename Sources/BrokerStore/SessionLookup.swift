@@ -116,20 +116,27 @@ final class SessionLookup: Sendable {
             sqlite3_close_v2(db)
         }
 
-        func client(name: String) throws(StoreError) -> ClientRecord? {
+        /// Binds `value` as `statement`'s one parameter, steps it once and hands the row, if there is one, to
+        /// `read`; the statement is reset for its next use whatever happens.
+        private func firstRow<T>(_ statement: OpaquePointer, _ value: String, _ read: (OpaquePointer) -> T?)
+            throws(StoreError) -> T?
+        {
             defer {
-                sqlite3_reset(clientStatement)
-                sqlite3_clear_bindings(clientStatement)
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
             }
+            // SQLITE_TRANSIENT: SQLite copies the text before this call returns.
             let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-            guard sqlite3_bind_text(clientStatement, 1, name, -1, transient) == SQLITE_OK else {
-                throw failure("bind")
+            guard sqlite3_bind_text(statement, 1, value, -1, transient) == SQLITE_OK else { throw failure("bind") }
+            switch sqlite3_step(statement) {
+            case SQLITE_DONE: return nil
+            case SQLITE_ROW: return read(statement)
+            default: throw failure("read")
             }
-            switch sqlite3_step(clientStatement) {
-            case SQLITE_DONE:
-                return nil
-            case SQLITE_ROW:
-                let row = clientStatement
+        }
+
+        func client(name: String) throws(StoreError) -> ClientRecord? {
+            try firstRow(clientStatement, name) { row in
                 guard let name = text(row, 0), let hash = text(row, 1), let scopes = text(row, 2) else { return nil }
                 var trust: TrustPolicy?
                 if let issuer = text(row, 3), let subject = text(row, 4) {
@@ -149,39 +156,15 @@ final class SessionLookup: Sendable {
                     trust: trust,
                     createdAt: sqlite3_column_int64(row, 7)
                 )
-            default:
-                throw failure("read")
             }
         }
 
         func isMarkerSpent(_ marker: String) throws(StoreError) -> Bool {
-            defer {
-                sqlite3_reset(markerStatement)
-                sqlite3_clear_bindings(markerStatement)
-            }
-            let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-            guard sqlite3_bind_text(markerStatement, 1, marker, -1, transient) == SQLITE_OK else {
-                throw failure("bind")
-            }
-            switch sqlite3_step(markerStatement) {
-            case SQLITE_DONE: return false
-            case SQLITE_ROW: return true
-            default: throw failure("read")
-            }
+            try firstRow(markerStatement, marker) { _ in true } ?? false
         }
 
         func sessionWithUser(id: String) throws(StoreError) -> SessionView? {
-            defer {
-                sqlite3_reset(statement)
-                sqlite3_clear_bindings(statement)
-            }
-            // SQLITE_TRANSIENT: SQLite copies the text before this call returns.
-            let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-            guard sqlite3_bind_text(statement, 1, id, -1, transient) == SQLITE_OK else { throw failure("bind") }
-            switch sqlite3_step(statement) {
-            case SQLITE_DONE:
-                return nil
-            case SQLITE_ROW:
+            try firstRow(statement, id) { _ in
                 guard let sessionID = text(0), let user = text(1).flatMap(UserID.init), let clientID = text(2)
                 else { return nil }
                 let session = SessionRecord(
@@ -200,8 +183,6 @@ final class SessionLookup: Sendable {
                     createdAt: sqlite3_column_int64(statement, 8)
                 )
                 return SessionView(session: session, user: record, emailVerifiedAt: integer(10))
-            default:
-                throw failure("read")
             }
         }
 

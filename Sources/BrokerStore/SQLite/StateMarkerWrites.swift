@@ -5,8 +5,8 @@ import Synchronization
 /// next, in one transaction, and each caller learns whether its own insert took.
 ///
 /// Every DPoP-bound request spends its proof's `jti` once it is accepted, and SQLite has one writer: one
-/// transaction a marker cost each such request a hop to GRDB's writer queue and a commit, serialized, which made a
-/// DPoP-bound `GET /auth/me` about four times a Bearer one (`Benchmarks/floor.sh`). A caller still has its answer
+/// transaction a marker cost each such request a hop to GRDB's writer queue and a commit, serialized: a DPoP-bound
+/// `GET /auth/me` answered a quarter of a Bearer one's rate (`Benchmarks/floor.sh`). A caller still has its answer
 /// only after its marker is committed, so a proof is refused the second time by this broker and by any other on
 /// the same file, exactly as before; under load one commit carries many markers. A lone marker is written at
 /// once, without waiting for company.

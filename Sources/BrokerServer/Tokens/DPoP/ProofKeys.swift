@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// A client signs every proof with one key and sends the same header with each (`typ`, `alg` and the public key
 /// in `jwk`), so the header's work — decoding the JWK, importing it into OpenSSL, its RFC 7638 thumbprint — is the
-/// same for every request of a client, and was a third of a DPoP request's instructions beyond its Bearer twin.
+/// same for every request of a client.
 /// What is kept is derived from the header bytes alone and only once every check of the header passed, so a cached
 /// entry answers exactly as the checks would; the signature, the claims and the replay check still run on every
 /// proof. Bounded: when full, the whole cache is dropped (a flood of keys costs what no cache would).
@@ -30,7 +30,4 @@ final class ProofKeys: Sendable {
         }
         return made
     }
-
-    /// How many headers are kept (for tests).
-    var count: Int { entries.withLock { $0.count } }
 }
